@@ -1,0 +1,70 @@
+import type { Clock, Logger, Pool, ResourceStore } from '@berth/common';
+import type { ProviderRegistry } from '@berth/operator';
+import express, { type Express } from 'express';
+import type { Registry } from 'prom-client';
+import { authenticate } from './http/auth.js';
+import { errorHandler, notFoundHandler } from './http/errors.js';
+import { observeRequests } from './http/observe.js';
+import { RouteTable } from './http/route.js';
+import { agentRoutes } from './routes/agents.js';
+import { sessionRoutes } from './routes/sessions.js';
+import { systemRoutes } from './routes/system.js';
+import { createAgentService } from './services/agents.js';
+import { createSessionService } from './services/sessions.js';
+
+export const API_VERSION = '0.1.0';
+
+export interface AppDeps {
+  pool: Pool;
+  store: ResourceStore;
+  providers: ProviderRegistry;
+  clock: Clock;
+  log: Logger;
+  metrics: Registry;
+  execTimeoutMs: number;
+  defaultModel: string;
+  publicUrl?: string;
+  /** Whether the controllers this process relies on are running (for /readyz). */
+  ready?: () => boolean;
+}
+
+export interface App {
+  express: Express;
+  routes: RouteTable;
+}
+
+/** Builds the HTTP API without listening: `main` listens, tests listen on port 0. */
+export function createApp(deps: AppDeps): App {
+  const sessions = createSessionService({ store: deps.store, pool: deps.pool, clock: deps.clock });
+  const agents = createAgentService({
+    store: deps.store,
+    providers: deps.providers,
+    sessions,
+    clock: deps.clock,
+    metrics: deps.metrics,
+    execTimeoutMs: deps.execTimeoutMs,
+    defaultModel: deps.defaultModel,
+  });
+
+  const routes = new RouteTable();
+  systemRoutes(routes, {
+    pool: deps.pool,
+    metrics: deps.metrics,
+    openapi: () => routes.openapi({ version: API_VERSION, ...(deps.publicUrl ? { serverUrl: deps.publicUrl } : {}) }),
+    ready: deps.ready ?? (() => true),
+  });
+  sessionRoutes(routes, sessions);
+  agentRoutes(routes, agents, { execTimeoutMs: deps.execTimeoutMs });
+
+  const app = express();
+  app.disable('x-powered-by');
+  app.set('query parser', 'simple');
+  app.use(observeRequests(deps.log, deps.metrics));
+  app.use(express.json({ limit: '2mb' }));
+  const router = express.Router();
+  routes.mount(router, authenticate({ db: deps.pool, clock: deps.clock }));
+  app.use(router);
+  app.use(notFoundHandler);
+  app.use(errorHandler);
+  return { express: app, routes };
+}

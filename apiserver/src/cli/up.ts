@@ -1,0 +1,128 @@
+import { existsSync, readFileSync } from 'node:fs';
+import { mkdir, rm, writeFile } from 'node:fs/promises';
+import type { AddressInfo } from 'node:net';
+import { join } from 'node:path';
+import {
+  PostgresResourceStore,
+  createMetricsRegistry,
+  systemClock,
+  type BerthConfig,
+  type Logger,
+} from '@berth/common';
+import { ProviderRegistry, createLocalProvider, createOperator } from '@berth/operator';
+import { createApp } from '../app.js';
+import { bootstrap } from './bootstrap.js';
+import { openDatabase } from './database.js';
+import { CliError } from './keys.js';
+
+/** One `berth up` per data directory: a second one would fight the first over its database and sandboxes. */
+async function lockDataDir(dataDir: string): Promise<() => Promise<void>> {
+  await mkdir(dataDir, { recursive: true });
+  const pidFile = join(dataDir, 'berth.pid');
+  if (existsSync(pidFile)) {
+    const pid = Number(readFileSync(pidFile, 'utf8').trim());
+    let alive = false;
+    try {
+      alive = Number.isInteger(pid) && pid > 0 && pid !== process.pid && (process.kill(pid, 0), true);
+    } catch {
+      alive = false;
+    }
+    if (alive) throw new CliError(`berth is already running on ${dataDir} (pid ${pid})`);
+  }
+  await writeFile(pidFile, `${process.pid}\n`);
+  return () => rm(pidFile, { force: true });
+}
+
+/**
+ * Embedded mode: API server, operator controllers and the local gVisor provider in one
+ * process, on the embedded PostgreSQL unless DATABASE_URL is set. Resolves when stopped.
+ */
+export async function up(config: BerthConfig, log: Logger, out: (line: string) => void): Promise<void> {
+  const unlock = await lockDataDir(config.dataDir);
+  const clock = systemClock;
+  const database = await openDatabase(config, log);
+  const store = new PostgresResourceStore(database.pool, { connectionString: database.connectionString, clock, log });
+  const { newKeys } = await bootstrap(database.pool);
+
+  const local = createLocalProvider(config, log);
+  const runscVersion = await local.runtimeVersion().catch((error: unknown) => {
+    throw new CliError(`the local provider needs gVisor's runsc (${config.runsc}): ${(error as Error).message}. Run \`make setup\` or set BERTH_RUNSC.`);
+  });
+  // The first sandbox should not wait for its image: start building it now if it is missing.
+  local.prepareImages().catch((error: unknown) => log.error({ err: error }, 'could not build the sandbox image'));
+
+  const metrics = createMetricsRegistry();
+  const providers = new ProviderRegistry([local], config.defaultProvider);
+  const operator = createOperator({ store, db: database.pool, providers, clock, log, metrics, workers: config.controllerWorkers });
+  await operator.start();
+  let operatorRunning = true;
+
+  const app = createApp({
+    pool: database.pool,
+    store,
+    providers,
+    clock,
+    log,
+    metrics,
+    execTimeoutMs: config.execTimeout,
+    defaultModel: config.defaultModel,
+    ...(config.publicUrl ? { publicUrl: config.publicUrl } : {}),
+    ready: () => operatorRunning,
+  });
+  const server = app.express.listen(config.port, config.host);
+  await new Promise<void>((resolve, reject) => {
+    server.once('listening', resolve);
+    server.once('error', reject);
+  });
+  const { port } = server.address() as AddressInfo;
+  const host = config.host === '0.0.0.0' || config.host === '::' ? '127.0.0.1' : config.host;
+  const baseUrl = config.publicUrl ?? `http://${host.includes(':') ? `[${host}]` : host}:${port}`;
+
+  const banner = [
+    `Berth is running at ${baseUrl}`,
+    `  data directory  ${config.dataDir}`,
+    `  database        ${database.kind === 'embedded' ? `embedded PostgreSQL in ${join(config.dataDir, 'postgres')}` : 'DATABASE_URL'}`,
+    `  sandboxes       local provider, gVisor ${runscVersion}`,
+    `  API docs        ${baseUrl}/v1/openapi.json    metrics ${baseUrl}/metrics`,
+  ];
+  if (newKeys) {
+    banner.push(
+      '',
+      'First start: created two API keys. They are shown only now; keep them safe.',
+      `  live key: ${newKeys.live}`,
+      `  test key: ${newKeys.test}`,
+      'More with `berth keys create`.',
+    );
+  }
+  banner.push('', 'Press Ctrl-C to stop.');
+  out(banner.join('\n'));
+
+  await new Promise<void>((resolve) => {
+    let stopping = false;
+    const stop = (signal: NodeJS.Signals) => {
+      if (stopping) {
+        log.warn({ signal }, 'second signal: exiting at once');
+        process.exit(1);
+      }
+      stopping = true;
+      log.info({ signal }, 'stopping');
+      resolve();
+    };
+    process.once('SIGTERM', stop);
+    process.once('SIGINT', stop);
+  });
+
+  // In order: no new requests, requests in flight finish, controllers finish their
+  // reconciles, then the database goes. Sandboxes keep running; the next start adopts them.
+  await new Promise<void>((resolve) => {
+    server.close(() => resolve());
+    server.closeIdleConnections();
+    setTimeout(() => server.closeAllConnections(), 10_000).unref();
+  });
+  operatorRunning = false;
+  await operator.stop();
+  await store.close();
+  await database.close();
+  await unlock();
+  log.info('stopped');
+}

@@ -1,0 +1,83 @@
+import { ApiError, ProviderError, ExecTimeoutError, type Logger } from '@berth/common';
+import type { ErrorRequestHandler, Request, RequestHandler } from 'express';
+import { z } from 'zod';
+
+export interface ErrorEnvelope {
+  error: { code: string; message: string; details: Record<string, unknown>; requestId: string };
+}
+
+/** Field path → messages, the `details.fields` of a 422. */
+export function fieldErrors(error: z.ZodError, location?: 'body' | 'query' | 'params'): Record<string, string[]> {
+  const fields: Record<string, string[]> = {};
+  for (const issue of error.issues) {
+    const path = issue.path.length > 0 ? issue.path.join('.') : (location ?? 'body');
+    const message =
+      issue.code === 'unrecognized_keys' ? `unknown field${issue.keys.length > 1 ? 's' : ''}: ${issue.keys.join(', ')}` : issue.message;
+    (fields[path] ??= []).push(message);
+  }
+  return fields;
+}
+
+export function validationError(error: z.ZodError, location: 'body' | 'query' | 'params'): ApiError {
+  const fields = fieldErrors(error, location);
+  const summary = Object.entries(fields)
+    .map(([field, messages]) => `${field}: ${messages.join('; ')}`)
+    .join(', ');
+  return new ApiError('unprocessable_entity', `invalid ${location === 'params' ? 'path' : location}: ${summary}`, { fields });
+}
+
+/** Turns anything thrown into the spec's error envelope; unknown errors are logged and hidden. */
+export function toApiError(error: unknown, log: Logger): ApiError {
+  if (error instanceof ApiError) return error;
+  if (error instanceof z.ZodError) return validationError(error, 'body');
+  if (error instanceof ExecTimeoutError) {
+    return new ApiError('timeout', error.message, { timeoutMs: error.timeoutMs });
+  }
+  if (error instanceof ProviderError) {
+    return new ApiError('provider_error', `provider ${error.provider}: ${error.message}`, { provider: error.provider, ...error.details });
+  }
+  const bodyParserError = error as { type?: string; status?: number; message?: string };
+  if (bodyParserError.type === 'entity.parse.failed') {
+    return new ApiError('unprocessable_entity', `the request body is not valid JSON: ${bodyParserError.message}`, {
+      fields: { body: ['not valid JSON'] },
+    });
+  }
+  if (bodyParserError.type === 'entity.too.large') {
+    return new ApiError('payload_too_large', 'the request body is larger than the 2 MiB limit');
+  }
+  log.error({ err: error }, 'unhandled error');
+  return new ApiError('internal_error', 'an unexpected error occurred; quote the requestId when reporting it');
+}
+
+export function sendError(req: Request, res: Parameters<RequestHandler>[1], apiError: ApiError): void {
+  const envelope: ErrorEnvelope = {
+    error: { code: apiError.code, message: apiError.message, details: apiError.details, requestId: req.requestId },
+  };
+  if (apiError.code === 'rate_limited' && typeof apiError.details.retryAfter === 'number') {
+    res.setHeader('Retry-After', String(apiError.details.retryAfter));
+  }
+  res.status(apiError.status).json(envelope);
+}
+
+export const errorHandler: ErrorRequestHandler = (error, req, res, _next) => {
+  const apiError = toApiError(error, req.log);
+  if (res.headersSent) {
+    res.end();
+    return;
+  }
+  sendError(req, res, apiError);
+};
+
+export const notFoundHandler: RequestHandler = (req, res) => {
+  sendError(req, res, new ApiError('not_found', `no route for ${req.method} ${req.path}`, { method: req.method, path: req.path }));
+};
+
+export const errorEnvelopeSchema = z
+  .object({
+    error: z.object({
+      code: z.string().describe('machine-readable error code; clients branch on it'),
+      message: z.string().describe('what went wrong, for people'),
+      details: z.record(z.string(), z.unknown()).describe('structured details; `fields` holds field-level errors of a 422'),
+      requestId: z.string().describe('quote it in support requests'),
+    }),
+  });

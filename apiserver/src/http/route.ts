@@ -1,0 +1,181 @@
+import { ApiError, ERROR_STATUS, type ErrorCode } from '@berth/common';
+import type { Request, RequestHandler, Response, Router } from 'express';
+import { z } from 'zod';
+import type { Principal } from './context.js';
+import { errorEnvelopeSchema, validationError } from './errors.js';
+
+type Method = 'get' | 'post' | 'put' | 'patch' | 'delete';
+
+export interface HandlerContext<P, Q, B> {
+  req: Request;
+  res: Response;
+  params: P;
+  query: Q;
+  body: B;
+  /** Present on every authenticated route. */
+  principal: Principal;
+}
+
+/** A JSON reply; a handler that streams or writes text itself returns nothing. */
+export interface Reply {
+  status: number;
+  body: unknown;
+}
+
+export interface RouteSpec<P extends z.ZodType, Q extends z.ZodType, B extends z.ZodType> {
+  method: Method;
+  /** Express-style path: `/v1/agents/:id`. */
+  path: string;
+  operationId: string;
+  tag: string;
+  summary: string;
+  description: string;
+  /** Routes need an API key unless they say otherwise. */
+  auth?: boolean;
+  params?: P;
+  query?: Q;
+  body?: B;
+  responses: Record<number, { description: string; schema?: z.ZodType; contentType?: string }>;
+  /** Error codes this route can answer with, for the docs. */
+  errors: ErrorCode[];
+  handler(context: HandlerContext<z.output<P>, z.output<Q>, z.output<B>>): Promise<Reply | void>;
+}
+
+// Erased form kept in the table; `defineRoute` keeps the typed one for the handler.
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
+type AnyRoute = RouteSpec<any, any, any>;
+
+export function defineRoute<
+  P extends z.ZodType = z.ZodObject<{}>,
+  Q extends z.ZodType = z.ZodObject<{}>,
+  B extends z.ZodType = z.ZodUndefined,
+>(spec: RouteSpec<P, Q, B>): RouteSpec<P, Q, B> {
+  return spec;
+}
+
+const AUTH_ERRORS: ErrorCode[] = ['unauthorized', 'auth/invalid_key', 'auth/key_revoked'];
+
+function parseOrThrow<T extends z.ZodType>(schema: T | undefined, value: unknown, location: 'body' | 'query' | 'params'): z.output<T> {
+  if (!schema) return value as z.output<T>;
+  const result = schema.safeParse(value);
+  if (!result.success) throw validationError(result.error, location);
+  return result.data;
+}
+
+function readBody(req: Request): unknown {
+  if (req.body !== undefined) return req.body;
+  const length = Number(req.get('content-length') ?? 0);
+  const chunked = req.get('transfer-encoding') !== undefined;
+  if ((length > 0 || chunked) && !req.is('application/json')) {
+    throw new ApiError('unprocessable_entity', 'the request body must be JSON, sent with "Content-Type: application/json"', {
+      fields: { body: ['expected application/json'] },
+    });
+  }
+  return {};
+}
+
+/**
+ * Routes and their documentation in one place: each route's zod schemas validate the
+ * request, shape the response (only fields in the schema leave the server) and become
+ * the OpenAPI document, so the docs cannot drift from behaviour.
+ */
+export class RouteTable {
+  private readonly routes: AnyRoute[] = [];
+
+  add(...routes: AnyRoute[]): this {
+    this.routes.push(...routes);
+    return this;
+  }
+
+  list(): readonly AnyRoute[] {
+    return this.routes;
+  }
+
+  mount(router: Router, authenticate: RequestHandler): void {
+    for (const route of this.routes) {
+      const handle: RequestHandler = async (req, res) => {
+        const params = parseOrThrow(route.params, req.params, 'params');
+        const query = parseOrThrow(route.query, req.query, 'query');
+        const body = route.body ? parseOrThrow(route.body, readBody(req), 'body') : undefined;
+        const reply = await route.handler({ req, res, params, query, body, principal: req.principal! });
+        if (!reply) return;
+        const schema = route.responses[reply.status]?.schema;
+        // A response that does not match its schema is our bug: it must not reach the client half-right.
+        res.status(reply.status).json(schema ? schema.parse(reply.body) : reply.body);
+      };
+      const handlers = route.auth === false ? [handle] : [authenticate, handle];
+      router[route.method](route.path, ...handlers);
+    }
+  }
+
+  openapi(info: { version: string; serverUrl?: string }): Record<string, unknown> {
+    const paths: Record<string, Record<string, unknown>> = {};
+    const toSchema = (schema: z.ZodType, io: 'input' | 'output') =>
+      z.toJSONSchema(schema, { io, unrepresentable: 'any', target: 'draft-2020-12' });
+
+    for (const route of this.routes) {
+      const openapiPath = route.path.replace(/:([A-Za-z]+)/g, '{$1}');
+      const parameters: unknown[] = [];
+      for (const [location, schema] of [['path', route.params], ['query', route.query]] as const) {
+        if (!schema) continue;
+        const json = toSchema(schema, 'input') as { properties?: Record<string, unknown>; required?: string[] };
+        for (const [name, property] of Object.entries(json.properties ?? {})) {
+          parameters.push({
+            name,
+            in: location,
+            required: location === 'path' || (json.required ?? []).includes(name),
+            schema: property,
+            description: (property as { description?: string }).description,
+          });
+        }
+      }
+      const responses: Record<string, unknown> = {};
+      for (const [status, response] of Object.entries(route.responses)) {
+        responses[status] = {
+          description: response.description,
+          ...(response.schema
+            ? { content: { [response.contentType ?? 'application/json']: { schema: toSchema(response.schema, 'output') } } }
+            : response.contentType
+              ? { content: { [response.contentType]: { schema: { type: 'string' } } } }
+              : {}),
+        };
+      }
+      const errorCodes = [...new Set([...(route.auth === false ? [] : AUTH_ERRORS), ...route.errors])];
+      const byStatus = new Map<number, ErrorCode[]>();
+      for (const code of errorCodes) byStatus.set(ERROR_STATUS[code], [...(byStatus.get(ERROR_STATUS[code]) ?? []), code]);
+      for (const [status, codes] of byStatus) {
+        responses[String(status)] = {
+          description: `error codes: ${codes.map((code) => `\`${code}\``).join(', ')}`,
+          content: { 'application/json': { schema: { $ref: '#/components/schemas/Error' } } },
+        };
+      }
+      (paths[openapiPath] ??= {})[route.method] = {
+        operationId: route.operationId,
+        tags: [route.tag],
+        summary: route.summary,
+        description: route.description,
+        ...(route.auth === false ? { security: [] } : {}),
+        ...(parameters.length ? { parameters } : {}),
+        ...(route.body ? { requestBody: { required: true, content: { 'application/json': { schema: toSchema(route.body, 'input') } } } } : {}),
+        responses,
+      };
+    }
+    return {
+      openapi: '3.1.0',
+      info: {
+        title: 'Berth API',
+        version: info.version,
+        description:
+          'Sandboxed compute for AI agents. Authenticate with `Authorization: Bearer <API key>`; ' +
+          '`svc_live_` keys run real sandboxes, `svc_test_` keys get realistic mock results and never touch a provider.',
+      },
+      ...(info.serverUrl ? { servers: [{ url: info.serverUrl }] } : {}),
+      security: [{ bearer: [] }],
+      components: {
+        securitySchemes: { bearer: { type: 'http', scheme: 'bearer', description: 'an API key: svc_live_… or svc_test_…' } },
+        schemas: { Error: toSchema(errorEnvelopeSchema, 'output') },
+      },
+      paths,
+    };
+  }
+}

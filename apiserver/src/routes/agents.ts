@@ -1,0 +1,112 @@
+import { z } from 'zod';
+import { ApiError } from '@berth/common';
+import { defineRoute, type RouteTable } from '../http/route.js';
+import type { AgentService } from '../services/agents.js';
+import { paginationQuery } from '../services/pagination.js';
+import {
+  agentPage,
+  agentSchema,
+  createAgentBody,
+  emptyBody,
+  execBody,
+  execResultSchema,
+  idParam,
+  okSchema,
+} from './schemas.js';
+
+/** How long `terminate` waits for the sandbox to be gone before answering anyway. */
+const TERMINATE_WAIT_MS = 15_000;
+
+export function agentRoutes(table: RouteTable, agents: AgentService, options: { execTimeoutMs: number }): void {
+  const execSeconds = Math.round(options.execTimeoutMs / 1000);
+  table.add(
+    defineRoute({
+      method: 'post',
+      path: '/v1/sessions/:id/agents',
+      operationId: 'createAgent',
+      tag: 'Agents',
+      summary: 'Create an agent',
+      description:
+        'Creates an agent in the session and starts provisioning its sandbox. The agent comes back with status `booting`; poll `GET /v1/agents/{id}` until it is `idle` (an `agent.started` event is written then). ' +
+        'Refused with 422: unknown fields, a `timeout` that is not a duration, `storage` (no provider supports it), `browser: true` when no browser-capable template is configured, `gpu` on a provider without GPUs, an unknown `provider`. ' +
+        '`lifecycle` is not enforced and answers 501 `not_implemented`. Timeouts over 24h are capped to 24h.',
+      params: idParam('ses', 'session'),
+      body: createAgentBody.extend({ lifecycle: z.unknown().optional().describe('not enforced: supplying it answers 501') }),
+      responses: { 201: { description: 'the agent, booting', schema: agentSchema } },
+      errors: ['not_found', 'unprocessable_entity', 'not_implemented'],
+      handler: async ({ principal, params, body }) => {
+        const { lifecycle, ...input } = body;
+        if (lifecycle !== undefined) {
+          throw new ApiError('not_implemented', 'lifecycle policies (auto-pause, failure policy) are not enforced yet; remove "lifecycle"', {
+            fields: { lifecycle: ['not implemented'] },
+          });
+        }
+        return { status: 201, body: await agents.create(principal, params.id, input) };
+      },
+    }),
+    defineRoute({
+      method: 'get',
+      path: '/v1/sessions/:id/agents',
+      operationId: 'listSessionAgents',
+      tag: 'Agents',
+      summary: "List a session's agents",
+      description: 'Newest first; paginated like `GET /v1/sessions`.',
+      params: idParam('ses', 'session'),
+      query: paginationQuery,
+      responses: { 200: { description: 'one page of agents', schema: agentPage } },
+      errors: ['not_found', 'unprocessable_entity'],
+      handler: async ({ principal, params, query }) => ({
+        status: 200,
+        body: await agents.listForSession(principal, params.id, query),
+      }),
+    }),
+    defineRoute({
+      method: 'get',
+      path: '/v1/agents/:id',
+      operationId: 'getAgent',
+      tag: 'Agents',
+      summary: 'Get an agent (status poll)',
+      description:
+        '`status` is `booting` while the sandbox is provisioned, `idle` when it is ready, `terminated` after terminate, `failed` when provisioning failed or the timeout expired (`error` says why). `conditions` carry the details.',
+      params: idParam('agt', 'agent'),
+      responses: { 200: { description: 'the agent', schema: agentSchema } },
+      errors: ['not_found'],
+      handler: async ({ principal, params }) => ({ status: 200, body: await agents.get(principal, params.id) }),
+    }),
+    defineRoute({
+      method: 'post',
+      path: '/v1/agents/:id/exec',
+      operationId: 'execInAgent',
+      tag: 'Agents',
+      summary: 'Run code in the sandbox',
+      description:
+        `Runs \`code\` synchronously in the agent's sandbox (python 3, TypeScript on Node.js 24 without a build step, or bash) with /workspace as its working directory, and answers with its output and exit code. A non-zero exit code is a normal result, not an error. ` +
+        `Runs longer than ${execSeconds} s are killed and answered with 504 \`timeout\`. A sandbox that is not ready (booting, terminated, failed) answers 409 \`conflict\`. stdout and stderr are each cut at 1 MiB with a marker.`,
+      params: idParam('agt', 'agent'),
+      body: execBody,
+      responses: { 200: { description: 'the result', schema: execResultSchema } },
+      errors: ['not_found', 'unprocessable_entity', 'conflict', 'timeout', 'provider_error'],
+      handler: async ({ principal, params, body }) => ({
+        status: 200,
+        body: await agents.exec(principal, params.id, body),
+      }),
+    }),
+    defineRoute({
+      method: 'post',
+      path: '/v1/agents/:id/terminate',
+      operationId: 'terminateAgent',
+      tag: 'Agents',
+      summary: 'Terminate an agent',
+      description:
+        'Irreversible: the sandbox is ended and its files deleted. Answers once the sandbox is gone (or after 15 s, when it is released in the background). Terminating a terminated agent is a no-op.',
+      params: idParam('agt', 'agent'),
+      body: emptyBody,
+      responses: { 200: { description: 'terminated', schema: okSchema } },
+      errors: ['not_found', 'unprocessable_entity'],
+      handler: async ({ principal, params }) => {
+        await agents.terminate(principal, params.id, TERMINATE_WAIT_MS);
+        return { status: 200, body: { ok: true } };
+      },
+    }),
+  );
+}

@@ -1,0 +1,140 @@
+import {
+  computeSchema,
+  conditionSchema,
+  costSchema,
+  durationSchema,
+  environmentSchema,
+  metadataSchema,
+  modelSchema,
+  sessionLimitsSchema,
+} from '@berth/crds';
+import { EXEC_LANGUAGES } from '@berth/common';
+import { z } from 'zod';
+
+/** Request and response schemas of the public API; the OpenAPI document is generated from them. */
+
+export const idParam = (prefix: string, what: string) =>
+  z.object({ id: z.string().min(1).max(128).describe(`${what} id (\`${prefix}_…\`)`) }).strict();
+
+export const sessionSchema = z.object({
+  id: z.string().describe('`ses_…`'),
+  userId: z.string().describe("the customer's end-user identifier"),
+  environment: environmentSchema,
+  limits: sessionLimitsSchema.describe('per-session ceilings; `maxDuration` is the duration ceiling'),
+  metadata: z.record(z.string(), z.string()),
+  createdAt: z.string().describe('ISO 8601'),
+});
+
+const userIdSchema = z.string().min(1).max(256);
+
+export const createSessionBody = z
+  .object({
+    userId: userIdSchema.describe("the customer's end-user identifier"),
+    environment: environmentSchema.optional().describe('default production'),
+    limits: sessionLimitsSchema.optional(),
+    metadata: metadataSchema.optional().describe('string pairs; at most 50 keys of 64 characters, values of 512'),
+  })
+  .strict();
+
+export const sessionByUserBody = z
+  .object({
+    limits: sessionLimitsSchema.optional().describe('applied only when the session is created'),
+    metadata: metadataSchema.optional().describe('applied only when the session is created'),
+  })
+  .strict();
+
+export const sessionPage = z.object({
+  data: z.array(sessionSchema),
+  hasMore: z.boolean(),
+  cursor: z.string().optional().describe('pass as `cursor` for the next page; absent on the last page'),
+});
+
+const providerName = z.string().min(1).max(64);
+const looseObject = z.record(z.string(), z.unknown());
+const secretName = z
+  .string()
+  .max(128)
+  .regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'must be an environment-variable name: letters, digits and _, not starting with a digit');
+
+export const createAgentBody = z
+  .object({
+    compute: computeSchema.default('python').describe('sandbox runtime'),
+    browser: z.boolean().default(false).describe('needs a browser-capable sandbox template'),
+    storage: z.string().min(1).max(64).optional().describe('not supported by any current provider: refused'),
+    gpu: z.string().min(1).max(64).optional().describe('GPU type; omit for CPU-only'),
+    model: modelSchema.optional().describe('`<vendor>/<model>`; the platform default when omitted'),
+    instructions: z.string().max(100_000).optional().describe('system prompt'),
+    tools: z.array(z.string().min(1).max(64)).max(64).default([]).describe('tools the agent may call'),
+    timeout: durationSchema.default('15m').describe('sandbox lifetime: 30s, 5m, 2h, 1h30m; default 15m, capped at 24h'),
+    costCap: costSchema.optional().describe('hard spend ceiling in integer cents'),
+    provider: providerName.optional().describe('omit for the platform default'),
+    providerFallback: providerName.optional().describe('used when the primary provider is unavailable'),
+    region: z.string().min(1).max(64).optional(),
+    approvals: looseObject.optional().describe('human-in-the-loop approval policy'),
+    knowledge: z.union([z.boolean(), z.string().min(1).max(200)]).optional(),
+    metadata: looseObject.optional().describe('metadata extraction rules plus custom pairs'),
+    guardrails: looseObject.optional(),
+    definition: z.string().min(1).max(200).optional().describe('agent definition name or id'),
+    overrides: looseObject.optional().describe("field overrides over the definition's config"),
+    secrets: z.array(secretName).max(100).optional().describe('names of secrets injected into the environment'),
+    mcp: z.union([z.array(z.string().min(1).max(200)).max(100), z.literal('*')]).optional(),
+  })
+  .strict();
+
+export const agentStatusValues = z.enum(['booting', 'idle', 'running', 'paused', 'terminated', 'failed']);
+
+export const agentSchema = z.object({
+  id: z.string().describe('`agt_…`'),
+  sessionId: z.string(),
+  status: agentStatusValues.describe('booting → idle (ready) → running (a task) → paused / terminated / failed'),
+  compute: computeSchema,
+  browser: z.boolean(),
+  storage: z.string().optional(),
+  gpu: z.string().optional(),
+  model: z.string().optional(),
+  instructions: z.string().optional(),
+  tools: z.array(z.string()),
+  timeout: z.string().describe('effective lifetime (capped at 24h)'),
+  costCap: costSchema.optional(),
+  provider: z.string(),
+  providerFallback: z.string().optional(),
+  region: z.string().optional(),
+  approvals: looseObject.optional(),
+  knowledge: z.union([z.boolean(), z.string()]).optional(),
+  metadata: looseObject.optional(),
+  guardrails: looseObject.optional(),
+  definition: z.string().optional(),
+  overrides: looseObject.optional(),
+  secrets: z.array(z.string()).optional(),
+  mcp: z.union([z.array(z.string()), z.literal('*')]).optional(),
+  createdAt: z.string(),
+  startedAt: z.string().optional().describe('when the sandbox became ready'),
+  expiresAt: z.string().optional().describe('startedAt + timeout: the sandbox is ended then'),
+  endedAt: z.string().optional(),
+  error: z.object({ code: z.string(), message: z.string() }).optional().describe('why a failed agent failed'),
+  conditions: z.array(conditionSchema).describe('details behind `status`, Kubernetes-style'),
+});
+
+export const agentPage = z.object({
+  data: z.array(agentSchema),
+  hasMore: z.boolean(),
+  cursor: z.string().optional(),
+});
+
+export const execBody = z
+  .object({
+    language: z.enum(EXEC_LANGUAGES).describe('python, typescript or bash'),
+    code: z.string().max(1024 * 1024).describe('the program; runs with /workspace as its working directory'),
+  })
+  .strict();
+
+export const execResultSchema = z.object({
+  stdout: z.string(),
+  stderr: z.string(),
+  exitCode: z.number().int(),
+  durationMs: z.number().int(),
+});
+
+export const okSchema = z.object({ ok: z.literal(true) });
+
+export const emptyBody = z.object({}).strict();

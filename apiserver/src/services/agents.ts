@@ -1,0 +1,252 @@
+import {
+  ApiError,
+  LATENCY_BUCKETS,
+  Labels,
+  idToObjectName,
+  isId,
+  newId,
+  objectNameToId,
+  unsupportedReason,
+  type Clock,
+  type ExecLanguage,
+  type ExecResult,
+  type Resource,
+  type ResourceStore,
+} from '@berth/common';
+import { formatDuration, parseDuration, type AgentSpec, type Compute, type Cost } from '@berth/crds';
+import { SANDBOX_FINALIZER, type ProviderRegistry } from '@berth/operator';
+import { Histogram, type Registry } from 'prom-client';
+import type { Principal } from '../http/context.js';
+import { decodeCursor, encodeCursor } from './pagination.js';
+import type { SessionService } from './sessions.js';
+
+/** Longest agent lifetime; longer timeouts are capped to it. */
+export const MAX_TIMEOUT_SECONDS = 24 * 3600;
+
+export interface CreateAgentInput {
+  compute: Compute;
+  browser: boolean;
+  storage?: string | undefined;
+  gpu?: string | undefined;
+  model?: string | undefined;
+  instructions?: string | undefined;
+  tools: string[];
+  timeout: string;
+  costCap?: Cost | undefined;
+  provider?: string | undefined;
+  providerFallback?: string | undefined;
+  region?: string | undefined;
+  approvals?: Record<string, unknown> | undefined;
+  knowledge?: boolean | string | undefined;
+  metadata?: Record<string, unknown> | undefined;
+  guardrails?: Record<string, unknown> | undefined;
+  definition?: string | undefined;
+  overrides?: Record<string, unknown> | undefined;
+  secrets?: string[] | undefined;
+  mcp?: string[] | '*' | undefined;
+}
+
+export function agentView(agent: Resource<'Agent'>) {
+  const { spec, status, metadata } = agent;
+  return {
+    id: objectNameToId(metadata.name),
+    sessionId: spec.sessionId,
+    status: status?.phase ?? 'booting',
+    compute: spec.compute,
+    browser: spec.browser,
+    storage: spec.storage,
+    gpu: spec.gpu,
+    model: spec.model,
+    instructions: spec.instructions,
+    tools: spec.tools,
+    timeout: spec.timeout,
+    costCap: spec.costCap,
+    provider: spec.provider,
+    providerFallback: spec.providerFallback,
+    region: spec.region,
+    approvals: spec.approvals,
+    knowledge: spec.knowledge,
+    metadata: spec.metadata,
+    guardrails: spec.guardrails,
+    definition: spec.definition,
+    overrides: spec.overrides,
+    secrets: spec.secrets,
+    mcp: spec.mcp,
+    createdAt: metadata.creationTimestamp,
+    startedAt: status?.startedAt,
+    expiresAt: status?.expiresAt,
+    endedAt: status?.endedAt,
+    error: status?.error,
+    conditions: status?.conditions ?? [],
+  };
+}
+export type AgentView = ReturnType<typeof agentView>;
+
+export interface AgentServiceDeps {
+  store: ResourceStore;
+  providers: ProviderRegistry;
+  sessions: SessionService;
+  clock: Clock;
+  metrics: Registry;
+  execTimeoutMs: number;
+  defaultModel: string;
+}
+
+export function createAgentService(deps: AgentServiceDeps) {
+  const { store, providers, sessions, clock } = deps;
+  const execDuration = new Histogram({
+    name: 'berth_exec_duration_seconds',
+    help: 'Round trip of a synchronous exec in a sandbox',
+    labelNames: ['provider', 'language', 'result'],
+    buckets: LATENCY_BUCKETS,
+    registers: [deps.metrics],
+  });
+
+  function providerField(field: 'provider' | 'providerFallback', name: string | undefined): void {
+    if (name === undefined || providers.get(name)) return;
+    const valid = providers.names();
+    throw new ApiError('unprocessable_entity', `${field}: unknown provider "${name}"; this install has ${valid.join(', ')}`, {
+      fields: { [field]: [`unknown provider; valid: ${valid.join(', ')}`] },
+      validProviders: valid,
+    });
+  }
+
+  async function find(principal: Principal, id: string): Promise<Resource<'Agent'>> {
+    const agent = isId(id, 'agt') ? await store.get('Agent', idToObjectName(id)) : undefined;
+    if (!agent || agent.spec.organizationId !== principal.organizationId || agent.spec.mode !== principal.mode) {
+      throw new ApiError('not_found', `agent ${id} does not exist`, { id });
+    }
+    return agent;
+  }
+
+  return {
+    find,
+
+    async create(principal: Principal, sessionId: string, input: CreateAgentInput): Promise<AgentView> {
+      const session = await sessions.find(principal, sessionId);
+      providerField('provider', input.provider);
+      providerField('providerFallback', input.providerFallback);
+      const providerName = input.provider ?? providers.defaultProvider;
+      const provider = providers.get(providerName)!;
+      const unsupported = unsupportedReason(provider, input);
+      if (unsupported) {
+        throw new ApiError('unprocessable_entity', `${unsupported.field}: ${unsupported.message}`, {
+          fields: { [unsupported.field]: [unsupported.message] },
+          provider: providerName,
+        });
+      }
+      const timeoutSeconds = Math.min(parseDuration(input.timeout)!, MAX_TIMEOUT_SECONDS);
+      const { provider: _provider, timeout: _timeout, ...rest } = input;
+      const spec: AgentSpec = {
+        ...rest,
+        sessionId,
+        organizationId: principal.organizationId,
+        mode: principal.mode,
+        userId: session.spec.userId,
+        desiredState: 'active',
+        model: input.model ?? deps.defaultModel,
+        timeout: formatDuration(timeoutSeconds),
+        timeoutSeconds,
+        provider: providerName,
+      };
+      const agent = await store.create('Agent', {
+        name: idToObjectName(newId('agt', clock.now())),
+        labels: {
+          [Labels.organization]: principal.organizationId,
+          [Labels.mode]: principal.mode,
+          [Labels.session]: session.metadata.name,
+        },
+        ownerReferences: [{ kind: 'Session', name: session.metadata.name, uid: session.metadata.uid, controller: true }],
+        finalizers: [SANDBOX_FINALIZER],
+        spec: JSON.parse(JSON.stringify(spec)) as AgentSpec, // drops undefined fields
+        status: { phase: 'booting', observedGeneration: 0, conditions: [] },
+      });
+      return agentView(agent);
+    },
+
+    async get(principal: Principal, id: string): Promise<AgentView> {
+      return agentView(await find(principal, id));
+    },
+
+    async listForSession(principal: Principal, sessionId: string, page: { limit: number; cursor?: string | undefined }) {
+      const session = await sessions.find(principal, sessionId);
+      const after = page.cursor === undefined ? undefined : decodeCursor(page.cursor);
+      const { items, hasMore } = await store.list('Agent', {
+        labels: { [Labels.session]: session.metadata.name },
+        limit: page.limit,
+        order: 'desc',
+        ...(after !== undefined ? { after } : {}),
+      });
+      const last = items.at(-1);
+      return {
+        data: items.map(agentView),
+        hasMore,
+        ...(hasMore && last ? { cursor: encodeCursor(last.metadata.name) } : {}),
+      };
+    },
+
+    async exec(principal: Principal, id: string, request: { language: ExecLanguage; code: string }): Promise<ExecResult> {
+      const agent = await find(principal, id);
+      const phase = agent.status?.phase ?? 'booting';
+      const sandbox = agent.status?.sandbox;
+      if (agent.spec.desiredState !== 'active' || (phase !== 'idle' && phase !== 'running') || !sandbox) {
+        throw new ApiError('conflict', `agent ${id} is ${phase === 'idle' || phase === 'running' ? 'terminating' : phase}; exec needs a ready sandbox (status idle or running)`, {
+          status: phase,
+        });
+      }
+      const provider = providers.forAgent(agent.spec)!;
+      const timer = execDuration.startTimer({ provider: provider.name, language: request.language });
+      try {
+        const result = await provider.exec(sandbox, { ...request, timeoutMs: deps.execTimeoutMs });
+        timer({ result: 'ok' });
+        return result;
+      } catch (error) {
+        timer({ result: (error as Error).name });
+        throw error;
+      }
+    },
+
+    /** Asks for the end of the agent; answers once its sandbox is gone, or after `waitMs` regardless. */
+    async terminate(principal: Principal, id: string, waitMs: number): Promise<void> {
+      const agent = await find(principal, id);
+      await store.updateSpec('Agent', agent.metadata.name, (current) =>
+        current.spec.desiredState === 'terminated' ? undefined : { ...current.spec, desiredState: 'terminated' },
+      );
+      await waitForAgent(store, agent.metadata.name, waitMs, (current) => {
+        const phase = current?.status?.phase;
+        return phase === undefined || phase === 'terminated' || phase === 'failed';
+      });
+    },
+  };
+}
+
+export type AgentService = ReturnType<typeof createAgentService>;
+
+/** Waits, by watching, until the agent satisfies `done` or `timeoutMs` passes. */
+export async function waitForAgent(
+  store: ResourceStore,
+  name: string,
+  timeoutMs: number,
+  done: (agent: Resource<'Agent'> | undefined) => boolean,
+): Promise<boolean> {
+  let wake: () => void = () => undefined;
+  const watch = store.watch('Agent', {
+    onEvent: (event) => event.name === name && wake(),
+    onResync: () => wake(),
+  });
+  const deadline = Date.now() + timeoutMs;
+  try {
+    await watch.ready;
+    for (;;) {
+      const changed = new Promise<void>((resolve) => (wake = resolve));
+      if (done(await store.get('Agent', name))) return true;
+      const remaining = deadline - Date.now();
+      if (remaining <= 0) return false;
+      let timer: NodeJS.Timeout | undefined;
+      await Promise.race([changed, new Promise<void>((resolve) => (timer = setTimeout(resolve, remaining)))]);
+      clearTimeout(timer);
+    }
+  } finally {
+    watch.stop();
+  }
+}

@@ -1,0 +1,47 @@
+/**
+ * The error codes of the spec's table, with their HTTP status. Codes the spec
+ * leaves open (`not_implemented`, `payload_too_large`) follow the same pattern.
+ */
+export const ERROR_STATUS = {
+  unauthorized: 401,
+  'auth/invalid_key': 401,
+  'auth/key_revoked': 401,
+  forbidden: 403,
+  not_found: 404,
+  conflict: 409,
+  payload_too_large: 413,
+  unprocessable_entity: 422,
+  rate_limited: 429,
+  session_limit_exceeded: 402,
+  internal_error: 500,
+  not_implemented: 501,
+  provider_error: 502,
+  timeout: 504,
+  invalid_role: 400,
+  already_member: 409,
+  transfer_to_pending: 400,
+} as const;
+
+export type ErrorCode = keyof typeof ERROR_STATUS;
+
+export class ApiError extends Error {
+  readonly status: number;
+  constructor(
+    readonly code: ErrorCode,
+    message: string,
+    readonly details: Record<string, unknown> = {},
+  ) {
+    super(message);
+    this.name = 'ApiError';
+    this.status = ERROR_STATUS[code];
+  }
+}
+
+export function notFound(kind: string, id: string): ApiError {
+  return new ApiError('not_found', `${kind} ${id} does not exist`, { id });
+}
+
+/** A 422 naming one field, as a zod failure would. */
+export function invalidField(field: string, message: string): ApiError {
+  return new ApiError('unprocessable_entity', `${field}: ${message}`, { fields: { [field]: [message] } });
+}

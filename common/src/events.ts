@@ -1,0 +1,104 @@
+import { createHash } from 'node:crypto';
+import type { Mode } from '@berth/crds';
+import type { Queryable } from './db/index.js';
+
+/** Lifecycle event types of the spec's table; the outbox stores them for streams and webhooks. */
+export type EventType =
+  | 'agent.started'
+  | 'agent.completed'
+  | 'agent.failed'
+  | 'agent.paused'
+  | 'agent.run.completed'
+  | 'session.limit_reached'
+  | 'session.cost_threshold'
+  | 'budget.threshold'
+  | 'budget.exhausted';
+
+export interface EventInput {
+  type: EventType;
+  organizationId: string;
+  mode: Mode;
+  /** The resource the event is about (an agent id, a session id), for per-subject streams. */
+  subjectId?: string;
+  data: Record<string, unknown>;
+  /**
+   * Names the occurrence, e.g. `<agent uid>/agent.started`. The event id is derived from it,
+   * so a controller that records the same occurrence twice stores one event.
+   */
+  occurrence: string;
+}
+
+export interface StoredEvent {
+  id: string;
+  seq: string;
+  type: EventType;
+  organizationId: string;
+  mode: Mode;
+  subjectId: string | null;
+  data: Record<string, unknown>;
+  createdAt: string;
+}
+
+const BASE32 = '0123456789abcdefghjkmnpqrstvwxyz';
+
+export function eventIdFor(occurrence: string): string {
+  const digest = createHash('sha256').update(occurrence).digest();
+  let id = 'evt_';
+  for (let i = 0; i < 26; i++) id += BASE32[digest[i]! % 32];
+  return id;
+}
+
+/** Writes the event unless this occurrence was already written; returns whether it was new. */
+export async function recordEvent(db: Queryable, event: EventInput, at: Date): Promise<boolean> {
+  const result = await db.query(
+    `INSERT INTO events (id, organization_id, mode, type, subject_id, data, created_at)
+     VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (id) DO NOTHING`,
+    [
+      eventIdFor(event.occurrence),
+      event.organizationId,
+      event.mode,
+      event.type,
+      event.subjectId ?? null,
+      JSON.stringify(event.data),
+      at,
+    ],
+  );
+  return (result.rowCount ?? 0) > 0;
+}
+
+interface EventRow {
+  id: string;
+  seq: string;
+  type: EventType;
+  organization_id: string;
+  mode: Mode;
+  subject_id: string | null;
+  data: Record<string, unknown>;
+  created_at: Date;
+}
+
+export async function listEvents(
+  db: Queryable,
+  filter: { subjectId?: string; organizationId?: string; type?: EventType },
+): Promise<StoredEvent[]> {
+  const params: unknown[] = [];
+  const where: string[] = [];
+  if (filter.subjectId !== undefined) where.push(`subject_id = $${params.push(filter.subjectId)}`);
+  if (filter.organizationId !== undefined) where.push(`organization_id = $${params.push(filter.organizationId)}`);
+  if (filter.type !== undefined) where.push(`type = $${params.push(filter.type)}`);
+  const { rows } = await db.query<EventRow>(
+    `SELECT id, seq, type, organization_id, mode, subject_id, data, created_at FROM events
+     ${where.length ? `WHERE ${where.join(' AND ')}` : ''} ORDER BY seq`,
+    params,
+  );
+  return rows.map((row) => ({
+    id: row.id,
+    seq: row.seq,
+    type: row.type,
+    organizationId: row.organization_id,
+    mode: row.mode,
+    subjectId: row.subject_id,
+    data: row.data,
+    createdAt: row.created_at.toISOString(),
+  }));
+}

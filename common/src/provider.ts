@@ -1,0 +1,119 @@
+import type { Compute, SandboxRef } from '@berth/crds';
+
+export type ExecLanguage = (typeof EXEC_LANGUAGES)[number];
+export const EXEC_LANGUAGES = ['python', 'typescript', 'bash'] as const;
+
+export interface ExecRequest {
+  language: ExecLanguage;
+  code: string;
+  /** The process is killed and `ExecTimeoutError` thrown when it runs longer. */
+  timeoutMs: number;
+}
+
+export interface ExecResult {
+  stdout: string;
+  stderr: string;
+  exitCode: number;
+  durationMs: number;
+}
+
+export interface ProvisionRequest {
+  agentId: string;
+  sessionId: string;
+  compute: Compute;
+  browser: boolean;
+  gpu?: string;
+  storage?: string;
+  env: Record<string, string>;
+}
+
+export type SandboxState = 'running' | 'stopped' | 'missing';
+
+export interface ProviderCapabilities {
+  computes: readonly Compute[];
+  /** A browser-capable template is configured. */
+  browser: boolean;
+  gpu: boolean;
+  storage: boolean;
+  checkpoint: 'native' | 'filesystem' | 'none';
+}
+
+/**
+ * Runs sandboxes. Every operation is idempotent on the agent: provisioning an agent whose
+ * sandbox already runs adopts it, terminating one that is gone succeeds.
+ */
+export interface SandboxProvider {
+  readonly name: string;
+  readonly capabilities: ProviderCapabilities;
+  provision(request: ProvisionRequest): Promise<SandboxRef>;
+  state(ref: SandboxRef): Promise<SandboxState>;
+  exec(ref: SandboxRef, request: ExecRequest): Promise<ExecResult>;
+  terminate(ref: SandboxRef): Promise<void>;
+}
+
+export interface UnsupportedField {
+  field: 'storage' | 'browser' | 'gpu' | 'compute';
+  message: string;
+}
+
+/** Which requested field a provider cannot serve, in words the user can act on; undefined when it can. */
+export function unsupportedReason(
+  provider: Pick<SandboxProvider, 'name' | 'capabilities'>,
+  request: Pick<ProvisionRequest, 'compute' | 'browser' | 'gpu' | 'storage'>,
+): UnsupportedField | undefined {
+  const caps = provider.capabilities;
+  if (request.storage !== undefined && !caps.storage) {
+    return {
+      field: 'storage',
+      message: `storage attachments are not supported by provider "${provider.name}" (no current provider supports them); remove "storage"`,
+    };
+  }
+  if (request.browser && !caps.browser) {
+    return {
+      field: 'browser',
+      message: `provider "${provider.name}" has no browser-capable sandbox template configured; remove "browser" or have the operator of this install configure a browser image`,
+    };
+  }
+  if (request.gpu !== undefined && !caps.gpu) {
+    return { field: 'gpu', message: `provider "${provider.name}" has no GPUs; remove "gpu" or choose a provider with GPU nodes` };
+  }
+  if (!caps.computes.includes(request.compute)) {
+    return {
+      field: 'compute',
+      message: `provider "${provider.name}" cannot run compute "${request.compute}" (it runs ${caps.computes.join(', ')})`,
+    };
+  }
+  return undefined;
+}
+
+/** The provider refused or failed; the API answers 502 `provider_error`. */
+export class ProviderError extends Error {
+  constructor(
+    readonly provider: string,
+    message: string,
+    readonly details: Record<string, unknown> = {},
+  ) {
+    super(message);
+    this.name = 'ProviderError';
+  }
+}
+
+/** The request asks for something the provider cannot do; retrying will not help. */
+export class UnsupportedRequestError extends ProviderError {
+  override name = 'UnsupportedRequestError';
+}
+
+/** The sandbox is on its way (an image being built, say): ask again later; nothing failed. */
+export class SandboxNotReadyError extends ProviderError {
+  override name = 'SandboxNotReadyError';
+  constructor(provider: string, message: string, readonly retryAfterMs = 2_000) {
+    super(provider, message);
+  }
+}
+
+export class ExecTimeoutError extends Error {
+  constructor(readonly timeoutMs: number) {
+    super(`exec exceeded its ${timeoutMs / 1000}s limit and was killed`);
+    this.name = 'ExecTimeoutError';
+  }
+}

@@ -1,0 +1,310 @@
+import { randomUUID } from 'node:crypto';
+import pg from 'pg';
+import type { Clock } from '../clock.js';
+import { isUniqueViolation, withTransaction, type Queryable } from '../db/index.js';
+import type { Logger } from '../log.js';
+import {
+  StoreError,
+  type CreateInput,
+  type Kind,
+  type ListOptions,
+  type ListResult,
+  type Resource,
+  type ResourceStore,
+  type SpecOf,
+  type StatusOf,
+  type Watch,
+  type WatchEvent,
+  type WatchHandlers,
+  type WriteOptions,
+} from './types.js';
+
+interface ResourceRow {
+  kind: string;
+  name: string;
+  uid: string;
+  resource_version: string;
+  generation: string;
+  labels: Record<string, string>;
+  owner_references: Resource['metadata']['ownerReferences'];
+  finalizers: string[];
+  spec: unknown;
+  status: unknown;
+  created_at: Date;
+  deletion_timestamp: Date | null;
+}
+
+const COLUMNS =
+  'kind, name, uid, resource_version, generation, labels, owner_references, finalizers, spec, status, created_at, deletion_timestamp';
+
+function toResource<K extends Kind>(row: ResourceRow): Resource<K> {
+  const metadata: Resource<K>['metadata'] = {
+    name: row.name,
+    uid: row.uid,
+    resourceVersion: row.resource_version,
+    generation: Number(row.generation),
+    creationTimestamp: row.created_at.toISOString(),
+    labels: row.labels,
+    finalizers: row.finalizers,
+    ownerReferences: row.owner_references,
+  };
+  if (row.deletion_timestamp) metadata.deletionTimestamp = row.deletion_timestamp.toISOString();
+  const resource: Resource<K> = { kind: row.kind as K, metadata, spec: row.spec as SpecOf<K> };
+  if (row.status !== null) resource.status = row.status as StatusOf<K>;
+  return resource;
+}
+
+const CHANNEL = 'berth_resources';
+const MAX_RECONNECT_DELAY_MS = 10_000;
+
+/**
+ * Resources in one PostgreSQL table, with a global resourceVersion sequence and a
+ * watch over LISTEN/NOTIFY. A dropped listener reconnects and tells every watcher to
+ * relist, as a Kubernetes informer does after a 410 Gone.
+ */
+export class PostgresResourceStore implements ResourceStore {
+  private readonly handlers = new Map<Kind, Set<WatchHandlers>>();
+  private listener: pg.Client | undefined;
+  private listening: Promise<void> | undefined;
+  private reconnectTimer: NodeJS.Timeout | undefined;
+  private reconnectDelayMs = 100;
+  private missedEvents = false;
+  private closed = false;
+
+  constructor(
+    private readonly pool: pg.Pool,
+    private readonly options: { connectionString: string; clock: Clock; log: Logger },
+  ) {}
+
+  async get<K extends Kind>(kind: K, name: string, db: Queryable = this.pool): Promise<Resource<K> | undefined> {
+    const { rows } = await db.query<ResourceRow>(`SELECT ${COLUMNS} FROM resources WHERE kind = $1 AND name = $2`, [
+      kind,
+      name,
+    ]);
+    return rows[0] ? toResource<K>(rows[0]) : undefined;
+  }
+
+  async list<K extends Kind>(kind: K, options: ListOptions = {}): Promise<ListResult<K>> {
+    const params: unknown[] = [kind];
+    const where = ['kind = $1'];
+    if (options.labels && Object.keys(options.labels).length > 0) {
+      params.push(JSON.stringify(options.labels));
+      where.push(`labels @> $${params.length}::jsonb`);
+    }
+    const descending = options.order === 'desc';
+    if (options.after !== undefined) {
+      params.push(options.after);
+      where.push(`name ${descending ? '<' : '>'} $${params.length}`);
+    }
+    let limitClause = '';
+    if (options.limit !== undefined) {
+      params.push(options.limit + 1);
+      limitClause = `LIMIT $${params.length}`;
+    }
+    const { rows } = await this.pool.query<ResourceRow>(
+      `SELECT ${COLUMNS} FROM resources WHERE ${where.join(' AND ')}
+       ORDER BY name ${descending ? 'DESC' : 'ASC'} ${limitClause}`,
+      params,
+    );
+    const hasMore = options.limit !== undefined && rows.length > options.limit;
+    const page = hasMore ? rows.slice(0, options.limit) : rows;
+    return { items: page.map((row) => toResource<K>(row)), hasMore };
+  }
+
+  async create<K extends Kind>(kind: K, input: CreateInput<K>): Promise<Resource<K>> {
+    try {
+      const { rows } = await this.pool.query<ResourceRow>(
+        `INSERT INTO resources (kind, name, uid, resource_version, labels, owner_references, finalizers, spec, status, created_at)
+         VALUES ($1, $2, $3, nextval('resource_version_seq'), $4, $5, $6, $7, $8, $9)
+         RETURNING ${COLUMNS}`,
+        [
+          kind,
+          input.name,
+          randomUUID(),
+          JSON.stringify(input.labels ?? {}),
+          JSON.stringify(input.ownerReferences ?? []),
+          input.finalizers ?? [],
+          JSON.stringify(input.spec),
+          input.status === undefined ? null : JSON.stringify(input.status),
+          this.options.clock.now(),
+        ],
+      );
+      return toResource<K>(rows[0]!);
+    } catch (error) {
+      if (isUniqueViolation(error)) throw new StoreError('AlreadyExists', kind, input.name);
+      throw error;
+    }
+  }
+
+  async updateSpec<K extends Kind>(
+    kind: K,
+    name: string,
+    mutate: (current: Resource<K>) => SpecOf<K> | undefined,
+  ): Promise<Resource<K>> {
+    return withTransaction(this.pool, async (tx) => {
+      const { rows } = await tx.query<ResourceRow>(
+        `SELECT ${COLUMNS} FROM resources WHERE kind = $1 AND name = $2 FOR UPDATE`,
+        [kind, name],
+      );
+      if (!rows[0]) throw new StoreError('NotFound', kind, name);
+      const current = toResource<K>(rows[0]);
+      const spec = mutate(current);
+      if (spec === undefined) return current;
+      const updated = await tx.query<ResourceRow>(
+        `UPDATE resources SET spec = $3, generation = generation + 1, resource_version = nextval('resource_version_seq')
+         WHERE kind = $1 AND name = $2 RETURNING ${COLUMNS}`,
+        [kind, name, JSON.stringify(spec)],
+      );
+      return toResource<K>(updated.rows[0]!);
+    });
+  }
+
+  async updateStatus<K extends Kind>(
+    kind: K,
+    name: string,
+    status: StatusOf<K>,
+    options: WriteOptions = {},
+  ): Promise<Resource<K>> {
+    const { rows } = await this.pool.query<ResourceRow>(
+      `UPDATE resources SET status = $3, resource_version = nextval('resource_version_seq')
+       WHERE kind = $1 AND name = $2 AND ($4::bigint IS NULL OR resource_version = $4::bigint)
+       RETURNING ${COLUMNS}`,
+      [kind, name, JSON.stringify(status), options.resourceVersion ?? null],
+    );
+    if (rows[0]) return toResource<K>(rows[0]);
+    const exists = await this.get(kind, name);
+    throw new StoreError(exists ? 'Conflict' : 'NotFound', kind, name);
+  }
+
+  async delete(kind: Kind, name: string): Promise<void> {
+    await withTransaction(this.pool, async (tx) => {
+      const { rows } = await tx.query<ResourceRow>(
+        `SELECT ${COLUMNS} FROM resources WHERE kind = $1 AND name = $2 FOR UPDATE`,
+        [kind, name],
+      );
+      if (!rows[0]) throw new StoreError('NotFound', kind, name);
+      await this.deleteOrMark(tx, toResource(rows[0]));
+    });
+  }
+
+  async removeFinalizer(kind: Kind, name: string, finalizer: string): Promise<void> {
+    await withTransaction(this.pool, async (tx) => {
+      const { rows } = await tx.query<ResourceRow>(
+        `UPDATE resources SET finalizers = array_remove(finalizers, $3), resource_version = nextval('resource_version_seq')
+         WHERE kind = $1 AND name = $2 AND $3 = ANY(finalizers) RETURNING ${COLUMNS}`,
+        [kind, name, finalizer],
+      );
+      const updated = rows[0] ? toResource(rows[0]) : undefined;
+      if (updated?.metadata.deletionTimestamp && updated.metadata.finalizers.length === 0) {
+        await this.deleteOrMark(tx, updated);
+      }
+    });
+  }
+
+  /** Objects with finalizers are only marked; the rest go, and what they own follows them. */
+  private async deleteOrMark(tx: pg.PoolClient, resource: Resource): Promise<void> {
+    const { kind, name, finalizers, uid } = { kind: resource.kind, ...resource.metadata };
+    if (finalizers.length > 0) {
+      if (!resource.metadata.deletionTimestamp) {
+        await tx.query(
+          `UPDATE resources SET deletion_timestamp = $3, resource_version = nextval('resource_version_seq')
+           WHERE kind = $1 AND name = $2`,
+          [kind, name, this.options.clock.now()],
+        );
+      }
+      return;
+    }
+    await tx.query('DELETE FROM resources WHERE kind = $1 AND name = $2', [kind, name]);
+    const dependents = await tx.query<ResourceRow>(
+      `SELECT ${COLUMNS} FROM resources WHERE owner_references @> $1::jsonb FOR UPDATE`,
+      [JSON.stringify([{ uid }])],
+    );
+    for (const row of dependents.rows) await this.deleteOrMark(tx, toResource(row));
+  }
+
+  watch(kind: Kind, handlers: WatchHandlers): Watch {
+    let set = this.handlers.get(kind);
+    if (!set) this.handlers.set(kind, (set = new Set()));
+    set.add(handlers);
+    return {
+      ready: this.ensureListening(),
+      stop: () => {
+        set.delete(handlers);
+      },
+    };
+  }
+
+  /** Resolves once the listener is connected (a no-op when it already is). */
+  ensureListening(): Promise<void> {
+    if (this.closed) return Promise.resolve();
+    this.listening ??= this.connectListener().catch((error: unknown) => {
+      this.listening = undefined;
+      this.scheduleReconnect(error);
+    });
+    return this.listening;
+  }
+
+  private async connectListener(): Promise<void> {
+    const client = new pg.Client({ connectionString: this.options.connectionString });
+    client.on('notification', (message) => this.dispatch(message.payload));
+    client.on('error', (error) => this.onListenerLost(client, error));
+    client.on('end', () => this.onListenerLost(client, new Error('listener connection ended')));
+    await client.connect();
+    await client.query(`LISTEN ${CHANNEL}`);
+    if (this.closed) {
+      await client.end();
+      return;
+    }
+    this.listener = client;
+    this.reconnectDelayMs = 100;
+    if (this.missedEvents) {
+      this.missedEvents = false;
+      this.resyncAll();
+    }
+  }
+
+  private onListenerLost(client: pg.Client, error: unknown): void {
+    if (this.closed || this.listener !== client) return;
+    this.listener = undefined;
+    this.listening = undefined;
+    client.end().catch(() => undefined);
+    this.scheduleReconnect(error);
+  }
+
+  private scheduleReconnect(error: unknown): void {
+    if (this.closed || this.reconnectTimer) return;
+    this.missedEvents = true;
+    this.options.log.warn({ err: error, retryInMs: this.reconnectDelayMs }, 'resource watch lost its connection');
+    const delay = this.reconnectDelayMs;
+    this.reconnectDelayMs = Math.min(this.reconnectDelayMs * 2, MAX_RECONNECT_DELAY_MS);
+    this.reconnectTimer = setTimeout(() => {
+      this.reconnectTimer = undefined;
+      // Whatever changed while disconnected is unknown: every watcher relists once connected.
+      void this.ensureListening();
+    }, delay);
+    this.reconnectTimer.unref();
+  }
+
+  private resyncAll(): void {
+    for (const set of this.handlers.values()) for (const handlers of set) handlers.onResync();
+  }
+
+  private dispatch(payload: string | undefined): void {
+    if (!payload) return;
+    const event = JSON.parse(payload) as WatchEvent & { kind: Kind };
+    const set = this.handlers.get(event.kind);
+    if (!set) return;
+    for (const handlers of set) {
+      handlers.onEvent({ type: event.type, name: event.name, resourceVersion: event.resourceVersion });
+    }
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    clearTimeout(this.reconnectTimer);
+    this.handlers.clear();
+    const listener = this.listener;
+    this.listener = undefined;
+    await listener?.end().catch(() => undefined);
+  }
+}

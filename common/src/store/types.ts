@@ -1,0 +1,134 @@
+import type { AgentSpec, AgentStatus, SessionSpec, SessionStatus } from '@berth/crds';
+
+/** Spec and status of each kind the stores hold. */
+export interface ResourceKinds {
+  Session: { spec: SessionSpec; status: SessionStatus };
+  Agent: { spec: AgentSpec; status: AgentStatus };
+}
+export type Kind = keyof ResourceKinds;
+export type SpecOf<K extends Kind> = ResourceKinds[K]['spec'];
+export type StatusOf<K extends Kind> = ResourceKinds[K]['status'];
+
+export interface OwnerReference {
+  kind: Kind;
+  name: string;
+  uid: string;
+  controller?: boolean;
+}
+
+export interface ObjectMeta {
+  name: string;
+  uid: string;
+  resourceVersion: string;
+  generation: number;
+  creationTimestamp: string;
+  deletionTimestamp?: string;
+  labels: Record<string, string>;
+  finalizers: string[];
+  ownerReferences: OwnerReference[];
+}
+
+export interface Resource<K extends Kind = Kind> {
+  kind: K;
+  metadata: ObjectMeta;
+  spec: SpecOf<K>;
+  status?: StatusOf<K>;
+}
+
+export interface CreateInput<K extends Kind> {
+  name: string;
+  labels?: Record<string, string>;
+  ownerReferences?: OwnerReference[];
+  finalizers?: string[];
+  spec: SpecOf<K>;
+  status?: StatusOf<K>;
+}
+
+export interface ListOptions {
+  /** Every pair must match. */
+  labels?: Record<string, string>;
+  limit?: number;
+  /** Continue after this name (exclusive), in the chosen order. */
+  after?: string;
+  order?: 'asc' | 'desc';
+}
+
+export interface ListResult<K extends Kind> {
+  items: Resource<K>[];
+  hasMore: boolean;
+}
+
+export interface WatchEvent {
+  type: 'ADDED' | 'MODIFIED' | 'DELETED';
+  name: string;
+  resourceVersion: string;
+}
+
+export interface WatchHandlers {
+  onEvent(event: WatchEvent): void;
+  /** Events may have been missed (a reconnect): the watcher must relist. */
+  onResync(): void;
+}
+
+export interface Watch {
+  /** Resolves once events are flowing: list after this, and nothing falls between list and watch. */
+  ready: Promise<void>;
+  stop(): void;
+}
+
+export interface WriteOptions {
+  /** Optimistic concurrency: fail with `Conflict` unless the stored object is at this version. */
+  resourceVersion?: string;
+}
+
+/**
+ * The one interface controllers and the API server see, whether the resources
+ * live in PostgreSQL (embedded mode) or as custom resources in a cluster.
+ */
+export interface ResourceStore {
+  get<K extends Kind>(kind: K, name: string): Promise<Resource<K> | undefined>;
+  list<K extends Kind>(kind: K, options?: ListOptions): Promise<ListResult<K>>;
+  create<K extends Kind>(kind: K, input: CreateInput<K>): Promise<Resource<K>>;
+  /**
+   * Changes the spec under optimistic concurrency: `mutate` sees the current object
+   * and returns the new spec, or `undefined` for no change. Bumps `generation`.
+   */
+  updateSpec<K extends Kind>(
+    kind: K,
+    name: string,
+    mutate: (current: Resource<K>) => SpecOf<K> | undefined,
+  ): Promise<Resource<K>>;
+  /** Replaces the status; the spec is untouched and `generation` does not move. */
+  updateStatus<K extends Kind>(kind: K, name: string, status: StatusOf<K>, options?: WriteOptions): Promise<Resource<K>>;
+  /** Marks for deletion when finalizers remain, removes otherwise (and cascades to owned objects). */
+  delete(kind: Kind, name: string): Promise<void>;
+  removeFinalizer(kind: Kind, name: string, finalizer: string): Promise<void>;
+  watch(kind: Kind, handlers: WatchHandlers): Watch;
+  close(): Promise<void>;
+}
+
+export type StoreErrorReason = 'NotFound' | 'AlreadyExists' | 'Conflict';
+
+export class StoreError extends Error {
+  constructor(
+    readonly reason: StoreErrorReason,
+    readonly kind: Kind,
+    readonly objectName: string,
+    message?: string,
+  ) {
+    super(message ?? `${kind} ${objectName}: ${reason}`);
+    this.name = 'StoreError';
+  }
+}
+
+export function isStoreError(error: unknown, reason?: StoreErrorReason): error is StoreError {
+  return error instanceof StoreError && (reason === undefined || error.reason === reason);
+}
+
+export const Labels = {
+  organization: 'berth.dev/organization',
+  mode: 'berth.dev/mode',
+  session: 'berth.dev/session',
+  userHash: 'berth.dev/user-hash',
+  id: 'berth.dev/id',
+} as const;

@@ -1,0 +1,79 @@
+import { z } from 'zod';
+import { computeSchema, conditionSchema, costSchema, modeSchema } from './common.js';
+
+export const AGENT_KIND = 'Agent';
+
+/** The user-visible state of an agent (`status` in the API, `status.phase` on the resource). */
+export const agentPhaseSchema = z.enum(['booting', 'idle', 'running', 'paused', 'terminated', 'failed']);
+export type AgentPhase = z.infer<typeof agentPhaseSchema>;
+
+/** What the API asks for; the operator moves the phase towards it. Terminated is one-way. */
+export const agentDesiredStateSchema = z.enum(['active', 'paused', 'terminated']);
+export type AgentDesiredState = z.infer<typeof agentDesiredStateSchema>;
+
+const looseObject = z.record(z.string(), z.unknown());
+
+export const agentSpecSchema = z.object({
+  sessionId: z.string(),
+  organizationId: z.string(),
+  mode: modeSchema,
+  userId: z.string(),
+  desiredState: agentDesiredStateSchema,
+  compute: computeSchema,
+  browser: z.boolean(),
+  storage: z.string().optional(),
+  gpu: z.string().optional(),
+  model: z.string().optional(),
+  instructions: z.string().optional(),
+  tools: z.array(z.string()),
+  /** Canonical spelling of the sandbox lifetime, e.g. `15m`. */
+  timeout: z.string(),
+  timeoutSeconds: z.number().int().positive(),
+  costCap: costSchema.optional(),
+  provider: z.string(),
+  providerFallback: z.string().optional(),
+  region: z.string().optional(),
+  approvals: looseObject.optional(),
+  knowledge: z.union([z.boolean(), z.string()]).optional(),
+  metadata: looseObject.optional(),
+  guardrails: looseObject.optional(),
+  definition: z.string().optional(),
+  overrides: looseObject.optional(),
+  secrets: z.array(z.string()).optional(),
+  mcp: z.union([z.array(z.string()), z.literal('*')]).optional(),
+});
+export type AgentSpec = z.infer<typeof agentSpecSchema>;
+
+/** Where the agent's sandbox lives; opaque to everything but its provider. */
+export const sandboxRefSchema = z.object({
+  provider: z.string(),
+  id: z.string(),
+  details: z.record(z.string(), z.string()).optional(),
+});
+export type SandboxRef = z.infer<typeof sandboxRefSchema>;
+
+export const agentStatusSchema = z.object({
+  phase: agentPhaseSchema,
+  observedGeneration: z.number().int(),
+  conditions: z.array(conditionSchema),
+  sandbox: sandboxRefSchema.optional(),
+  startedAt: z.string().optional(),
+  expiresAt: z.string().optional(),
+  endedAt: z.string().optional(),
+  error: z.object({ code: z.string(), message: z.string() }).optional(),
+});
+export type AgentStatus = z.infer<typeof agentStatusSchema>;
+
+/** Condition types and reasons are constants so that tests and clients can match on them. */
+export const AgentCondition = {
+  SandboxReady: 'SandboxReady',
+} as const;
+
+export const AgentReason = {
+  Provisioning: 'Provisioning',
+  Provisioned: 'Provisioned',
+  ProvisionFailed: 'ProvisionFailed',
+  Terminated: 'Terminated',
+  DeadlineExceeded: 'DeadlineExceeded',
+  SandboxLost: 'SandboxLost',
+} as const;

@@ -1,0 +1,242 @@
+import { isDeepStrictEqual } from 'node:util';
+import { AgentCondition, AgentReason, type AgentStatus, type SandboxRef } from '@berth/crds';
+import {
+  LATENCY_BUCKETS,
+  SandboxNotReadyError,
+  UnsupportedRequestError,
+  objectNameToId,
+  recordEvent,
+  type Clock,
+  type EventInput,
+  type Logger,
+  type Queryable,
+  type Resource,
+  type ResourceStore,
+  type SandboxProvider,
+} from '@berth/common';
+import { Gauge, Histogram, type Registry } from 'prom-client';
+import type { ProviderRegistry } from '../providers/registry.js';
+import type { ReconcileResult, Reconciler } from '../runtime/controller.js';
+import { setCondition } from './conditions.js';
+
+/** Keeps the sandbox until the operator has released it, whoever deletes the Agent. */
+export const SANDBOX_FINALIZER = 'berth.dev/sandbox';
+
+/** How often a ready sandbox is checked for life when nothing else happens. */
+export const HEALTH_CHECK_INTERVAL_MS = 30_000;
+/** A sandbox that cannot be provisioned within this long fails the agent. */
+export const PROVISION_DEADLINE_MS = 10 * 60_000;
+
+export interface AgentMetrics {
+  provisionDuration: Histogram<'provider' | 'result'>;
+  /** Last known phase of each agent, counted at scrape time. */
+  phases: Map<string, { provider: string; phase: string }>;
+}
+
+export function createAgentMetrics(registry: Registry): AgentMetrics {
+  const phases = new Map<string, { provider: string; phase: string }>();
+  new Gauge({
+    name: 'berth_sandboxes',
+    help: 'Agents (and so sandboxes) by provider and phase',
+    labelNames: ['provider', 'phase'],
+    registers: [registry],
+    collect() {
+      this.reset();
+      for (const { provider, phase } of phases.values()) this.inc({ provider, phase });
+    },
+  });
+  return {
+    phases,
+    provisionDuration: new Histogram({
+      name: 'berth_sandbox_provision_duration_seconds',
+      help: 'Time to provision (or adopt) a sandbox',
+      labelNames: ['provider', 'result'],
+      buckets: LATENCY_BUCKETS,
+      registers: [registry],
+    }),
+  };
+}
+
+export interface AgentReconcilerDeps {
+  store: ResourceStore;
+  db: Queryable;
+  providers: ProviderRegistry;
+  clock: Clock;
+  metrics: AgentMetrics;
+}
+
+type AgentResource = Resource<'Agent'>;
+
+function initialStatus(): AgentStatus {
+  return { phase: 'booting', observedGeneration: 0, conditions: [] };
+}
+
+/**
+ * Level-triggered: reads the Agent and drives its sandbox towards the spec, whatever
+ * happened before. Running it twice in a row changes nothing the second time.
+ */
+export function createAgentReconciler(deps: AgentReconcilerDeps): Reconciler {
+  const { store, providers, clock, metrics } = deps;
+
+  return async function reconcileAgent(name: string, log: Logger): Promise<ReconcileResult> {
+    const agent = await store.get('Agent', name);
+    if (!agent) {
+      metrics.phases.delete(name);
+      return {};
+    }
+    const provider = providers.forAgent(agent.spec);
+    const previous = agent.status ?? initialStatus();
+
+    if (agent.metadata.deletionTimestamp) {
+      if (previous.sandbox && provider) await provider.terminate(previous.sandbox);
+      await store.removeFinalizer('Agent', name, SANDBOX_FINALIZER);
+      metrics.phases.delete(name);
+      log.info('agent deleted; sandbox released');
+      return {};
+    }
+
+    const step = new ReconcileStep(agent, previous, clock.now());
+    let result: ReconcileResult = {};
+    let failure: unknown;
+    try {
+      result = provider ? await converge(step, provider, log) : step.fail('provider_error', `provider "${agent.spec.provider}" is not configured on this install`);
+    } catch (error) {
+      failure = error;
+    }
+    for (const event of step.events) await recordEvent(deps.db, event, step.now);
+    if (!isDeepStrictEqual(step.status, previous)) {
+      await store.updateStatus('Agent', name, step.status, { resourceVersion: agent.metadata.resourceVersion });
+    }
+    metrics.phases.set(name, { provider: agent.spec.mode === 'test' ? 'mock' : agent.spec.provider, phase: step.status.phase });
+    if (failure) throw failure;
+    return result;
+  };
+
+  async function converge(step: ReconcileStep, provider: SandboxProvider, log: Logger): Promise<ReconcileResult> {
+    const { agent, status, now } = step;
+
+    if (status.phase === 'terminated' || status.phase === 'failed') {
+      await step.release(provider);
+      return {};
+    }
+    if (agent.spec.desiredState === 'terminated') {
+      await step.release(provider);
+      status.phase = 'terminated';
+      status.endedAt = now.toISOString();
+      step.condition('False', AgentReason.Terminated, 'the agent was terminated; its sandbox and files are gone');
+      log.info('agent terminated');
+      return {};
+    }
+    if (status.expiresAt && now.getTime() >= Date.parse(status.expiresAt)) {
+      await step.release(provider);
+      log.info({ timeout: agent.spec.timeout }, 'agent timeout expired');
+      return step.fail('timeout', `the agent's timeout of ${agent.spec.timeout} expired; its sandbox was ended`, AgentReason.DeadlineExceeded);
+    }
+
+    const sandboxState = status.sandbox ? await provider.state(status.sandbox) : 'missing';
+    if (sandboxState !== 'running') {
+      const lost = status.sandbox !== undefined;
+      const timer = metrics.provisionDuration.startTimer({ provider: provider.name });
+      let sandbox: SandboxRef;
+      try {
+        sandbox = await provider.provision({
+          agentId: objectNameToId(agent.metadata.name),
+          sessionId: agent.spec.sessionId,
+          compute: agent.spec.compute,
+          browser: agent.spec.browser,
+          gpu: agent.spec.gpu,
+          storage: agent.spec.storage,
+          env: {},
+        });
+        timer({ result: 'success' });
+      } catch (error) {
+        const message = (error as Error).message;
+        if (error instanceof SandboxNotReadyError) {
+          timer({ result: 'pending' });
+          step.condition('False', AgentReason.Provisioning, message);
+          return { requeueAfterMs: error.retryAfterMs };
+        }
+        timer({ result: 'error' });
+        if (error instanceof UnsupportedRequestError) return step.fail('unsupported_request', message, AgentReason.ProvisionFailed);
+        if (now.getTime() - Date.parse(agent.metadata.creationTimestamp) > PROVISION_DEADLINE_MS) {
+          return step.fail('provider_error', `provisioning did not succeed within ${PROVISION_DEADLINE_MS / 60_000} minutes: ${message}`, AgentReason.ProvisionFailed);
+        }
+        step.condition('False', AgentReason.ProvisionFailed, `provisioning failed, retrying: ${message}`);
+        throw error;
+      }
+      status.sandbox = sandbox;
+      const readyAt = clock.now();
+      if (lost) {
+        log.warn('sandbox was gone; recreated it with the same workspace');
+        step.condition('True', AgentReason.SandboxLost, 'the sandbox was gone and has been recreated; files in /workspace were kept');
+      } else {
+        step.condition('True', AgentReason.Provisioned, 'the sandbox is running');
+      }
+      if (!status.startedAt) {
+        status.startedAt = readyAt.toISOString();
+        status.expiresAt = new Date(readyAt.getTime() + agent.spec.timeoutSeconds * 1000).toISOString();
+      }
+      if (status.phase === 'booting') {
+        status.phase = 'idle';
+        step.emit('agent.started', {
+          provider: sandbox.provider === 'mock' ? agent.spec.provider : sandbox.provider,
+          compute: agent.spec.compute,
+        });
+        log.info({ provider: provider.name }, 'agent ready');
+      }
+    }
+    const untilExpiry = Date.parse(status.expiresAt!) - clock.now().getTime();
+    return { requeueAfterMs: Math.max(0, Math.min(untilExpiry, HEALTH_CHECK_INTERVAL_MS)) };
+  }
+}
+
+/** The status being computed in one reconcile, and the events it will record. */
+class ReconcileStep {
+  readonly status: AgentStatus;
+  readonly events: EventInput[] = [];
+
+  constructor(
+    readonly agent: AgentResource,
+    previous: AgentStatus,
+    readonly now: Date,
+  ) {
+    this.status = structuredClone(previous);
+    this.status.observedGeneration = agent.metadata.generation;
+  }
+
+  condition(state: 'True' | 'False', reason: string, message: string): void {
+    this.status.conditions = setCondition(
+      this.status.conditions,
+      { type: AgentCondition.SandboxReady, status: state, reason, message, observedGeneration: this.agent.metadata.generation },
+      this.now,
+    );
+  }
+
+  emit(type: EventInput['type'], data: Record<string, unknown>): void {
+    const { spec, metadata } = this.agent;
+    const agentId = objectNameToId(metadata.name);
+    this.events.push({
+      type,
+      organizationId: spec.organizationId,
+      mode: spec.mode,
+      subjectId: agentId,
+      occurrence: `${metadata.uid}/${type}`,
+      data: { agentId, sessionId: spec.sessionId, userId: spec.userId, ...data },
+    });
+  }
+
+  fail(code: string, message: string, reason: string = AgentReason.ProvisionFailed): ReconcileResult {
+    this.status.phase = 'failed';
+    this.status.error = { code, message };
+    this.status.endedAt = this.now.toISOString();
+    this.condition('False', reason, message);
+    this.emit('agent.failed', { error: { code, message } });
+    return {};
+  }
+
+  async release(provider: SandboxProvider): Promise<void> {
+    if (!this.status.sandbox) return;
+    await provider.terminate(this.status.sandbox);
+    delete this.status.sandbox;
+  }
+}

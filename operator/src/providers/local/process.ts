@@ -1,0 +1,97 @@
+import { spawn, type SpawnOptions } from 'node:child_process';
+
+export interface RunOptions {
+  stdin?: string;
+  timeoutMs?: number;
+  /** Bytes kept of each of stdout and stderr; the rest is dropped and marked. */
+  maxOutputBytes?: number;
+  detached?: boolean;
+  stdio?: SpawnOptions['stdio'];
+}
+
+export interface RunResult {
+  stdout: string;
+  stderr: string;
+  exitCode: number;
+  signal: NodeJS.Signals | null;
+  timedOut: boolean;
+  durationMs: number;
+}
+
+const DEFAULT_MAX_OUTPUT = 1024 * 1024;
+const DRAIN_AFTER_EXIT_MS = 50;
+
+/** Collects a stream up to a byte limit, noting how much was cut. */
+class BoundedBuffer {
+  private readonly chunks: Buffer[] = [];
+  private kept = 0;
+  private dropped = 0;
+  constructor(private readonly limit: number) {}
+  push(chunk: Buffer): void {
+    const room = this.limit - this.kept;
+    if (room <= 0) {
+      this.dropped += chunk.length;
+      return;
+    }
+    const part = chunk.length > room ? chunk.subarray(0, room) : chunk;
+    this.chunks.push(part);
+    this.kept += part.length;
+    this.dropped += chunk.length - part.length;
+  }
+  text(): string {
+    const text = Buffer.concat(this.chunks).toString('utf8');
+    return this.dropped > 0 ? `${text}\n[output truncated: ${this.dropped} more bytes not shown]\n` : text;
+  }
+}
+
+/** Runs a program to completion, with its output bounded and a hard time limit. */
+export function runProcess(command: string, args: readonly string[], options: RunOptions = {}): Promise<RunResult> {
+  const started = performance.now();
+  return new Promise((resolve, reject) => {
+    const child = spawn(command, args, {
+      stdio: options.stdio ?? ['pipe', 'pipe', 'pipe'],
+      detached: options.detached ?? false,
+    });
+    const limit = options.maxOutputBytes ?? DEFAULT_MAX_OUTPUT;
+    const stdout = new BoundedBuffer(limit);
+    const stderr = new BoundedBuffer(limit);
+    child.stdout?.on('data', (chunk: Buffer) => stdout.push(chunk));
+    child.stderr?.on('data', (chunk: Buffer) => stderr.push(chunk));
+    let timedOut = false;
+    const timer =
+      options.timeoutMs === undefined
+        ? undefined
+        : setTimeout(() => {
+            timedOut = true;
+            child.kill('SIGKILL');
+          }, options.timeoutMs);
+    child.on('error', (error) => {
+      clearTimeout(timer);
+      reject(error);
+    });
+    // Resolve when the program exits, not when its output pipes close: a background process it
+    // started may hold them open for hours. Output already written is drained for a moment first.
+    let settled = false;
+    const finish = (code: number | null, signal: NodeJS.Signals | null) => {
+      if (settled) return;
+      settled = true;
+      clearTimeout(timer);
+      child.stdout?.destroy();
+      child.stderr?.destroy();
+      resolve({
+        stdout: stdout.text(),
+        stderr: stderr.text(),
+        exitCode: code ?? (signal ? 128 : -1),
+        signal,
+        timedOut,
+        durationMs: Math.round(performance.now() - started),
+      });
+    };
+    child.on('close', finish);
+    child.on('exit', (code, signal) => setTimeout(() => finish(code, signal), DRAIN_AFTER_EXIT_MS).unref());
+    if (child.stdin) {
+      child.stdin.on('error', () => undefined); // a program that exits without reading its input
+      child.stdin.end(options.stdin ?? '');
+    }
+  });
+}

@@ -1,0 +1,101 @@
+import { closeSync, openSync } from 'node:fs';
+import { readFile } from 'node:fs/promises';
+import { runProcess, type RunResult } from './process.js';
+
+export type ContainerStatus = 'creating' | 'created' | 'running' | 'stopped' | 'paused';
+
+export class RunscError extends Error {
+  constructor(
+    readonly operation: string,
+    readonly result: RunResult,
+  ) {
+    super(`runsc ${operation} failed (exit ${result.exitCode}): ${result.stderr.trim().split('\n').slice(-3).join(' | ')}`);
+    this.name = 'RunscError';
+  }
+}
+
+export interface RunscOptions {
+  binary: string;
+  /** runsc's state directory (`--root`); one per Berth data directory. */
+  stateDir: string;
+  network: 'none' | 'host';
+}
+
+/** The runsc command line, one method per subcommand Berth uses. */
+export class Runsc {
+  constructor(private readonly options: RunscOptions) {}
+
+  private globalFlags(): string[] {
+    return [`--root=${this.options.stateDir}`, `--network=${this.options.network}`];
+  }
+
+  async run(containerId: string, bundleDir: string, consoleLog: string): Promise<void> {
+    // A detached sandbox keeps the caller's stdio open for its lifetime: give it a file, never our pipes.
+    // It also gets its own session, so a Ctrl-C at Berth's terminal does not reach it.
+    const log = openSync(consoleLog, 'a');
+    try {
+      const result = await runProcess(
+        this.options.binary,
+        [...this.globalFlags(), '--overlay2=root:memory', 'run', '--detach', `--bundle=${bundleDir}`, containerId],
+        { stdio: ['ignore', log, log], detached: true, timeoutMs: 60_000 },
+      );
+      if (result.exitCode !== 0) throw new RunscError('run', { ...result, stderr: await tail(consoleLog) });
+    } finally {
+      closeSync(log);
+    }
+  }
+
+  /** The container's status, or `undefined` when runsc does not know it. */
+  async state(containerId: string): Promise<ContainerStatus | undefined> {
+    const result = await runProcess(this.options.binary, [...this.globalFlags(), 'state', containerId], { timeoutMs: 30_000 });
+    if (result.exitCode !== 0) {
+      if (/does not exist|not found/i.test(result.stderr)) return undefined;
+      throw new RunscError('state', result);
+    }
+    return (JSON.parse(result.stdout) as { status: ContainerStatus }).status;
+  }
+
+  exec(
+    containerId: string,
+    argv: readonly string[],
+    options: { cwd: string; env: Record<string, string>; stdin: string; timeoutMs: number; maxOutputBytes: number },
+  ): Promise<RunResult> {
+    const env = Object.entries(options.env).flatMap(([key, value]) => ['--env', `${key}=${value}`]);
+    return runProcess(
+      this.options.binary,
+      [...this.globalFlags(), 'exec', `--cwd=${options.cwd}`, ...env, containerId, ...argv],
+      { stdin: options.stdin, timeoutMs: options.timeoutMs, maxOutputBytes: options.maxOutputBytes },
+    );
+  }
+
+  async kill(containerId: string, signal = 'KILL'): Promise<void> {
+    await runProcess(this.options.binary, [...this.globalFlags(), 'kill', '--all', containerId, signal], { timeoutMs: 30_000 });
+  }
+
+  /** Deletes the container and its runsc state; a container that is already gone is fine. */
+  async delete(containerId: string): Promise<void> {
+    const result = await runProcess(this.options.binary, [...this.globalFlags(), 'delete', '--force', containerId], {
+      timeoutMs: 30_000,
+    });
+    if (result.exitCode !== 0 && !/does not exist|not found/i.test(result.stderr)) throw new RunscError('delete', result);
+  }
+
+  async list(): Promise<{ id: string; status: ContainerStatus }[]> {
+    const result = await runProcess(this.options.binary, [...this.globalFlags(), 'list', '--format=json'], { timeoutMs: 30_000 });
+    if (result.exitCode !== 0) throw new RunscError('list', result);
+    return ((JSON.parse(result.stdout || '[]') as { id: string; status: ContainerStatus }[] | null) ?? []).map(
+      ({ id, status }) => ({ id, status }),
+    );
+  }
+
+  async version(): Promise<string> {
+    const result = await runProcess(this.options.binary, ['--version'], { timeoutMs: 10_000 });
+    if (result.exitCode !== 0) throw new RunscError('--version', result);
+    return result.stdout.split('\n')[0]?.trim() ?? '';
+  }
+}
+
+async function tail(path: string): Promise<string> {
+  const text = await readFile(path, 'utf8').catch(() => '');
+  return text.split('\n').slice(-20).join('\n');
+}

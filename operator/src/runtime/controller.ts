@@ -1,0 +1,130 @@
+import { randomUUID } from 'node:crypto';
+import { LATENCY_BUCKETS, type Kind, type Logger, type ResourceStore, type Watch } from '@berth/common';
+import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
+import { WorkQueue } from './workqueue.js';
+
+export interface ReconcileResult {
+  /** Reconcile again after this long even if nothing changes (deadlines, health checks). */
+  requeueAfterMs?: number;
+}
+
+export type Reconciler = (name: string, log: Logger) => Promise<ReconcileResult>;
+
+export interface ControllerOptions {
+  kind: Kind;
+  store: ResourceStore;
+  reconcile: Reconciler;
+  log: Logger;
+  metrics: ControllerMetrics;
+  workers?: number;
+  /** Every object is reconciled at least this often, whatever the watch says. */
+  resyncPeriodMs?: number;
+}
+
+export interface ControllerMetrics {
+  reconciles: Counter<'kind' | 'result'>;
+  duration: Histogram<'kind'>;
+  depth: Gauge<'kind'>;
+}
+
+export function createControllerMetrics(registry: Registry): ControllerMetrics {
+  return {
+    reconciles: new Counter({
+      name: 'berth_reconcile_total',
+      help: 'Reconciles by kind and result (success, requeue, error)',
+      labelNames: ['kind', 'result'],
+      registers: [registry],
+    }),
+    duration: new Histogram({
+      name: 'berth_reconcile_duration_seconds',
+      help: 'Time spent in one reconcile',
+      labelNames: ['kind'],
+      buckets: LATENCY_BUCKETS,
+      registers: [registry],
+    }),
+    depth: new Gauge({
+      name: 'berth_workqueue_depth',
+      help: 'Keys waiting in a controller work queue',
+      labelNames: ['kind'],
+      registers: [registry],
+    }),
+  };
+}
+
+/**
+ * One controller per kind: the watch and a periodic resync feed keys into a work queue;
+ * workers reconcile them, level-triggered, and requeue on error with backoff.
+ */
+export class Controller {
+  private readonly queue: WorkQueue;
+  private watch: Watch | undefined;
+  private resyncTimer: NodeJS.Timeout | undefined;
+  private workers: Promise<void>[] = [];
+  private stopped = false;
+
+  constructor(private readonly options: ControllerOptions) {
+    this.queue = new WorkQueue({ onDepthChange: (depth) => options.metrics.depth.set({ kind: options.kind }, depth) });
+  }
+
+  async start(): Promise<void> {
+    const { store, kind } = this.options;
+    this.watch = store.watch(kind, {
+      onEvent: (event) => this.queue.add(event.name),
+      onResync: () => void this.enqueueAll(),
+    });
+    await this.watch.ready;
+    await this.enqueueAll();
+    const resyncPeriodMs = this.options.resyncPeriodMs ?? 5 * 60_000;
+    this.resyncTimer = setInterval(() => void this.enqueueAll(), resyncPeriodMs);
+    this.resyncTimer.unref();
+    for (let i = 0; i < (this.options.workers ?? 2); i++) this.workers.push(this.work());
+    this.options.log.info({ kind, workers: this.workers.length }, 'controller started');
+  }
+
+  /** Asks for a reconcile of one object now (used after API writes that need a fast reaction). */
+  enqueue(name: string): void {
+    this.queue.add(name);
+  }
+
+  private async enqueueAll(): Promise<void> {
+    try {
+      const { items } = await this.options.store.list(this.options.kind);
+      for (const item of items) this.queue.add(item.metadata.name);
+    } catch (error) {
+      this.options.log.error({ err: error, kind: this.options.kind }, 'relist failed; the next resync retries');
+    }
+  }
+
+  private async work(): Promise<void> {
+    const { kind, metrics } = this.options;
+    for (;;) {
+      const name = await this.queue.get();
+      if (name === undefined) return;
+      const log = this.options.log.child({ kind, name, reconcileId: randomUUID() });
+      const stopTimer = metrics.duration.startTimer({ kind });
+      try {
+        const result = await this.options.reconcile(name, log);
+        this.queue.forget(name);
+        if (result.requeueAfterMs !== undefined && !this.stopped) this.queue.addAfter(name, result.requeueAfterMs);
+        metrics.reconciles.inc({ kind, result: result.requeueAfterMs !== undefined ? 'requeue' : 'success' });
+      } catch (error) {
+        metrics.reconciles.inc({ kind, result: 'error' });
+        const retryInMs = this.stopped ? undefined : this.queue.addRateLimited(name);
+        log.warn({ err: error, retryInMs, failures: this.queue.failureCount(name) }, 'reconcile failed');
+      } finally {
+        stopTimer();
+        this.queue.done(name);
+      }
+    }
+  }
+
+  /** Stops taking work and waits for reconciles in flight to finish. */
+  async stop(): Promise<void> {
+    this.stopped = true;
+    this.watch?.stop();
+    clearInterval(this.resyncTimer);
+    this.queue.shutDown();
+    await Promise.all(this.workers);
+    this.options.log.info({ kind: this.options.kind }, 'controller stopped');
+  }
+}

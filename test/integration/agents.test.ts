@@ -1,0 +1,326 @@
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startBerth, type BerthProcess } from '../helpers/berth.js';
+import { eventually, type ApiClient } from '../helpers/http.js';
+import { createTestDatabase } from '../helpers/postgres.js';
+import { metricValue, parsePrometheus } from '../helpers/prometheus.js';
+import { killSandboxes, runscContainers } from '../helpers/runsc.js';
+
+let berth: BerthProcess;
+let live: ApiClient;
+let db: pg.Pool;
+let sessionId: string;
+
+beforeAll(async () => {
+  const databaseUrl = await createTestDatabase();
+  db = new pg.Pool({ connectionString: databaseUrl });
+  berth = await startBerth({ env: { DATABASE_URL: databaseUrl, BERTH_EXEC_TIMEOUT: '3s' } });
+  live = berth.api(berth.liveKey);
+  sessionId = (await live.post('/v1/sessions', { userId: 'agent-tests' })).body.id;
+});
+afterAll(async () => {
+  expect(await berth.stop()).toBe(0);
+  killSandboxes(berth.dataDir);
+  await db.end();
+});
+
+function expectError(response: { status: number; body: any }, status: number, code: string) {
+  expect(response.status).toBe(status);
+  expect(response.body.error).toMatchObject({ code, message: expect.any(String), details: expect.any(Object) });
+  expect(response.body.error.requestId).toMatch(/^req_/);
+}
+
+async function createAgent(body: Record<string, unknown> = {}, client = live, session = sessionId) {
+  const response = await client.post(`/v1/sessions/${session}/agents`, body);
+  expect(response.status, JSON.stringify(response.body)).toBe(201);
+  return response.body;
+}
+
+async function waitForStatus(id: string, status: string, client = live, timeoutMs = 60_000) {
+  return eventually(
+    async () => {
+      const agent = (await client.get(`/v1/agents/${id}`)).body;
+      return agent.status === status ? agent : undefined;
+    },
+    { timeoutMs, what: `agent ${id} to be ${status}` },
+  );
+}
+
+async function exec(id: string, language: string, code: string) {
+  return live.post(`/v1/agents/${id}/exec`, { language, code });
+}
+
+describe('an agent in a gVisor sandbox', () => {
+  let agent: any;
+
+  beforeAll(async () => {
+    agent = await createAgent({ timeout: '10m', instructions: 'be brief' });
+  });
+
+  it('is created booting with the defaults, then becomes idle with agent.started written', async () => {
+    expect(agent).toMatchObject({
+      id: expect.stringMatching(/^agt_[0-9a-z]{26}$/),
+      sessionId,
+      status: 'booting',
+      compute: 'python',
+      browser: false,
+      model: 'openai/gpt-4o-mini',
+      tools: [],
+      timeout: '10m',
+      provider: 'local',
+      instructions: 'be brief',
+    });
+    const ready = await waitForStatus(agent.id, 'idle');
+    expect(ready.conditions).toEqual([expect.objectContaining({ type: 'SandboxReady', status: 'True', reason: 'Provisioned' })]);
+    expect(Date.parse(ready.expiresAt) - Date.parse(ready.startedAt)).toBe(10 * 60_000);
+    expect(runscContainers(berth.dataDir)).toContainEqual({ id: agent.id, status: 'running' });
+    const { rows } = await db.query('SELECT type, data FROM events WHERE subject_id = $1', [agent.id]);
+    expect(rows).toEqual([
+      {
+        type: 'agent.started',
+        data: { agentId: agent.id, sessionId, userId: 'agent-tests', provider: 'local', compute: 'python' },
+      },
+    ]);
+  });
+
+  it('runs python with stdout, stderr and the exit code', async () => {
+    const response = await exec(agent.id, 'python', 'import sys\nprint("out", 6 * 7)\nprint("err", file=sys.stderr)\nsys.exit(3)');
+    expect(response.status).toBe(200);
+    expect(response.body).toEqual({ stdout: 'out 42\n', stderr: 'err\n', exitCode: 3, durationMs: expect.any(Number) });
+    expect(response.body.durationMs).toBeGreaterThan(0);
+  });
+
+  it('runs typescript without a build step', async () => {
+    const code = 'interface Point { x: number; y: number }\nconst p: Point = { x: 3, y: 4 };\nconsole.log(Math.hypot(p.x, p.y));\nconsole.error("warned");';
+    const response = await exec(agent.id, 'typescript', code);
+    expect(response.body).toMatchObject({ stdout: '5\n', stderr: 'warned\n', exitCode: 0 });
+  });
+
+  it('reports a typescript error as a non-zero exit', async () => {
+    const response = await exec(agent.id, 'typescript', 'throw new Error("boom")');
+    expect(response.status).toBe(200);
+    expect(response.body.exitCode).toBe(1);
+    expect(response.body.stderr).toContain('boom');
+  });
+
+  it('runs bash in /workspace, and files stay between execs', async () => {
+    const first = await exec(agent.id, 'bash', 'pwd; echo hello > note.txt; ls -l note.txt | wc -l');
+    expect(first.body).toMatchObject({ stdout: '/workspace\n1\n', exitCode: 0 });
+    const second = await exec(agent.id, 'python', 'print(open("/workspace/note.txt").read().strip())');
+    expect(second.body.stdout).toBe('hello\n');
+    expect(existsSync(join(berth.dataDir, 'sandboxes', agent.id, 'workspace', 'note.txt'))).toBe(true);
+  });
+
+  it('returns when the program exits even if a background child keeps its output open', async () => {
+    const started = Date.now();
+    const response = await exec(agent.id, 'bash', '(sleep 600 &); echo backgrounded');
+    expect(response.body).toMatchObject({ stdout: 'backgrounded\n', exitCode: 0 });
+    expect(Date.now() - started).toBeLessThan(2_500);
+  });
+
+  it('passes a non-zero bash exit code and output through', async () => {
+    const response = await exec(agent.id, 'bash', 'echo partial; echo failing >&2; exit 7');
+    expect(response.body).toMatchObject({ stdout: 'partial\n', stderr: 'failing\n', exitCode: 7 });
+  });
+
+  it('has no network by default', async () => {
+    const response = await exec(agent.id, 'python', 'import socket\ntry:\n    socket.create_connection(("1.1.1.1", 53), timeout=1)\n    print("connected")\nexcept OSError as e:\n    print("no network")');
+    expect(response.body.stdout).toBe('no network\n');
+  });
+
+  it('cuts an exec that overruns its limit with 504 timeout, and the sandbox lives on', async () => {
+    const started = Date.now();
+    const response = await exec(agent.id, 'python', 'import time\ntime.sleep(30)');
+    expectError(response, 504, 'timeout');
+    expect(Date.now() - started).toBeLessThan(10_000);
+    const after = await exec(agent.id, 'bash', 'pgrep -f "time.sleep" || echo none');
+    expect(after.body.stdout).toBe('none\n');
+  });
+
+  it.each([
+    [{ language: 'ruby', code: 'puts 1' }, 'language'],
+    [{ language: 'python' }, 'code'],
+    [{ code: 'print(1)' }, 'language'],
+    [{ language: 'python', code: 1 }, 'code'],
+    [{ language: 'python', code: 'print(1)', timeout: 5 }, 'body'],
+  ])('rejects exec body %j with 422', async (body, field) => {
+    const response = await live.post(`/v1/agents/${agent.id}/exec`, body);
+    expectError(response, 422, 'unprocessable_entity');
+    expect(Object.keys(response.body.error.details.fields)).toContain(field);
+  });
+
+  it('counts requests, execs, provisions and sandboxes in /metrics', async () => {
+    const response = await fetch(`${berth.baseUrl}/metrics`);
+    expect(response.headers.get('content-type')).toContain('text/plain');
+    const samples = parsePrometheus(await response.text());
+    expect(metricValue(samples, 'berth_http_requests_total', { route: '/v1/agents/:id/exec', status: '200' })).toBeGreaterThanOrEqual(5);
+    expect(metricValue(samples, 'berth_http_requests_total', { route: '/v1/agents/:id/exec', status: '504' })).toBe(1);
+    expect(metricValue(samples, 'berth_http_request_duration_seconds_count', { route: '/v1/sessions/:id/agents', method: 'POST' })).toBeGreaterThanOrEqual(1);
+    expect(metricValue(samples, 'berth_exec_duration_seconds_count', { provider: 'local', language: 'python', result: 'ok' })).toBeGreaterThanOrEqual(2);
+    expect(metricValue(samples, 'berth_sandbox_provision_duration_seconds_count', { provider: 'local', result: 'success' })).toBeGreaterThanOrEqual(1);
+    expect(metricValue(samples, 'berth_sandboxes', { provider: 'local', phase: 'idle' })).toBeGreaterThanOrEqual(1);
+    expect(metricValue(samples, 'berth_reconcile_total', { kind: 'Agent' })).toBeGreaterThanOrEqual(1);
+  });
+
+  it('terminates: the sandbox and its files are gone, and it cannot be used again', async () => {
+    const response = await live.post(`/v1/agents/${agent.id}/terminate`);
+    expect(response.status).toBe(200);
+    expect(response.body).toEqual({ ok: true });
+    const terminated = (await live.get(`/v1/agents/${agent.id}`)).body;
+    expect(terminated.status).toBe('terminated');
+    expect(terminated.endedAt).toEqual(expect.any(String));
+    expect(runscContainers(berth.dataDir).map((container) => container.id)).not.toContain(agent.id);
+    expect(existsSync(join(berth.dataDir, 'sandboxes', agent.id))).toBe(false);
+    expectError(await exec(agent.id, 'bash', 'true'), 409, 'conflict');
+    expect((await live.post(`/v1/agents/${agent.id}/terminate`)).body).toEqual({ ok: true });
+    expect((await live.get(`/v1/agents/${agent.id}`)).body.status).toBe('terminated');
+  });
+});
+
+describe('agent timeout', () => {
+  it('ends the sandbox when the timeout expires and fails the agent with agent.failed', async () => {
+    const agent = await createAgent({ timeout: '3s' });
+    expect(agent.timeout).toBe('3s');
+    await waitForStatus(agent.id, 'idle');
+    const failed = await waitForStatus(agent.id, 'failed', live, 20_000);
+    expect(failed.error).toEqual({ code: 'timeout', message: expect.stringContaining('3s') });
+    expect(runscContainers(berth.dataDir).map((container) => container.id)).not.toContain(agent.id);
+    expectError(await exec(agent.id, 'bash', 'true'), 409, 'conflict');
+    const { rows } = await db.query('SELECT type, data FROM events WHERE subject_id = $1 ORDER BY seq', [agent.id]);
+    expect(rows.map((row) => row.type)).toEqual(['agent.started', 'agent.failed']);
+    expect(rows[1].data.error.code).toBe('timeout');
+  });
+});
+
+describe('compute', () => {
+  it('runs a go agent with the Go toolchain', async () => {
+    const agent = await createAgent({ compute: 'go' });
+    await waitForStatus(agent.id, 'idle', live, 120_000);
+    const response = await exec(agent.id, 'bash', 'go version');
+    expect(response.body.stdout).toMatch(/^go version go1\.\d+/);
+    await live.post(`/v1/agents/${agent.id}/terminate`);
+  });
+});
+
+describe('agent creation input', () => {
+  it.each([
+    ['unknown compute', { compute: 'ruby' }, 'compute'],
+    ['timeout with an unknown unit', { timeout: '5x' }, 'timeout'],
+    ['zero timeout', { timeout: '0s' }, 'timeout'],
+    ['empty timeout', { timeout: '' }, 'timeout'],
+    ['numeric timeout', { timeout: 300 }, 'timeout'],
+    ['negative timeout', { timeout: '-5m' }, 'timeout'],
+    ['browser not a boolean', { browser: 'yes' }, 'browser'],
+    ['model without a vendor', { model: 'gpt-4o' }, 'model'],
+    ['tools not a list', { tools: 'exec' }, 'tools'],
+    ['fractional costCap', { costCap: { amount: 9.99, currency: 'usd' } }, 'costCap.amount'],
+    ['costCap without currency', { costCap: { amount: 100 } }, 'costCap.currency'],
+    ['secret name with a dash', { secrets: ['MY-KEY'] }, 'secrets.0'],
+    ['mcp neither list nor *', { mcp: 'all' }, 'mcp'],
+    ['knowledge a number', { knowledge: 3 }, 'knowledge'],
+    ['unknown field', { colour: 'red' }, 'body'],
+    ['unknown provider', { provider: 'aws-lambda' }, 'provider'],
+    ['unknown fallback provider', { providerFallback: 'nowhere' }, 'providerFallback'],
+    ['storage (no provider supports it)', { storage: '10Gi' }, 'storage'],
+    ['browser without a browser template', { browser: true }, 'browser'],
+    ['gpu on the local provider', { gpu: 'a100' }, 'gpu'],
+  ])('rejects %s with 422 naming the field, and creates nothing', async (_name, body, field) => {
+    const before = (await live.get(`/v1/sessions/${sessionId}/agents?limit=100`)).body.data.length;
+    const response = await live.post(`/v1/sessions/${sessionId}/agents`, body);
+    expectError(response, 422, 'unprocessable_entity');
+    expect(Object.keys(response.body.error.details.fields)).toContain(field);
+    expect(response.body.error.message.length).toBeGreaterThan(10);
+    expect((await live.get(`/v1/sessions/${sessionId}/agents?limit=100`)).body.data).toHaveLength(before);
+  });
+
+  it('explains storage and browser refusals', async () => {
+    const storage = await live.post(`/v1/sessions/${sessionId}/agents`, { storage: '10Gi' });
+    expect(storage.body.error.message).toMatch(/storage.*not supported/);
+    const browser = await live.post(`/v1/sessions/${sessionId}/agents`, { browser: true });
+    expect(browser.body.error.message).toMatch(/browser-capable/);
+  });
+
+  it('answers lifecycle with 501', async () => {
+    const response = await live.post(`/v1/sessions/${sessionId}/agents`, { lifecycle: { autoPause: '5m' } });
+    expectError(response, 501, 'not_implemented');
+  });
+
+  it('caps the timeout at 24h', async () => {
+    const agent = await createAgent({ timeout: '48h' });
+    expect(agent.timeout).toBe('24h');
+    await live.post(`/v1/agents/${agent.id}/terminate`);
+  });
+
+  it('accepts compound durations and normalises them', async () => {
+    const agent = await createAgent({ timeout: '90m' });
+    expect(agent.timeout).toBe('1h30m');
+    await live.post(`/v1/agents/${agent.id}/terminate`);
+  });
+
+  it('stores the fields later features use', async () => {
+    const fields = {
+      model: 'anthropic/claude-sonnet-4-5',
+      tools: ['exec', 'read_file'],
+      costCap: { amount: 250, currency: 'usd' },
+      region: 'eu-west-1',
+      providerFallback: 'local',
+      approvals: { require: ['exec'] },
+      knowledge: 'handbook',
+      metadata: { extract: ['name'], team: 'a' },
+      guardrails: { pii: 'redact' },
+      definition: 'support-bot',
+      overrides: { temperature: 0.2 },
+      secrets: ['OPENAI_API_KEY'],
+      mcp: '*',
+    };
+    const agent = await createAgent(fields);
+    expect(agent).toMatchObject(fields);
+    expect((await live.get(`/v1/agents/${agent.id}`)).body).toMatchObject(fields);
+    await live.post(`/v1/agents/${agent.id}/terminate`);
+  });
+
+  it('is 404 for an unknown session, and for agents of another key mode', async () => {
+    expectError(await live.post('/v1/sessions/ses_01m80gqv9d4kjqfcmvs2q4jxem/agents', {}), 404, 'not_found');
+    const agent = await createAgent({ timeout: '1m' });
+    const test = berth.api(berth.testKey);
+    expectError(await test.get(`/v1/agents/${agent.id}`), 404, 'not_found');
+    expectError(await test.post(`/v1/agents/${agent.id}/exec`, { language: 'bash', code: 'true' }), 404, 'not_found');
+    expectError(await test.post(`/v1/agents/${agent.id}/terminate`), 404, 'not_found');
+    expectError(await live.get('/v1/agents/agt_01m80gqv9d4kjqfcmvs2q4jxem'), 404, 'not_found');
+    await live.post(`/v1/agents/${agent.id}/terminate`);
+  });
+});
+
+describe('test keys', () => {
+  it('get the same routes and validation, and mock results without a sandbox', async () => {
+    const test = berth.api(berth.testKey);
+    const session = (await test.post('/v1/sessions', { userId: 'tester' })).body;
+    expectError(await test.post(`/v1/sessions/${session.id}/agents`, { storage: '1Gi' }), 422, 'unprocessable_entity');
+    expectError(await test.post(`/v1/sessions/${session.id}/agents`, { lifecycle: {} }), 501, 'not_implemented');
+    const agent = await createAgent({}, test, session.id);
+    expect(agent).toMatchObject({ status: 'booting', provider: 'local', compute: 'python' });
+    await waitForStatus(agent.id, 'idle', test);
+    const result = await test.post(`/v1/agents/${agent.id}/exec`, { language: 'python', code: 'print(1)' });
+    expect(result.status).toBe(200);
+    expect(result.body).toEqual({ stdout: expect.stringContaining('test mode'), stderr: '', exitCode: 0, durationMs: expect.any(Number) });
+    expectError(await test.post(`/v1/agents/${agent.id}/exec`, { language: 'cobol', code: '' }), 422, 'unprocessable_entity');
+    expect(runscContainers(berth.dataDir).map((container) => container.id)).not.toContain(agent.id);
+    expect(existsSync(join(berth.dataDir, 'sandboxes', agent.id))).toBe(false);
+    expect((await test.post(`/v1/agents/${agent.id}/terminate`)).body).toEqual({ ok: true });
+    expect((await test.get(`/v1/agents/${agent.id}`)).body.status).toBe('terminated');
+  });
+});
+
+describe('GET /v1/sessions/:id/agents', () => {
+  it('lists the agents of a session, newest first', async () => {
+    const session = (await live.post('/v1/sessions', { userId: 'lister' })).body;
+    const first = await createAgent({ timeout: '1m' }, live, session.id);
+    const second = await createAgent({ timeout: '1m' }, live, session.id);
+    const page = await live.get(`/v1/sessions/${session.id}/agents`);
+    expect(page.body.data.map((agent: any) => agent.id)).toEqual([second.id, first.id]);
+    expect(page.body.hasMore).toBe(false);
+    for (const agent of [first, second]) await live.post(`/v1/agents/${agent.id}/terminate`);
+  });
+});
