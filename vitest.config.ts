@@ -14,6 +14,7 @@ export default defineConfig({
         test: {
           name: 'unit',
           include: ['{crds,common,operator,apiserver}/src/**/*.test.ts'],
+          sequence: { groupOrder: 0 },
         },
       },
       {
@@ -21,6 +22,7 @@ export default defineConfig({
         test: {
           name: 'integration',
           include: ['test/integration/**/*.test.ts'],
+          sequence: { groupOrder: 1 },
           globalSetup: ['test/setup/global.ts'],
           testTimeout: 120_000,
           hookTimeout: 300_000,

@@ -30,13 +30,15 @@ export interface BerthProcess {
 export interface StartOptions {
   dataDir?: string;
   env?: Record<string, string>;
+  /** Passed instead of `--port 0 --data-dir <dataDir>`. */
   args?: string[];
 }
 
 /** Starts a real `berth up` process on a free port and waits until it prints its base URL. */
 export async function startBerth(options: StartOptions = {}): Promise<BerthProcess> {
   const dataDir = options.dataDir ?? tempDir('berth-data-');
-  const child = spawn(process.execPath, [BERTH_BIN, 'up', '--port', '0', '--data-dir', dataDir, ...(options.args ?? [])], {
+  const args = options.args ?? ['--port', '0', '--data-dir', dataDir];
+  const child = spawn(process.execPath, [BERTH_BIN, 'up', ...args], {
     env: { ...process.env, BERTH_LOG_LEVEL: 'info', ...options.env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });

@@ -1,4 +1,5 @@
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawnSync } from 'node:child_process';
+import { rmSync } from 'node:fs';
 import { join } from 'node:path';
 
 /** What runsc itself says about the sandboxes of a Berth data directory. */
@@ -17,4 +18,14 @@ export function killSandboxes(dataDir: string): void {
       // already gone
     }
   }
+}
+
+/**
+ * Removes a data directory after a test: its sandboxes, the network namespace runsc pins
+ * under its state directory (a mount), then the files.
+ */
+export function removeDataDir(dataDir: string): void {
+  killSandboxes(dataDir);
+  spawnSync('umount', [join(dataDir, 'runsc', 'null-netns')], { stdio: 'ignore' });
+  rmSync(dataDir, { recursive: true, force: true });
 }

@@ -6,7 +6,7 @@ import { startBerth, type BerthProcess } from '../helpers/berth.js';
 import { eventually, type ApiClient } from '../helpers/http.js';
 import { createTestDatabase } from '../helpers/postgres.js';
 import { metricValue, parsePrometheus } from '../helpers/prometheus.js';
-import { killSandboxes, runscContainers } from '../helpers/runsc.js';
+import { removeDataDir, runscContainers } from '../helpers/runsc.js';
 
 let berth: BerthProcess;
 let live: ApiClient;
@@ -22,7 +22,7 @@ beforeAll(async () => {
 });
 afterAll(async () => {
   expect(await berth.stop()).toBe(0);
-  killSandboxes(berth.dataDir);
+  removeDataDir(berth.dataDir);
   await db.end();
 });
 
@@ -120,9 +120,27 @@ describe('an agent in a gVisor sandbox', () => {
     expect(Date.now() - started).toBeLessThan(2_500);
   });
 
+  it('imports python modules from /workspace', async () => {
+    await exec(agent.id, 'bash', 'echo "ANSWER = 42" > /workspace/helper.py');
+    const response = await exec(agent.id, 'python', 'from helper import ANSWER\nprint(ANSWER)');
+    expect(response.body).toMatchObject({ stdout: '42\n', exitCode: 0 });
+  });
+
+  it('cuts stdout at 1 MiB with a marker', async () => {
+    const response = await exec(agent.id, 'python', 'import sys\nsys.stdout.write("x" * (3 * 1024 * 1024))');
+    expect(response.body.exitCode).toBe(0);
+    expect(response.body.stdout.startsWith('x'.repeat(1024 * 1024))).toBe(true);
+    expect(response.body.stdout).toContain(`[output truncated: ${2 * 1024 * 1024} more bytes not shown]`);
+  });
+
   it('passes a non-zero bash exit code and output through', async () => {
     const response = await exec(agent.id, 'bash', 'echo partial; echo failing >&2; exit 7');
     expect(response.body).toMatchObject({ stdout: 'partial\n', stderr: 'failing\n', exitCode: 7 });
+  });
+
+  it('sees the configured memory limit (1Gi by default)', async () => {
+    const response = await exec(agent.id, 'bash', 'head -1 /proc/meminfo');
+    expect(response.body.stdout).toMatch(/^MemTotal:\s+1048576 kB\n$/);
   });
 
   it('has no network by default', async () => {

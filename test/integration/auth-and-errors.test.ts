@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { runBerth, startBerth, type BerthProcess } from '../helpers/berth.js';
 import { apiClient } from '../helpers/http.js';
 import { createTestDatabase } from '../helpers/postgres.js';
+import { removeDataDir } from '../helpers/runsc.js';
 
 let berth: BerthProcess;
 let databaseUrl: string;
@@ -12,6 +13,7 @@ beforeAll(async () => {
 });
 afterAll(async () => {
   expect(await berth.stop()).toBe(0);
+  removeDataDir(berth.dataDir);
 });
 
 function expectEnvelope(response: { status: number; body: any; headers: Headers }, status: number, code: string) {

@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startBerth, type BerthProcess } from '../helpers/berth.js';
 import type { ApiClient } from '../helpers/http.js';
 import { createTestDatabase } from '../helpers/postgres.js';
+import { removeDataDir } from '../helpers/runsc.js';
 
 let berth: BerthProcess;
 let live: ApiClient;
@@ -14,6 +15,7 @@ beforeAll(async () => {
 });
 afterAll(async () => {
   expect(await berth.stop()).toBe(0);
+  removeDataDir(berth.dataDir);
 });
 
 function expectError(response: { status: number; body: any }, status: number, code: string) {

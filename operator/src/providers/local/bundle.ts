@@ -3,6 +3,8 @@ export interface SandboxSpecInput {
   containerId: string;
   rootfs: string;
   workspace: string;
+  /** Host directory the provider writes exec'd programs into, mounted read-only. */
+  execDir: string;
   env: Record<string, string>;
   cpus: number;
   memoryBytes: number;
@@ -41,6 +43,7 @@ export function sandboxSpec(input: SandboxSpecInput): Record<string, unknown> {
       { destination: '/dev', type: 'tmpfs', source: 'tmpfs' },
       { destination: '/sys', type: 'sysfs', source: 'sysfs', options: ['nosuid', 'noexec', 'nodev', 'ro'] },
       { destination: '/workspace', type: 'bind', source: input.workspace, options: ['rbind', 'rw'] },
+      { destination: '/run/berth/exec', type: 'bind', source: input.execDir, options: ['rbind', 'ro'] },
     ],
     linux: {
       namespaces: [{ type: 'pid' }, { type: 'network' }, { type: 'ipc' }, { type: 'uts' }, { type: 'mount' }],

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Installs what the local provider needs on this host: mmdebstrap (to build sandbox root
+# filesystems) from Debian's packages, and gVisor's runsc (built by install-runsc.sh).
+# Idempotent: a second run finds everything in place and returns at once.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+
+if [ "$(id -u)" != 0 ]; then
+  echo "install-host: the local provider runs gVisor sandboxes as root; run this as root" >&2
+  exit 1
+fi
+
+missing=()
+command -v mmdebstrap >/dev/null || missing+=(mmdebstrap)
+command -v go >/dev/null || missing+=(golang-go)
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "install-host: apt-get install ${missing[*]}" >&2
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get install -y -qq "${missing[@]}" >/dev/null ||
+    { apt-get update -qq && apt-get install -y -qq "${missing[@]}" >/dev/null; }
+fi
+
+"$here/install-runsc.sh"

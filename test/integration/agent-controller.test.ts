@@ -1,0 +1,205 @@
+import express from 'express';
+import type { AddressInfo } from 'node:net';
+import pg from 'pg';
+import { Registry } from 'prom-client';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import type { SandboxRef } from '../../crds/src/agent.js';
+import {
+  ManualClock,
+  PostgresResourceStore,
+  ProviderError,
+  SandboxNotReadyError,
+  UnsupportedRequestError,
+  createApiKey,
+  createOrganization,
+  createPool,
+  listEvents,
+  migrate,
+  silentLogger,
+  type ExecResult,
+  type ProviderCapabilities,
+  type ProvisionRequest,
+  type SandboxProvider,
+  type SandboxState,
+} from '../../common/src/index.js';
+import { createApp } from '../../apiserver/src/app.js';
+import { PROVISION_DEADLINE_MS, SANDBOX_FINALIZER, createAgentMetrics, createAgentReconciler } from '../../operator/src/controllers/agent.js';
+import { ProviderRegistry } from '../../operator/src/providers/registry.js';
+import { apiClient, type ApiClient } from '../helpers/http.js';
+import { createTestDatabase } from '../helpers/postgres.js';
+
+/**
+ * The Agent reconciler against the real PostgreSQL store, with time on a manual clock and
+ * a scripted provider standing in for compute elsewhere, plus the API answering from the
+ * states the reconciler leaves.
+ */
+class ScriptedProvider implements SandboxProvider {
+  readonly name = 'scripted';
+  readonly capabilities: ProviderCapabilities = { computes: ['python', 'node', 'go'], browser: false, gpu: false, storage: false, checkpoint: 'none' };
+  sandboxes = new Map<string, SandboxState>();
+  nextProvisionError: Error | undefined;
+  provisions = 0;
+  terminations: string[] = [];
+
+  async provision(request: ProvisionRequest): Promise<SandboxRef> {
+    this.provisions++;
+    if (this.nextProvisionError) throw this.nextProvisionError;
+    this.sandboxes.set(request.agentId, 'running');
+    return { provider: this.name, id: request.agentId };
+  }
+  async state(ref: SandboxRef): Promise<SandboxState> {
+    return this.sandboxes.get(ref.id) ?? 'missing';
+  }
+  async exec(): Promise<ExecResult> {
+    return { stdout: '', stderr: '', exitCode: 0, durationMs: 1 };
+  }
+  async terminate(ref: SandboxRef): Promise<void> {
+    this.terminations.push(ref.id);
+    this.sandboxes.delete(ref.id);
+  }
+}
+
+let pool: pg.Pool;
+let store: PostgresResourceStore;
+let server: ReturnType<express.Express['listen']>;
+let api: ApiClient;
+const clock = new ManualClock('2026-05-01T09:00:00Z');
+const provider = new ScriptedProvider();
+const providers = new ProviderRegistry([provider], 'scripted');
+let reconcile: ReturnType<typeof createAgentReconciler>;
+let sessionId: string;
+
+beforeAll(async () => {
+  const url = await createTestDatabase();
+  pool = createPool(url);
+  await migrate(pool);
+  store = new PostgresResourceStore(pool, { connectionString: url, clock, log: silentLogger });
+  reconcile = createAgentReconciler({ store, db: pool, providers, clock, metrics: createAgentMetrics(new Registry()) });
+  const organization = await createOrganization(pool, 'test');
+  const { key } = await createApiKey(pool, { organizationId: organization.id, mode: 'live' });
+  const app = createApp({ pool, store, providers, clock, log: silentLogger, metrics: new Registry(), execTimeoutMs: 5_000, defaultModel: 'openai/gpt-4o-mini' });
+  server = app.express.listen(0, '127.0.0.1');
+  await new Promise((resolve) => server.once('listening', resolve));
+  api = apiClient(`http://127.0.0.1:${(server.address() as AddressInfo).port}`, key);
+  sessionId = (await api.post('/v1/sessions', { userId: 'controller' })).body.id;
+});
+afterAll(async () => {
+  server.close();
+  await store.close();
+  await pool.end();
+});
+beforeEach(() => {
+  provider.nextProvisionError = undefined;
+});
+
+async function newAgent(body: Record<string, unknown> = {}) {
+  const response = await api.post(`/v1/sessions/${sessionId}/agents`, body);
+  expect(response.status).toBe(201);
+  return { id: response.body.id as string, name: (response.body.id as string).replace('_', '-') };
+}
+
+describe('the Agent reconciler', () => {
+  it('answers exec on a booting agent with 409 conflict', async () => {
+    const { id } = await newAgent();
+    const response = await api.post(`/v1/agents/${id}/exec`, { language: 'bash', code: 'true' });
+    expect(response.status).toBe(409);
+    expect(response.body.error).toMatchObject({ code: 'conflict', details: { status: 'booting' } });
+  });
+
+  it('provisions, moves to idle and writes agent.started once; a second reconcile writes nothing', async () => {
+    const { id, name } = await newAgent({ timeout: '5m' });
+    const result = await reconcile(name, silentLogger);
+    expect(result.requeueAfterMs).toBe(30_000);
+    const agent = await store.get('Agent', name);
+    expect(agent!.status).toMatchObject({
+      phase: 'idle',
+      observedGeneration: 1,
+      sandbox: { provider: 'scripted', id },
+      startedAt: '2026-05-01T09:00:00.000Z',
+      expiresAt: '2026-05-01T09:05:00.000Z',
+    });
+    await reconcile(name, silentLogger);
+    expect((await store.get('Agent', name))!.metadata.resourceVersion).toBe(agent!.metadata.resourceVersion);
+    expect((await listEvents(pool, { subjectId: id })).map((event) => event.type)).toEqual(['agent.started']);
+    expect((await api.get(`/v1/agents/${id}`)).body.status).toBe('idle');
+  });
+
+  it('ends the sandbox when the clock passes expiresAt and fails the agent', async () => {
+    const { id, name } = await newAgent({ timeout: '2m' });
+    await reconcile(name, silentLogger);
+    clock.advance(60_000);
+    expect((await reconcile(name, silentLogger)).requeueAfterMs).toBe(30_000);
+    clock.advance(61_000);
+    await reconcile(name, silentLogger);
+    const agent = (await api.get(`/v1/agents/${id}`)).body;
+    expect(agent).toMatchObject({ status: 'failed', error: { code: 'timeout' } });
+    expect(provider.terminations).toContain(id);
+    expect((await listEvents(pool, { subjectId: id })).map((event) => event.type)).toEqual(['agent.started', 'agent.failed']);
+  });
+
+  it('reports a sandbox that is on its way as Provisioning and asks to be called again', async () => {
+    const { id, name } = await newAgent();
+    provider.nextProvisionError = new SandboxNotReadyError('scripted', 'building sandbox image base', 3_000);
+    expect(await reconcile(name, silentLogger)).toEqual({ requeueAfterMs: 3_000 });
+    const agent = (await api.get(`/v1/agents/${id}`)).body;
+    expect(agent.status).toBe('booting');
+    expect(agent.conditions[0]).toMatchObject({ reason: 'Provisioning', status: 'False', message: 'building sandbox image base' });
+  });
+
+  it('retries a failing provision with backoff, then fails the agent after the deadline', async () => {
+    const { id, name } = await newAgent();
+    provider.nextProvisionError = new ProviderError('scripted', 'the node is on fire');
+    await expect(reconcile(name, silentLogger)).rejects.toThrow('the node is on fire');
+    const retrying = (await api.get(`/v1/agents/${id}`)).body;
+    expect(retrying.status).toBe('booting');
+    expect(retrying.conditions[0]).toMatchObject({ reason: 'ProvisionFailed', message: expect.stringContaining('retrying') });
+    clock.advance(PROVISION_DEADLINE_MS + 1);
+    await reconcile(name, silentLogger);
+    expect((await api.get(`/v1/agents/${id}`)).body).toMatchObject({ status: 'failed', error: { code: 'provider_error' } });
+  });
+
+  it('fails at once, with agent.failed, when the provider refuses the request', async () => {
+    const { id, name } = await newAgent();
+    provider.nextProvisionError = new UnsupportedRequestError('scripted', 'storage: not supported');
+    await reconcile(name, silentLogger);
+    expect((await api.get(`/v1/agents/${id}`)).body).toMatchObject({
+      status: 'failed',
+      error: { code: 'unsupported_request', message: 'storage: not supported' },
+    });
+    const events = await listEvents(pool, { subjectId: id });
+    expect(events.map((event) => [event.type, event.data.error])).toEqual([['agent.failed', { code: 'unsupported_request', message: 'storage: not supported' }]]);
+  });
+
+  it('recreates a sandbox that disappeared, marking SandboxLost', async () => {
+    const { id, name } = await newAgent();
+    await reconcile(name, silentLogger);
+    provider.sandboxes.delete(id);
+    await reconcile(name, silentLogger);
+    const agent = (await api.get(`/v1/agents/${id}`)).body;
+    expect(agent.status).toBe('idle');
+    expect(agent.conditions[0]).toMatchObject({ status: 'True', reason: 'SandboxLost' });
+    expect(provider.sandboxes.get(id)).toBe('running');
+  });
+
+  it('releases the sandbox of a deleted agent and removes its finalizer', async () => {
+    const { id, name } = await newAgent();
+    await reconcile(name, silentLogger);
+    expect((await store.get('Agent', name))!.metadata.finalizers).toEqual([SANDBOX_FINALIZER]);
+    await store.delete('Agent', name);
+    expect((await store.get('Agent', name))!.metadata.deletionTimestamp).toBeDefined();
+    await reconcile(name, silentLogger);
+    expect(await store.get('Agent', name)).toBeUndefined();
+    expect(provider.terminations).toContain(id);
+  });
+
+  it('does not write a status computed from a stale read', async () => {
+    const { name } = await newAgent();
+    const stale = await store.get('Agent', name);
+    await store.updateSpec('Agent', name, (current) => ({ ...current.spec, desiredState: 'terminated' }));
+    await expect(
+      store.updateStatus('Agent', name, { ...stale!.status!, phase: 'idle' }, { resourceVersion: stale!.metadata.resourceVersion }),
+    ).rejects.toThrow(/Conflict/);
+    await reconcile(name, silentLogger);
+    expect((await store.get('Agent', name))!.status!.phase).toBe('terminated');
+  });
+});
