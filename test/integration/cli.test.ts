@@ -1,7 +1,9 @@
+import { readFileSync } from 'node:fs';
 import { createServer } from 'node:net';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { SETTINGS } from '../../common/src/config.js';
-import { runBerth, startBerth, tempDir } from '../helpers/berth.js';
+import { ROOT, runBerth, startBerth, tempDir } from '../helpers/berth.js';
 import { createTestDatabase } from '../helpers/postgres.js';
 import { removeDataDir } from '../helpers/runsc.js';
 
@@ -25,6 +27,14 @@ describe('the berth command line', () => {
     for (const setting of Object.values(SETTINGS)) {
       expect(help.stdout).toContain(setting.env);
       if ('flag' in setting) expect(help.stdout).toContain(`--${setting.flag}`);
+    }
+  });
+
+  it('has every setting in the README', () => {
+    const readme = readFileSync(join(ROOT, 'README.md'), 'utf8');
+    for (const setting of Object.values(SETTINGS)) {
+      expect(readme).toContain(`\`${setting.env}\``);
+      if ('flag' in setting) expect(readme).toContain(`\`--${setting.flag}\``);
     }
   });
 
