@@ -36,12 +36,3 @@ export class ApiError extends Error {
     this.status = ERROR_STATUS[code];
   }
 }
-
-export function notFound(kind: string, id: string): ApiError {
-  return new ApiError('not_found', `${kind} ${id} does not exist`, { id });
-}
-
-/** A 422 naming one field, as a zod failure would. */
-export function invalidField(field: string, message: string): ApiError {
-  return new ApiError('unprocessable_entity', `${field}: ${message}`, { fields: { [field]: [message] } });
-}

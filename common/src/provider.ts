@@ -40,7 +40,9 @@ export interface ProviderCapabilities {
 
 /**
  * Runs sandboxes. Every operation is idempotent on the agent: provisioning an agent whose
- * sandbox already runs adopts it, terminating one that is gone succeeds.
+ * sandbox already runs adopts it, terminating one that is gone succeeds. A sandbox is named
+ * after its agent, so `terminate({ provider, id: <agent id> })` ends it even when the ref
+ * that `provision` returned was never recorded.
  */
 export interface SandboxProvider {
   readonly name: string;

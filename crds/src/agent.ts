@@ -8,7 +8,7 @@ export const agentPhaseSchema = z.enum(['booting', 'idle', 'running', 'paused', 
 export type AgentPhase = z.infer<typeof agentPhaseSchema>;
 
 /** What the API asks for; the operator moves the phase towards it. Terminated is one-way. */
-export const agentDesiredStateSchema = z.enum(['active', 'paused', 'terminated']);
+export const agentDesiredStateSchema = z.enum(['active', 'terminated']);
 export type AgentDesiredState = z.infer<typeof agentDesiredStateSchema>;
 
 const looseObject = z.record(z.string(), z.unknown());

@@ -17,8 +17,6 @@ export interface OperatorDeps {
 export interface Operator {
   start(): Promise<void>;
   stop(): Promise<void>;
-  /** Reconcile an agent now rather than when its watch event arrives. */
-  nudgeAgent(name: string): void;
 }
 
 /** The operator's controllers; one per kind that has something to reconcile. */
@@ -41,6 +39,5 @@ export function createOperator(deps: OperatorDeps): Operator {
   return {
     start: () => agents.start(),
     stop: () => agents.stop(),
-    nudgeAgent: (name) => agents.enqueue(name),
   };
 }

@@ -181,6 +181,15 @@ describe('the Agent reconciler', () => {
     expect(provider.sandboxes.get(id)).toBe('running');
   });
 
+  it('ends a sandbox on terminate even when its provision was never recorded in the status', async () => {
+    const { id, name } = await newAgent();
+    await provider.provision({ agentId: id, sessionId, compute: 'python', browser: false, env: {} });
+    await store.updateSpec('Agent', name, (current) => ({ ...current.spec, desiredState: 'terminated' }));
+    await reconcile(name, silentLogger);
+    expect((await api.get(`/v1/agents/${id}`)).body.status).toBe('terminated');
+    expect(provider.sandboxes.has(id)).toBe(false);
+  });
+
   it('releases the sandbox of a deleted agent and removes its finalizer', async () => {
     const { id, name } = await newAgent();
     await reconcile(name, silentLogger);

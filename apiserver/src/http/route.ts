@@ -42,7 +42,6 @@ export interface RouteSpec<P extends z.ZodType, Q extends z.ZodType, B extends z
 }
 
 // Erased form kept in the table; `defineRoute` keeps the typed one for the handler.
-// eslint-disable-next-line @typescript-eslint/no-explicit-any
 type AnyRoute = RouteSpec<any, any, any>;
 
 export function defineRoute<

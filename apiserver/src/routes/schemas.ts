@@ -1,4 +1,6 @@
 import {
+  agentPhaseSchema,
+  agentSpecSchema,
   computeSchema,
   conditionSchema,
   costSchema,
@@ -81,39 +83,24 @@ export const createAgentBody = z
   })
   .strict();
 
-export const agentStatusValues = z.enum(['booting', 'idle', 'running', 'paused', 'terminated', 'failed']);
-
-export const agentSchema = z.object({
-  id: z.string().describe('`agt_…`'),
-  sessionId: z.string(),
-  status: agentStatusValues.describe('booting → idle (ready) → running (a task) → paused / terminated / failed'),
-  compute: computeSchema,
-  browser: z.boolean(),
-  storage: z.string().optional(),
-  gpu: z.string().optional(),
-  model: z.string().optional(),
-  instructions: z.string().optional(),
-  tools: z.array(z.string()),
-  timeout: z.string().describe('effective lifetime (capped at 24h)'),
-  costCap: costSchema.optional(),
-  provider: z.string(),
-  providerFallback: z.string().optional(),
-  region: z.string().optional(),
-  approvals: looseObject.optional(),
-  knowledge: z.union([z.boolean(), z.string()]).optional(),
-  metadata: looseObject.optional(),
-  guardrails: looseObject.optional(),
-  definition: z.string().optional(),
-  overrides: looseObject.optional(),
-  secrets: z.array(z.string()).optional(),
-  mcp: z.union([z.array(z.string()), z.literal('*')]).optional(),
-  createdAt: z.string(),
-  startedAt: z.string().optional().describe('when the sandbox became ready'),
-  expiresAt: z.string().optional().describe('startedAt + timeout: the sandbox is ended then'),
-  endedAt: z.string().optional(),
-  error: z.object({ code: z.string(), message: z.string() }).optional().describe('why a failed agent failed'),
-  conditions: z.array(conditionSchema).describe('details behind `status`, Kubernetes-style'),
-});
+/** The agent as the API shows it: the creation fields from the resource spec, minus internal ones, and its status. */
+export const agentSchema = z
+  .object({
+    id: z.string().describe('`agt_…`'),
+    status: agentPhaseSchema.describe('booting → idle (ready) → running (a task) → paused / terminated / failed'),
+  })
+  .extend(
+    agentSpecSchema.omit({ organizationId: true, mode: true, userId: true, desiredState: true, timeoutSeconds: true }).shape,
+  )
+  .extend({
+    timeout: z.string().describe('effective lifetime (capped at 24h)'),
+    createdAt: z.string(),
+    startedAt: z.string().optional().describe('when the sandbox became ready'),
+    expiresAt: z.string().optional().describe('startedAt + timeout: the sandbox is ended then'),
+    endedAt: z.string().optional(),
+    error: z.object({ code: z.string(), message: z.string() }).optional().describe('why a failed agent failed'),
+    conditions: z.array(conditionSchema).describe('details behind `status`, Kubernetes-style'),
+  });
 
 export const agentPage = z.object({
   data: z.array(agentSchema),

@@ -3,7 +3,6 @@ import {
   LATENCY_BUCKETS,
   Labels,
   idToObjectName,
-  isId,
   newId,
   objectNameToId,
   unsupportedReason,
@@ -17,7 +16,8 @@ import { formatDuration, parseDuration, type AgentSpec, type Compute, type Cost 
 import { SANDBOX_FINALIZER, type ProviderRegistry } from '@berth/operator';
 import { Histogram, type Registry } from 'prom-client';
 import type { Principal } from '../http/context.js';
-import { decodeCursor, encodeCursor } from './pagination.js';
+import { listPage, type PageRequest } from './pagination.js';
+import { findOwned } from './scope.js';
 import type { SessionService } from './sessions.js';
 
 /** Longest agent lifetime; longer timeouts are capped to it. */
@@ -111,13 +111,7 @@ export function createAgentService(deps: AgentServiceDeps) {
     });
   }
 
-  async function find(principal: Principal, id: string): Promise<Resource<'Agent'>> {
-    const agent = isId(id, 'agt') ? await store.get('Agent', idToObjectName(id)) : undefined;
-    if (!agent || agent.spec.organizationId !== principal.organizationId || agent.spec.mode !== principal.mode) {
-      throw new ApiError('not_found', `agent ${id} does not exist`, { id });
-    }
-    return agent;
-  }
+  const find = (principal: Principal, id: string) => findOwned(store, 'Agent', 'agt', principal, id);
 
   return {
     find,
@@ -168,21 +162,9 @@ export function createAgentService(deps: AgentServiceDeps) {
       return agentView(await find(principal, id));
     },
 
-    async listForSession(principal: Principal, sessionId: string, page: { limit: number; cursor?: string | undefined }) {
+    async listForSession(principal: Principal, sessionId: string, page: PageRequest) {
       const session = await sessions.find(principal, sessionId);
-      const after = page.cursor === undefined ? undefined : decodeCursor(page.cursor);
-      const { items, hasMore } = await store.list('Agent', {
-        labels: { [Labels.session]: session.metadata.name },
-        limit: page.limit,
-        order: 'desc',
-        ...(after !== undefined ? { after } : {}),
-      });
-      const last = items.at(-1);
-      return {
-        data: items.map(agentView),
-        hasMore,
-        ...(hasMore && last ? { cursor: encodeCursor(last.metadata.name) } : {}),
-      };
+      return listPage(store, 'Agent', { [Labels.session]: session.metadata.name }, page, agentView);
     },
 
     async exec(principal: Principal, id: string, request: { language: ExecLanguage; code: string }): Promise<ExecResult> {
@@ -194,7 +176,8 @@ export function createAgentService(deps: AgentServiceDeps) {
           status: phase,
         });
       }
-      const provider = providers.forAgent(agent.spec)!;
+      const provider = providers.forAgent(agent.spec);
+      if (!provider) throw new ApiError('provider_error', `provider "${agent.spec.provider}" is not configured on this install`);
       const timer = execDuration.startTimer({ provider: provider.name, language: request.language });
       try {
         const result = await provider.exec(sandbox, { ...request, timeoutMs: deps.execTimeoutMs });

@@ -1,4 +1,4 @@
-import { ApiError } from '@berth/common';
+import { ApiError, type Kind, type Resource, type ResourceStore } from '@berth/common';
 import { z } from 'zod';
 
 export const DEFAULT_PAGE_SIZE = 20;
@@ -30,4 +30,28 @@ export function decodeCursor(cursor: string): string {
     // fall through to the error below
   }
   throw new ApiError('unprocessable_entity', 'cursor: not a cursor returned by this API', { fields: { cursor: ['invalid cursor'] } });
+}
+
+export interface PageRequest {
+  limit: number;
+  cursor?: string | undefined;
+}
+
+/** One page of a kind, newest first (ids sort by creation time), shaped by `view`. */
+export async function listPage<K extends Kind, V>(
+  store: ResourceStore,
+  kind: K,
+  labels: Record<string, string>,
+  page: PageRequest,
+  view: (resource: Resource<K>) => V,
+): Promise<{ data: V[]; hasMore: boolean; cursor?: string }> {
+  const after = page.cursor === undefined ? undefined : decodeCursor(page.cursor);
+  const { items, hasMore } = await store.list(kind, {
+    labels,
+    limit: page.limit,
+    order: 'desc',
+    ...(after !== undefined ? { after } : {}),
+  });
+  const last = items.at(-1);
+  return { data: items.map(view), hasMore, ...(hasMore && last ? { cursor: encodeCursor(last.metadata.name) } : {}) };
 }

@@ -1,8 +1,6 @@
 import {
-  ApiError,
   Labels,
   idToObjectName,
-  isId,
   isStoreError,
   newId,
   objectNameToId,
@@ -13,7 +11,8 @@ import {
 } from '@berth/common';
 import type { Environment, SessionLimits } from '@berth/crds';
 import type { Principal } from '../http/context.js';
-import { decodeCursor, encodeCursor } from './pagination.js';
+import { listPage, type PageRequest } from './pagination.js';
+import { findOwned } from './scope.js';
 
 export interface SessionView {
   id: string;
@@ -82,14 +81,7 @@ export function createSessionService(deps: { store: ResourceStore; pool: Pool; c
     return existing.rows[0]!.session_id;
   }
 
-  /** The session if it exists and belongs to the caller's organization and mode. */
-  async function find(principal: Principal, id: string): Promise<Resource<'Session'>> {
-    const session = isId(id, 'ses') ? await store.get('Session', idToObjectName(id)) : undefined;
-    if (!session || session.spec.organizationId !== principal.organizationId || session.spec.mode !== principal.mode) {
-      throw new ApiError('not_found', `session ${id} does not exist`, { id });
-    }
-    return session;
-  }
+  const find = (principal: Principal, id: string) => findOwned(store, 'Session', 'ses', principal, id);
 
   return {
     find,
@@ -130,20 +122,8 @@ export function createSessionService(deps: { store: ResourceStore; pool: Pool; c
     },
 
     /** Newest first; the cursor continues after the last session of the previous page. */
-    async list(principal: Principal, page: { limit: number; cursor?: string | undefined }) {
-      const after = page.cursor === undefined ? undefined : decodeCursor(page.cursor);
-      const { items, hasMore } = await store.list('Session', {
-        labels: scopeLabels(principal),
-        limit: page.limit,
-        order: 'desc',
-        ...(after !== undefined ? { after } : {}),
-      });
-      const last = items.at(-1);
-      return {
-        data: items.map(sessionView),
-        hasMore,
-        ...(hasMore && last ? { cursor: encodeCursor(last.metadata.name) } : {}),
-      };
+    list(principal: Principal, page: PageRequest) {
+      return listPage(store, 'Session', scopeLabels(principal), page, sessionView);
     },
   };
 }

@@ -88,7 +88,7 @@ export function createAgentReconciler(deps: AgentReconcilerDeps): Reconciler {
     const previous = agent.status ?? initialStatus();
 
     if (agent.metadata.deletionTimestamp) {
-      if (previous.sandbox && provider) await provider.terminate(previous.sandbox);
+      if (provider) await provider.terminate(previous.sandbox ?? sandboxOf(agent, provider));
       await store.removeFinalizer('Agent', name, SANDBOX_FINALIZER);
       metrics.phases.delete(name);
       log.info('agent deleted; sandbox released');
@@ -120,7 +120,7 @@ export function createAgentReconciler(deps: AgentReconcilerDeps): Reconciler {
       return {};
     }
     if (agent.spec.desiredState === 'terminated') {
-      await step.release(provider);
+      await step.release(provider, { unrecorded: true });
       status.phase = 'terminated';
       status.endedAt = now.toISOString();
       step.condition('False', AgentReason.Terminated, 'the agent was terminated; its sandbox and files are gone');
@@ -128,7 +128,7 @@ export function createAgentReconciler(deps: AgentReconcilerDeps): Reconciler {
       return {};
     }
     if (status.expiresAt && now.getTime() >= Date.parse(status.expiresAt)) {
-      await step.release(provider);
+      await step.release(provider, { unrecorded: true });
       log.info({ timeout: agent.spec.timeout }, 'agent timeout expired');
       return step.fail('timeout', `the agent's timeout of ${agent.spec.timeout} expired; its sandbox was ended`, AgentReason.DeadlineExceeded);
     }
@@ -190,6 +190,11 @@ export function createAgentReconciler(deps: AgentReconcilerDeps): Reconciler {
   }
 }
 
+/** Providers name sandboxes after their agent, so the sandbox of an agent can be found without its status. */
+function sandboxOf(agent: AgentResource, provider: SandboxProvider): SandboxRef {
+  return { provider: provider.name, id: objectNameToId(agent.metadata.name) };
+}
+
 /** The status being computed in one reconcile, and the events it will record. */
 class ReconcileStep {
   readonly status: AgentStatus;
@@ -234,9 +239,14 @@ class ReconcileStep {
     return {};
   }
 
-  async release(provider: SandboxProvider): Promise<void> {
-    if (!this.status.sandbox) return;
-    await provider.terminate(this.status.sandbox);
+  /**
+   * Ends the sandbox. With `unrecorded`, also one the status does not name: a provision that
+   * succeeded in a reconcile whose status write then lost a race left no record of it.
+   */
+  async release(provider: SandboxProvider, options: { unrecorded?: boolean } = {}): Promise<void> {
+    const sandbox = this.status.sandbox ?? (options.unrecorded ? sandboxOf(this.agent, provider) : undefined);
+    if (!sandbox) return;
+    await provider.terminate(sandbox);
     delete this.status.sandbox;
   }
 }

@@ -81,11 +81,6 @@ export class Controller {
     this.options.log.info({ kind, workers: this.workers.length }, 'controller started');
   }
 
-  /** Asks for a reconcile of one object now (used after API writes that need a fast reaction). */
-  enqueue(name: string): void {
-    this.queue.add(name);
-  }
-
   private async enqueueAll(): Promise<void> {
     try {
       const { items } = await this.options.store.list(this.options.kind);

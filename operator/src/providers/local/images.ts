@@ -71,7 +71,13 @@ export class ImageStore {
     const scratch = `${dir}.building-${process.pid}-${Date.now()}`;
     this.log.info({ image: name, dir }, 'building sandbox image (first use; this takes a minute)');
     const started = Date.now();
-    const result = await runProcess('bash', [BUILD_SCRIPT, name, scratch], { timeoutMs: 15 * 60_000 });
+    const result = await runProcess('bash', [BUILD_SCRIPT, name, scratch], {
+      timeoutMs: 15 * 60_000,
+      onStderrLine: (line) => {
+        const step = /^\[build-rootfs [a-z]+\] (.*)$/.exec(line);
+        if (step) this.log.info({ image: name, step: step[1] }, 'building sandbox image');
+      },
+    });
     if (result.exitCode !== 0) {
       await rm(scratch, { recursive: true, force: true });
       throw new Error(`building sandbox image ${name} failed: ${result.stderr.trim().split('\n').slice(-5).join(' | ')}`);

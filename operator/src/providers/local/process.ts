@@ -7,6 +7,8 @@ export interface RunOptions {
   maxOutputBytes?: number;
   detached?: boolean;
   stdio?: SpawnOptions['stdio'];
+  /** Called with each complete line of stderr as it arrives (progress of long commands). */
+  onStderrLine?: (line: string) => void;
 }
 
 export interface RunResult {
@@ -57,6 +59,14 @@ export function runProcess(command: string, args: readonly string[], options: Ru
     const stderr = new BoundedBuffer(limit);
     child.stdout?.on('data', (chunk: Buffer) => stdout.push(chunk));
     child.stderr?.on('data', (chunk: Buffer) => stderr.push(chunk));
+    if (options.onStderrLine) {
+      let pending = '';
+      child.stderr?.on('data', (chunk: Buffer) => {
+        const lines = (pending + chunk.toString('utf8')).split('\n');
+        pending = lines.pop() ?? '';
+        for (const line of lines) if (line.trim()) options.onStderrLine!(line);
+      });
+    }
     let timedOut = false;
     const timer =
       options.timeoutMs === undefined

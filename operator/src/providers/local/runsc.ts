@@ -80,14 +80,6 @@ export class Runsc {
     if (result.exitCode !== 0 && !/does not exist|not found/i.test(result.stderr)) throw new RunscError('delete', result);
   }
 
-  async list(): Promise<{ id: string; status: ContainerStatus }[]> {
-    const result = await runProcess(this.options.binary, [...this.globalFlags(), 'list', '--format=json'], { timeoutMs: 30_000 });
-    if (result.exitCode !== 0) throw new RunscError('list', result);
-    return ((JSON.parse(result.stdout || '[]') as { id: string; status: ContainerStatus }[] | null) ?? []).map(
-      ({ id, status }) => ({ id, status }),
-    );
-  }
-
   async version(): Promise<string> {
     const result = await runProcess(this.options.binary, ['--version'], { timeoutMs: 10_000 });
     if (result.exitCode !== 0) throw new RunscError('--version', result);

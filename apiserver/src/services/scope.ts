@@ -1,0 +1,21 @@
+import { ApiError, idToObjectName, isId, type IdPrefix, type Kind, type Resource, type ResourceStore } from '@berth/common';
+import type { Principal } from '../http/context.js';
+
+/**
+ * The resource with this API id, if it belongs to the caller's organization and key mode;
+ * anything else (no such id, a malformed one, another tenant's, the other mode's) is 404.
+ */
+export async function findOwned<K extends Kind>(
+  store: ResourceStore,
+  kind: K,
+  prefix: IdPrefix,
+  principal: Principal,
+  id: string,
+): Promise<Resource<K>> {
+  const resource = isId(id, prefix) ? await store.get(kind, idToObjectName(id)) : undefined;
+  const spec = resource?.spec as { organizationId?: string; mode?: string } | undefined;
+  if (!resource || spec?.organizationId !== principal.organizationId || spec.mode !== principal.mode) {
+    throw new ApiError('not_found', `${kind.toLowerCase()} ${id} does not exist`, { id });
+  }
+  return resource;
+}
