@@ -1,8 +1,10 @@
 import { defineConfig } from 'vitest/config';
 
 /**
- * Two tiers. `unit`: pure code, no processes, seconds. `integration`: a real PostgreSQL
- * server, real `berth up` processes over HTTP, real gVisor sandboxes.
+ * Test tiers. `unit`: pure code, no processes, seconds. `integration`: a real PostgreSQL
+ * server, real `berth up` processes over HTTP, real gVisor sandboxes. `chart`: the Helm chart
+ * through the real helm binary. `cluster`: a real kube-apiserver, etcd, scheduler,
+ * controller-manager and KWOK nodes, with Berth's operator and API server against them.
  */
 export default defineConfig({
   resolve: { conditions: ['source'] },
@@ -28,6 +30,27 @@ export default defineConfig({
           hookTimeout: 300_000,
           // Two cores: files run two at a time, each with its own database and Berth processes.
           maxWorkers: 2,
+        },
+      },
+      {
+        extends: true,
+        test: {
+          name: 'chart',
+          include: ['test/chart/**/*.test.ts'],
+          sequence: { groupOrder: 2 },
+          testTimeout: 60_000,
+        },
+      },
+      {
+        extends: true,
+        test: {
+          name: 'cluster',
+          include: ['test/cluster-tier/**/*.test.ts'],
+          sequence: { groupOrder: 3 },
+          testTimeout: 180_000,
+          hookTimeout: 600_000,
+          // One control plane at a time: two would starve each other on two cores.
+          maxWorkers: 1,
         },
       },
     ],

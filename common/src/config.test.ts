@@ -11,10 +11,17 @@ describe('loadConfig', () => {
       sandboxCpus: 1,
       sandboxMemory: 1024 ** 3,
       execTimeout: 120_000,
-      defaultProvider: 'local',
       defaultModel: 'openai/gpt-4o-mini',
     });
     expect(config.databaseUrl).toBeUndefined();
+    expect(config.defaultProvider).toBeUndefined();
+    expect(config.runtimeClass).toBe('gvisor');
+    expect(config.gpuTable.a100).toEqual({
+      nodeSelector: { 'nvidia.com/gpu.product': 'NVIDIA-A100-SXM4-80GB' },
+      tolerations: [{ key: 'nvidia.com/gpu', operator: 'Exists', effect: 'NoSchedule' }],
+      resource: 'nvidia.com/gpu',
+      count: 1,
+    });
     expect(config.browserImage).toBeUndefined();
   });
 
@@ -24,6 +31,17 @@ describe('loadConfig', () => {
       { 'data-dir': '/flag' },
     );
     expect(config).toMatchObject({ port: 9000, dataDir: '/flag', sandboxMemory: 512 * 1024 ** 2, execTimeout: 120_000 });
+  });
+
+  it('reads a GPU table from JSON, filling in defaults, and refuses a bad one', () => {
+    const config = loadConfig({ BERTH_GPU_TABLE: '{"mi300":{"nodeSelector":{"amd.com/gpu.product":"MI300X"},"resource":"amd.com/gpu","count":2}}' });
+    expect(config.gpuTable).toEqual({ mi300: { nodeSelector: { 'amd.com/gpu.product': 'MI300X' }, tolerations: [], resource: 'amd.com/gpu', count: 2 } });
+    expect(() => loadConfig({ BERTH_GPU_TABLE: '{"x":{"count":0}}' })).toThrow(/BERTH_GPU_TABLE/);
+    expect(() => loadConfig({ BERTH_GPU_TABLE: 'not json' })).toThrow(/BERTH_GPU_TABLE/);
+  });
+
+  it('turns runtime class "none" into no runtime class', () => {
+    expect(loadConfig({ BERTH_RUNTIME_CLASS: 'none' }).runtimeClass).toBeUndefined();
   });
 
   it('treats an empty variable as unset', () => {

@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
 import { modelSchema, parseDuration } from '@berth/crds';
@@ -29,6 +30,69 @@ function byteSize(text: string): number | undefined {
   const factor = { Ki: 1024, Mi: 1024 ** 2, Gi: 1024 ** 3 }[match[2] ?? ''] ?? 1;
   return Number(match[1]) * factor;
 }
+
+const memorySize = (fallback: string) =>
+  z
+    .string()
+    .default(fallback)
+    .transform((text, ctx) => {
+      const bytes = byteSize(text);
+      if (bytes === undefined || bytes < 64 * 1024 ** 2) {
+        ctx.addIssue({ code: 'custom', message: `"${text}" is not a size of at least 64Mi (bytes, or with Ki, Mi, Gi)` });
+        return z.NEVER;
+      }
+      return bytes;
+    });
+
+/** Inside a pod the service account says which namespace it runs in. */
+function defaultNamespace(): string {
+  try {
+    return readFileSync('/var/run/secrets/kubernetes.io/serviceaccount/namespace', 'utf8').trim() || 'default';
+  } catch {
+    return 'default';
+  }
+}
+
+/** How a `gpu` value of an agent becomes scheduling constraints and a device limit. */
+export const gpuTableSchema = z.record(
+  z.string(),
+  z
+    .object({
+      nodeSelector: z.record(z.string(), z.string()).default({}),
+      tolerations: z
+        .array(
+          z
+            .object({
+              key: z.string().optional(),
+              operator: z.enum(['Exists', 'Equal']).optional(),
+              value: z.string().optional(),
+              effect: z.enum(['NoSchedule', 'PreferNoSchedule', 'NoExecute']).optional(),
+            })
+            .strict(),
+        )
+        .default([]),
+      resource: z.string().default('nvidia.com/gpu'),
+      count: z.number().int().positive().default(1),
+    })
+    .strict(),
+);
+export type GpuTable = z.output<typeof gpuTableSchema>;
+
+const nvidiaToleration = { key: 'nvidia.com/gpu', operator: 'Exists' as const, effect: 'NoSchedule' as const };
+const nvidia = (product: string) => ({
+  nodeSelector: { 'nvidia.com/gpu.product': product },
+  tolerations: [nvidiaToleration],
+  resource: 'nvidia.com/gpu',
+  count: 1,
+});
+/** Product labels as NVIDIA GPU feature discovery sets them. */
+export const DEFAULT_GPU_TABLE: GpuTable = {
+  t4: nvidia('Tesla-T4'),
+  l4: nvidia('NVIDIA-L4'),
+  a10g: nvidia('NVIDIA-A10G'),
+  a100: nvidia('NVIDIA-A100-SXM4-80GB'),
+  h100: nvidia('NVIDIA-H100-80GB-HBM3'),
+};
 
 const durationMs = (fallback: string) =>
   z
@@ -110,36 +174,116 @@ export const SETTINGS = {
   },
   sandboxMemory: {
     env: 'BERTH_SANDBOX_MEMORY',
-    description: 'memory limit of each local sandbox (bytes, or with Ki, Mi, Gi)',
+    description: 'memory limit of each sandbox (bytes, or with Ki, Mi, Gi)',
     defaultText: '1Gi',
-    schema: z
-      .string()
-      .default('1Gi')
-      .transform((text, ctx) => {
-        const bytes = byteSize(text);
-        if (bytes === undefined || bytes < 64 * 1024 ** 2) {
-          ctx.addIssue({ code: 'custom', message: `"${text}" is not a memory size of at least 64Mi` });
-          return z.NEVER;
-        }
-        return bytes;
-      }),
+    schema: memorySize('1Gi'),
   },
   browserImage: {
     env: 'BERTH_BROWSER_IMAGE',
-    description: 'local sandbox image with a browser; agents with browser: true are refused while unset',
+    description:
+      'image of browser agents: a local image name (browser) or, in cluster mode, a container image; browser: true is refused while unset',
     schema: z.string().min(1).optional(),
   },
   defaultProvider: {
     env: 'BERTH_DEFAULT_PROVIDER',
     description: 'provider of agents that name none',
-    defaultText: 'local',
-    schema: z.enum(['local']).default('local'),
+    defaultText: 'local in embedded mode, kubernetes in cluster mode',
+    schema: z.enum(['local', 'kubernetes']).optional(),
   },
   defaultModel: {
     env: 'BERTH_DEFAULT_MODEL',
     description: 'model (<vendor>/<model>) of agents that name none',
     defaultText: 'openai/gpt-4o-mini',
     schema: modelSchema.default('openai/gpt-4o-mini'),
+  },
+  namespace: {
+    env: 'BERTH_NAMESPACE',
+    flag: 'namespace',
+    description: "cluster mode: namespace of Berth's custom resources",
+    defaultText: "the pod's own namespace, else default",
+    schema: z.string().regex(/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/, 'must be a Kubernetes namespace name').default(defaultNamespace()),
+  },
+  sandboxNamespace: {
+    env: 'BERTH_SANDBOX_NAMESPACE',
+    description: 'cluster mode: namespace of sandbox pods (pods are owned by their Agent only when it is the same)',
+    defaultText: 'BERTH_NAMESPACE',
+    schema: z.string().regex(/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/, 'must be a Kubernetes namespace name').optional(),
+  },
+  metricsPort: {
+    env: 'BERTH_METRICS_PORT',
+    flag: 'metrics-port',
+    description: "cluster mode: port of the operator's /healthz, /readyz and /metrics",
+    defaultText: '9090',
+    schema: z.coerce.number().int().min(0).max(65535).default(9090),
+  },
+  leaderElection: {
+    env: 'BERTH_LEADER_ELECTION',
+    description: 'cluster mode: operator replicas elect one leader through a coordination.k8s.io Lease',
+    defaultText: 'true',
+    schema: z.enum(['true', 'false']).default('true').transform((value) => value === 'true'),
+  },
+  runtimeClass: {
+    env: 'BERTH_RUNTIME_CLASS',
+    description: 'cluster mode: runtimeClassName of sandbox pods; "none" for the node default runtime',
+    defaultText: 'gvisor',
+    schema: z
+      .string()
+      .default('gvisor')
+      .transform((value) => (value === 'none' ? undefined : value)),
+  },
+  imagePython: {
+    env: 'BERTH_IMAGE_PYTHON',
+    description: 'cluster mode: container image of python sandboxes',
+    defaultText: 'berth/sandbox-python:0.1.0',
+    schema: z.string().min(1).default('berth/sandbox-python:0.1.0'),
+  },
+  imageNode: {
+    env: 'BERTH_IMAGE_NODE',
+    description: 'cluster mode: container image of node sandboxes',
+    defaultText: 'berth/sandbox-node:0.1.0',
+    schema: z.string().min(1).default('berth/sandbox-node:0.1.0'),
+  },
+  imageGo: {
+    env: 'BERTH_IMAGE_GO',
+    description: 'cluster mode: container image of go sandboxes',
+    defaultText: 'berth/sandbox-go:0.1.0',
+    schema: z.string().min(1).default('berth/sandbox-go:0.1.0'),
+  },
+  gpuTable: {
+    env: 'BERTH_GPU_TABLE',
+    description:
+      'cluster mode: JSON object from gpu type to { nodeSelector, tolerations, resource, count } for sandbox pods',
+    defaultText: 't4, l4, a10g, a100, h100 on NVIDIA GPU feature discovery labels',
+    schema: z
+      .string()
+      .optional()
+      .transform((text, ctx) => {
+        if (text === undefined) return DEFAULT_GPU_TABLE;
+        try {
+          return gpuTableSchema.parse(JSON.parse(text));
+        } catch (error) {
+          ctx.addIssue({ code: 'custom', message: `not a GPU table: ${(error as Error).message}` });
+          return z.NEVER;
+        }
+      }),
+  },
+  sandboxCpuRequest: {
+    env: 'BERTH_SANDBOX_CPU_REQUEST',
+    description: 'cluster mode: CPU request of each sandbox pod, in cores (the limit is BERTH_SANDBOX_CPUS)',
+    defaultText: '0.25',
+    schema: z.coerce.number().positive().max(256).default(0.25),
+  },
+  sandboxMemoryRequest: {
+    env: 'BERTH_SANDBOX_MEMORY_REQUEST',
+    description: 'cluster mode: memory request of each sandbox pod (the limit is BERTH_SANDBOX_MEMORY)',
+    defaultText: '256Mi',
+    schema: memorySize('256Mi'),
+  },
+  workspaceSize: {
+    env: 'BERTH_WORKSPACE_SIZE',
+    description: 'cluster mode: size limit of the /workspace volume of each sandbox pod',
+    defaultText: '10Gi',
+    schema: memorySize('10Gi'),
   },
   execTimeout: {
     env: 'BERTH_EXEC_TIMEOUT',

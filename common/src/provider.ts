@@ -20,6 +20,9 @@ export interface ExecResult {
 export interface ProvisionRequest {
   agentId: string;
   sessionId: string;
+  timeoutSeconds: number;
+  /** The Agent resource, for providers that give their sandboxes an owner. */
+  owner?: { apiVersion: string; kind: string; name: string; uid: string };
   compute: Compute;
   browser: boolean;
   gpu?: string;
@@ -27,13 +30,18 @@ export interface ProvisionRequest {
   env: Record<string, string>;
 }
 
-export type SandboxState = 'running' | 'stopped' | 'missing';
+/**
+ * `pending`: being started (a pod not yet running); `expired`: ended by the platform at its
+ * deadline (a pod's activeDeadlineSeconds), which is the agent's timeout, not a loss.
+ */
+export type SandboxState = 'running' | 'pending' | 'stopped' | 'expired' | 'missing';
 
 export interface ProviderCapabilities {
   computes: readonly Compute[];
   /** A browser-capable template is configured. */
   browser: boolean;
-  gpu: boolean;
+  /** GPU types an agent may ask for; empty when the provider has none. */
+  gpuTypes: readonly string[];
   storage: boolean;
   checkpoint: 'native' | 'filesystem' | 'none';
 }
@@ -51,6 +59,11 @@ export interface SandboxProvider {
   state(ref: SandboxRef): Promise<SandboxState>;
   exec(ref: SandboxRef, request: ExecRequest): Promise<ExecResult>;
   terminate(ref: SandboxRef): Promise<void>;
+  /**
+   * Calls `onChange` with the agent id whenever one of the provider's sandboxes changes, for
+   * providers that can tell (a pod watch); the controller reconciles that agent then.
+   */
+  watchSandboxes?(onChange: (agentId: string) => void): { stop(): void };
 }
 
 export interface UnsupportedField {
@@ -76,8 +89,14 @@ export function unsupportedReason(
       message: `provider "${provider.name}" has no browser-capable sandbox template configured; remove "browser" or have the operator of this install configure a browser image`,
     };
   }
-  if (request.gpu !== undefined && !caps.gpu) {
-    return { field: 'gpu', message: `provider "${provider.name}" has no GPUs; remove "gpu" or choose a provider with GPU nodes` };
+  if (request.gpu !== undefined && !caps.gpuTypes.includes(request.gpu)) {
+    return {
+      field: 'gpu',
+      message:
+        caps.gpuTypes.length === 0
+          ? `provider "${provider.name}" has no GPUs; remove "gpu" or choose a provider with GPU nodes`
+          : `provider "${provider.name}" has no GPU type "${request.gpu}"; it has ${caps.gpuTypes.join(', ')}`,
+    };
   }
   if (!caps.computes.includes(request.compute)) {
     return {

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { computeSchema, conditionSchema, costSchema, modeSchema } from './common.js';
+import { computeSchema, conditionSchema, costSchema, durationSchema, modeSchema } from './common.js';
 
 export const AGENT_KIND = 'Agent';
 
@@ -27,7 +27,7 @@ export const agentSpecSchema = z.object({
   instructions: z.string().optional(),
   tools: z.array(z.string()),
   /** Canonical spelling of the sandbox lifetime, e.g. `15m`. */
-  timeout: z.string(),
+  timeout: durationSchema,
   timeoutSeconds: z.number().int().positive(),
   costCap: costSchema.optional(),
   provider: z.string(),
@@ -61,6 +61,8 @@ export const agentStatusSchema = z.object({
   expiresAt: z.string().optional(),
   endedAt: z.string().optional(),
   error: z.object({ code: z.string(), message: z.string() }).optional(),
+  /** Spend so far, in integer cents. */
+  cost: costSchema.optional(),
 });
 export type AgentStatus = z.infer<typeof agentStatusSchema>;
 

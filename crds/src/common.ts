@@ -17,6 +17,8 @@ export type Cost = z.infer<typeof costSchema>;
 
 export const durationSchema = z
   .string()
+  .min(2, 'must be a duration such as "30s", "5m", "2h" or "1h30m"')
+  .max(32)
   .regex(new RegExp(DURATION_PATTERN_SOURCE), 'must be a duration such as "30s", "5m", "2h" or "1h30m"')
   .refine((text) => (parseDuration(text) ?? 0) > 0, 'must be longer than zero');
 

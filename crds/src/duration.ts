@@ -4,8 +4,12 @@
  */
 const DURATION_PATTERN = /^(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$/;
 
-/** The same rule as a regular-expression string, for OpenAPI and CRD schemas. */
-export const DURATION_PATTERN_SOURCE = '^(?=\\d)(?:\\d+h)?(?:\\d+m)?(?:\\d+s)?$';
+/**
+ * The same rule as a regular expression for OpenAPI and CRD schemas, in the RE2 subset the
+ * Kubernetes API server evaluates (no lookahead): together with a minimum length of 2 it
+ * admits exactly what `parseDuration` does.
+ */
+export const DURATION_PATTERN_SOURCE = '^([0-9]+h)?([0-9]+m)?([0-9]+s)?$';
 
 export function parseDuration(text: string): number | undefined {
   if (text.length === 0 || text.length > 32) return undefined;

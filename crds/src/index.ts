@@ -2,3 +2,8 @@ export * from './duration.js';
 export * from './common.js';
 export * from './session.js';
 export * from './agent.js';
+export * from './snapshot.js';
+export * from './schedule.js';
+export * from './fleet.js';
+export * from './kinds.js';
+export * from './crd.js';

@@ -1,4 +1,4 @@
-import type { Clock, Logger, Queryable, ResourceStore } from '@berth/common';
+import { idToObjectName, type Clock, type Logger, type Queryable, type ResourceStore } from '@berth/common';
 import type { Registry } from 'prom-client';
 import { createAgentMetrics, createAgentReconciler } from './controllers/agent.js';
 import type { ProviderRegistry } from './providers/registry.js';
@@ -36,8 +36,19 @@ export function createOperator(deps: OperatorDeps): Operator {
       metrics: createAgentMetrics(deps.metrics),
     }),
   });
+  // Providers that can tell when a sandbox changes (a pod watch) wake its agent's reconcile.
+  const sandboxWatches: { stop(): void }[] = [];
   return {
-    start: () => agents.start(),
-    stop: () => agents.stop(),
+    async start() {
+      await agents.start();
+      for (const provider of deps.providers.all()) {
+        const watch = provider.watchSandboxes?.((agentId) => agents.enqueue(idToObjectName(agentId)));
+        if (watch) sandboxWatches.push(watch);
+      }
+    },
+    async stop() {
+      for (const watch of sandboxWatches.splice(0)) watch.stop();
+      await agents.stop();
+    },
   };
 }

@@ -35,7 +35,7 @@ import { createTestDatabase } from '../helpers/postgres.js';
  */
 class ScriptedProvider implements SandboxProvider {
   readonly name = 'scripted';
-  readonly capabilities: ProviderCapabilities = { computes: ['python', 'node', 'go'], browser: false, gpu: false, storage: false, checkpoint: 'none' };
+  readonly capabilities: ProviderCapabilities = { computes: ['python', 'node', 'go'], browser: false, gpuTypes: [], storage: false, checkpoint: 'none' };
   sandboxes = new Map<string, SandboxState>();
   nextProvisionError: Error | undefined;
   provisions = 0;
@@ -183,7 +183,7 @@ describe('the Agent reconciler', () => {
 
   it('ends a sandbox on terminate even when its provision was never recorded in the status', async () => {
     const { id, name } = await newAgent();
-    await provider.provision({ agentId: id, sessionId, compute: 'python', browser: false, env: {} });
+    await provider.provision({ agentId: id, sessionId, timeoutSeconds: 60, compute: 'python', browser: false, env: {} });
     await store.updateSpec('Agent', name, (current) => ({ ...current.spec, desiredState: 'terminated' }));
     await reconcile(name, silentLogger);
     expect((await api.get(`/v1/agents/${id}`)).body.status).toBe('terminated');

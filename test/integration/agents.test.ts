@@ -1,3 +1,4 @@
+import { execFileSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import pg from 'pg';
@@ -209,6 +210,19 @@ describe('agent timeout', () => {
     const { rows } = await db.query('SELECT type, data FROM events WHERE subject_id = $1 ORDER BY seq', [agent.id]);
     expect(rows.map((row) => row.type)).toEqual(['agent.started', 'agent.failed']);
     expect(rows[1].data.error.code).toBe('timeout');
+  });
+});
+
+describe('a sandbox that dies under its agent', () => {
+  it('answers exec with 502 provider_error naming the provider', async () => {
+    const agent = await createAgent({ timeout: '5m' });
+    await waitForStatus(agent.id, 'idle');
+    execFileSync('runsc', [`--root=${join(berth.dataDir, 'runsc')}`, 'delete', '--force', agent.id]);
+    const response = await exec(agent.id, 'bash', 'echo hi');
+    expectError(response, 502, 'provider_error');
+    expect(response.body.error.details).toMatchObject({ provider: 'local', sandbox: agent.id });
+    expect(response.body.error.message).toContain('not running');
+    await live.post(`/v1/agents/${agent.id}/terminate`);
   });
 });
 

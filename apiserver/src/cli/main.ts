@@ -13,6 +13,10 @@ Usage:
   berth up [settings]                      run Berth on this machine (embedded mode): API server,
                                            operator and gVisor sandboxes in one process, with an
                                            embedded PostgreSQL unless DATABASE_URL is set
+  berth apiserver [settings]               cluster mode: the HTTP API, writing custom resources
+                                           (DATABASE_URL required; KUBECONFIG or in-cluster credentials)
+  berth operator [settings]                cluster mode: the controllers, with leader election, and
+                                           /healthz, /readyz, /metrics on --metrics-port
   berth keys create [--mode live|test] [--label text]
                                            create an API key (shown once)
   berth keys list                          list keys (prefixes only)
@@ -69,6 +73,14 @@ async function main(argv: string[]): Promise<number> {
         if (action !== undefined) throw new CliError(`berth up takes no arguments (got ${action})`);
         await up(config, log, out);
         return 0;
+      case 'apiserver':
+      case 'operator': {
+        if (action !== undefined) throw new CliError(`berth ${command} takes no arguments (got ${action})`);
+        // Loaded only here: embedded mode never needs the Kubernetes client.
+        const cluster = await import('./cluster.js');
+        await (command === 'apiserver' ? cluster.apiserverCommand : cluster.operatorCommand)(config, log, out);
+        return 0;
+      }
       case 'keys': {
         const database = await openDatabase(config, log, { shareRunning: true });
         try {

@@ -1,6 +1,6 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { mkdir, rm, writeFile } from 'node:fs/promises';
-import type { AddressInfo } from 'node:net';
+import { createServer } from 'node:http';
 import { join } from 'node:path';
 import {
   PostgresResourceStore,
@@ -14,6 +14,7 @@ import { createApp } from '../app.js';
 import { bootstrap } from './bootstrap.js';
 import { openDatabase } from './database.js';
 import { CliError } from './keys.js';
+import { drain, listen, untilSignalled } from './lifecycle.js';
 
 /** One `berth up` per data directory: a second one would fight the first over its database and sandboxes. */
 async function lockDataDir(dataDir: string): Promise<() => Promise<void>> {
@@ -52,7 +53,7 @@ export async function up(config: BerthConfig, log: Logger, out: (line: string) =
   local.prepareImages().catch((error: unknown) => log.error({ err: error }, 'could not build the sandbox image'));
 
   const metrics = createMetricsRegistry();
-  const providers = new ProviderRegistry([local], config.defaultProvider);
+  const providers = new ProviderRegistry([local], config.defaultProvider ?? 'local');
   const operator = createOperator({ store, db: database.pool, providers, clock, log, metrics, workers: config.controllerWorkers });
   await operator.start();
   let operatorRunning = true;
@@ -69,12 +70,8 @@ export async function up(config: BerthConfig, log: Logger, out: (line: string) =
     ...(config.publicUrl ? { publicUrl: config.publicUrl } : {}),
     ready: () => operatorRunning,
   });
-  const server = app.express.listen(config.port, config.host);
-  await new Promise<void>((resolve, reject) => {
-    server.once('listening', resolve);
-    server.once('error', reject);
-  });
-  const { port } = server.address() as AddressInfo;
+  const server = createServer(app.express);
+  const port = await listen(server, config.port, config.host);
   const host = config.host === '0.0.0.0' || config.host === '::' ? '127.0.0.1' : config.host;
   const baseUrl = config.publicUrl ?? `http://${host.includes(':') ? `[${host}]` : host}:${port}`;
 
@@ -97,28 +94,10 @@ export async function up(config: BerthConfig, log: Logger, out: (line: string) =
   banner.push('', 'Press Ctrl-C to stop.');
   out(banner.join('\n'));
 
-  await new Promise<void>((resolve) => {
-    let stopping = false;
-    const stop = (signal: NodeJS.Signals) => {
-      if (stopping) {
-        log.warn({ signal }, 'second signal: exiting at once');
-        process.exit(1);
-      }
-      stopping = true;
-      log.info({ signal }, 'stopping');
-      resolve();
-    };
-    process.once('SIGTERM', stop);
-    process.once('SIGINT', stop);
-  });
-
+  await untilSignalled(log);
   // In order: no new requests, requests in flight finish, controllers finish their
   // reconciles, then the database goes. Sandboxes keep running; the next start adopts them.
-  await new Promise<void>((resolve) => {
-    server.close(() => resolve());
-    server.closeIdleConnections();
-    setTimeout(() => server.closeAllConnections(), 10_000).unref();
-  });
+  await drain(server);
   operatorRunning = false;
   await operator.stop();
   await store.close();

@@ -1,5 +1,5 @@
 import { isDeepStrictEqual } from 'node:util';
-import { AgentCondition, AgentReason, type AgentStatus, type SandboxRef } from '@berth/crds';
+import { API_VERSION, AgentCondition, AgentReason, type AgentStatus, type SandboxRef } from '@berth/crds';
 import {
   LATENCY_BUCKETS,
   SandboxNotReadyError,
@@ -24,6 +24,8 @@ export const SANDBOX_FINALIZER = 'berth.dev/sandbox';
 
 /** How often a ready sandbox is checked for life when nothing else happens. */
 export const HEALTH_CHECK_INTERVAL_MS = 30_000;
+/** How soon a starting sandbox is looked at again when its provider cannot say when it is ready. */
+export const PENDING_RECHECK_MS = 2_000;
 /** A sandbox that cannot be provisioned within this long fails the agent. */
 export const PROVISION_DEADLINE_MS = 10 * 60_000;
 
@@ -134,6 +136,15 @@ export function createAgentReconciler(deps: AgentReconcilerDeps): Reconciler {
     }
 
     const sandboxState = status.sandbox ? await provider.state(status.sandbox) : 'missing';
+    if (sandboxState === 'expired') {
+      await step.release(provider, { unrecorded: true });
+      log.info({ timeout: agent.spec.timeout }, 'the platform ended the sandbox at its deadline');
+      return step.fail('timeout', `the agent's timeout of ${agent.spec.timeout} expired; its sandbox was ended`, AgentReason.DeadlineExceeded);
+    }
+    if (sandboxState === 'pending') {
+      step.condition('False', AgentReason.Provisioning, 'the sandbox is starting');
+      return { requeueAfterMs: PENDING_RECHECK_MS };
+    }
     if (sandboxState !== 'running') {
       const lost = status.sandbox !== undefined;
       const timer = metrics.provisionDuration.startTimer({ provider: provider.name });
@@ -142,6 +153,8 @@ export function createAgentReconciler(deps: AgentReconcilerDeps): Reconciler {
         sandbox = await provider.provision({
           agentId: objectNameToId(agent.metadata.name),
           sessionId: agent.spec.sessionId,
+          timeoutSeconds: agent.spec.timeoutSeconds,
+          owner: { apiVersion: API_VERSION, kind: 'Agent', name: agent.metadata.name, uid: agent.metadata.uid },
           compute: agent.spec.compute,
           browser: agent.spec.browser,
           gpu: agent.spec.gpu,
@@ -168,7 +181,7 @@ export function createAgentReconciler(deps: AgentReconcilerDeps): Reconciler {
       const readyAt = clock.now();
       if (lost) {
         log.warn('sandbox was gone; recreated it with the same workspace');
-        step.condition('True', AgentReason.SandboxLost, 'the sandbox was gone and has been recreated; files in /workspace were kept');
+        step.condition('True', AgentReason.SandboxLost, 'the sandbox was gone and has been recreated');
       } else {
         step.condition('True', AgentReason.Provisioned, 'the sandbox is running');
       }

@@ -25,6 +25,10 @@ export class ProviderRegistry {
     return [...this.providers.keys()];
   }
 
+  all(): SandboxProvider[] {
+    return [...this.providers.values()];
+  }
+
   get(name: string): SandboxProvider | undefined {
     return this.providers.get(name);
   }

@@ -81,6 +81,11 @@ export class Controller {
     this.options.log.info({ kind, workers: this.workers.length }, 'controller started');
   }
 
+  /** Asks for a reconcile of one object, e.g. when something it owns outside the store changed. */
+  enqueue(name: string): void {
+    this.queue.add(name);
+  }
+
   private async enqueueAll(): Promise<void> {
     try {
       const { items } = await this.options.store.list(this.options.kind);

@@ -61,7 +61,7 @@ export class LocalProvider implements SandboxProvider {
     this.capabilities = {
       computes: ['python', 'node', 'go'],
       browser: options.browserImage !== undefined,
-      gpu: false,
+      gpuTypes: [],
       storage: false,
       checkpoint: 'none',
     };

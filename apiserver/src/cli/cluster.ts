@@ -1,0 +1,117 @@
+import { createServer } from 'node:http';
+import { hostname } from 'node:os';
+import { createMetricsRegistry, systemClock, type BerthConfig, type Logger } from '@berth/common';
+import { KubernetesResourceStore, loadKubeConfig } from '@berth/common/kubernetes';
+import { ProviderRegistry, createOperator } from '@berth/operator';
+import { LeaderElector, createKubernetesProvider } from '@berth/operator/kubernetes';
+import express from 'express';
+import type { Registry } from 'prom-client';
+import { createApp } from '../app.js';
+import { bootstrap } from './bootstrap.js';
+import { openDatabase } from './database.js';
+import { CliError } from './keys.js';
+import { drain, listen, untilSignalled } from './lifecycle.js';
+
+/** What both cluster processes share: the database, the Kubernetes client, the store and the provider. */
+async function clusterParts(config: BerthConfig, log: Logger) {
+  if (!config.databaseUrl) throw new CliError('cluster mode needs DATABASE_URL (the chart sets it)');
+  const database = await openDatabase(config, log);
+  const kubeConfig = loadKubeConfig();
+  const store = new KubernetesResourceStore(kubeConfig, { namespace: config.namespace, log });
+  const kubernetes = createKubernetesProvider(config, kubeConfig, log);
+  const providers = new ProviderRegistry([kubernetes], config.defaultProvider ?? 'kubernetes');
+  return { database, kubeConfig, store, providers };
+}
+
+/** `/healthz`, `/readyz` and `/metrics` of the operator, on their own port. */
+function healthServer(metrics: Registry, ready: () => boolean) {
+  const app = express();
+  app.disable('x-powered-by');
+  app.get('/healthz', (_req, res) => void res.json({ ok: true }));
+  app.get('/readyz', (_req, res) => void res.status(ready() ? 200 : 503).json({ ok: ready() }));
+  app.get('/metrics', async (_req, res) => {
+    res.setHeader('Content-Type', metrics.contentType);
+    res.send(await metrics.metrics());
+  });
+  return createServer(app);
+}
+
+/**
+ * `berth operator`: the controllers against the cluster's API server. With leader election,
+ * replicas wait for the Lease and only the leader reconciles; a leader that cannot renew it
+ * exits, so that its pod restarts as a follower rather than reconcile beside a new leader.
+ */
+export async function operatorCommand(config: BerthConfig, log: Logger, out: (line: string) => void): Promise<void> {
+  const { database, kubeConfig, store, providers } = await clusterParts(config, log);
+  await bootstrap(database.pool, { createKeys: false });
+  const metrics = createMetricsRegistry();
+  const operator = createOperator({
+    store,
+    db: database.pool,
+    providers,
+    clock: systemClock,
+    log,
+    metrics,
+    workers: config.controllerWorkers,
+  });
+  let running = false;
+  let stopElection: () => Promise<void> = async () => undefined;
+  const server = healthServer(metrics, () => true);
+  const port = await listen(server, config.metricsPort, config.host);
+  const identity = process.env.POD_NAME || `${hostname()}-${process.pid}`;
+  out(`berth operator ${identity} in namespace ${config.namespace}; health and metrics on ${config.host}:${port}`);
+
+  const start = async () => {
+    await operator.start();
+    running = true;
+  };
+  let lost = false;
+  const lostLeadership = new Promise<void>((resolve) => {
+    if (!config.leaderElection) return;
+    const elector = new LeaderElector({ kubeConfig, namespace: config.namespace, name: 'berth-operator', identity, log });
+    stopElection = () => elector.stop();
+    void elector.run({
+      onStartedLeading: start,
+      onStoppedLeading: () => {
+        lost = true;
+        resolve();
+      },
+    });
+  });
+  if (!config.leaderElection) await start();
+  await Promise.race([untilSignalled(log), lostLeadership]);
+
+  if (running) await operator.stop();
+  await stopElection();
+  await drain(server, 2_000);
+  await store.close();
+  await database.close();
+  log.info('stopped');
+  if (lost) process.exitCode = 1;
+}
+
+/** `berth apiserver`: the HTTP API, writing custom resources; stateless, any number of replicas. */
+export async function apiserverCommand(config: BerthConfig, log: Logger, out: (line: string) => void): Promise<void> {
+  const { database, store, providers } = await clusterParts(config, log);
+  await bootstrap(database.pool, { createKeys: false });
+  await store.sync(['Session', 'Agent']);
+  const app = createApp({
+    pool: database.pool,
+    store,
+    providers,
+    clock: systemClock,
+    log,
+    metrics: createMetricsRegistry(),
+    execTimeoutMs: config.execTimeout,
+    defaultModel: config.defaultModel,
+    ...(config.publicUrl ? { publicUrl: config.publicUrl } : {}),
+  });
+  const server = createServer(app.express);
+  const port = await listen(server, config.port, config.host);
+  out(`berth apiserver listening on ${config.host}:${port}, resources in namespace ${config.namespace}`);
+  await untilSignalled(log);
+  await drain(server);
+  await store.close();
+  await database.close();
+  log.info('stopped');
+}

@@ -1,0 +1,3 @@
+/** Cluster-mode parts, kept out of the main entry so that embedded mode never loads the Kubernetes client. */
+export * from './runtime/leader.js';
+export * from './providers/kubernetes/index.js';

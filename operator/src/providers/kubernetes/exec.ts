@@ -1,0 +1,81 @@
+import { Readable, Writable } from 'node:stream';
+import { Exec, type KubeConfig, type V1Status } from '@kubernetes/client-node';
+
+export interface PodExecResult {
+  stdout: string;
+  stderr: string;
+  exitCode: number;
+  timedOut: boolean;
+  durationMs: number;
+}
+
+/** Keeps the first `limit` bytes written to it and counts the rest. */
+class BoundedSink extends Writable {
+  private readonly chunks: Buffer[] = [];
+  private kept = 0;
+  private dropped = 0;
+  constructor(private readonly limit: number) {
+    super();
+  }
+  override _write(chunk: Buffer, _encoding: BufferEncoding, done: () => void): void {
+    const room = Math.max(0, this.limit - this.kept);
+    if (room > 0) {
+      const part = chunk.length > room ? chunk.subarray(0, room) : chunk;
+      this.chunks.push(part);
+      this.kept += part.length;
+    }
+    this.dropped += Math.max(0, chunk.length - room);
+    done();
+  }
+  text(): string {
+    const text = Buffer.concat(this.chunks).toString('utf8');
+    return this.dropped > 0 ? `${text}\n[output truncated: ${this.dropped} more bytes not shown]\n` : text;
+  }
+}
+
+/** The exit code in an exec status: 0 on Success, the `ExitCode` cause otherwise. */
+export function exitCodeOf(status: V1Status): number {
+  if (status.status === 'Success') return 0;
+  const cause = status.details?.causes?.find((entry) => entry.reason === 'ExitCode');
+  if (cause?.message !== undefined && /^\d+$/.test(cause.message)) return Number(cause.message);
+  throw new Error(`exec failed: ${status.message ?? status.reason ?? 'unknown error'}`);
+}
+
+/**
+ * Runs a command in a pod through the API server's exec subresource and waits for the status
+ * channel, which carries the exit code: the socket opening (when `Exec.exec` resolves) says
+ * nothing about the command, and closing it does not stop the command either.
+ */
+export async function execInPod(
+  kubeConfig: KubeConfig,
+  target: { namespace: string; pod: string; container: string },
+  command: string[],
+  options: { stdin: string; timeoutMs: number; maxOutputBytes: number },
+): Promise<PodExecResult> {
+  const started = performance.now();
+  const stdout = new BoundedSink(options.maxOutputBytes);
+  const stderr = new BoundedSink(options.maxOutputBytes);
+  let settle!: (status: V1Status | 'timeout' | Error) => void;
+  const outcome = new Promise<V1Status | 'timeout' | Error>((resolve) => (settle = resolve));
+  const socket = await new Exec(kubeConfig).exec(
+    target.namespace,
+    target.pod,
+    target.container,
+    command,
+    stdout,
+    stderr,
+    Readable.from([Buffer.from(options.stdin)]),
+    false,
+    (status) => settle(status),
+  );
+  socket.on('close', () => settle(new Error('the exec connection closed before the command reported its status')));
+  socket.on('error', (error: Error) => settle(error));
+  const timer = setTimeout(() => settle('timeout'), options.timeoutMs);
+  const result = await outcome;
+  clearTimeout(timer);
+  socket.close();
+  const durationMs = Math.round(performance.now() - started);
+  if (result === 'timeout') return { stdout: stdout.text(), stderr: stderr.text(), exitCode: -1, timedOut: true, durationMs };
+  if (result instanceof Error) throw result;
+  return { stdout: stdout.text(), stderr: stderr.text(), exitCode: exitCodeOf(result), timedOut: false, durationMs };
+}

@@ -1,0 +1,131 @@
+import { describe, expect, it } from 'vitest';
+import { DEFAULT_GPU_TABLE } from '@berth/common';
+import { desiredPod, type PodRequest, type PodSettings } from './pod.js';
+import { podState } from './provider.js';
+import { exitCodeOf } from './exec.js';
+
+const settings: PodSettings = {
+  namespace: 'berth',
+  runtimeClassName: 'gvisor',
+  images: { python: 'berth/sandbox-python:1', node: 'berth/sandbox-node:1', go: 'berth/sandbox-go:1' },
+  browserImage: 'berth/sandbox-browser:1',
+  gpuTable: DEFAULT_GPU_TABLE,
+  cpuRequest: 0.25,
+  cpuLimit: 2,
+  memoryRequestBytes: 256 * 1024 ** 2,
+  memoryLimitBytes: 1024 ** 3,
+  workspaceSizeBytes: 10 * 1024 ** 3,
+};
+
+const request: PodRequest = {
+  name: 'agt-01abc',
+  sessionName: 'ses-01xyz',
+  compute: 'python',
+  browser: false,
+  timeoutSeconds: 900,
+  env: { EXTRA: 'yes' },
+  owner: { apiVersion: 'berth.dev/v1alpha1', kind: 'Agent', name: 'agt-01abc', uid: 'u-1' },
+};
+
+describe('desiredPod', () => {
+  it('builds the sandbox pod of a python agent', () => {
+    const pod = desiredPod(request, settings);
+    expect(pod.metadata).toEqual({
+      name: 'agt-01abc',
+      namespace: 'berth',
+      labels: {
+        'app.kubernetes.io/name': 'berth-sandbox',
+        'app.kubernetes.io/managed-by': 'berth',
+        'berth.dev/sandbox': 'true',
+        'berth.dev/agent': 'agt-01abc',
+        'berth.dev/session': 'ses-01xyz',
+      },
+      ownerReferences: [{ apiVersion: 'berth.dev/v1alpha1', kind: 'Agent', name: 'agt-01abc', uid: 'u-1', controller: true, blockOwnerDeletion: true }],
+    });
+    const spec = pod.spec!;
+    expect(spec).toMatchObject({
+      runtimeClassName: 'gvisor',
+      restartPolicy: 'Never',
+      activeDeadlineSeconds: 900,
+      automountServiceAccountToken: false,
+      enableServiceLinks: false,
+      securityContext: { runAsNonRoot: true, runAsUser: 1000, runAsGroup: 1000, fsGroup: 1000, seccompProfile: { type: 'RuntimeDefault' } },
+    });
+    expect(spec.nodeSelector).toBeUndefined();
+    expect(spec.tolerations).toBeUndefined();
+    const [container] = spec.containers;
+    expect(container).toMatchObject({
+      name: 'sandbox',
+      image: 'berth/sandbox-python:1',
+      workingDir: '/workspace',
+      env: [{ name: 'EXTRA', value: 'yes' }],
+      resources: { requests: { cpu: '250m', memory: '256Mi' }, limits: { cpu: '2000m', memory: '1024Mi' } },
+      securityContext: { allowPrivilegeEscalation: false, privileged: false, capabilities: { drop: ['ALL'] } },
+      volumeMounts: [
+        { name: 'workspace', mountPath: '/workspace' },
+        { name: 'tmp', mountPath: '/tmp' },
+      ],
+    });
+    expect(spec.volumes).toContainEqual({ name: 'workspace', emptyDir: { sizeLimit: '10240Mi' } });
+  });
+
+  it.each([
+    ['node', 'berth/sandbox-node:1'],
+    ['go', 'berth/sandbox-go:1'],
+  ] as const)('uses the %s image for %s agents', (compute, image) => {
+    expect(desiredPod({ ...request, compute }, settings).spec!.containers[0]!.image).toBe(image);
+  });
+
+  it('uses the browser image for browser agents', () => {
+    expect(desiredPod({ ...request, browser: true }, settings).spec!.containers[0]!.image).toBe('berth/sandbox-browser:1');
+    expect(() => desiredPod({ ...request, browser: true }, { ...settings, browserImage: undefined })).toThrow(/browser image/);
+  });
+
+  it('maps a GPU type through the table to node selectors, tolerations and device limits', () => {
+    const spec = desiredPod({ ...request, gpu: 'a100' }, settings).spec!;
+    expect(spec.nodeSelector).toEqual({ 'nvidia.com/gpu.product': 'NVIDIA-A100-SXM4-80GB' });
+    expect(spec.tolerations).toEqual([{ key: 'nvidia.com/gpu', operator: 'Exists', effect: 'NoSchedule' }]);
+    expect(spec.containers[0]!.resources).toMatchObject({ limits: { 'nvidia.com/gpu': '1' }, requests: { 'nvidia.com/gpu': '1' } });
+    expect(() => desiredPod({ ...request, gpu: 'tpu' }, settings)).toThrow(/not in the GPU table/);
+  });
+
+  it('leaves out the runtime class and the owner when they are not given', () => {
+    const pod = desiredPod({ ...request, owner: undefined }, { ...settings, runtimeClassName: undefined });
+    expect(pod.spec!.runtimeClassName).toBeUndefined();
+    expect(pod.metadata!.ownerReferences).toBeUndefined();
+  });
+
+  it('is pure', () => {
+    expect(desiredPod(request, settings)).toEqual(desiredPod(request, settings));
+  });
+});
+
+describe('podState', () => {
+  const running = { name: 'sandbox', state: { running: {} } };
+  it.each([
+    [{ phase: 'Pending' }, 'pending'],
+    [{ phase: 'Running', containerStatuses: [{ name: 'sandbox', state: { waiting: { reason: 'ContainerCreating' } } }] }, 'pending'],
+    [{ phase: 'Running', containerStatuses: [running] }, 'running'],
+    [{ phase: 'Failed', reason: 'DeadlineExceeded' }, 'expired'],
+    [{ phase: 'Failed', reason: 'Evicted' }, 'stopped'],
+    [{ phase: 'Succeeded' }, 'stopped'],
+  ])('maps %j to %s', (status, state) => {
+    expect(podState({ status } as never)).toBe(state);
+  });
+
+  it('treats a pod being deleted as stopped', () => {
+    expect(podState({ metadata: { deletionTimestamp: new Date() }, status: { phase: 'Running', containerStatuses: [running] } } as never)).toBe(
+      'stopped',
+    );
+  });
+});
+
+describe('exitCodeOf', () => {
+  it('reads the exit code from the exec status', () => {
+    expect(exitCodeOf({ status: 'Success' })).toBe(0);
+    expect(
+      exitCodeOf({ status: 'Failure', reason: 'NonZeroExitCode', details: { causes: [{ reason: 'ExitCode', message: '3' }] } }),
+    ).toBe(3);
+    expect(() => exitCodeOf({ status: 'Failure', message: 'container not found' })).toThrow(/container not found/);
+  });
+});

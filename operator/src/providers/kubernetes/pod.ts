@@ -1,0 +1,123 @@
+import type { V1Pod, V1Toleration } from '@kubernetes/client-node';
+import type { Compute } from '@berth/crds';
+import type { GpuTable } from '@berth/common';
+
+export const SANDBOX_CONTAINER = 'sandbox';
+
+/** Labels every sandbox pod carries; the NetworkPolicy and the operator's pod watch select on them. */
+export const SandboxLabels = {
+  sandbox: 'berth.dev/sandbox',
+  agent: 'berth.dev/agent',
+  session: 'berth.dev/session',
+} as const;
+
+export interface PodSettings {
+  namespace: string;
+  runtimeClassName?: string | undefined;
+  images: Record<Compute, string>;
+  browserImage?: string | undefined;
+  gpuTable: GpuTable;
+  cpuRequest: number;
+  cpuLimit: number;
+  memoryRequestBytes: number;
+  memoryLimitBytes: number;
+  workspaceSizeBytes: number;
+}
+
+export interface PodRequest {
+  /** Object name of the Agent (`agt-…`); the pod has the same name. */
+  name: string;
+  sessionName: string;
+  compute: Compute;
+  browser: boolean;
+  gpu?: string | undefined;
+  timeoutSeconds: number;
+  env: Record<string, string>;
+  /** The Agent custom resource, when it lives in the pod's namespace: deleting it deletes the pod. */
+  owner?: { apiVersion: string; kind: string; name: string; uid: string } | undefined;
+}
+
+/** Sandboxes run as this user; the images create it with /workspace as its home. */
+export const SANDBOX_UID = 1000;
+
+const millicores = (cores: number) => `${Math.round(cores * 1000)}m`;
+const mebibytes = (bytes: number) => `${Math.ceil(bytes / 1024 ** 2)}Mi`;
+
+/**
+ * The pod of one agent. Pure: the same agent and settings always give the same pod, so a
+ * reconcile can compare, and table-driven tests can pin every field.
+ */
+export function desiredPod(request: PodRequest, settings: PodSettings): V1Pod {
+  const gpu = request.gpu === undefined ? undefined : settings.gpuTable[request.gpu];
+  if (request.gpu !== undefined && !gpu) {
+    throw new Error(`gpu "${request.gpu}" is not in the GPU table (${Object.keys(settings.gpuTable).join(', ')})`);
+  }
+  const image = request.browser ? settings.browserImage : settings.images[request.compute];
+  if (!image) throw new Error('browser agents need a browser image, and none is configured');
+  const limits: Record<string, string> = { cpu: millicores(settings.cpuLimit), memory: mebibytes(settings.memoryLimitBytes) };
+  const requests: Record<string, string> = { cpu: millicores(settings.cpuRequest), memory: mebibytes(settings.memoryRequestBytes) };
+  if (gpu) {
+    limits[gpu.resource] = String(gpu.count);
+    requests[gpu.resource] = String(gpu.count);
+  }
+  const tolerations: V1Toleration[] = gpu?.tolerations.map((toleration) => ({ ...toleration })) ?? [];
+  return {
+    apiVersion: 'v1',
+    kind: 'Pod',
+    metadata: {
+      name: request.name,
+      namespace: settings.namespace,
+      labels: {
+        'app.kubernetes.io/name': 'berth-sandbox',
+        'app.kubernetes.io/managed-by': 'berth',
+        [SandboxLabels.sandbox]: 'true',
+        [SandboxLabels.agent]: request.name,
+        [SandboxLabels.session]: request.sessionName,
+      },
+      ...(request.owner
+        ? { ownerReferences: [{ ...request.owner, controller: true, blockOwnerDeletion: true }] }
+        : {}),
+    },
+    spec: {
+      ...(settings.runtimeClassName ? { runtimeClassName: settings.runtimeClassName } : {}),
+      restartPolicy: 'Never',
+      // A backstop: the operator ends the agent at its timeout, the kubelet at the latest then.
+      activeDeadlineSeconds: request.timeoutSeconds,
+      automountServiceAccountToken: false,
+      enableServiceLinks: false,
+      terminationGracePeriodSeconds: 5,
+      ...(gpu && Object.keys(gpu.nodeSelector).length > 0 ? { nodeSelector: { ...gpu.nodeSelector } } : {}),
+      ...(tolerations.length > 0 ? { tolerations } : {}),
+      securityContext: {
+        runAsNonRoot: true,
+        runAsUser: SANDBOX_UID,
+        runAsGroup: SANDBOX_UID,
+        fsGroup: SANDBOX_UID,
+        seccompProfile: { type: 'RuntimeDefault' },
+      },
+      containers: [
+        {
+          name: SANDBOX_CONTAINER,
+          image,
+          imagePullPolicy: 'IfNotPresent',
+          workingDir: '/workspace',
+          env: Object.entries(request.env).map(([name, value]) => ({ name, value })),
+          resources: { requests, limits },
+          securityContext: {
+            allowPrivilegeEscalation: false,
+            privileged: false,
+            capabilities: { drop: ['ALL'] },
+          },
+          volumeMounts: [
+            { name: 'workspace', mountPath: '/workspace' },
+            { name: 'tmp', mountPath: '/tmp' },
+          ],
+        },
+      ],
+      volumes: [
+        { name: 'workspace', emptyDir: { sizeLimit: mebibytes(settings.workspaceSizeBytes) } },
+        { name: 'tmp', emptyDir: { sizeLimit: '1Gi' } },
+      ],
+    },
+  };
+}

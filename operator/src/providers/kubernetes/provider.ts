@@ -1,0 +1,212 @@
+import { ApiException, CoreV1Api, makeInformer, type KubeConfig, type V1Pod } from '@kubernetes/client-node';
+import type { SandboxRef } from '@berth/crds';
+import {
+  ExecTimeoutError,
+  ProviderError,
+  SandboxNotReadyError,
+  UnsupportedRequestError,
+  idToObjectName,
+  objectNameToId,
+  unsupportedReason,
+  type ExecLanguage,
+  type ExecRequest,
+  type ExecResult,
+  type Logger,
+  type ProviderCapabilities,
+  type ProvisionRequest,
+  type SandboxProvider,
+  type SandboxState,
+} from '@berth/common';
+import { execInPod } from './exec.js';
+import { SANDBOX_CONTAINER, SandboxLabels, desiredPod, type PodSettings } from './pod.js';
+
+const INTERPRETER: Record<ExecLanguage, { extension: string; argv: string }> = {
+  python: { extension: 'py', argv: 'python3 -u' },
+  typescript: { extension: 'ts', argv: 'node --experimental-transform-types --disable-warning=ExperimentalWarning' },
+  bash: { extension: 'sh', argv: 'bash' },
+};
+
+/**
+ * Inside the pod: the program arrives on stdin, goes to a file in /tmp and runs under
+ * `timeout`, which stops it and its children when time is up. Pods have no host mount to
+ * hand the file over through, and a shell there costs little (unlike in a local gVisor sandbox).
+ */
+const EXEC_SCRIPT = `cd /workspace 2>/dev/null
+dir=$(mktemp -d "\${TMPDIR:-/tmp}/berth-exec.XXXXXX") || exit 125
+trap 'rm -rf "$dir"' EXIT
+file="$dir/main.$1"
+cat >"$file" || exit 125
+secs=$2; shift 2
+timeout --verbose --kill-after=2 "$secs" "$@" "$file" </dev/null`;
+
+const TIMEOUT_NOTICE = /timeout: sending signal \w+ to command [^\n]*\n?$/;
+
+function isApiError(error: unknown, code: number): boolean {
+  return error instanceof ApiException && error.code === code;
+}
+
+export interface KubernetesProviderOptions {
+  kubeConfig: KubeConfig;
+  pods: PodSettings;
+  /** Namespace of the Agent resources. */
+  resourceNamespace: string;
+  log: Logger;
+  maxOutputBytes?: number;
+}
+
+/** Sandboxes as pods: one per agent, named after it, exec'd into through the API server. */
+export class KubernetesProvider implements SandboxProvider {
+  readonly name = 'kubernetes';
+  readonly capabilities: ProviderCapabilities;
+  private readonly core: CoreV1Api;
+
+  constructor(private readonly options: KubernetesProviderOptions) {
+    this.core = options.kubeConfig.makeApiClient(CoreV1Api);
+    this.capabilities = {
+      computes: ['python', 'node', 'go'],
+      browser: options.pods.browserImage !== undefined,
+      gpuTypes: Object.keys(options.pods.gpuTable),
+      storage: false,
+      checkpoint: 'filesystem',
+    };
+  }
+
+  private get namespace(): string {
+    return this.options.pods.namespace;
+  }
+
+  private async readPod(name: string): Promise<V1Pod | undefined> {
+    try {
+      return await this.core.readNamespacedPod({ name, namespace: this.namespace });
+    } catch (error) {
+      if (isApiError(error, 404)) return undefined;
+      throw new ProviderError(this.name, `reading pod ${name}: ${(error as Error).message}`);
+    }
+  }
+
+  async provision(request: ProvisionRequest): Promise<SandboxRef> {
+    const unsupported = unsupportedReason(this, request);
+    if (unsupported) throw new UnsupportedRequestError(this.name, `${unsupported.field}: ${unsupported.message}`);
+    const name = idToObjectName(request.agentId);
+    const ref: SandboxRef = { provider: this.name, id: request.agentId, details: { namespace: this.namespace, pod: name } };
+    const existing = await this.readPod(name);
+    const state = existing ? podState(existing) : 'missing';
+    if (state === 'running') return ref;
+    if (state === 'pending') throw new SandboxNotReadyError(this.name, `pod ${name} is ${describePending(existing!)}`, 1_000);
+    if (existing) await this.deletePod(name); // a pod that ended: start over with a new one
+    const pod = desiredPod(
+      {
+        name,
+        sessionName: idToObjectName(request.sessionId),
+        compute: request.compute,
+        browser: request.browser,
+        gpu: request.gpu,
+        timeoutSeconds: request.timeoutSeconds,
+        env: request.env,
+        // Owner references cannot cross namespaces: only a pod beside its Agent is owned by it.
+        owner: this.options.resourceNamespace === this.namespace ? request.owner : undefined,
+      },
+      this.options.pods,
+    );
+    try {
+      await this.core.createNamespacedPod({ namespace: this.namespace, body: pod });
+    } catch (error) {
+      // Created by a reconcile that lost its status write, or deleted a moment ago and still terminating.
+      if (!isApiError(error, 409)) throw new ProviderError(this.name, `creating pod ${name}: ${(error as Error).message}`);
+    }
+    throw new SandboxNotReadyError(this.name, `pod ${name} created; waiting for it to run`, 1_000);
+  }
+
+  async state(ref: SandboxRef): Promise<SandboxState> {
+    const pod = await this.readPod(idToObjectName(ref.id));
+    return pod ? podState(pod) : 'missing';
+  }
+
+  async exec(ref: SandboxRef, request: ExecRequest): Promise<ExecResult> {
+    const interpreter = INTERPRETER[request.language];
+    const seconds = Math.max(1, Math.ceil(request.timeoutMs / 1000));
+    let result;
+    try {
+      result = await execInPod(
+        this.options.kubeConfig,
+        { namespace: this.namespace, pod: idToObjectName(ref.id), container: SANDBOX_CONTAINER },
+        ['sh', '-c', EXEC_SCRIPT, 'berth-exec', interpreter.extension, String(seconds), ...interpreter.argv.split(' ')],
+        { stdin: request.code, timeoutMs: request.timeoutMs + 10_000, maxOutputBytes: this.options.maxOutputBytes ?? 1024 * 1024 },
+      );
+    } catch (error) {
+      throw new ProviderError(this.name, `exec in pod ${idToObjectName(ref.id)}: ${(error as Error).message}`, { sandbox: ref.id });
+    }
+    if (result.timedOut || ((result.exitCode === 124 || result.exitCode === 137) && TIMEOUT_NOTICE.test(result.stderr))) {
+      throw new ExecTimeoutError(request.timeoutMs);
+    }
+    return { stdout: result.stdout, stderr: result.stderr, exitCode: result.exitCode, durationMs: result.durationMs };
+  }
+
+  async terminate(ref: SandboxRef): Promise<void> {
+    await this.deletePod(idToObjectName(ref.id));
+  }
+
+  private async deletePod(name: string): Promise<void> {
+    try {
+      await this.core.deleteNamespacedPod({ name, namespace: this.namespace, gracePeriodSeconds: 0 });
+    } catch (error) {
+      if (!isApiError(error, 404)) throw new ProviderError(this.name, `deleting pod ${name}: ${(error as Error).message}`);
+    }
+  }
+
+  watchSandboxes(onChange: (agentId: string) => void): { stop(): void } {
+    const selector = `${SandboxLabels.sandbox}=true`;
+    const informer = makeInformer<V1Pod>(
+      this.options.kubeConfig,
+      `/api/v1/namespaces/${this.namespace}/pods`,
+      () => this.core.listNamespacedPod({ namespace: this.namespace, labelSelector: selector }),
+      selector,
+    );
+    const notify = (pod: V1Pod) => {
+      const agent = pod.metadata?.labels?.[SandboxLabels.agent];
+      if (agent) onChange(objectNameToId(agent));
+    };
+    informer.on('change', notify);
+    let stopped = false;
+    let delayMs = 500;
+    informer.on('connect', () => (delayMs = 500));
+    informer.on('error', (error: unknown) => {
+      if (stopped) return;
+      this.options.log.warn({ err: error, retryInMs: delayMs }, 'pod watch stopped; restarting it');
+      setTimeout(() => void (stopped ? undefined : informer.start().catch(() => undefined)), delayMs).unref();
+      delayMs = Math.min(delayMs * 2, 30_000);
+    });
+    void informer.start().catch(() => undefined);
+    return {
+      stop: () => {
+        stopped = true;
+        void informer.stop();
+      },
+    };
+  }
+}
+
+/** Pod phase to sandbox state: ready means the container runs; a deadline kill is the timeout. */
+export function podState(pod: V1Pod): SandboxState {
+  if (pod.metadata?.deletionTimestamp) return 'stopped';
+  switch (pod.status?.phase) {
+    case 'Running': {
+      const container = pod.status.containerStatuses?.find((status) => status.name === SANDBOX_CONTAINER);
+      return container?.state?.running ? 'running' : 'pending';
+    }
+    case 'Failed':
+      return pod.status.reason === 'DeadlineExceeded' ? 'expired' : 'stopped';
+    case 'Succeeded':
+      return 'stopped';
+    default:
+      return 'pending';
+  }
+}
+
+function describePending(pod: V1Pod): string {
+  const waiting = pod.status?.containerStatuses?.find((status) => status.name === SANDBOX_CONTAINER)?.state?.waiting;
+  if (waiting?.reason) return `waiting: ${waiting.reason}${waiting.message ? ` (${waiting.message})` : ''}`;
+  const unscheduled = pod.status?.conditions?.find((condition) => condition.type === 'PodScheduled' && condition.status === 'False');
+  if (unscheduled) return `not scheduled: ${unscheduled.message ?? unscheduled.reason ?? 'no node fits'}`;
+  return `${(pod.status?.phase ?? 'pending').toLowerCase()}`;
+}
