@@ -46,6 +46,7 @@ export default defineConfig({
         test: {
           name: 'cluster',
           include: ['test/cluster-tier/**/*.test.ts'],
+          globalSetup: ['test/setup/cluster.ts'],
           sequence: { groupOrder: 3 },
           testTimeout: 180_000,
           hookTimeout: 600_000,

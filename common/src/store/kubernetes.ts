@@ -3,14 +3,12 @@ import {
   CustomObjectsApi,
   KubeConfig,
   PatchStrategy,
-  makeInformer,
   setHeaderOptions,
-  type Informer,
   type KubernetesObject,
-  type ObjectCache,
   type V1ObjectMeta,
 } from '@kubernetes/client-node';
 import { API_VERSION, GROUP, KINDS, VERSION } from '@berth/crds';
+import { startInformer, type ResilientInformer } from '../informer.js';
 import type { Logger } from '../log.js';
 import {
   StoreError,
@@ -35,11 +33,8 @@ interface CustomObject<K extends Kind = Kind> extends KubernetesObject {
   status?: StatusOf<K>;
 }
 
-type CachedInformer = Informer<CustomObject> & ObjectCache<CustomObject>;
-
 /** Conflicts on spec and finalizer writes are retried this often before giving up. */
 const CONFLICT_RETRIES = 5;
-const MAX_RESTART_DELAY_MS = 30_000;
 
 function isApiError(error: unknown, code: number): boolean {
   return error instanceof ApiException && error.code === code;
@@ -98,15 +93,12 @@ function matchesLabels(object: CustomObject, labels: Record<string, string> | un
  * The resource store on a Kubernetes API server: Berth's kinds are custom resources in one
  * namespace. Reads come from an informer cache per kind (a miss falls through to the API
  * server, so a writer reads its own write); writes go to the API server with optimistic
- * concurrency. An informer whose watch fails for any reason but 410 Gone (which it relists
- * by itself) is restarted with backoff, and its watchers told to relist.
+ * concurrency. A failed watch is restarted with backoff and its watchers told to relist.
  */
 export class KubernetesResourceStore implements ResourceStore {
   private readonly api: CustomObjectsApi;
-  private readonly informers = new Map<Kind, { informer: CachedInformer; synced: Promise<void> }>();
+  private readonly informers = new Map<Kind, ResilientInformer<CustomObject>>();
   private readonly watchers = new Map<Kind, Set<WatchHandlers>>();
-  private readonly restartTimers = new Set<NodeJS.Timeout>();
-  private closed = false;
 
   constructor(
     private readonly kubeConfig: KubeConfig,
@@ -123,50 +115,30 @@ export class KubernetesResourceStore implements ResourceStore {
     return { group: GROUP, version: VERSION, namespace: this.options.namespace, plural: KINDS[kind].plural };
   }
 
-  /** Starts the informer of a kind (once) and resolves when its first list is in the cache. */
-  private cache(kind: Kind): { informer: CachedInformer; synced: Promise<void> } {
+  /** The informer of a kind, started on first use; `synced` resolves when its first list is in the cache. */
+  private cache(kind: Kind): ResilientInformer<CustomObject> {
     const existing = this.informers.get(kind);
     if (existing) return existing;
-    const { plural } = KINDS[kind];
-    const path = `/apis/${GROUP}/${VERSION}/namespaces/${this.options.namespace}/${plural}`;
-    const list = () =>
-      this.api.listNamespacedCustomObject(this.coordinates(kind)) as Promise<{
-        items: CustomObject[];
-        metadata?: { resourceVersion?: string };
-      }>;
-    const informer = makeInformer<CustomObject>(this.kubeConfig, path, list) as CachedInformer;
-    const notify = (object: CustomObject, type: 'ADDED' | 'MODIFIED' | 'DELETED') => {
-      for (const handlers of this.watchers.get(kind) ?? []) {
-        handlers.onEvent({ type, name: object.metadata.name, resourceVersion: object.metadata.resourceVersion ?? '' });
-      }
-    };
-    informer.on('add', (object) => notify(object, 'ADDED'));
-    informer.on('update', (object) => notify(object, 'MODIFIED'));
-    informer.on('delete', (object) => notify(object, 'DELETED'));
-    let restartDelayMs = 500;
-    informer.on('connect', () => {
-      restartDelayMs = 500;
-    });
-    informer.on('error', (error) => {
-      if (this.closed) return;
-      this.options.log.warn({ err: error, kind, retryInMs: restartDelayMs }, 'informer stopped; restarting it');
-      const timer = setTimeout(() => {
-        this.restartTimers.delete(timer);
-        if (this.closed) return;
-        informer
-          .start()
-          .then(() => {
-            for (const handlers of this.watchers.get(kind) ?? []) handlers.onResync();
-          })
-          .catch(() => undefined); // a failed start emits `error` again, which reschedules
-      }, restartDelayMs);
-      restartDelayMs = Math.min(restartDelayMs * 2, MAX_RESTART_DELAY_MS);
-      this.restartTimers.add(timer);
-    });
-    const synced = informer.start();
-    const entry = { informer, synced };
-    this.informers.set(kind, entry);
-    return entry;
+    const path = `/apis/${GROUP}/${VERSION}/namespaces/${this.options.namespace}/${KINDS[kind].plural}`;
+    const watchers = () => this.watchers.get(kind) ?? [];
+    const informer = startInformer<CustomObject>(
+      this.kubeConfig,
+      path,
+      () => this.api.listNamespacedCustomObject(this.coordinates(kind)) as Promise<{ items: CustomObject[] }>,
+      {
+        onChange: (object, type) => {
+          for (const handlers of watchers()) {
+            handlers.onEvent({ type, name: object.metadata.name, resourceVersion: object.metadata.resourceVersion ?? '' });
+          }
+        },
+        onRestart: () => {
+          for (const handlers of watchers()) handlers.onResync();
+        },
+      },
+      { log: this.options.log, what: kind },
+    );
+    this.informers.set(kind, informer);
+    return informer;
   }
 
   /** Starts the informers of these kinds and waits for their caches (readiness). */
@@ -175,9 +147,9 @@ export class KubernetesResourceStore implements ResourceStore {
   }
 
   async get<K extends Kind>(kind: K, name: string): Promise<Resource<K> | undefined> {
-    const { informer, synced } = this.cache(kind);
+    const { cache, synced } = this.cache(kind);
     await synced;
-    const cached = informer.get(name, this.options.namespace);
+    const cached = cache.get(name, this.options.namespace);
     if (cached) return toResource(kind, cached);
     return this.getLive(kind, name);
   }
@@ -193,10 +165,10 @@ export class KubernetesResourceStore implements ResourceStore {
   }
 
   async list<K extends Kind>(kind: K, options: ListOptions = {}): Promise<ListResult<K>> {
-    const { informer, synced } = this.cache(kind);
+    const { cache, synced } = this.cache(kind);
     await synced;
     const descending = options.order === 'desc';
-    const names = informer
+    const names = cache
       .list(this.options.namespace)
       .filter((object) => matchesLabels(object, options.labels))
       .filter((object) =>
@@ -228,9 +200,15 @@ export class KubernetesResourceStore implements ResourceStore {
       if (isApiError(error, 409)) throw new StoreError('AlreadyExists', kind, input.name);
       throw error;
     }
-    // Status is a subresource: the API server drops it on create, so it is written after.
+    // Status is a subresource: the API server drops it on create, so it is written after,
+    // unless the controller got there first, in which case its status stands.
     if (input.status === undefined) return toResource(kind, created);
-    return this.updateStatus(kind, input.name, input.status, { resourceVersion: created.metadata.resourceVersion ?? '' });
+    try {
+      return await this.updateStatus(kind, input.name, input.status, { resourceVersion: created.metadata.resourceVersion ?? '' });
+    } catch (error) {
+      if (!(error instanceof StoreError && error.reason === 'Conflict')) throw error;
+      return toResource(kind, await this.getObject(kind, input.name));
+    }
   }
 
   async updateSpec<K extends Kind>(
@@ -331,11 +309,8 @@ export class KubernetesResourceStore implements ResourceStore {
   }
 
   async close(): Promise<void> {
-    this.closed = true;
-    for (const timer of this.restartTimers) clearTimeout(timer);
-    this.restartTimers.clear();
     this.watchers.clear();
-    await Promise.all([...this.informers.values()].map(({ informer }) => informer.stop()));
+    await Promise.all([...this.informers.values()].map((informer) => informer.stop()));
     this.informers.clear();
   }
 
@@ -360,3 +335,5 @@ export function loadKubeConfig(): KubeConfig {
   config.loadFromDefault();
   return config;
 }
+
+export { startInformer, type ResilientInformer } from '../informer.js';

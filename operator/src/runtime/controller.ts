@@ -64,6 +64,7 @@ export class Controller {
 
   constructor(private readonly options: ControllerOptions) {
     this.queue = new WorkQueue({ onDepthChange: (depth) => options.metrics.depth.set({ kind: options.kind }, depth) });
+    options.metrics.depth.set({ kind: options.kind }, 0);
   }
 
   async start(): Promise<void> {

@@ -1,4 +1,5 @@
-import { ApiException, CoreV1Api, makeInformer, type KubeConfig, type V1Pod } from '@kubernetes/client-node';
+import { ApiException, CoreV1Api, type KubeConfig, type V1Pod } from '@kubernetes/client-node';
+import { startInformer, type ResilientInformer } from '@berth/common/kubernetes';
 import type { SandboxRef } from '@berth/crds';
 import {
   ExecTimeoutError,
@@ -59,6 +60,7 @@ export class KubernetesProvider implements SandboxProvider {
   readonly name = 'kubernetes';
   readonly capabilities: ProviderCapabilities;
   private readonly core: CoreV1Api;
+  private pods: ResilientInformer<V1Pod> | undefined;
 
   constructor(private readonly options: KubernetesProviderOptions) {
     this.core = options.kubeConfig.makeApiClient(CoreV1Api);
@@ -75,7 +77,13 @@ export class KubernetesProvider implements SandboxProvider {
     return this.options.pods.namespace;
   }
 
+  /**
+   * The pod from the watch's cache once the operator watches pods (every reconcile reads it;
+   * the API server need not answer each time), from the API server otherwise. A pod just created
+   * and not yet in the cache reads as missing: creating it again answers 409, which waits.
+   */
   private async readPod(name: string): Promise<V1Pod | undefined> {
+    if (this.pods?.isSynced()) return this.pods.cache.get(name, this.namespace);
     try {
       return await this.core.readNamespacedPod({ name, namespace: this.namespace });
     } catch (error) {
@@ -156,30 +164,22 @@ export class KubernetesProvider implements SandboxProvider {
 
   watchSandboxes(onChange: (agentId: string) => void): { stop(): void } {
     const selector = `${SandboxLabels.sandbox}=true`;
-    const informer = makeInformer<V1Pod>(
+    const informer = startInformer<V1Pod>(
       this.options.kubeConfig,
       `/api/v1/namespaces/${this.namespace}/pods`,
       () => this.core.listNamespacedPod({ namespace: this.namespace, labelSelector: selector }),
-      selector,
+      {
+        onChange: (pod) => {
+          const agent = pod.metadata?.labels?.[SandboxLabels.agent];
+          if (agent) onChange(objectNameToId(agent));
+        },
+      },
+      { labelSelector: selector, log: this.options.log, what: 'sandbox pods' },
     );
-    const notify = (pod: V1Pod) => {
-      const agent = pod.metadata?.labels?.[SandboxLabels.agent];
-      if (agent) onChange(objectNameToId(agent));
-    };
-    informer.on('change', notify);
-    let stopped = false;
-    let delayMs = 500;
-    informer.on('connect', () => (delayMs = 500));
-    informer.on('error', (error: unknown) => {
-      if (stopped) return;
-      this.options.log.warn({ err: error, retryInMs: delayMs }, 'pod watch stopped; restarting it');
-      setTimeout(() => void (stopped ? undefined : informer.start().catch(() => undefined)), delayMs).unref();
-      delayMs = Math.min(delayMs * 2, 30_000);
-    });
-    void informer.start().catch(() => undefined);
+    this.pods = informer;
     return {
       stop: () => {
-        stopped = true;
+        this.pods = undefined;
         void informer.stop();
       },
     };

@@ -1,0 +1,186 @@
+{{/*
+The chart name, or nameOverride.
+*/}}
+{{- define "berth.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/*
+The prefix of every object name: "<release>-berth", or just the release name when it already
+contains the chart name. Truncated to leave room for the longest suffix ("-postgresql", which
+also names the StatefulSet's pods and claims) within the 63 characters of a DNS label.
+*/}}
+{{- define "berth.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 40 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 40 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 40 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{- define "berth.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/*
+Labels of every object. The CRD templates, which `npm run generate` writes, include them too.
+*/}}
+{{- define "berth.labels" -}}
+helm.sh/chart: {{ include "berth.chart" . }}
+{{ include "berth.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/part-of: berth
+{{- end }}
+
+{{/*
+Labels that select pods. A Deployment's selector cannot change after it is created, so these
+carry neither the chart version nor the app version: an upgrade would fail otherwise. Each
+component adds app.kubernetes.io/component beside them.
+*/}}
+{{- define "berth.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "berth.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end }}
+
+{{- define "berth.image" -}}
+{{- printf "%s:%s" .Values.image.repository (.Values.image.tag | default .Chart.AppVersion) }}
+{{- end }}
+
+{{- define "berth.sandboxNamespace" -}}
+{{- .Values.sandbox.namespace | default .Release.Namespace }}
+{{- end }}
+
+{{/*
+The database is configured in exactly one way. Checked in a template rather than in the
+schema, so that the error names the three values instead of quoting a oneOf clause.
+*/}}
+{{- define "berth.databaseMode" -}}
+{{- $db := .Values.postgresql }}
+{{- $set := dict }}
+{{- if $db.url }}{{ $_ := set $set "url" "postgresql.url" }}{{ end }}
+{{- if $db.existingSecret }}{{ $_ := set $set "existingSecret" "postgresql.existingSecret" }}{{ end }}
+{{- if $db.bundled.enabled }}{{ $_ := set $set "bundled" "postgresql.bundled.enabled" }}{{ end }}
+{{- if ne (len $set) 1 }}
+{{- $found := ternary "none is set" (printf "%d are set: %s" (len $set) (values $set | sortAlpha | join ", ")) (empty $set) }}
+{{- fail (printf "Berth needs a PostgreSQL database: set exactly one of postgresql.url (a postgresql:// connection string), postgresql.existingSecret (a Secret in the release namespace holding one under postgresql.existingSecretKey) or postgresql.bundled.enabled=true (a single PostgreSQL pod, for evaluation); %s." $found) }}
+{{- end }}
+{{- keys $set | first }}
+{{- end }}
+
+{{/*
+The Secret and key the processes read DATABASE_URL from.
+*/}}
+{{- define "berth.databaseSecretName" -}}
+{{- $mode := include "berth.databaseMode" . }}
+{{- if eq $mode "existingSecret" }}
+{{- .Values.postgresql.existingSecret }}
+{{- else if eq $mode "bundled" }}
+{{- include "berth.fullname" . }}-postgresql
+{{- else }}
+{{- include "berth.fullname" . }}-database
+{{- end }}
+{{- end }}
+
+{{- define "berth.databaseSecretKey" -}}
+{{- if eq (include "berth.databaseMode" .) "existingSecret" }}
+{{- .Values.postgresql.existingSecretKey }}
+{{- else }}
+{{- print "DATABASE_URL" }}
+{{- end }}
+{{- end }}
+
+{{/*
+Environment both processes share: the database, where resources and sandboxes live, and how
+sandboxes are built. The API server needs the sandbox settings too: it validates agents against
+them (a gpu type must be in the table) and execs into sandbox pods.
+*/}}
+{{- define "berth.env" -}}
+- name: DATABASE_URL
+  valueFrom:
+    secretKeyRef:
+      name: {{ include "berth.databaseSecretName" . }}
+      key: {{ include "berth.databaseSecretKey" . }}
+# Berth's custom resources live in the namespace the pods run in, which the Roles cover.
+- name: BERTH_NAMESPACE
+  valueFrom:
+    fieldRef:
+      fieldPath: metadata.namespace
+# Names the replica in logs and, in the operator, in leader election.
+- name: POD_NAME
+  valueFrom:
+    fieldRef:
+      fieldPath: metadata.name
+- name: BERTH_HOST
+  value: "0.0.0.0"
+- name: BERTH_LOG_LEVEL
+  value: {{ .Values.logLevel | quote }}
+{{- with .Values.defaultModel }}
+- name: BERTH_DEFAULT_MODEL
+  value: {{ . | quote }}
+{{- end }}
+- name: BERTH_SANDBOX_NAMESPACE
+  value: {{ include "berth.sandboxNamespace" . | quote }}
+- name: BERTH_RUNTIME_CLASS
+  value: {{ .Values.sandbox.runtimeClassName | default "none" | quote }}
+- name: BERTH_IMAGE_PYTHON
+  value: {{ .Values.sandbox.images.python | quote }}
+- name: BERTH_IMAGE_NODE
+  value: {{ .Values.sandbox.images.node | quote }}
+- name: BERTH_IMAGE_GO
+  value: {{ .Values.sandbox.images.go | quote }}
+{{- with .Values.sandbox.images.browser }}
+- name: BERTH_BROWSER_IMAGE
+  value: {{ . | quote }}
+{{- end }}
+- name: BERTH_GPU_TABLE
+  value: {{ .Values.sandbox.gpuTable | toJson | quote }}
+- name: BERTH_SANDBOX_CPUS
+  value: {{ .Values.sandbox.resources.cpuLimit | toString | quote }}
+- name: BERTH_SANDBOX_MEMORY
+  value: {{ .Values.sandbox.resources.memoryLimit | quote }}
+- name: BERTH_SANDBOX_CPU_REQUEST
+  value: {{ .Values.sandbox.resources.cpuRequest | toString | quote }}
+- name: BERTH_SANDBOX_MEMORY_REQUEST
+  value: {{ .Values.sandbox.resources.memoryRequest | quote }}
+- name: BERTH_WORKSPACE_SIZE
+  value: {{ .Values.sandbox.workspaceSize | quote }}
+- name: BERTH_EXEC_TIMEOUT
+  value: {{ .Values.sandbox.execTimeout | quote }}
+{{- end }}
+
+{{/*
+Pod annotations that roll the pods when the database connection string the chart stores
+changes: the processes read it once, at start.
+*/}}
+{{- define "berth.podChecksums" -}}
+{{- if .Values.postgresql.url }}
+checksum/database: {{ .Values.postgresql.url | sha256sum }}
+{{- end }}
+{{- end }}
+
+{{/*
+The default affinity of a component: prefer one replica per node. Called with
+(dict "root" $ "component" "apiserver").
+*/}}
+{{- define "berth.affinity" -}}
+{{- $values := index .root.Values .component }}
+{{- if $values.affinity }}
+{{- toYaml $values.affinity }}
+{{- else -}}
+podAntiAffinity:
+  preferredDuringSchedulingIgnoredDuringExecution:
+    - weight: 100
+      podAffinityTerm:
+        topologyKey: kubernetes.io/hostname
+        labelSelector:
+          matchLabels:
+            {{- include "berth.selectorLabels" .root | nindent 12 }}
+            app.kubernetes.io/component: {{ .component }}
+{{- end }}
+{{- end }}

@@ -1,0 +1,725 @@
+/**
+ * The Helm chart through the real helm binary: `helm lint`, and the objects `helm template`
+ * renders, parsed and checked field by field. No cluster is involved; the cluster tier
+ * installs the chart for real.
+ */
+import { execFile } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { parse, parseAllDocuments } from 'yaml';
+import { clusterTools } from '../cluster/cluster.js';
+
+const CHART = join(import.meta.dirname, '..', '..', 'charts', 'berth');
+const RELEASE = 'rel';
+const NAMESPACE = 'berth-system';
+const FULLNAME = `${RELEASE}-berth`;
+const DATABASE_URL = 'postgresql://berth:s3cret@db.example.internal:5432/berth';
+/** The smallest valid configuration: the chart refuses to render without a database. */
+const WITH_URL = ['--set', `postgresql.url=${DATABASE_URL}`];
+const VALUES = parse(readFileSync(join(CHART, 'values.yaml'), 'utf8')) as {
+  sandbox: { gpuTable: Record<string, unknown> };
+};
+
+const SCHEMA_ERROR = "values don't meet the specifications of the schema";
+const DATABASE_ERROR = 'Berth needs a PostgreSQL database: set exactly one of postgresql.url';
+
+// ---------------------------------------------------------------------------------------------
+// The rendered objects, typed as far as the assertions read them
+
+interface Metadata {
+  name: string;
+  namespace?: string;
+  labels?: Record<string, string>;
+  annotations?: Record<string, string>;
+}
+
+interface EnvVar {
+  name: string;
+  value?: string;
+  valueFrom?: {
+    secretKeyRef?: { name: string; key: string };
+    fieldRef?: { fieldPath: string };
+  };
+}
+
+interface Probe {
+  httpGet?: { path: string; port: string | number };
+}
+
+interface Container {
+  name: string;
+  image: string;
+  command?: string[];
+  args?: string[];
+  env?: EnvVar[];
+  ports?: { name: string; containerPort: number }[];
+  livenessProbe?: Probe;
+  readinessProbe?: Probe;
+  startupProbe?: Probe;
+  securityContext?: Record<string, unknown>;
+}
+
+interface PodTemplate {
+  metadata: { labels: Record<string, string>; annotations?: Record<string, string> };
+  spec: {
+    serviceAccountName?: string;
+    securityContext?: Record<string, unknown>;
+    containers: Container[];
+  };
+}
+
+interface Rule {
+  apiGroups: string[];
+  resources: string[];
+  verbs: string[];
+  resourceNames?: string[];
+}
+
+interface NetworkPolicyPeer {
+  ipBlock?: { cidr: string; except?: string[] };
+  namespaceSelector?: { matchLabels: Record<string, string> };
+  podSelector?: { matchLabels: Record<string, string> };
+}
+
+interface Manifest {
+  apiVersion: string;
+  kind: string;
+  metadata: Metadata;
+  // Each kind's body; the accessors below give the parts the tests read a type.
+  spec?: Record<string, unknown>;
+  data?: Record<string, string>;
+  rules?: Rule[];
+  roleRef?: { kind: string; name: string };
+  subjects?: { kind: string; name: string; namespace: string }[];
+  handler?: string;
+}
+
+class Rendered {
+  constructor(readonly objects: Manifest[]) {}
+
+  find(kind: string, name: string): Manifest | undefined {
+    return this.objects.find((object) => object.kind === kind && object.metadata.name === name);
+  }
+
+  get(kind: string, name: string): Manifest {
+    const object = this.find(kind, name);
+    if (!object) throw new Error(`no ${kind} ${name} among ${this.ids().join(', ')}`);
+    return object;
+  }
+
+  ofKind(kind: string): Manifest[] {
+    return this.objects.filter((object) => object.kind === kind);
+  }
+
+  ids(): string[] {
+    return this.objects.map((object) => `${object.kind}/${object.metadata.name}`).sort();
+  }
+
+  podTemplate(kind: string, name: string): PodTemplate {
+    return this.get(kind, name).spec!.template as PodTemplate;
+  }
+
+  container(component: 'apiserver' | 'operator'): Container {
+    return this.podTemplate('Deployment', `${FULLNAME}-${component}`).spec.containers[0]!;
+  }
+
+  env(component: 'apiserver' | 'operator'): Map<string, EnvVar> {
+    return new Map((this.container(component).env ?? []).map((variable) => [variable.name, variable]));
+  }
+
+  /** The rules of every Role bound to a service account, by the namespace they apply in. */
+  rulesOf(serviceAccount: string, namespace: string): Rule[] {
+    return this.ofKind('RoleBinding')
+      .filter((binding) => binding.metadata.namespace === namespace)
+      .filter((binding) => binding.subjects?.some((s) => s.kind === 'ServiceAccount' && s.name === serviceAccount))
+      .flatMap((binding) => {
+        const role = this.ofKind('Role').find(
+          (r) => r.metadata.name === binding.roleRef!.name && r.metadata.namespace === namespace,
+        );
+        return role?.rules ?? [];
+      });
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// helm
+
+let helm: string;
+
+beforeAll(async () => {
+  ({ helm } = await clusterTools());
+});
+
+interface Result {
+  code: number;
+  stdout: string;
+  stderr: string;
+}
+
+function run(args: string[], env: NodeJS.ProcessEnv = process.env): Promise<Result> {
+  return new Promise((resolve, reject) => {
+    execFile(helm, args, { env, maxBuffer: 64 * 1024 * 1024 }, (error, stdout, stderr) => {
+      if (error && typeof error.code !== 'number') return reject(error);
+      resolve({ code: error ? (error.code as number) : 0, stdout, stderr });
+    });
+  });
+}
+
+async function templateText(args: string[]): Promise<string> {
+  const result = await run(['template', RELEASE, CHART, '--namespace', NAMESPACE, ...args]);
+  if (result.code !== 0) throw new Error(`helm template ${args.join(' ')} failed:\n${result.stderr}`);
+  return result.stdout;
+}
+
+async function render(args: string[] = WITH_URL): Promise<Rendered> {
+  const documents = parseAllDocuments(await templateText(args));
+  const objects: Manifest[] = [];
+  for (const document of documents) {
+    expect(document.errors, 'every rendered document is valid YAML').toEqual([]);
+    const object = document.toJS() as Manifest | null;
+    if (object) objects.push(object);
+  }
+  return new Rendered(objects);
+}
+
+/** A render that must fail; returns helm's error output. */
+async function renderError(args: string[]): Promise<string> {
+  const result = await run(['template', RELEASE, CHART, '--namespace', NAMESPACE, ...args]);
+  expect(result.code, `helm template ${args.join(' ')} should fail`).not.toBe(0);
+  return result.stderr;
+}
+
+function allows(rules: Rule[], verb: string, group: string, resource: string, name?: string): boolean {
+  return rules.some(
+    (rule) =>
+      rule.apiGroups.includes(group) &&
+      rule.resources.includes(resource) &&
+      rule.verbs.includes(verb) &&
+      (rule.resourceNames === undefined || (name !== undefined && rule.resourceNames.includes(name))),
+  );
+}
+
+// ---------------------------------------------------------------------------------------------
+
+describe('helm lint', () => {
+  for (const values of [[], ['--values', join(CHART, 'ci', 'url-values.yaml')], ['--values', join(CHART, 'ci', 'bundled-values.yaml')]]) {
+    it(`passes with ${values.length ? values[1]!.split('/').pop() : 'the defaults'}, also with --strict`, async () => {
+      for (const strict of [[], ['--strict']]) {
+        const result = await run(['lint', CHART, ...strict, ...values]);
+        expect(result.stdout + result.stderr, 'helm lint output').toContain('0 chart(s) failed');
+        expect(result.code).toBe(0);
+      }
+    });
+  }
+});
+
+describe('the default render', () => {
+  let rendered: Rendered;
+  beforeAll(async () => {
+    rendered = await render();
+  });
+
+  it('renders the expected objects, and nothing cluster-wide but the CRDs', () => {
+    expect(rendered.ids()).toEqual(
+      [
+        'CustomResourceDefinition/agents.berth.dev',
+        'CustomResourceDefinition/fleets.berth.dev',
+        'CustomResourceDefinition/schedules.berth.dev',
+        'CustomResourceDefinition/sessions.berth.dev',
+        'CustomResourceDefinition/snapshots.berth.dev',
+        `Deployment/${FULLNAME}-apiserver`,
+        `Deployment/${FULLNAME}-operator`,
+        `NetworkPolicy/${FULLNAME}-sandboxes`,
+        `Role/${FULLNAME}-apiserver`,
+        `Role/${FULLNAME}-operator`,
+        `RoleBinding/${FULLNAME}-apiserver`,
+        `RoleBinding/${FULLNAME}-operator`,
+        `Secret/${FULLNAME}-database`,
+        `Service/${FULLNAME}-apiserver`,
+        `Service/${FULLNAME}-operator-metrics`,
+        `ServiceAccount/${FULLNAME}-apiserver`,
+        `ServiceAccount/${FULLNAME}-operator`,
+      ].sort(),
+    );
+    for (const object of rendered.objects) {
+      if (object.kind === 'CustomResourceDefinition') continue;
+      expect(object.metadata.namespace, `${object.kind}/${object.metadata.name}`).toBe(NAMESPACE);
+    }
+  });
+
+  it('labels every object the Kubernetes way', () => {
+    for (const object of rendered.objects) {
+      expect(object.metadata.labels, `${object.kind}/${object.metadata.name}`).toMatchObject({
+        'app.kubernetes.io/name': 'berth',
+        'app.kubernetes.io/instance': RELEASE,
+        'app.kubernetes.io/version': '0.1.0',
+        'app.kubernetes.io/managed-by': 'Helm',
+        'helm.sh/chart': 'berth-0.1.0',
+      });
+    }
+  });
+
+  it('runs `berth apiserver` and `berth operator` from the one image', () => {
+    for (const component of ['apiserver', 'operator'] as const) {
+      const container = rendered.container(component);
+      expect(container.image).toBe('berth/berth:0.1.0');
+      // The image's entrypoint is the berth CLI; the chart only picks the command.
+      expect(container.command).toBeUndefined();
+      expect(container.args).toEqual([component]);
+    }
+  });
+
+  it('selects pods by labels that survive an upgrade, and the Services select the right pods', () => {
+    for (const component of ['apiserver', 'operator']) {
+      const deployment = rendered.get('Deployment', `${FULLNAME}-${component}`);
+      const selector = (deployment.spec!.selector as { matchLabels: Record<string, string> }).matchLabels;
+      expect(selector).toEqual({
+        'app.kubernetes.io/name': 'berth',
+        'app.kubernetes.io/instance': RELEASE,
+        'app.kubernetes.io/component': component,
+      });
+      expect(rendered.podTemplate('Deployment', `${FULLNAME}-${component}`).metadata.labels).toMatchObject(selector);
+    }
+    const services = { apiserver: `${FULLNAME}-apiserver`, operator: `${FULLNAME}-operator-metrics` };
+    for (const [component, service] of Object.entries(services)) {
+      const serviceSelector = rendered.get('Service', service).spec!.selector as Record<string, string>;
+      expect(serviceSelector).not.toHaveProperty('helm.sh/chart');
+      expect(serviceSelector).not.toHaveProperty('app.kubernetes.io/version');
+      expect(rendered.podTemplate('Deployment', `${FULLNAME}-${component}`).metadata.labels).toMatchObject(serviceSelector);
+    }
+  });
+
+  it('wires the environment both processes read', () => {
+    for (const component of ['apiserver', 'operator'] as const) {
+      const env = rendered.env(component);
+      expect(env.size, 'no variable is set twice').toBe(rendered.container(component).env!.length);
+      expect(env.get('DATABASE_URL')!.valueFrom!.secretKeyRef).toEqual({ name: `${FULLNAME}-database`, key: 'DATABASE_URL' });
+      expect(env.get('BERTH_NAMESPACE')!.valueFrom!.fieldRef).toEqual({ fieldPath: 'metadata.namespace' });
+      expect(env.get('POD_NAME')!.valueFrom!.fieldRef).toEqual({ fieldPath: 'metadata.name' });
+      const values = Object.fromEntries([...env].filter(([, v]) => v.value !== undefined).map(([k, v]) => [k, v.value]));
+      expect(values).toMatchObject({
+        BERTH_HOST: '0.0.0.0',
+        BERTH_LOG_LEVEL: 'info',
+        BERTH_SANDBOX_NAMESPACE: NAMESPACE,
+        BERTH_RUNTIME_CLASS: 'gvisor',
+        BERTH_IMAGE_PYTHON: 'berth/sandbox-python:0.1.0',
+        BERTH_IMAGE_NODE: 'berth/sandbox-node:0.1.0',
+        BERTH_IMAGE_GO: 'berth/sandbox-go:0.1.0',
+        BERTH_SANDBOX_CPUS: '1',
+        BERTH_SANDBOX_MEMORY: '1Gi',
+        BERTH_SANDBOX_CPU_REQUEST: '0.25',
+        BERTH_SANDBOX_MEMORY_REQUEST: '256Mi',
+        BERTH_WORKSPACE_SIZE: '10Gi',
+        BERTH_EXEC_TIMEOUT: '120s',
+      });
+      // Unset means "Berth's default" (no browser agents; the built-in default model).
+      expect(env.has('BERTH_BROWSER_IMAGE')).toBe(false);
+      expect(env.has('BERTH_DEFAULT_MODEL')).toBe(false);
+      const gpuTable = JSON.parse(env.get('BERTH_GPU_TABLE')!.value!) as Record<string, unknown>;
+      expect(gpuTable).toEqual(VALUES.sandbox.gpuTable);
+      expect(Object.keys(gpuTable).sort()).toEqual(['a100', 'a10g', 'h100', 'l4', 't4']);
+      expect(gpuTable.t4).toEqual({
+        nodeSelector: { 'nvidia.com/gpu.product': 'Tesla-T4' },
+        tolerations: [{ key: 'nvidia.com/gpu', operator: 'Exists', effect: 'NoSchedule' }],
+        resource: 'nvidia.com/gpu',
+        count: 1,
+      });
+    }
+    expect(rendered.env('apiserver').get('BERTH_PORT')!.value).toBe('8080');
+    const operator = rendered.env('operator');
+    expect(operator.get('BERTH_METRICS_PORT')!.value).toBe('9090');
+    expect(operator.get('BERTH_LEADER_ELECTION')!.value).toBe('true');
+    expect(operator.get('BERTH_CONTROLLER_WORKERS')!.value).toBe('4');
+  });
+
+  it('stores the connection string in the Secret the processes read', () => {
+    const secret = rendered.get('Secret', `${FULLNAME}-database`);
+    expect(Buffer.from(secret.data!.DATABASE_URL!, 'base64').toString()).toBe(DATABASE_URL);
+  });
+
+  it('probes /healthz and /readyz on the ports the processes listen on', () => {
+    const ports = { apiserver: ['http', 8080], operator: ['metrics', 9090] } as const;
+    for (const [component, [portName, port]] of Object.entries(ports)) {
+      const container = rendered.container(component as 'apiserver' | 'operator');
+      expect(container.ports).toEqual([expect.objectContaining({ name: portName, containerPort: port })]);
+      expect(container.livenessProbe!.httpGet).toEqual({ path: '/healthz', port: portName });
+      expect(container.readinessProbe!.httpGet).toEqual({ path: '/readyz', port: portName });
+      expect(container.startupProbe!.httpGet).toEqual({ path: '/healthz', port: portName });
+    }
+    const service = rendered.get('Service', `${FULLNAME}-apiserver`);
+    expect(service.spec!.ports).toEqual([expect.objectContaining({ name: 'http', port: 8080, targetPort: 'http' })]);
+  });
+
+  it('runs both processes as non-root with a read-only root filesystem and no capabilities', () => {
+    for (const component of ['apiserver', 'operator'] as const) {
+      const pod = rendered.podTemplate('Deployment', `${FULLNAME}-${component}`);
+      expect(pod.spec.serviceAccountName).toBe(`${FULLNAME}-${component}`);
+      expect(pod.spec.securityContext).toMatchObject({ runAsNonRoot: true, seccompProfile: { type: 'RuntimeDefault' } });
+      expect(pod.spec.securityContext!.runAsUser).not.toBe(0);
+      expect(pod.spec.containers[0]!.securityContext).toEqual({
+        allowPrivilegeEscalation: false,
+        readOnlyRootFilesystem: true,
+        capabilities: { drop: ['ALL'] },
+      });
+    }
+  });
+
+  it('has no RuntimeClass, ServiceMonitor or bundled PostgreSQL unless asked', () => {
+    expect(rendered.ofKind('RuntimeClass')).toEqual([]);
+    expect(rendered.ofKind('ServiceMonitor')).toEqual([]);
+    expect(rendered.ofKind('StatefulSet')).toEqual([]);
+  });
+});
+
+describe('values reach the processes', () => {
+  it('passes sandbox, image and operator settings through', async () => {
+    const rendered = await render([
+      ...WITH_URL,
+      ...['--set', 'image.repository=registry.example/berth', '--set', 'image.tag=1.2.3'],
+      ...['--set', 'logLevel=debug', '--set', 'defaultModel=anthropic/claude-sonnet-4'],
+      ...['--set', 'sandbox.images.browser=registry.example/browser:1', '--set', 'sandbox.runtimeClassName='],
+      ...['--set', 'sandbox.resources.cpuLimit=2.5', '--set', 'sandbox.resources.memoryLimit=4Gi'],
+      ...['--set', 'sandbox.execTimeout=5m', '--set', 'sandbox.workspaceSize=20Gi'],
+      ...['--set', 'operator.leaderElection=false', '--set', 'operator.replicas=1', '--set', 'operator.controllerWorkers=16'],
+    ]);
+    expect(rendered.container('apiserver').image).toBe('registry.example/berth:1.2.3');
+    const env = rendered.env('operator');
+    const value = (name: string) => env.get(name)?.value;
+    expect(value('BERTH_LOG_LEVEL')).toBe('debug');
+    expect(value('BERTH_DEFAULT_MODEL')).toBe('anthropic/claude-sonnet-4');
+    expect(value('BERTH_BROWSER_IMAGE')).toBe('registry.example/browser:1');
+    // Berth reads "none" as "no runtimeClassName on sandbox pods".
+    expect(value('BERTH_RUNTIME_CLASS')).toBe('none');
+    expect(value('BERTH_SANDBOX_CPUS')).toBe('2.5');
+    expect(value('BERTH_SANDBOX_MEMORY')).toBe('4Gi');
+    expect(value('BERTH_EXEC_TIMEOUT')).toBe('5m');
+    expect(value('BERTH_WORKSPACE_SIZE')).toBe('20Gi');
+    expect(value('BERTH_LEADER_ELECTION')).toBe('false');
+    expect(value('BERTH_CONTROLLER_WORKERS')).toBe('16');
+    // Without an election, old and new pod must not overlap during a rollout.
+    expect(rendered.get('Deployment', `${FULLNAME}-operator`).spec!.strategy).toEqual({ type: 'Recreate' });
+  });
+
+  it('merges GPU types into the table, and drops one set to null', async () => {
+    const rtx = { nodeSelector: { 'gpu.example/model': 'rtx-6000' }, resource: 'nvidia.com/gpu', count: 2 };
+    const rendered = await render([
+      ...WITH_URL,
+      ...['--set', 'sandbox.gpuTable.t4=null', '--set-json', `sandbox.gpuTable.rtx=${JSON.stringify(rtx)}`],
+    ]);
+    const table = JSON.parse(rendered.env('operator').get('BERTH_GPU_TABLE')!.value!) as Record<string, unknown>;
+    expect(Object.keys(table).sort()).toEqual(['a100', 'a10g', 'h100', 'l4', 'rtx']);
+    expect(table.rtx).toEqual(rtx);
+  });
+
+  it('rolls the pods when the connection string changes', async () => {
+    const annotation = async (url: string) =>
+      (await render(['--set', `postgresql.url=${url}`])).podTemplate('Deployment', `${FULLNAME}-apiserver`).metadata.annotations?.[
+        'checksum/database'
+      ];
+    const first = await annotation(DATABASE_URL);
+    expect(first).toMatch(/^[0-9a-f]{64}$/);
+    expect(await annotation(`${DATABASE_URL}?sslmode=require`)).not.toBe(first);
+  });
+
+  it('refuses more than one operator replica without leader election', async () => {
+    const error = await renderError([...WITH_URL, '--set', 'operator.leaderElection=false']);
+    expect(error).toContain('operator.leaderElection=false needs operator.replicas of 0 or 1');
+  });
+});
+
+describe('CRDs', () => {
+  const crdNames = ['agents.berth.dev', 'fleets.berth.dev', 'schedules.berth.dev', 'sessions.berth.dev', 'snapshots.berth.dev'];
+
+  it('are installed and kept on uninstall by default', async () => {
+    const crds = (await render()).ofKind('CustomResourceDefinition');
+    expect(crds.map((crd) => crd.metadata.name).sort()).toEqual(crdNames);
+    for (const crd of crds) expect(crd.metadata.annotations?.['helm.sh/resource-policy']).toBe('keep');
+  });
+
+  it('are deleted with the release when crds.keep is false', async () => {
+    const crds = (await render([...WITH_URL, '--set', 'crds.keep=false'])).ofKind('CustomResourceDefinition');
+    expect(crds).toHaveLength(5);
+    for (const crd of crds) expect(crd.metadata.annotations?.['helm.sh/resource-policy']).toBeUndefined();
+  });
+
+  it('are left out when crds.enabled is false', async () => {
+    expect((await render([...WITH_URL, '--set', 'crds.enabled=false'])).ofKind('CustomResourceDefinition')).toEqual([]);
+  });
+});
+
+describe('RBAC', () => {
+  const apiserver = `${FULLNAME}-apiserver`;
+  const operator = `${FULLNAME}-operator`;
+  const berthResources = ['sessions', 'agents', 'snapshots', 'schedules', 'fleets'];
+
+  it('is namespaced and names every verb, resource and group', async () => {
+    for (const args of [WITH_URL, [...WITH_URL, '--set', 'sandbox.namespace=sandboxes']]) {
+      const rendered = await render(args);
+      expect(rendered.ofKind('ClusterRole')).toEqual([]);
+      expect(rendered.ofKind('ClusterRoleBinding')).toEqual([]);
+      for (const role of rendered.ofKind('Role')) {
+        for (const rule of role.rules!) {
+          for (const list of [rule.verbs, rule.resources, rule.apiGroups]) expect(list).not.toContain('*');
+        }
+      }
+    }
+  });
+
+  it('covers exactly the custom resources the chart installs', async () => {
+    // The rules list the resources by hand; a new CRD must come with its permissions.
+    const rendered = await render();
+    const plurals = rendered
+      .ofKind('CustomResourceDefinition')
+      .map((crd) => (crd.spec!.names as { plural: string }).plural)
+      .sort();
+    expect(plurals).toEqual([...berthResources].sort());
+    for (const account of [apiserver, operator]) {
+      const resources = rendered
+        .rulesOf(account, NAMESPACE)
+        .filter((rule) => rule.apiGroups.includes('berth.dev'))
+        .flatMap((rule) => rule.resources.filter((resource) => !resource.includes('/')));
+      expect([...new Set(resources)].sort()).toEqual(plurals);
+    }
+  });
+
+  it('explains every rule in a comment', async () => {
+    const text = await templateText([...WITH_URL, '--set', 'sandbox.namespace=sandboxes', '--show-only', 'templates/rbac.yaml']);
+    const lines = text.split('\n');
+    const rules = lines.flatMap((line, index) => (/^\s*- apiGroups:/.test(line) ? [index] : []));
+    expect(rules.length).toBeGreaterThan(5);
+    for (const index of rules) expect(lines[index - 1], `the line before rule ${lines[index]}`).toMatch(/^\s*#/);
+  });
+
+  it('lets the API server write resources and exec into sandboxes, but never create pods or leases', async () => {
+    const rules = (await render()).rulesOf(apiserver, NAMESPACE);
+    for (const resource of berthResources) {
+      for (const verb of ['get', 'list', 'watch', 'create', 'update', 'delete']) expect(allows(rules, verb, 'berth.dev', resource)).toBe(true);
+      expect(allows(rules, 'patch', 'berth.dev', resource)).toBe(false);
+      expect(allows(rules, 'update', 'berth.dev', `${resource}/status`)).toBe(true);
+    }
+    expect(allows(rules, 'get', '', 'pods')).toBe(true);
+    expect(allows(rules, 'create', '', 'pods/exec')).toBe(true);
+    expect(allows(rules, 'get', '', 'pods/exec')).toBe(true);
+    for (const verb of ['create', 'delete', 'list', 'update', 'patch']) expect(allows(rules, verb, '', 'pods')).toBe(false);
+    for (const verb of ['get', 'create', 'update']) expect(allows(rules, verb, 'coordination.k8s.io', 'leases', 'berth-operator')).toBe(false);
+    expect(allows(rules, 'get', '', 'secrets')).toBe(false);
+  });
+
+  it('lets the operator run sandbox pods, exec into them and hold its Lease', async () => {
+    const rules = (await render()).rulesOf(operator, NAMESPACE);
+    for (const resource of berthResources) {
+      for (const verb of ['get', 'list', 'watch', 'update', 'patch', 'delete']) expect(allows(rules, verb, 'berth.dev', resource)).toBe(true);
+      expect(allows(rules, 'create', 'berth.dev', resource)).toBe(false);
+      expect(allows(rules, 'update', 'berth.dev', `${resource}/status`)).toBe(true);
+      expect(allows(rules, 'update', 'berth.dev', `${resource}/finalizers`)).toBe(true);
+    }
+    for (const verb of ['get', 'list', 'watch', 'create', 'delete']) expect(allows(rules, verb, '', 'pods')).toBe(true);
+    expect(allows(rules, 'create', '', 'pods/exec')).toBe(true);
+    expect(allows(rules, 'get', '', 'pods/exec')).toBe(true);
+    expect(allows(rules, 'create', 'coordination.k8s.io', 'leases')).toBe(true);
+    expect(allows(rules, 'get', 'coordination.k8s.io', 'leases', 'berth-operator')).toBe(true);
+    expect(allows(rules, 'update', 'coordination.k8s.io', 'leases', 'berth-operator')).toBe(true);
+    // Only its own Lease: other controllers' leases in the namespace are out of reach.
+    expect(allows(rules, 'update', 'coordination.k8s.io', 'leases', 'someone-else')).toBe(false);
+    expect(allows(rules, 'create', '', 'events')).toBe(true);
+    expect(allows(rules, 'get', '', 'secrets')).toBe(false);
+  });
+
+  it('grants pod access in the sandbox namespace only, when it is a separate one', async () => {
+    const rendered = await render([...WITH_URL, '--set', 'sandbox.namespace=sandboxes']);
+    for (const account of [apiserver, operator]) {
+      const home = rendered.rulesOf(account, NAMESPACE);
+      const sandboxes = rendered.rulesOf(account, 'sandboxes');
+      expect(allows(home, 'get', '', 'pods')).toBe(false);
+      expect(allows(home, 'create', '', 'pods/exec')).toBe(false);
+      expect(allows(sandboxes, 'get', '', 'pods')).toBe(true);
+      expect(allows(sandboxes, 'create', '', 'pods/exec')).toBe(true);
+      expect(allows(sandboxes, 'get', 'berth.dev', 'agents')).toBe(false);
+      expect(allows(home, 'get', 'berth.dev', 'agents')).toBe(true);
+    }
+    expect(allows(rendered.rulesOf(operator, 'sandboxes'), 'create', '', 'pods')).toBe(true);
+    expect(allows(rendered.rulesOf(apiserver, 'sandboxes'), 'create', '', 'pods')).toBe(false);
+    for (const binding of rendered.ofKind('RoleBinding')) {
+      for (const subject of binding.subjects!) expect(subject.namespace).toBe(NAMESPACE);
+    }
+    expect(rendered.env('operator').get('BERTH_SANDBOX_NAMESPACE')!.value).toBe('sandboxes');
+  });
+});
+
+describe('the sandbox NetworkPolicy', () => {
+  const name = `${FULLNAME}-sandboxes`;
+  const policyOf = (rendered: Rendered) =>
+    rendered.get('NetworkPolicy', name).spec as {
+      podSelector: { matchLabels: Record<string, string> };
+      policyTypes: string[];
+      ingress: unknown[];
+      egress: { to: NetworkPolicyPeer[]; ports?: { protocol: string; port: number }[] }[];
+    };
+  const privateRanges = ['10.0.0.0/8', '172.16.0.0/12', '192.168.0.0/16', '169.254.0.0/16', '100.64.0.0/10'];
+
+  it('denies all ingress and allows DNS and public addresses only', async () => {
+    const rendered = await render();
+    const policy = policyOf(rendered);
+    expect(rendered.get('NetworkPolicy', name).metadata.namespace).toBe(NAMESPACE);
+    expect(policy.podSelector).toEqual({ matchLabels: { 'berth.dev/sandbox': 'true' } });
+    expect(policy.policyTypes.sort()).toEqual(['Egress', 'Ingress']);
+    expect(policy.ingress).toEqual([]);
+    const dns = policy.egress.find((rule) => rule.ports?.some((port) => port.port === 53));
+    expect(dns).toEqual({
+      to: [
+        {
+          namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': 'kube-system' } },
+          podSelector: { matchLabels: { 'k8s-app': 'kube-dns' } },
+        },
+      ],
+      ports: [
+        { protocol: 'UDP', port: 53 },
+        { protocol: 'TCP', port: 53 },
+      ],
+    });
+    const blocks = policy.egress.flatMap((rule) => rule.to.flatMap((peer) => (peer.ipBlock ? [peer.ipBlock] : [])));
+    expect(blocks).toEqual([{ cidr: '0.0.0.0/0', except: privateRanges }]);
+    expect(policy.egress).toHaveLength(2);
+  });
+
+  it('adds denied and allowed ranges, and drops the internet when asked', async () => {
+    const ranges = ['--set', 'networkPolicy.extraDeniedCIDRs={203.0.113.0/24}', '--set', 'networkPolicy.allowedCIDRs={10.20.0.15/32}'];
+    const policy = policyOf(await render([...WITH_URL, ...ranges]));
+    const blocks = policy.egress.flatMap((rule) => rule.to.flatMap((peer) => (peer.ipBlock ? [peer.ipBlock] : [])));
+    expect(blocks).toEqual([{ cidr: '0.0.0.0/0', except: [...privateRanges, '203.0.113.0/24'] }, { cidr: '10.20.0.15/32' }]);
+
+    const offline = policyOf(await render([...WITH_URL, ...ranges, '--set', 'networkPolicy.allowInternet=false']));
+    const offlineBlocks = offline.egress.flatMap((rule) => rule.to.flatMap((peer) => (peer.ipBlock ? [peer.ipBlock] : [])));
+    expect(offlineBlocks).toEqual([{ cidr: '10.20.0.15/32' }]);
+  });
+
+  it('lives in the sandbox namespace, and can be turned off', async () => {
+    const separate = await render([...WITH_URL, '--set', 'sandbox.namespace=sandboxes']);
+    expect(separate.get('NetworkPolicy', name).metadata.namespace).toBe('sandboxes');
+    expect((await render([...WITH_URL, '--set', 'networkPolicy.enabled=false'])).ofKind('NetworkPolicy')).toEqual([]);
+  });
+
+  it('rejects a range that is not CIDR notation', async () => {
+    expect(await renderError([...WITH_URL, '--set', 'networkPolicy.allowedCIDRs={10.0.0.1}'])).toContain(SCHEMA_ERROR);
+  });
+});
+
+describe('optional objects', () => {
+  it('creates the gVisor RuntimeClass only when asked, and only for the class sandboxes use', async () => {
+    const rendered = await render([...WITH_URL, '--set', 'runtimeClass.create=true', '--set', 'runtimeClass.nodeSelector.gvisor=enabled']);
+    const runtimeClass = rendered.get('RuntimeClass', 'gvisor');
+    expect(runtimeClass.apiVersion).toBe('node.k8s.io/v1');
+    expect(runtimeClass.handler).toBe('runsc');
+    expect((runtimeClass as unknown as { scheduling: unknown }).scheduling).toEqual({ nodeSelector: { gvisor: 'enabled' } });
+    const mismatch = await renderError([...WITH_URL, '--set', 'runtimeClass.create=true', '--set', 'sandbox.runtimeClassName=kata']);
+    expect(mismatch).toContain('runtimeClass.name ("gvisor") must equal sandbox.runtimeClassName ("kata")');
+  });
+
+  it('creates a ServiceMonitor for both components only when asked', async () => {
+    const rendered = await render([...WITH_URL, '--set', 'serviceMonitor.enabled=true', '--set', 'serviceMonitor.labels.release=prometheus']);
+    const monitor = rendered.get('ServiceMonitor', FULLNAME);
+    expect(monitor.apiVersion).toBe('monitoring.coreos.com/v1');
+    expect(monitor.metadata.labels!.release).toBe('prometheus');
+    const endpoints = monitor.spec!.endpoints as { port: string; path: string; interval: string }[];
+    expect(endpoints).toEqual([
+      { port: 'http', path: '/metrics', interval: '30s' },
+      { port: 'metrics', path: '/metrics', interval: '30s' },
+    ]);
+    // Each endpoint names a port of one of the Services the monitor selects.
+    const selector = monitor.spec!.selector as { matchLabels: Record<string, string> };
+    const selected = rendered
+      .ofKind('Service')
+      .filter((service) => Object.entries(selector.matchLabels).every(([k, v]) => service.metadata.labels?.[k] === v));
+    const portNames = selected.flatMap((service) => (service.spec!.ports as { name: string }[]).map((port) => port.name));
+    for (const endpoint of endpoints) expect(portNames).toContain(endpoint.port);
+  });
+});
+
+describe('the database', () => {
+  it('bundled: a StatefulSet, a headless Service and a generated password the processes use', async () => {
+    const rendered = await render(['--set', 'postgresql.bundled.enabled=true', '--set', 'postgresql.bundled.storage.storageClassName=fast']);
+    const name = `${FULLNAME}-postgresql`;
+    const statefulSet = rendered.get('StatefulSet', name);
+    expect(rendered.get('Service', name).spec!.clusterIP).toBe('None');
+    expect(statefulSet.spec!.serviceName).toBe(name);
+    const claims = statefulSet.spec!.volumeClaimTemplates as { spec: { storageClassName?: string; resources: unknown } }[];
+    expect(claims[0]!.spec).toMatchObject({ storageClassName: 'fast', resources: { requests: { storage: '8Gi' } } });
+
+    const secret = rendered.get('Secret', name);
+    const decoded = (key: string) => Buffer.from(secret.data![key]!, 'base64').toString();
+    const password = decoded('password');
+    expect(password).toMatch(/^[A-Za-z0-9]{32}$/);
+    expect(decoded('DATABASE_URL')).toBe(`postgresql://berth:${password}@${name}.${NAMESPACE}.svc:5432/berth`);
+    // The password must outlive the release: the data volume it opens does.
+    expect(secret.metadata.annotations?.['helm.sh/resource-policy']).toBe('keep');
+
+    const postgres = rendered.podTemplate('StatefulSet', name).spec.containers[0]!;
+    expect(postgres.image).toBe('postgres:17-alpine');
+    expect(postgres.env!.find((v) => v.name === 'POSTGRES_PASSWORD')!.valueFrom!.secretKeyRef).toEqual({ name, key: 'password' });
+    for (const component of ['apiserver', 'operator'] as const) {
+      expect(rendered.env(component).get('DATABASE_URL')!.valueFrom!.secretKeyRef).toEqual({ name, key: 'DATABASE_URL' });
+    }
+    expect(rendered.find('Secret', `${FULLNAME}-database`)).toBeUndefined();
+  });
+
+  it('existingSecret: the processes read it, and the chart renders no Secret', async () => {
+    const rendered = await render(['--set', 'postgresql.existingSecret=my-db', '--set', 'postgresql.existingSecretKey=url']);
+    for (const component of ['apiserver', 'operator'] as const) {
+      expect(rendered.env(component).get('DATABASE_URL')!.valueFrom!.secretKeyRef).toEqual({ name: 'my-db', key: 'url' });
+    }
+    expect(rendered.ofKind('Secret')).toEqual([]);
+    expect(rendered.ofKind('StatefulSet')).toEqual([]);
+  });
+
+  it('refuses to render with no database configuration', async () => {
+    const error = await renderError([]);
+    expect(error).toContain(DATABASE_ERROR);
+    expect(error).toContain('none is set');
+  });
+
+  it('refuses to render with two', async () => {
+    const error = await renderError([...WITH_URL, '--set', 'postgresql.bundled.enabled=true']);
+    expect(error).toContain(DATABASE_ERROR);
+    expect(error).toContain('2 are set: postgresql.bundled.enabled, postgresql.url');
+  });
+});
+
+describe('the values schema', () => {
+  it('rejects a mistyped key', async () => {
+    const error = await renderError([...WITH_URL, '--set', 'apiserver.replica=3']);
+    expect(error).toContain(SCHEMA_ERROR);
+    expect(error).toContain('replica');
+  });
+
+  it('rejects a wrong type', async () => {
+    const error = await renderError([...WITH_URL, '--set', 'apiserver.replicas=two']);
+    expect(error).toContain(SCHEMA_ERROR);
+    expect(error).toContain('replicas');
+  });
+
+  it('rejects values outside a closed set or format', async () => {
+    for (const bad of ['logLevel=verbose', 'sandbox.execTimeout=2 minutes', 'sandbox.resources.memoryLimit=1GB', 'apiserver.service.type=Ingress']) {
+      expect(await renderError([...WITH_URL, '--set', bad]), bad).toContain(SCHEMA_ERROR);
+    }
+  });
+
+  it('rejects an unknown key in a GPU type', async () => {
+    const error = await renderError([...WITH_URL, '--set', 'sandbox.gpuTable.t4.cont=2']);
+    expect(error).toContain(SCHEMA_ERROR);
+  });
+});
+
+describe('the release notes', () => {
+  it('say how to create an API key and reach the API', async () => {
+    // A client-side dry run renders NOTES.txt without a cluster; the kubeconfig must not matter.
+    const result = await run(
+      ['install', RELEASE, CHART, '--namespace', NAMESPACE, '--dry-run=client', ...WITH_URL],
+      { ...process.env, KUBECONFIG: '/nonexistent' },
+    );
+    expect(result.code, result.stderr).toBe(0);
+    const notes = result.stdout.slice(result.stdout.indexOf('NOTES:'));
+    expect(notes).toContain(`kubectl -n ${NAMESPACE} exec deploy/${FULLNAME}-apiserver -- berth keys create`);
+    expect(notes).toContain(`kubectl -n ${NAMESPACE} port-forward service/${FULLNAME}-apiserver 8080:8080`);
+  });
+});
