@@ -3,10 +3,10 @@ SHELL := /bin/bash
 BERTH := node apiserver/dist/cli/main.js
 ARGS ?=
 
-.PHONY: help setup host deps build images run test test-unit test-integration bench clean
+.PHONY: help setup host deps build images cluster-binaries run test test-unit test-integration test-chart test-cluster bench e2e-kind generate clean
 
 help: ## list the targets
-	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-18s %s\n", $$1, $$2}'
+	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-18s %s\n", $$1, $$2}'
 
 setup: host build images ## everything below: host packages, gVisor, npm packages, build, sandbox images
 
@@ -22,23 +22,39 @@ deps: node_modules/.package-lock.json ## npm packages
 build: deps ## compile the TypeScript (tsc -b)
 	npm run --silent build
 
-images: build ## build the local sandbox images (base, go) if missing
-	@$(BERTH) images build base go
+images: build ## build the local sandbox images (python, node, go) if missing; browser builds on first use
+	@$(BERTH) images build python node go
+
+cluster-binaries: ## build the test control plane (etcd, kube-apiserver, ..., KWOK) from the Go module proxy, cached
+	@test/cluster/build.sh >/dev/null
+
+generate: deps ## regenerate the CRDs and the chart's CRD templates from the zod schemas
+	npx tsc -b && npm run --silent generate
 
 run: setup ## run Berth on this machine: API, operator and gVisor sandboxes in one process (ARGS="--port 9000")
 	$(BERTH) up $(ARGS)
 
-test: setup ## every test tier: unit, then integration (real PostgreSQL, runsc, berth processes)
+test: setup cluster-binaries ## every test tier: unit, integration, chart, cluster
 	npx vitest run
 
 test-unit: deps ## unit tests only
 	npx vitest run --project unit
 
-test-integration: setup ## integration tests only
+test-integration: setup ## integration tests: real PostgreSQL, runsc, berth processes
 	npx vitest run --project integration
 
-bench: setup ## sandbox latency benchmark against runsc floors measured in the same run
+test-chart: build ## the Helm chart through the real helm
+	npx vitest run --project chart
+
+test-cluster: build cluster-binaries ## cluster tier: a real control plane with berth apiserver and operator
+	npx vitest run --project cluster
+
+bench: setup cluster-binaries ## latency and scale benchmarks against floors measured in the same run
 	npx tsx test/bench/local-sandbox.ts
+	npx tsx test/bench/cluster-scale.ts
+
+e2e-kind: ## end to end on a kind cluster with real containers (needs Docker and kind)
+	test/e2e/kind.sh
 
 clean: ## remove build output (not data directories or images)
 	npm run --silent clean

@@ -29,11 +29,21 @@ async function inBatches<T>(items: T[], work: (item: T) => Promise<unknown>): Pr
   );
 }
 
+function progress(line: string): void {
+  process.stderr.write(`[bench] ${line}\n`);
+}
+
 async function waitUntil(check: () => Promise<boolean>, what: string, timeoutMs = 600_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
+  const started = Date.now();
+  const deadline = started + timeoutMs;
+  let reported = started;
   while (!(await check())) {
     if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 100));
+    if (Date.now() - reported > 10_000) {
+      reported = Date.now();
+      progress(`still waiting for ${what} (${Math.round((reported - started) / 1000)} s)`);
+    }
+    await new Promise((resolve) => setTimeout(resolve, 250));
   }
 }
 
@@ -109,11 +119,13 @@ async function main(): Promise<void> {
       });
       await waitUntil(async () => (await runningPods(core, `bench=floor-${size}`)) === size, `${size} floor pods`);
       const floorSeconds = (performance.now() - floorStarted) / 1000;
+      progress(`${size} floor pods running after ${floorSeconds.toFixed(1)} s`);
 
       const sessionId = newId('ses');
       const agentNames = Array.from({ length: size }, () => idToObjectName(newId('agt')));
       const before = await reconciles();
       const started = performance.now();
+      progress(`creating ${size} agents`);
       await inBatches(agentNames, (name) =>
         custom.createNamespacedCustomObject({
           group: 'berth.dev',
@@ -142,6 +154,7 @@ async function main(): Promise<void> {
       );
       await waitUntil(async () => (await runningPods(core, `berth.dev/session=${idToObjectName(sessionId)}`)) === size, `${size} agent pods`);
       const podsSeconds = (performance.now() - started) / 1000;
+      progress(`${size} agent pods running after ${podsSeconds.toFixed(1)} s`);
       await waitUntil(async () => {
         const list = (await custom.listNamespacedCustomObject({ group: 'berth.dev', version: 'v1alpha1', namespace: NAMESPACE, plural: 'agents' })) as {
           items: { spec: { sessionId: string }; status?: { phase?: string } }[];
@@ -154,9 +167,18 @@ async function main(): Promise<void> {
         `${String(size).padStart(6)}${floorSeconds.toFixed(1).padStart(12)}${podsSeconds.toFixed(1).padStart(16)}${`${(podsSeconds / floorSeconds).toFixed(2)}x`.padStart(9)}${idleSeconds.toFixed(1).padStart(14)}${rate.toFixed(0).padStart(14)}`,
       );
 
+      progress(`${size} agents idle after ${idleSeconds.toFixed(1)} s; cleaning up`);
       // Clean up before the next size: the operator deletes the pods of deleted agents.
-      await cluster.kubectlRun(['delete', 'agents', '--all', '-n', NAMESPACE, '--wait=true', '--timeout=600s']);
-      await cluster.kubectlRun(['delete', 'pods', '-l', `bench=floor-${size}`, '-n', NAMESPACE, '--grace-period=0', '--wait=true']);
+      // (kubectl's own --wait misses deletions at this scale; counting is reliable.)
+      await cluster.kubectlRun(['delete', 'agents', '--all', '-n', NAMESPACE, '--wait=false']);
+      await cluster.kubectlRun(['delete', 'pods', '-l', `bench=floor-${size}`, '-n', NAMESPACE, '--grace-period=0', '--wait=false']);
+      await waitUntil(async () => {
+        const agents = (await custom.listNamespacedCustomObject({ group: 'berth.dev', version: 'v1alpha1', namespace: NAMESPACE, plural: 'agents' })) as {
+          items: unknown[];
+        };
+        const pods = await core.listNamespacedPod({ namespace: NAMESPACE });
+        return agents.items.length === 0 && pods.items.length === 0;
+      }, 'the agents and pods to be deleted');
     }
     console.log(`\nBerth operator scale on a real API server with KWOK nodes (${cluster.binaries['kube-apiserver']})\n`);
     console.log(`${'agents'.padStart(6)}${'floor s'.padStart(12)}${'pods running s'.padStart(16)}${'ratio'.padStart(9)}${'all idle s'.padStart(14)}${'reconciles/s'.padStart(14)}`);

@@ -27,7 +27,7 @@ export default async function setup(project: TestProject): Promise<() => Promise
   const config = loadConfig({});
   execFileSync(config.runsc, ['--version'], { stdio: 'ignore' });
   const images = new ImageStore(config.imageDir, log);
-  for (const image of ['base', 'go'] as const) await images.ensure(image);
+  for (const image of ['python', 'node', 'go'] as const) await images.ensure(image);
 
   const dir = mkdtempSync(join(tmpdir(), 'berth-test-pg-'));
   const postgres = await startEmbeddedPostgres(dir, log);

@@ -2,9 +2,11 @@ import type { BerthConfig, Logger } from '@berth/common';
 import { ImageStore, type ImageName } from '@berth/operator';
 import { CliError } from './keys.js';
 
-const IMAGES: ImageName[] = ['base', 'go'];
+const IMAGES: ImageName[] = ['python', 'node', 'go', 'browser'];
+/** What `build` without names builds: browser is left to first use, Chromium makes it large. */
+const DEFAULT_BUILD: ImageName[] = ['python', 'node', 'go'];
 
-/** `berth images build [base|go]`, `berth images list`: the local provider's root filesystems. */
+/** `berth images build [python|node|go|browser]`, `berth images list`: the local provider's root filesystems. */
 export async function imagesCommand(
   config: BerthConfig,
   log: Logger,
@@ -14,7 +16,7 @@ export async function imagesCommand(
   const store = new ImageStore(config.imageDir, log);
   switch (args.action) {
     case 'build': {
-      const names = args.names.length ? args.names : IMAGES;
+      const names = args.names.length ? args.names : DEFAULT_BUILD;
       for (const name of names) {
         if (!IMAGES.includes(name as ImageName)) throw new CliError(`unknown image ${name}; images: ${IMAGES.join(', ')}`);
         const rootfs = await store.ensure(name as ImageName);
@@ -23,10 +25,10 @@ export async function imagesCommand(
       return;
     }
     case 'list': {
-      for (const name of IMAGES) out(`${name.padEnd(6)} ${(await store.isBuilt(name)) ? 'built' : 'missing'}  ${await store.path(name)}`);
+      for (const name of IMAGES) out(`${name.padEnd(7)} ${(await store.isBuilt(name)) ? 'built' : 'missing'}  ${await store.path(name)}`);
       return;
     }
     default:
-      throw new CliError('usage: berth images build [base] [go] | list');
+      throw new CliError('usage: berth images build [python] [node] [go] [browser] | list');
   }
 }

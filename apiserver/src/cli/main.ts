@@ -21,7 +21,9 @@ Usage:
                                            create an API key (shown once)
   berth keys list                          list keys (prefixes only)
   berth keys revoke <key id or prefix>     revoke a key; requests with it get auth/key_revoked
-  berth images build [base] [go]           build the local sandbox images ahead of first use
+  berth images build [python] [node] [go] [browser]
+                                           build local sandbox images ahead of first use
+                                           (default: python node go)
   berth images list                        show which images are built
   berth help | --help                      this text
   berth version | --version                the version

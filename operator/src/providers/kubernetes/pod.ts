@@ -37,7 +37,7 @@ export interface PodRequest {
   owner?: { apiVersion: string; kind: string; name: string; uid: string } | undefined;
 }
 
-/** Sandboxes run as this user; the images create it with /workspace as its home. */
+/** Sandboxes run as this user (`sandbox` in the images, home /home/sandbox, owner of /workspace). */
 export const SANDBOX_UID = 1000;
 
 const millicores = (cores: number) => `${Math.round(cores * 1000)}m`;

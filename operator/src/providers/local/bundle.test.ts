@@ -14,8 +14,8 @@ const input = {
 describe('sandboxSpec', () => {
   const spec = sandboxSpec(input) as any;
 
-  it('shares the image read-only and mounts the workspace read-write', () => {
-    expect(spec.root).toEqual({ path: '/images/base/rootfs', readonly: true });
+  it('shares the image (runsc overlays it in memory) and mounts the workspace read-write', () => {
+    expect(spec.root).toEqual({ path: '/images/base/rootfs', readonly: false });
     expect(spec.mounts).toContainEqual({ destination: '/workspace', type: 'bind', source: input.workspace, options: ['rbind', 'rw'] });
     expect(spec.mounts).toContainEqual({ destination: '/run/berth/exec', type: 'bind', source: input.execDir, options: ['rbind', 'ro'] });
     expect(spec.process.cwd).toBe('/workspace');

@@ -16,8 +16,8 @@ const CAPABILITIES = ['CAP_AUDIT_WRITE', 'CAP_KILL', 'CAP_NET_BIND_SERVICE'];
 const CPU_PERIOD_US = 100_000;
 
 /**
- * The OCI runtime spec of a local sandbox: the image's root filesystem shared read-only
- * (runsc overlays it in memory so the agent can still write anywhere), the agent's own
+ * The OCI runtime spec of a local sandbox: the image's root filesystem shared by every sandbox
+ * (runsc overlays it in memory, so the agent can write anywhere without changing it), the agent's own
  * `/workspace` from the host, and tini as PID 1 so that orphans are reaped.
  * Pure: the same input always gives the same spec.
  */
@@ -36,7 +36,9 @@ export function sandboxSpec(input: SandboxSpecInput): Record<string, unknown> {
       ),
       rlimits: [{ type: 'RLIMIT_NOFILE', hard: 4096, soft: 4096 }],
     },
-    root: { path: input.rootfs, readonly: true },
+    // Not read-only: runsc's --overlay2=root:memory puts the sandbox's writes in its own memory,
+    // so the shared image on disk stays untouched while tools can write anywhere (HOME, caches).
+    root: { path: input.rootfs, readonly: false },
     hostname: 'sandbox',
     mounts: [
       { destination: '/proc', type: 'proc', source: 'proc' },

@@ -17,7 +17,7 @@ import {
   type SandboxState,
 } from '@berth/common';
 import { sandboxSpec } from './bundle.js';
-import type { ImageName, ImageStore } from './images.js';
+import { isImageName, type ImageName, type ImageStore } from './images.js';
 import { Runsc, RunscError } from './runsc.js';
 
 export interface LocalProviderOptions {
@@ -27,12 +27,13 @@ export interface LocalProviderOptions {
   sandboxDir: string;
   cpus: number;
   memoryBytes: number;
+  /** The image of browser agents, normally `browser`; browser agents are refused while unset. */
   browserImage?: string;
   maxOutputBytes?: number;
   log: Logger;
 }
 
-const IMAGE_FOR_COMPUTE: Record<Compute, ImageName> = { python: 'base', node: 'base', go: 'go' };
+const IMAGE_FOR_COMPUTE: Record<Compute, ImageName> = { python: 'python', node: 'node', go: 'go' };
 
 /** Where the host puts exec'd programs; read-only inside the sandbox. */
 const EXEC_MOUNT = '/run/berth/exec';
@@ -56,11 +57,19 @@ const EXEC_ENV = { PYTHONUNBUFFERED: '1', PYTHONDONTWRITEBYTECODE: '1', PYTHONPA
 export class LocalProvider implements SandboxProvider {
   readonly name = 'local';
   readonly capabilities: ProviderCapabilities;
+  private readonly browserImage: ImageName | undefined;
 
   constructor(private readonly options: LocalProviderOptions) {
+    if (options.browserImage !== undefined && !isImageName(options.browserImage)) {
+      throw new ProviderError(
+        this.name,
+        `browser image "${options.browserImage}" is not a local sandbox image; set BERTH_BROWSER_IMAGE=browser`,
+      );
+    }
+    this.browserImage = options.browserImage;
     this.capabilities = {
       computes: ['python', 'node', 'go'],
-      browser: options.browserImage !== undefined,
+      browser: this.browserImage !== undefined,
       gpuTypes: [],
       storage: false,
       checkpoint: 'none',
@@ -92,7 +101,9 @@ export class LocalProvider implements SandboxProvider {
     const unsupported = unsupportedReason(this, request);
     if (unsupported) throw new UnsupportedRequestError(this.name, `${unsupported.field}: ${unsupported.message}`);
     const containerId = request.agentId;
-    const image = IMAGE_FOR_COMPUTE[request.compute];
+    // As in clusters, browser agents get the browser image whatever their compute: it runs python3,
+    // Node.js and bash, but has no pip or Go. Without one, unsupportedReason refused them above.
+    const image = request.browser && this.browserImage ? this.browserImage : IMAGE_FOR_COMPUTE[request.compute];
     const ref: SandboxRef = { provider: this.name, id: containerId, details: { image } };
     const status = await this.options.runsc.state(containerId);
     if (status === 'running') return ref; // adopt the sandbox a previous process started
