@@ -14,6 +14,7 @@ missing=()
 command -v mmdebstrap >/dev/null || missing+=(mmdebstrap)
 command -v curl >/dev/null || missing+=(curl)
 command -v unzip >/dev/null || missing+=(unzip)
+command -v openssl >/dev/null || missing+=(openssl) # certificates of the test control plane
 command -v go >/dev/null || missing+=(golang-go)
 if [ ${#missing[@]} -gt 0 ]; then
   echo "install-host: apt-get install ${missing[*]}" >&2
