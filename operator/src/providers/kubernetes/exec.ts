@@ -1,5 +1,6 @@
 import { Readable, Writable } from 'node:stream';
 import { Exec, type KubeConfig, type V1Status } from '@kubernetes/client-node';
+import { OutputLimit } from '../program.js';
 
 export interface PodExecResult {
   stdout: string;
@@ -9,27 +10,19 @@ export interface PodExecResult {
   durationMs: number;
 }
 
-/** Keeps the first `limit` bytes written to it and counts the rest. */
+/** A writable end for the exec's output streams, kept within a byte limit. */
 class BoundedSink extends Writable {
-  private readonly chunks: Buffer[] = [];
-  private kept = 0;
-  private dropped = 0;
-  constructor(private readonly limit: number) {
+  private readonly output: OutputLimit;
+  constructor(limit: number) {
     super();
+    this.output = new OutputLimit(limit);
   }
   override _write(chunk: Buffer, _encoding: BufferEncoding, done: () => void): void {
-    const room = Math.max(0, this.limit - this.kept);
-    if (room > 0) {
-      const part = chunk.length > room ? chunk.subarray(0, room) : chunk;
-      this.chunks.push(part);
-      this.kept += part.length;
-    }
-    this.dropped += Math.max(0, chunk.length - room);
+    this.output.push(chunk);
     done();
   }
   text(): string {
-    const text = Buffer.concat(this.chunks).toString('utf8');
-    return this.dropped > 0 ? `${text}\n[output truncated: ${this.dropped} more bytes not shown]\n` : text;
+    return this.output.text();
   }
 }
 

@@ -9,7 +9,6 @@ import {
   idToObjectName,
   objectNameToId,
   unsupportedReason,
-  type ExecLanguage,
   type ExecRequest,
   type ExecResult,
   type Logger,
@@ -18,14 +17,9 @@ import {
   type SandboxProvider,
   type SandboxState,
 } from '@berth/common';
+import { INTERPRETERS, stoppedByTimeout, timeoutPrefix } from '../program.js';
 import { execInPod } from './exec.js';
 import { SANDBOX_CONTAINER, SandboxLabels, desiredPod, type PodSettings } from './pod.js';
-
-const INTERPRETER: Record<ExecLanguage, { extension: string; argv: string }> = {
-  python: { extension: 'py', argv: 'python3 -u' },
-  typescript: { extension: 'ts', argv: 'node --experimental-transform-types --disable-warning=ExperimentalWarning' },
-  bash: { extension: 'sh', argv: 'bash' },
-};
 
 /**
  * Inside the pod: the program arrives on stdin, goes to a file in /tmp and runs under
@@ -37,10 +31,8 @@ dir=$(mktemp -d "\${TMPDIR:-/tmp}/berth-exec.XXXXXX") || exit 125
 trap 'rm -rf "$dir"' EXIT
 file="$dir/main.$1"
 cat >"$file" || exit 125
-secs=$2; shift 2
-timeout --verbose --kill-after=2 "$secs" "$@" "$file" </dev/null`;
-
-const TIMEOUT_NOTICE = /timeout: sending signal \w+ to command [^\n]*\n?$/;
+shift
+"$@" "$file" </dev/null`;
 
 function isApiError(error: unknown, code: number): boolean {
   return error instanceof ApiException && error.code === code;
@@ -131,20 +123,19 @@ export class KubernetesProvider implements SandboxProvider {
   }
 
   async exec(ref: SandboxRef, request: ExecRequest): Promise<ExecResult> {
-    const interpreter = INTERPRETER[request.language];
-    const seconds = Math.max(1, Math.ceil(request.timeoutMs / 1000));
+    const interpreter = INTERPRETERS[request.language];
     let result;
     try {
       result = await execInPod(
         this.options.kubeConfig,
         { namespace: this.namespace, pod: idToObjectName(ref.id), container: SANDBOX_CONTAINER },
-        ['sh', '-c', EXEC_SCRIPT, 'berth-exec', interpreter.extension, String(seconds), ...interpreter.argv.split(' ')],
+        ['sh', '-c', EXEC_SCRIPT, 'berth-exec', interpreter.extension, ...timeoutPrefix(request.timeoutMs), ...interpreter.argv],
         { stdin: request.code, timeoutMs: request.timeoutMs + 10_000, maxOutputBytes: this.options.maxOutputBytes ?? 1024 * 1024 },
       );
     } catch (error) {
       throw new ProviderError(this.name, `exec in pod ${idToObjectName(ref.id)}: ${(error as Error).message}`, { sandbox: ref.id });
     }
-    if (result.timedOut || ((result.exitCode === 124 || result.exitCode === 137) && TIMEOUT_NOTICE.test(result.stderr))) {
+    if (result.timedOut || stoppedByTimeout(result)) {
       throw new ExecTimeoutError(request.timeoutMs);
     }
     return { stdout: result.stdout, stderr: result.stderr, exitCode: result.exitCode, durationMs: result.durationMs };

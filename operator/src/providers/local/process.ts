@@ -1,4 +1,5 @@
 import { spawn, type SpawnOptions } from 'node:child_process';
+import { OutputLimit } from '../program.js';
 
 export interface RunOptions {
   stdin?: string;
@@ -23,29 +24,6 @@ export interface RunResult {
 const DEFAULT_MAX_OUTPUT = 1024 * 1024;
 const DRAIN_AFTER_EXIT_MS = 50;
 
-/** Collects a stream up to a byte limit, noting how much was cut. */
-class BoundedBuffer {
-  private readonly chunks: Buffer[] = [];
-  private kept = 0;
-  private dropped = 0;
-  constructor(private readonly limit: number) {}
-  push(chunk: Buffer): void {
-    const room = this.limit - this.kept;
-    if (room <= 0) {
-      this.dropped += chunk.length;
-      return;
-    }
-    const part = chunk.length > room ? chunk.subarray(0, room) : chunk;
-    this.chunks.push(part);
-    this.kept += part.length;
-    this.dropped += chunk.length - part.length;
-  }
-  text(): string {
-    const text = Buffer.concat(this.chunks).toString('utf8');
-    return this.dropped > 0 ? `${text}\n[output truncated: ${this.dropped} more bytes not shown]\n` : text;
-  }
-}
-
 /** Runs a program to completion, with its output bounded and a hard time limit. */
 export function runProcess(command: string, args: readonly string[], options: RunOptions = {}): Promise<RunResult> {
   const started = performance.now();
@@ -55,8 +33,8 @@ export function runProcess(command: string, args: readonly string[], options: Ru
       detached: options.detached ?? false,
     });
     const limit = options.maxOutputBytes ?? DEFAULT_MAX_OUTPUT;
-    const stdout = new BoundedBuffer(limit);
-    const stderr = new BoundedBuffer(limit);
+    const stdout = new OutputLimit(limit);
+    const stderr = new OutputLimit(limit);
     child.stdout?.on('data', (chunk: Buffer) => stdout.push(chunk));
     child.stderr?.on('data', (chunk: Buffer) => stderr.push(chunk));
     if (options.onStderrLine) {

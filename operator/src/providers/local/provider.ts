@@ -7,7 +7,6 @@ import {
   ProviderError,
   UnsupportedRequestError,
   unsupportedReason,
-  type ExecLanguage,
   type ExecRequest,
   type ExecResult,
   type Logger,
@@ -16,6 +15,7 @@ import {
   type SandboxProvider,
   type SandboxState,
 } from '@berth/common';
+import { INTERPRETERS, stoppedByTimeout, timeoutPrefix } from '../program.js';
 import { sandboxSpec } from './bundle.js';
 import { isImageName, type ImageName, type ImageStore } from './images.js';
 import { Runsc, RunscError } from './runsc.js';
@@ -37,18 +37,6 @@ const IMAGE_FOR_COMPUTE: Record<Compute, ImageName> = { python: 'python', node: 
 
 /** Where the host puts exec'd programs; read-only inside the sandbox. */
 const EXEC_MOUNT = '/run/berth/exec';
-
-const INTERPRETER: Record<ExecLanguage, { extension: string; argv: (file: string) => string[] }> = {
-  python: { extension: 'py', argv: (file) => ['python3', '-u', file] },
-  typescript: {
-    extension: 'ts',
-    argv: (file) => ['node', '--experimental-transform-types', '--disable-warning=ExperimentalWarning', file],
-  },
-  bash: { extension: 'sh', argv: (file) => ['bash', file] },
-};
-
-/** What coreutils' `timeout --verbose` prints when it has to stop the program. */
-const TIMEOUT_NOTICE = /timeout: sending signal \w+ to command [^\n]*\n?$/;
 
 // Modules in /workspace import as they would from a script there.
 const EXEC_ENV = { PYTHONUNBUFFERED: '1', PYTHONDONTWRITEBYTECODE: '1', PYTHONPATH: '/workspace' };
@@ -147,10 +135,9 @@ export class LocalProvider implements SandboxProvider {
    * No shell in between: each process started in gVisor costs about 10 ms.
    */
   async exec(ref: SandboxRef, request: ExecRequest): Promise<ExecResult> {
-    const interpreter = INTERPRETER[request.language];
+    const interpreter = INTERPRETERS[request.language];
     const file = `${randomUUID()}.${interpreter.extension}`;
     const hostFile = join(this.paths(ref.id).exec, file);
-    const seconds = Math.max(1, Math.ceil(request.timeoutMs / 1000));
     try {
       await writeFile(hostFile, request.code, { mode: 0o644 });
     } catch (error) {
@@ -159,7 +146,7 @@ export class LocalProvider implements SandboxProvider {
     try {
       const result = await this.options.runsc.exec(
         ref.id,
-        ['timeout', '--verbose', '--kill-after=2', String(seconds), ...interpreter.argv(`${EXEC_MOUNT}/${file}`)],
+        [...timeoutPrefix(request.timeoutMs), ...interpreter.argv, `${EXEC_MOUNT}/${file}`],
         {
           cwd: '/workspace',
           env: EXEC_ENV,
@@ -169,7 +156,7 @@ export class LocalProvider implements SandboxProvider {
           maxOutputBytes: this.options.maxOutputBytes ?? 1024 * 1024,
         },
       );
-      if (result.timedOut || ((result.exitCode === 124 || result.exitCode === 137) && TIMEOUT_NOTICE.test(result.stderr))) {
+      if (result.timedOut || stoppedByTimeout(result)) {
         throw new ExecTimeoutError(request.timeoutMs);
       }
       if (/loading container|container .* (is not running|does not exist)|cannot exec in a stopped container/i.test(result.stderr)) {
