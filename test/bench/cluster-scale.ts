@@ -180,7 +180,8 @@ async function main(): Promise<void> {
         return agents.items.length === 0 && pods.items.length === 0;
       }, 'the agents and pods to be deleted');
     }
-    console.log(`\nBerth operator scale on a real API server with KWOK nodes (${cluster.binaries['kube-apiserver']})\n`);
+    const version = /bin-(v[\d.]+)/.exec(cluster.binaries['kube-apiserver'] ?? '')?.[1] ?? 'unknown';
+    console.log(`\nBerth operator scale: Kubernetes ${version} control plane on this machine, 3 KWOK nodes, one operator\n`);
     console.log(`${'agents'.padStart(6)}${'floor s'.padStart(12)}${'pods running s'.padStart(16)}${'ratio'.padStart(9)}${'all idle s'.padStart(14)}${'reconciles/s'.padStart(14)}`);
     for (const row of rows) console.log(row);
     console.log('\nfloor = the same pods created directly until Running; ratio = agent pods running / floor.');
