@@ -51,6 +51,7 @@ test-cluster: build cluster-binaries ## cluster tier: a real control plane with 
 
 bench: setup cluster-binaries ## latency and scale benchmarks against floors measured in the same run
 	npx tsx test/bench/local-sandbox.ts
+	npx tsx test/bench/agent-loop.ts
 	npx tsx test/bench/cluster-scale.ts
 
 e2e-kind: ## end to end on a kind cluster with real containers (needs Docker and kind)

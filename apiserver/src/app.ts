@@ -1,15 +1,19 @@
 import type { Clock, Logger, Pool, ResourceStore } from '@berth/common';
-import type { ProviderRegistry } from '@berth/operator';
+import type { ModelRouter, ProviderRegistry } from '@berth/operator';
 import express, { type Express } from 'express';
 import type { Registry } from 'prom-client';
 import { authenticate } from './http/auth.js';
 import { errorHandler, notFoundHandler } from './http/errors.js';
 import { observeRequests } from './http/observe.js';
 import { RouteTable } from './http/route.js';
+import { HEARTBEAT_MS } from './http/sse.js';
 import { agentRoutes } from './routes/agents.js';
+import { runRoutes } from './routes/runs.js';
 import { sessionRoutes } from './routes/sessions.js';
 import { systemRoutes } from './routes/system.js';
 import { createAgentService } from './services/agents.js';
+import { createRunService } from './services/runs.js';
+import { StreamHub } from './services/stream-hub.js';
 import { createSessionService } from './services/sessions.js';
 
 export const API_VERSION = '0.1.0';
@@ -21,8 +25,14 @@ export interface AppDeps {
   clock: Clock;
   log: Logger;
   metrics: Registry;
+  models: ModelRouter;
+  /** For the stream hub's own LISTEN connection. */
+  connectionString: string;
   execTimeoutMs: number;
   defaultModel: string;
+  currency: string;
+  /** Interval of heartbeats on open streams (default 15 s). */
+  streamHeartbeatMs?: number;
   publicUrl?: string;
   /** Whether the controllers this process relies on are running (for /readyz). */
   ready?: () => boolean;
@@ -31,6 +41,8 @@ export interface AppDeps {
 export interface App {
   express: Express;
   routes: RouteTable;
+  /** Closes what the app holds open (the stream hub's connection). */
+  close(): Promise<void>;
 }
 
 /** Builds the HTTP API without listening: `main` listens, tests listen on port 0. */
@@ -42,9 +54,12 @@ export function createApp(deps: AppDeps): App {
     sessions,
     clock: deps.clock,
     metrics: deps.metrics,
+    models: deps.models,
     execTimeoutMs: deps.execTimeoutMs,
     defaultModel: deps.defaultModel,
   });
+  const runs = createRunService({ pool: deps.pool, agents, clock: deps.clock, currency: deps.currency });
+  const hub = new StreamHub(deps.pool, deps.connectionString, deps.log);
 
   const routes = new RouteTable();
   systemRoutes(routes, {
@@ -55,6 +70,7 @@ export function createApp(deps: AppDeps): App {
   });
   sessionRoutes(routes, sessions);
   agentRoutes(routes, agents, { execTimeoutMs: deps.execTimeoutMs });
+  runRoutes(routes, { runs, agents, hub, heartbeatMs: deps.streamHeartbeatMs ?? HEARTBEAT_MS });
 
   const app = express();
   app.disable('x-powered-by');
@@ -66,5 +82,5 @@ export function createApp(deps: AppDeps): App {
   app.use(router);
   app.use(notFoundHandler);
   app.use(errorHandler);
-  return { express: app, routes };
+  return { express: app, routes, close: () => hub.close() };
 }

@@ -94,6 +94,43 @@ export const DEFAULT_GPU_TABLE: GpuTable = {
   h100: nvidia('NVIDIA-H100-80GB-HBM3'),
 };
 
+/** Where a model vendor is reached; keys come from the environment, never from this table. */
+export const modelProvidersSchema = z.record(
+  z.string().regex(/^[a-z0-9][a-z0-9-]*$/, 'vendor names are lowercase letters, digits and -'),
+  z
+    .object({
+      api: z.enum(['openai', 'anthropic']),
+      baseUrl: z.string().url(),
+      apiKeyEnv: z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/).optional(),
+    })
+    .strict(),
+);
+export type ModelProviders = z.output<typeof modelProvidersSchema>;
+
+export const DEFAULT_MODEL_PROVIDERS: ModelProviders = {
+  openai: { api: 'openai', baseUrl: 'https://api.openai.com/v1', apiKeyEnv: 'OPENAI_API_KEY' },
+  anthropic: { api: 'anthropic', baseUrl: 'https://api.anthropic.com', apiKeyEnv: 'ANTHROPIC_API_KEY' },
+};
+
+const dollars = z.string().regex(/^\d+(\.\d{1,5})?$/, 'dollars per million tokens with at most five decimals, as a string');
+export const modelPricesSchema = z.record(
+  z.string().regex(/^[a-z0-9][a-z0-9-]*\/\S+$/, 'keys are <vendor>/<model>'),
+  z.object({ input: dollars, output: dollars }).strict(),
+);
+export type ModelPrices = z.output<typeof modelPricesSchema>;
+
+/** List prices in dollars per million tokens; an install overrides or adds with BERTH_MODEL_PRICES. */
+export const DEFAULT_MODEL_PRICES: ModelPrices = {
+  'openai/gpt-4o-mini': { input: '0.15', output: '0.60' },
+  'openai/gpt-4o': { input: '2.50', output: '10.00' },
+  'openai/gpt-4.1': { input: '2.00', output: '8.00' },
+  'openai/gpt-4.1-mini': { input: '0.40', output: '1.60' },
+  'openai/gpt-4.1-nano': { input: '0.10', output: '0.40' },
+  'anthropic/claude-opus-4-1': { input: '15.00', output: '75.00' },
+  'anthropic/claude-sonnet-4-5': { input: '3.00', output: '15.00' },
+  'anthropic/claude-haiku-4-5': { input: '1.00', output: '5.00' },
+};
+
 const durationMs = (fallback: string) =>
   z
     .string()
@@ -284,6 +321,76 @@ export const SETTINGS = {
     description: 'cluster mode: size limit of the /workspace volume of each sandbox pod',
     defaultText: '10Gi',
     schema: memorySize('10Gi'),
+  },
+  modelProviders: {
+    env: 'BERTH_MODEL_PROVIDERS',
+    description:
+      'JSON object from model vendor to { api: "openai"|"anthropic", baseUrl, apiKeyEnv } (adds to or replaces the openai and anthropic defaults; any OpenAI-compatible server works: vLLM, Ollama, ...)',
+    defaultText: 'openai (OPENAI_API_KEY) and anthropic (ANTHROPIC_API_KEY) at their public APIs',
+    schema: z
+      .string()
+      .optional()
+      .transform((text, ctx) => {
+        try {
+          return { ...DEFAULT_MODEL_PROVIDERS, ...(text === undefined ? {} : modelProvidersSchema.parse(JSON.parse(text))) };
+        } catch (error) {
+          ctx.addIssue({ code: 'custom', message: `not a model provider table: ${(error as Error).message}` });
+          return z.NEVER;
+        }
+      }),
+  },
+  modelPrices: {
+    env: 'BERTH_MODEL_PRICES',
+    description:
+      'JSON object from <vendor>/<model> to { input, output } in dollars per million tokens, as decimal strings (adds to or replaces the built-in table; unpriced models cost nothing)',
+    defaultText: 'current list prices of common OpenAI and Anthropic models',
+    schema: z
+      .string()
+      .optional()
+      .transform((text, ctx) => {
+        try {
+          return { ...DEFAULT_MODEL_PRICES, ...(text === undefined ? {} : modelPricesSchema.parse(JSON.parse(text))) };
+        } catch (error) {
+          ctx.addIssue({ code: 'custom', message: `not a model price table: ${(error as Error).message}` });
+          return z.NEVER;
+        }
+      }),
+  },
+  currency: {
+    env: 'BERTH_CURRENCY',
+    description: 'currency of every price and cost (lowercase ISO 4217)',
+    defaultText: 'usd',
+    schema: z.string().regex(/^[a-z]{3}$/, 'must be a lowercase three-letter currency code').default('usd'),
+  },
+  runMaxSteps: {
+    env: 'BERTH_RUN_MAX_STEPS',
+    description: 'model calls a run may make before it stops with step_limit',
+    defaultText: '25',
+    schema: z.coerce.number().int().min(1).max(1000).default(25),
+  },
+  runnerWorkers: {
+    env: 'BERTH_RUNNER_WORKERS',
+    description: 'runs executed at once by this process (0: this process runs none)',
+    defaultText: '4',
+    schema: z.coerce.number().int().min(0).max(256).default(4),
+  },
+  modelTimeout: {
+    env: 'BERTH_MODEL_TIMEOUT',
+    description: 'longest single model call, retries apart',
+    defaultText: '120s',
+    schema: durationMs('120s'),
+  },
+  runnerLease: {
+    env: 'BERTH_RUNNER_LEASE',
+    description: 'a run whose runner has not renewed its claim for this long is taken over by another runner',
+    defaultText: '30s',
+    schema: durationMs('30s'),
+  },
+  streamHeartbeat: {
+    env: 'BERTH_STREAM_HEARTBEAT',
+    description: 'interval of heartbeat events on open agent streams',
+    defaultText: '15s',
+    schema: durationMs('15s'),
   },
   execTimeout: {
     env: 'BERTH_EXEC_TIMEOUT',

@@ -12,3 +12,7 @@ export * from './organizations.js';
 export * from './provider.js';
 export * from './store/types.js';
 export * from './store/postgres.js';
+export * from './ledger.js';
+export * from './money.js';
+export * from './stream.js';
+export * from './tasks.js';

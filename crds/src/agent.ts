@@ -7,8 +7,12 @@ export const AGENT_KIND = 'Agent';
 export const agentPhaseSchema = z.enum(['booting', 'idle', 'running', 'paused', 'terminated', 'failed']);
 export type AgentPhase = z.infer<typeof agentPhaseSchema>;
 
-/** What the API asks for; the operator moves the phase towards it. Terminated is one-way. */
-export const agentDesiredStateSchema = z.enum(['active', 'terminated']);
+/**
+ * What the API asks for; the operator moves the phase towards it. Terminated is one-way.
+ * `paused` stops a run after its tool call in flight; checkpointing the sandbox on pause
+ * arrives with the snapshot work.
+ */
+export const agentDesiredStateSchema = z.enum(['active', 'paused', 'terminated']);
 export type AgentDesiredState = z.infer<typeof agentDesiredStateSchema>;
 
 const looseObject = z.record(z.string(), z.unknown());

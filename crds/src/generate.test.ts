@@ -37,7 +37,7 @@ describe('generated CRDs', () => {
     const version = crd.spec.versions[0];
     const spec = version.schema.openAPIV3Schema.properties.spec;
     expect(spec.properties.compute.enum).toEqual(['python', 'node', 'go']);
-    expect(spec.properties.desiredState.enum).toEqual(['active', 'terminated']);
+    expect(spec.properties.desiredState.enum).toEqual(['active', 'paused', 'terminated']);
     expect(spec.properties.timeout).toMatchObject({ type: 'string', minLength: 2, pattern: '^([0-9]+h)?([0-9]+m)?([0-9]+s)?$' });
     expect(spec.required).toEqual(expect.arrayContaining(['sessionId', 'compute', 'timeout', 'provider']));
     expect(version.subresources).toEqual({ status: {} });

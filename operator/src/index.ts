@@ -6,3 +6,7 @@ export * from './runtime/workqueue.js';
 export * from './providers/registry.js';
 export * from './providers/mock.js';
 export * from './providers/local/index.js';
+export * from './runner/runner.js';
+export * from './runner/tools.js';
+export { ModelRouter, UnknownModelError, billingModeOf, callModel, type ModelRoute } from './runner/models/router.js';
+export { ModelError, type ModelAdapter, type ModelEndpoint, type ModelRequest, type ModelResponse, type Message } from './runner/models/types.js';

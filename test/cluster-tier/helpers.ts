@@ -98,6 +98,7 @@ export async function startClusterProcess(
 export interface BerthInCluster {
   namespace: string;
   databaseUrl: string;
+  liveKey: string;
   live: ApiClient;
   apiserver: ClusterProcess;
   operators: ClusterProcess[];
@@ -120,6 +121,7 @@ export async function startBerthInCluster(options: { prefix: string; operators?:
     namespace,
     databaseUrl,
     env,
+    liveKey: key,
     live: apiClient(apiserver.url, key),
     apiserver,
     operators,

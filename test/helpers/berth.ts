@@ -94,3 +94,31 @@ export function runBerth(args: string[], env: Record<string, string> = {}): Prom
     child.on('close', (code) => resolve({ code, stdout, stderr }));
   });
 }
+
+/** Starts `berth runner` (runner workers only) and waits until it reports that it started. */
+export async function startRunnerProcess(env: Record<string, string>, args: string[] = []): Promise<{ child: ChildProcess; output: () => string; stop(signal?: NodeJS.Signals): Promise<number | null> }> {
+  const child = spawn(process.execPath, [BERTH_BIN, 'runner', ...args], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  let output = '';
+  child.stdout!.on('data', (chunk: Buffer) => (output += chunk.toString()));
+  child.stderr!.on('data', (chunk: Buffer) => (output += chunk.toString()));
+  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+  await new Promise<void>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`berth runner did not start:\n${output}`)), 30_000);
+    child.stdout!.on('data', () => {
+      if (output.includes('berth runner started')) {
+        clearTimeout(timer);
+        resolve();
+      }
+    });
+    void exited.then((code) => reject(new Error(`berth runner exited with ${code}:\n${output}`)));
+  });
+  return {
+    child,
+    output: () => output,
+    async stop(signal = 'SIGTERM') {
+      if (child.exitCode !== null || child.signalCode !== null) return child.exitCode;
+      child.kill(signal);
+      return exited;
+    },
+  };
+}

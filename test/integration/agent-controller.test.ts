@@ -25,6 +25,8 @@ import {
 import { createApp } from '../../apiserver/src/app.js';
 import { PROVISION_DEADLINE_MS, SANDBOX_FINALIZER, createAgentMetrics, createAgentReconciler } from '../../operator/src/controllers/agent.js';
 import { ProviderRegistry } from '../../operator/src/providers/registry.js';
+import { ModelRouter } from '../../operator/src/runner/models/router.js';
+import { loadConfig } from '../../common/src/config.js';
 import { apiClient, type ApiClient } from '../helpers/http.js';
 import { createTestDatabase } from '../helpers/postgres.js';
 
@@ -62,6 +64,7 @@ class ScriptedProvider implements SandboxProvider {
 let pool: pg.Pool;
 let store: PostgresResourceStore;
 let server: ReturnType<express.Express['listen']>;
+let app: ReturnType<typeof createApp>;
 let api: ApiClient;
 const clock = new ManualClock('2026-05-01T09:00:00Z');
 const provider = new ScriptedProvider();
@@ -77,7 +80,19 @@ beforeAll(async () => {
   reconcile = createAgentReconciler({ store, db: pool, providers, clock, metrics: createAgentMetrics(new Registry()) });
   const organization = await createOrganization(pool, 'test');
   const { key } = await createApiKey(pool, { organizationId: organization.id, mode: 'live' });
-  const app = createApp({ pool, store, providers, clock, log: silentLogger, metrics: new Registry(), execTimeoutMs: 5_000, defaultModel: 'openai/gpt-4o-mini' });
+  app = createApp({
+    pool,
+    store,
+    providers,
+    clock,
+    log: silentLogger,
+    metrics: new Registry(),
+    models: new ModelRouter(loadConfig({})),
+    connectionString: url,
+    execTimeoutMs: 5_000,
+    defaultModel: 'openai/gpt-4o-mini',
+    currency: 'usd',
+  });
   server = app.express.listen(0, '127.0.0.1');
   await new Promise((resolve) => server.once('listening', resolve));
   api = apiClient(`http://127.0.0.1:${(server.address() as AddressInfo).port}`, key);
@@ -85,6 +100,7 @@ beforeAll(async () => {
 });
 afterAll(async () => {
   server.close();
+  await app.close();
   await store.close();
   await pool.end();
 });

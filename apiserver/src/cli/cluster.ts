@@ -2,13 +2,14 @@ import { createServer } from 'node:http';
 import { hostname } from 'node:os';
 import { createMetricsRegistry, systemClock, type BerthConfig, type Logger } from '@berth/common';
 import { KubernetesResourceStore, loadKubeConfig } from '@berth/common/kubernetes';
-import { ProviderRegistry, createOperator } from '@berth/operator';
+import { ModelRouter, ProviderRegistry, createOperator } from '@berth/operator';
 import { LeaderElector, createKubernetesProvider } from '@berth/operator/kubernetes';
 import express from 'express';
 import type { Registry } from 'prom-client';
 import { createApp } from '../app.js';
 import { bootstrap } from './bootstrap.js';
 import { openDatabase } from './database.js';
+import { createRunner } from './runner.js';
 import { CliError } from './keys.js';
 import { drain, listen, untilSignalled } from './lifecycle.js';
 
@@ -20,7 +21,8 @@ async function clusterParts(config: BerthConfig, log: Logger) {
   const store = new KubernetesResourceStore(kubeConfig, { namespace: config.namespace, log });
   const kubernetes = createKubernetesProvider(config, kubeConfig, log);
   const providers = new ProviderRegistry([kubernetes], config.defaultProvider ?? 'kubernetes');
-  return { database, kubeConfig, store, providers };
+  const models = new ModelRouter(config);
+  return { database, kubeConfig, store, providers, models };
 }
 
 /** `/healthz`, `/readyz` and `/metrics` of the operator, on their own port. */
@@ -42,9 +44,21 @@ function healthServer(metrics: Registry, ready: () => boolean) {
  * exits, so that its pod restarts as a follower rather than reconcile beside a new leader.
  */
 export async function operatorCommand(config: BerthConfig, log: Logger, out: (line: string) => void): Promise<void> {
-  const { database, kubeConfig, store, providers } = await clusterParts(config, log);
+  const { database, kubeConfig, store, providers, models } = await clusterParts(config, log);
   await bootstrap(database.pool, { createKeys: false });
   const metrics = createMetricsRegistry();
+  // Runners work on every replica; only the controllers wait for leadership.
+  const runner = createRunner(config, {
+    pool: database.pool,
+    connectionString: database.connectionString,
+    store,
+    providers,
+    models,
+    clock: systemClock,
+    log,
+    metrics,
+  });
+  await runner.start();
   const operator = createOperator({
     store,
     db: database.pool,
@@ -81,6 +95,7 @@ export async function operatorCommand(config: BerthConfig, log: Logger, out: (li
   if (!config.leaderElection) await start();
   await Promise.race([untilSignalled(log), lostLeadership]);
 
+  await runner.stop();
   if (running) await operator.stop();
   await stopElection();
   await drain(server, 2_000);
@@ -92,7 +107,7 @@ export async function operatorCommand(config: BerthConfig, log: Logger, out: (li
 
 /** `berth apiserver`: the HTTP API, writing custom resources; stateless, any number of replicas. */
 export async function apiserverCommand(config: BerthConfig, log: Logger, out: (line: string) => void): Promise<void> {
-  const { database, store, providers } = await clusterParts(config, log);
+  const { database, store, providers, models } = await clusterParts(config, log);
   await bootstrap(database.pool, { createKeys: false });
   await store.sync(['Session', 'Agent']);
   const app = createApp({
@@ -102,8 +117,12 @@ export async function apiserverCommand(config: BerthConfig, log: Logger, out: (l
     clock: systemClock,
     log,
     metrics: createMetricsRegistry(),
+    models,
+    connectionString: database.connectionString,
     execTimeoutMs: config.execTimeout,
     defaultModel: config.defaultModel,
+    currency: config.currency,
+    streamHeartbeatMs: config.streamHeartbeat,
     ...(config.publicUrl ? { publicUrl: config.publicUrl } : {}),
   });
   const server = createServer(app.express);
@@ -111,6 +130,7 @@ export async function apiserverCommand(config: BerthConfig, log: Logger, out: (l
   out(`berth apiserver listening on ${config.host}:${port}, resources in namespace ${config.namespace}`);
   await untilSignalled(log);
   await drain(server);
+  await app.close();
   await store.close();
   await database.close();
   log.info('stopped');

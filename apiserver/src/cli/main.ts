@@ -17,6 +17,8 @@ Usage:
                                            (DATABASE_URL required; KUBECONFIG or in-cluster credentials)
   berth operator [settings]                cluster mode: the controllers, with leader election, and
                                            /healthz, /readyz, /metrics on --metrics-port
+  berth runner [settings]                  runner workers only, beside a berth up that shares their
+                                           DATABASE_URL and --data-dir
   berth keys create [--mode live|test] [--label text]
                                            create an API key (shown once)
   berth keys list                          list keys (prefixes only)
@@ -90,6 +92,12 @@ async function main(argv: string[]): Promise<number> {
         } finally {
           await database.close();
         }
+        return 0;
+      }
+      case 'runner': {
+        if (action !== undefined) throw new CliError(`berth runner takes no arguments (got ${action})`);
+        const { runnerCommand } = await import('./runner.js');
+        await runnerCommand(config, log, out);
         return 0;
       }
       case 'images':

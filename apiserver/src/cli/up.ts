@@ -9,10 +9,11 @@ import {
   type BerthConfig,
   type Logger,
 } from '@berth/common';
-import { ProviderRegistry, createLocalProvider, createOperator } from '@berth/operator';
+import { ModelRouter, ProviderRegistry, createLocalProvider, createOperator } from '@berth/operator';
 import { createApp } from '../app.js';
 import { bootstrap } from './bootstrap.js';
 import { openDatabase } from './database.js';
+import { createRunner } from './runner.js';
 import { CliError } from './keys.js';
 import { drain, listen, untilSignalled } from './lifecycle.js';
 
@@ -57,6 +58,9 @@ export async function up(config: BerthConfig, log: Logger, out: (line: string) =
   const operator = createOperator({ store, db: database.pool, providers, clock, log, metrics, workers: config.controllerWorkers });
   await operator.start();
   let operatorRunning = true;
+  const models = new ModelRouter(config);
+  const runner = createRunner(config, { pool: database.pool, connectionString: database.connectionString, store, providers, models, clock, log, metrics });
+  await runner.start();
 
   const app = createApp({
     pool: database.pool,
@@ -65,8 +69,12 @@ export async function up(config: BerthConfig, log: Logger, out: (line: string) =
     clock,
     log,
     metrics,
+    models,
+    connectionString: database.connectionString,
     execTimeoutMs: config.execTimeout,
     defaultModel: config.defaultModel,
+    currency: config.currency,
+    streamHeartbeatMs: config.streamHeartbeat,
     ...(config.publicUrl ? { publicUrl: config.publicUrl } : {}),
     ready: () => operatorRunning,
   });
@@ -98,7 +106,9 @@ export async function up(config: BerthConfig, log: Logger, out: (line: string) =
   // In order: no new requests, requests in flight finish, controllers finish their
   // reconciles, then the database goes. Sandboxes keep running; the next start adopts them.
   await drain(server);
+  await app.close();
   operatorRunning = false;
+  await runner.stop();
   await operator.stop();
   await store.close();
   await database.close();

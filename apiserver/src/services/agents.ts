@@ -13,7 +13,7 @@ import {
   type ResourceStore,
 } from '@berth/common';
 import { formatDuration, parseDuration, type AgentSpec, type Compute, type Cost } from '@berth/crds';
-import { SANDBOX_FINALIZER, type ProviderRegistry } from '@berth/operator';
+import { SANDBOX_FINALIZER, toolListProblem, type ModelRouter, type ProviderRegistry } from '@berth/operator';
 import { Histogram, type Registry } from 'prom-client';
 import type { Principal } from '../http/context.js';
 import { listPage, type PageRequest } from './pagination.js';
@@ -88,6 +88,7 @@ export interface AgentServiceDeps {
   sessions: SessionService;
   clock: Clock;
   metrics: Registry;
+  models: ModelRouter;
   execTimeoutMs: number;
   defaultModel: string;
 }
@@ -129,6 +130,11 @@ export function createAgentService(deps: AgentServiceDeps) {
           provider: providerName,
         });
       }
+      const toolProblem = toolListProblem(input.tools, input.browser);
+      if (toolProblem) throw new ApiError('unprocessable_entity', `tools: ${toolProblem}`, { fields: { tools: [toolProblem] } });
+      const model = input.model ?? deps.defaultModel;
+      const modelProblem = deps.models.problem(model);
+      if (modelProblem) throw new ApiError('unprocessable_entity', `model: ${modelProblem}`, { fields: { model: [modelProblem] } });
       const timeoutSeconds = Math.min(parseDuration(input.timeout)!, MAX_TIMEOUT_SECONDS);
       const { provider: _provider, timeout: _timeout, ...rest } = input;
       const spec: AgentSpec = {
@@ -138,7 +144,7 @@ export function createAgentService(deps: AgentServiceDeps) {
         mode: principal.mode,
         userId: session.spec.userId,
         desiredState: 'active',
-        model: input.model ?? deps.defaultModel,
+        model,
         timeout: formatDuration(timeoutSeconds),
         timeoutSeconds,
         provider: providerName,

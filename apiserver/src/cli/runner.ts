@@ -1,0 +1,54 @@
+import { hostname } from 'node:os';
+import { PostgresResourceStore, createMetricsRegistry, systemClock, type BerthConfig, type Logger } from '@berth/common';
+import { ModelRouter, ProviderRegistry, Runner, createLocalProvider, type RunnerOptions } from '@berth/operator';
+import { openDatabase } from './database.js';
+import { CliError } from './keys.js';
+import { untilSignalled } from './lifecycle.js';
+
+/** The runner workers as configured: in `berth up` and in every operator replica. */
+export function createRunner(
+  config: BerthConfig,
+  deps: Pick<RunnerOptions, 'pool' | 'connectionString' | 'store' | 'providers' | 'models' | 'clock' | 'log' | 'metrics'>,
+): Runner {
+  return new Runner({
+    ...deps,
+    log: deps.log.child({ component: 'runner' }),
+    identity: process.env.POD_NAME || `${hostname()}-${process.pid}`,
+    workers: config.runnerWorkers,
+    maxSteps: config.runMaxSteps,
+    modelTimeoutMs: config.modelTimeout,
+    toolTimeoutMs: config.execTimeout,
+    currency: config.currency,
+    leaseMs: config.runnerLease,
+  });
+}
+
+/**
+ * `berth runner`: runner workers alone, beside a `berth up` that shares their database
+ * (DATABASE_URL) and data directory (its sandboxes): more runs at once, or a runner that can
+ * die without taking the API with it.
+ */
+export async function runnerCommand(config: BerthConfig, log: Logger, out: (line: string) => void): Promise<void> {
+  if (!config.databaseUrl) throw new CliError('berth runner shares the database of a berth up: set DATABASE_URL');
+  const database = await openDatabase(config, log);
+  const clock = systemClock;
+  const store = new PostgresResourceStore(database.pool, { connectionString: database.connectionString, clock, log });
+  const providers = new ProviderRegistry([createLocalProvider(config, log)], config.defaultProvider ?? 'local');
+  const runner = createRunner(config, {
+    pool: database.pool,
+    connectionString: database.connectionString,
+    store,
+    providers,
+    models: new ModelRouter(config),
+    clock,
+    log,
+    metrics: createMetricsRegistry(),
+  });
+  await runner.start();
+  out(`berth runner started with ${config.runnerWorkers} workers on ${config.dataDir}`);
+  await untilSignalled(log);
+  await runner.stop();
+  await store.close();
+  await database.close();
+  log.info('stopped');
+}

@@ -1,0 +1,100 @@
+import { ApiError } from '@berth/common';
+import { z } from 'zod';
+import { defineRoute, type RouteTable } from '../http/route.js';
+import { openEventStream } from '../http/sse.js';
+import type { AgentService } from '../services/agents.js';
+import type { RunService } from '../services/runs.js';
+import type { StreamHub } from '../services/stream-hub.js';
+import { idParam } from './schemas.js';
+
+const runBody = z
+  .object({ task: z.string().min(1, 'must not be empty').max(100_000).describe('what the agent should do') })
+  .strict();
+
+const runAccepted = z.object({ taskId: z.string().describe('`task_…`'), agentId: z.string() });
+
+export const taskSchema = z.object({
+  id: z.string(),
+  agentId: z.string(),
+  sessionId: z.string(),
+  status: z.enum(['queued', 'running', 'completed', 'failed', 'cancelled']),
+  task: z.string(),
+  output: z.string().optional().describe('the final answer, when completed'),
+  error: z.object({ code: z.string(), message: z.string() }).passthrough().optional().describe('why it failed or was cancelled'),
+  steps: z.number().int().describe('model calls so far'),
+  usage: z.object({ inputTokens: z.number().int(), outputTokens: z.number().int() }),
+  cost: z.object({ amount: z.number().int(), currency: z.string() }).describe('integer cents'),
+  createdAt: z.string(),
+  startedAt: z.string().optional(),
+  finishedAt: z.string().optional(),
+});
+
+const STREAM_DESCRIPTION = `Server-sent events of the agent's runs, as they happen. Events (each \`data\` is JSON and carries \`taskId\`):
+- \`thinking\` \`{ text }\`: text the model streams while it works;
+- \`tool_call\` \`{ id, tool, input }\`: a tool the model called;
+- \`tool_result\` \`{ id, tool, output, exitCode, durationMs, isError }\`: its result (\`output\` cut at 16 KiB; \`exitCode\` for exec, else null);
+- \`output\` \`{ text, cost: { amount, currency } }\`: the final answer and the run's cost in integer cents;
+- \`error\` \`{ code, message }\`: the run failed (\`provider_error\` with \`upstreamStatus\`, \`step_limit\`, \`budget_exhausted\`, \`session_limit_exceeded\`, \`internal_error\`) or was cancelled (\`cancelled\`, \`agent_unavailable\`);
+- \`heartbeat\` \`{ t }\` every 15 s, without an id.
+Connect before \`run\` to receive every event of the run. Every event but heartbeats has an \`id\`; a client that reconnects with \`Last-Event-ID\` (header, or \`lastEventId\` query) gets what it missed, then the rest. Several clients may stream one agent at once.`;
+
+export function runRoutes(
+  table: RouteTable,
+  deps: { runs: RunService; agents: AgentService; hub: StreamHub; heartbeatMs: number },
+): void {
+  table.add(
+    defineRoute({
+      method: 'post',
+      path: '/v1/agents/:id/run',
+      operationId: 'runAgent',
+      tag: 'Agents',
+      summary: 'Run the agent loop on a task',
+      description:
+        "Queues the task and answers 202 at once; a runner works on it in the background: the model (the agent's `model`, with `instructions` as system prompt) is called with the tools in `tools`, each tool call runs in the agent's sandbox and its result goes back to the model, until it answers without a tool call. Follow it on `GET /v1/agents/{id}/stream` or poll `GET /v1/tasks/{taskId}`. " +
+        'One run at a time per agent: a second `run` while one is queued or running answers 409 `conflict` with `details.taskId`. An agent that is not ready (booting, terminated, failed) answers 409 too.',
+      params: idParam('agt', 'agent'),
+      body: runBody,
+      responses: { 202: { description: 'queued', schema: runAccepted } },
+      errors: ['not_found', 'unprocessable_entity', 'conflict'],
+      handler: async ({ principal, params, body }) => ({ status: 202, body: await deps.runs.start(principal, params.id, body.task) }),
+    }),
+    defineRoute({
+      method: 'get',
+      path: '/v1/tasks/:id',
+      operationId: 'getTask',
+      tag: 'Agents',
+      summary: 'Get a run',
+      description: 'The state of a run: `queued`, `running`, then `completed` (with `output`), `failed` or `cancelled` (with `error`), its steps, tokens and cost so far.',
+      params: idParam('task', 'task'),
+      responses: { 200: { description: 'the run', schema: taskSchema } },
+      errors: ['not_found'],
+      handler: async ({ principal, params }) => ({ status: 200, body: await deps.runs.get(principal, params.id) }),
+    }),
+    defineRoute({
+      method: 'get',
+      path: '/v1/agents/:id/stream',
+      operationId: 'streamAgent',
+      tag: 'Agents',
+      summary: "Stream the agent's events",
+      description: STREAM_DESCRIPTION,
+      params: idParam('agt', 'agent'),
+      query: z.object({ lastEventId: z.string().regex(/^\d+$/).optional().describe('same as the Last-Event-ID header') }).strict(),
+      responses: { 200: { description: 'an event stream', contentType: 'text/event-stream' } },
+      errors: ['not_found', 'unprocessable_entity'],
+      handler: async ({ req, res, principal, params, query }) => {
+        const agent = await deps.agents.find(principal, params.id);
+        const header = req.get('last-event-id');
+        if (header !== undefined && !/^\d+$/.test(header)) {
+          throw new ApiError('unprocessable_entity', 'Last-Event-ID must be an event id of this stream', { fields: { 'Last-Event-ID': ['not an event id'] } });
+        }
+        const stream = openEventStream(req, res, deps.heartbeatMs);
+        const unsubscribe = await deps.hub.subscribe(params.id, header ?? query.lastEventId, (events) => {
+          for (const event of events) stream.write(event.type, event.data, event.seq);
+        });
+        req.log.info({ agentId: params.id, phase: agent.status?.phase }, 'stream opened');
+        await stream.closed;
+        unsubscribe();
+      },
+    }),
+  );
+}

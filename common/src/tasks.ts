@@ -1,0 +1,173 @@
+import type { Mode } from '@berth/crds';
+import type { Queryable } from './db/index.js';
+
+export type TaskState = 'queued' | 'running' | 'completed' | 'failed' | 'cancelled';
+
+export interface Task {
+  id: string;
+  organizationId: string;
+  mode: Mode;
+  sessionId: string;
+  agentId: string;
+  input: string;
+  state: TaskState;
+  attempt: number;
+  claimedBy: string | null;
+  conversation: unknown[];
+  steps: number;
+  inputTokens: number;
+  outputTokens: number;
+  output: string | null;
+  error: { code: string; message: string } | null;
+  createdAt: string;
+  startedAt: string | null;
+  finishedAt: string | null;
+}
+
+interface TaskRow {
+  id: string;
+  organization_id: string;
+  mode: Mode;
+  session_id: string;
+  agent_id: string;
+  input: string;
+  state: TaskState;
+  attempt: number;
+  claimed_by: string | null;
+  conversation: unknown[];
+  steps: number;
+  input_tokens: string;
+  output_tokens: string;
+  output: string | null;
+  error: { code: string; message: string } | null;
+  created_at: Date;
+  started_at: Date | null;
+  finished_at: Date | null;
+}
+
+const COLUMNS = `id, organization_id, mode, session_id, agent_id, input, state, attempt, claimed_by, conversation, steps,
+  input_tokens, output_tokens, output, error, created_at, started_at, finished_at`;
+
+function toTask(row: TaskRow): Task {
+  return {
+    id: row.id,
+    organizationId: row.organization_id,
+    mode: row.mode,
+    sessionId: row.session_id,
+    agentId: row.agent_id,
+    input: row.input,
+    state: row.state,
+    attempt: row.attempt,
+    claimedBy: row.claimed_by,
+    conversation: row.conversation,
+    steps: row.steps,
+    inputTokens: Number(row.input_tokens),
+    outputTokens: Number(row.output_tokens),
+    output: row.output,
+    error: row.error,
+    createdAt: row.created_at.toISOString(),
+    startedAt: row.started_at?.toISOString() ?? null,
+    finishedAt: row.finished_at?.toISOString() ?? null,
+  };
+}
+
+export async function insertTask(
+  db: Queryable,
+  task: { id: string; organizationId: string; mode: Mode; sessionId: string; agentId: string; input: string },
+): Promise<Task> {
+  const { rows } = await db.query<TaskRow>(
+    `INSERT INTO tasks (id, organization_id, mode, session_id, agent_id, input, state)
+     VALUES ($1, $2, $3, $4, $5, $6, 'queued') RETURNING ${COLUMNS}`,
+    [task.id, task.organizationId, task.mode, task.sessionId, task.agentId, task.input],
+  );
+  return toTask(rows[0]!);
+}
+
+export async function findTask(db: Queryable, id: string): Promise<Task | undefined> {
+  const { rows } = await db.query<TaskRow>(`SELECT ${COLUMNS} FROM tasks WHERE id = $1`, [id]);
+  return rows[0] ? toTask(rows[0]) : undefined;
+}
+
+export async function activeTaskOf(db: Queryable, agentId: string): Promise<Task | undefined> {
+  const { rows } = await db.query<TaskRow>(
+    `SELECT ${COLUMNS} FROM tasks WHERE agent_id = $1 AND state IN ('queued', 'running')`,
+    [agentId],
+  );
+  return rows[0] ? toTask(rows[0]) : undefined;
+}
+
+/**
+ * Claims the oldest task that is queued, or running under a lease that expired (its runner
+ * died): exactly one caller gets it (SKIP LOCKED), and its attempt number fences every later
+ * write against a runner that lost the claim.
+ */
+export async function claimTask(db: Queryable, runner: string, leaseMs: number): Promise<Task | undefined> {
+  const { rows } = await db.query<TaskRow>(
+    `UPDATE tasks SET state = 'running', claimed_by = $1, attempt = attempt + 1,
+       lease_expires_at = now() + ($2::bigint * interval '1 millisecond'),
+       started_at = coalesce(started_at, now())
+     WHERE id = (
+       SELECT id FROM tasks
+       WHERE state = 'queued' OR (state = 'running' AND lease_expires_at < now())
+       ORDER BY created_at
+       FOR UPDATE SKIP LOCKED
+       LIMIT 1)
+     RETURNING ${COLUMNS}`,
+    [runner, leaseMs],
+  );
+  return rows[0] ? toTask(rows[0]) : undefined;
+}
+
+/** Extends the lease; false when the claim was lost (another runner took the task over). */
+export async function renewTaskLease(db: Queryable, task: Pick<Task, 'id' | 'attempt'>, leaseMs: number): Promise<boolean> {
+  const result = await db.query(
+    `UPDATE tasks SET lease_expires_at = now() + ($3::bigint * interval '1 millisecond')
+     WHERE id = $1 AND attempt = $2 AND state = 'running'`,
+    [task.id, task.attempt, leaseMs],
+  );
+  return (result.rowCount ?? 0) > 0;
+}
+
+export class LostClaimError extends Error {
+  constructor(taskId: string) {
+    super(`task ${taskId} was taken over by another runner`);
+    this.name = 'LostClaimError';
+  }
+}
+
+/** Saves the loop's progress; throws `LostClaimError` when this runner no longer holds the task. */
+export async function checkpointTask(
+  db: Queryable,
+  task: Pick<Task, 'id' | 'attempt'>,
+  progress: { conversation: unknown[]; steps: number; inputTokens: number; outputTokens: number },
+): Promise<void> {
+  const result = await db.query(
+    `UPDATE tasks SET conversation = $3, steps = $4, input_tokens = $5, output_tokens = $6
+     WHERE id = $1 AND attempt = $2 AND state = 'running'`,
+    [task.id, task.attempt, JSON.stringify(progress.conversation), progress.steps, progress.inputTokens, progress.outputTokens],
+  );
+  if ((result.rowCount ?? 0) === 0) throw new LostClaimError(task.id);
+}
+
+/** Ends the task in a final state; throws `LostClaimError` when this runner no longer holds it. */
+export async function finishTask(
+  db: Queryable,
+  task: Pick<Task, 'id' | 'attempt'>,
+  outcome: { state: 'completed' | 'failed' | 'cancelled'; output?: string; error?: { code: string; message: string } },
+): Promise<void> {
+  const result = await db.query(
+    `UPDATE tasks SET state = $3, output = $4, error = $5, finished_at = now(), lease_expires_at = NULL
+     WHERE id = $1 AND attempt = $2 AND state = 'running'`,
+    [task.id, task.attempt, outcome.state, outcome.output ?? null, outcome.error ? JSON.stringify(outcome.error) : null],
+  );
+  if ((result.rowCount ?? 0) === 0) throw new LostClaimError(task.id);
+}
+
+/** Gives a task back (a runner shutting down): another runner continues it from its checkpoint. */
+export async function releaseTask(db: Queryable, task: Pick<Task, 'id' | 'attempt'>): Promise<void> {
+  await db.query(
+    `UPDATE tasks SET state = 'queued', claimed_by = NULL, lease_expires_at = NULL
+     WHERE id = $1 AND attempt = $2 AND state = 'running'`,
+    [task.id, task.attempt],
+  );
+}

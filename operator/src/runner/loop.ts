@@ -1,0 +1,214 @@
+import type { Logger, Resource, Task } from '@berth/common';
+import type { SandboxProvider } from '@berth/common';
+import type { SandboxRef } from '@berth/crds';
+import { ModelError, type Message, type ModelResponse, type ToolCall } from './models/types.js';
+import { callModel, type ModelRoute } from './models/router.js';
+import { TOOLS, ToolInputError, limitToolOutput, type ToolOutcome } from './tools.js';
+
+export type LoopEnd = (
+  | { state: 'completed'; output: string }
+  | { state: 'failed' | 'cancelled'; error: { code: string; message: string; details?: Record<string, unknown> } }
+) & { usage?: { inputTokens: number; outputTokens: number } };
+
+export interface LoopProgress {
+  conversation: Message[];
+  steps: number;
+  inputTokens: number;
+  outputTokens: number;
+}
+
+/** What the loop needs from the runner around it. */
+export interface LoopIo {
+  emit(type: 'thinking' | 'tool_call' | 'tool_result', data: Record<string, unknown>): Promise<void>;
+  /** Saves progress; throws when this runner lost the task. */
+  checkpoint(progress: LoopProgress): Promise<void>;
+  /** Charges one model call (the runner writes the ledger). */
+  charge(step: number, response: ModelResponse): Promise<void>;
+  /** Why the loop must stop now (agent paused, terminated, over budget), or undefined. */
+  stopReason(where: 'before_model_call' | 'after_tool_call'): Promise<{ code: string; message: string; state: 'failed' | 'cancelled' } | undefined>;
+  signal: AbortSignal;
+}
+
+export interface LoopSettings {
+  maxSteps: number;
+  modelTimeoutMs: number;
+  toolTimeoutMs: number;
+  log: Logger;
+  onModelRetry?: (error: ModelError, attempt: number, delayMs: number) => void;
+  onModelCall?: (seconds: number, result: string) => void;
+  onToolCall?: (tool: string, seconds: number, isError: boolean) => void;
+}
+
+/** Streamed text becomes `thinking` events of a readable size, not one event per token. */
+class ThinkingBuffer {
+  private text = '';
+  private lastFlush = Date.now();
+  private pending: Promise<void> = Promise.resolve();
+  constructor(private readonly emit: (text: string) => Promise<void>) {}
+  push(piece: string): void {
+    this.text += piece;
+    if (this.text.length >= 200 || Date.now() - this.lastFlush >= 100) this.flush();
+  }
+  flush(): Promise<void> {
+    if (this.text) {
+      const text = this.text;
+      this.text = '';
+      this.lastFlush = Date.now();
+      this.pending = this.pending.then(() => this.emit(text));
+    }
+    return this.pending;
+  }
+}
+
+/**
+ * After a takeover, a tool call the previous runner started may or may not have run: the model
+ * is told so rather than the call being run a second time.
+ */
+function closeInterruptedCalls(conversation: Message[]): void {
+  const last = [...conversation].reverse().find((message) => message.role === 'assistant');
+  if (!last || last.role !== 'assistant') return;
+  const answered = new Set(conversation.filter((message) => message.role === 'tool').map((message) => message.toolCallId));
+  for (const call of last.toolCalls) {
+    if (answered.has(call.id)) continue;
+    conversation.push({
+      role: 'tool',
+      toolCallId: call.id,
+      name: call.name,
+      content: 'interrupted: the runner executing this call stopped before it reported a result; it may or may not have run',
+      isError: true,
+    });
+  }
+}
+
+/**
+ * The agent loop: model, then the tools it asks for, then model, until it answers without a
+ * tool call. Progress is checkpointed after every model answer and every tool result, so a
+ * runner that takes the task over continues where the last one stopped.
+ */
+export async function runLoop(
+  task: Task,
+  agent: Resource<'Agent'>,
+  context: { route: ModelRoute; provider: SandboxProvider; sandbox: SandboxRef },
+  io: LoopIo,
+  settings: LoopSettings,
+): Promise<LoopEnd> {
+  const progress: LoopProgress = {
+    conversation: task.conversation.length > 0 ? (task.conversation as Message[]) : [{ role: 'user', content: task.input }],
+    steps: task.steps,
+    inputTokens: task.inputTokens,
+    outputTokens: task.outputTokens,
+  };
+  const end = await loop(progress, agent, context, io, settings);
+  return { ...end, usage: { inputTokens: progress.inputTokens, outputTokens: progress.outputTokens } };
+}
+
+async function loop(
+  progress: LoopProgress,
+  agent: Resource<'Agent'>,
+  context: { route: ModelRoute; provider: SandboxProvider; sandbox: SandboxRef },
+  io: LoopIo,
+  settings: LoopSettings,
+): Promise<LoopEnd> {
+  closeInterruptedCalls(progress.conversation);
+  const tools = agent.spec.tools.map((name) => TOOLS.get(name)).filter((tool) => tool !== undefined);
+
+  for (;;) {
+    const stop = await io.stopReason('before_model_call');
+    if (stop) return { state: stop.state, error: { code: stop.code, message: stop.message } };
+    if (progress.steps >= settings.maxSteps) {
+      return { state: 'failed', error: { code: 'step_limit', message: `the run made ${settings.maxSteps} model calls without finishing` } };
+    }
+
+    const thinking = new ThinkingBuffer((text) => io.emit('thinking', { text }));
+    const started = performance.now();
+    let response: ModelResponse;
+    try {
+      response = await callModel(
+        context.route,
+        {
+          model: context.route.model,
+          ...(agent.spec.instructions ? { system: agent.spec.instructions } : {}),
+          messages: progress.conversation,
+          tools: tools.map(({ name, description, inputSchema }) => ({ name, description, inputSchema })),
+          onText: (text) => thinking.push(text),
+        },
+        { timeoutMs: settings.modelTimeoutMs, signal: io.signal, ...(settings.onModelRetry ? { onRetry: settings.onModelRetry } : {}) },
+      );
+      settings.onModelCall?.((performance.now() - started) / 1000, 'ok');
+    } catch (error) {
+      settings.onModelCall?.((performance.now() - started) / 1000, 'error');
+      await thinking.flush();
+      if (error instanceof ModelError) {
+        return {
+          state: 'failed',
+          error: {
+            code: 'provider_error',
+            message: `model ${context.route.vendor}/${context.route.model}: ${error.message}`,
+            details: { upstreamStatus: error.status },
+          },
+        };
+      }
+      throw error;
+    }
+    await thinking.flush();
+    progress.steps += 1;
+    progress.inputTokens += response.usage.inputTokens;
+    progress.outputTokens += response.usage.outputTokens;
+    await io.charge(progress.steps, response);
+    progress.conversation.push({ role: 'assistant', content: response.text, toolCalls: response.toolCalls });
+    await io.checkpoint(progress);
+    if (response.toolCalls.length === 0) return { state: 'completed', output: response.text };
+
+    for (const call of response.toolCalls) {
+      const outcome = await runTool(call, agent, context, io, settings);
+      progress.conversation.push({
+        role: 'tool',
+        toolCallId: call.id,
+        name: call.name,
+        content: limitToolOutput(outcome.output),
+        isError: outcome.isError,
+      });
+      await io.checkpoint(progress);
+      // A pause or terminate waits for the tool call in flight, then stops the loop.
+      const after = await io.stopReason('after_tool_call');
+      if (after) return { state: after.state, error: { code: after.code, message: after.message } };
+    }
+  }
+}
+
+async function runTool(
+  call: ToolCall,
+  agent: Resource<'Agent'>,
+  context: { provider: SandboxProvider; sandbox: SandboxRef },
+  io: LoopIo,
+  settings: LoopSettings,
+): Promise<ToolOutcome> {
+  await io.emit('tool_call', { id: call.id, tool: call.name, input: call.input });
+  const started = performance.now();
+  let outcome: ToolOutcome;
+  const tool = TOOLS.get(call.name);
+  try {
+    if (!tool || !agent.spec.tools.includes(call.name)) {
+      outcome = { output: `there is no tool "${call.name}"; the tools are ${agent.spec.tools.join(', ') || 'none'}`, isError: true };
+    } else if (call.invalidInput !== undefined) {
+      outcome = { output: `invalid input: the arguments are not a JSON object: ${call.invalidInput.slice(0, 500)}`, isError: true };
+    } else {
+      outcome = await tool.run(call.input, { provider: context.provider, sandbox: context.sandbox, timeoutMs: settings.toolTimeoutMs });
+    }
+  } catch (error) {
+    const message = error instanceof ToolInputError ? `invalid input: ${error.message}` : (error as Error).message;
+    outcome = { output: message, isError: true };
+    if (!(error instanceof ToolInputError)) settings.log.warn({ err: error, tool: call.name }, 'tool call failed');
+  }
+  const durationMs = Math.round(performance.now() - started);
+  settings.onToolCall?.(call.name, durationMs / 1000, outcome.isError);
+  await io.emit('tool_result', {
+    id: call.id,
+    tool: call.name,
+    output: limitToolOutput(outcome.output),
+    exitCode: outcome.exitCode ?? null,
+    durationMs,
+    isError: outcome.isError,
+  });
+  return outcome;
+}

@@ -1,0 +1,432 @@
+import pg from 'pg';
+import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
+import type { SandboxRef } from '@berth/crds';
+import {
+  LATENCY_BUCKETS,
+  LostClaimError,
+  appendStreamEvent,
+  claimTask,
+  checkpointTask,
+  finishTask,
+  idToObjectName,
+  isStoreError,
+  recordEvent,
+  recordUsage,
+  releaseTask,
+  renewTaskLease,
+  taskCost,
+  withTransaction,
+  type Clock,
+  type EventInput,
+  type Logger,
+  type Pool,
+  type Resource,
+  type ResourceStore,
+  type SandboxProvider,
+  type Task,
+} from '@berth/common';
+import type { AgentPhase } from '@berth/crds';
+import type { ProviderRegistry } from '../providers/registry.js';
+import { budgetStop } from './budget.js';
+import { runLoop, type LoopEnd, type LoopIo } from './loop.js';
+import { mockModelAdapter } from './mock-model.js';
+import { billingModeOf, modelCostNanocents, type ModelRoute, type ModelRouter } from './models/router.js';
+
+export interface RunnerOptions {
+  pool: Pool;
+  connectionString: string;
+  store: ResourceStore;
+  providers: ProviderRegistry;
+  models: ModelRouter;
+  clock: Clock;
+  log: Logger;
+  metrics: Registry;
+  /** This process, as written into `claimed_by`. */
+  identity: string;
+  workers: number;
+  maxSteps: number;
+  modelTimeoutMs: number;
+  toolTimeoutMs: number;
+  currency: string;
+  /** A task whose runner has not renewed its claim for this long is taken over. */
+  leaseMs?: number;
+  /** How often an idle worker looks for work when no notification wakes it. */
+  pollMs?: number;
+}
+
+class RunnerStopping extends Error {
+  override name = 'RunnerStopping';
+}
+
+function createRunnerMetrics(registry: Registry) {
+  return {
+    tasks: new Counter({ name: 'berth_runner_tasks_total', help: 'Runs finished, by outcome', labelNames: ['outcome'], registers: [registry] }),
+    taskDuration: new Histogram({
+      name: 'berth_runner_task_duration_seconds',
+      help: 'Wall time of a run, by outcome',
+      labelNames: ['outcome'],
+      buckets: [0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800],
+      registers: [registry],
+    }),
+    active: new Gauge({ name: 'berth_runner_active_tasks', help: 'Runs in progress in this process', registers: [registry] }),
+    takeovers: new Counter({
+      name: 'berth_runner_takeovers_total',
+      help: 'Runs continued after the runner that held them stopped',
+      registers: [registry],
+    }),
+    modelCalls: new Histogram({
+      name: 'berth_runner_model_call_duration_seconds',
+      help: 'Model calls of the agent loop, by vendor and result',
+      labelNames: ['vendor', 'result'],
+      buckets: LATENCY_BUCKETS,
+      registers: [registry],
+    }),
+    modelRetries: new Counter({
+      name: 'berth_runner_model_retries_total',
+      help: 'Model calls retried after 429, 5xx or a network failure',
+      labelNames: ['vendor', 'status'],
+      registers: [registry],
+    }),
+    toolCalls: new Histogram({
+      name: 'berth_runner_tool_call_duration_seconds',
+      help: 'Tool calls of the agent loop, by tool and result',
+      labelNames: ['tool', 'result'],
+      buckets: LATENCY_BUCKETS,
+      registers: [registry],
+    }),
+  };
+}
+
+const FINAL_PHASES: ReadonlySet<AgentPhase> = new Set(['terminated', 'failed']);
+
+/**
+ * Runner workers: each claims a queued task (or one whose runner died), runs the agent loop on
+ * it, and finishes it with its events in one transaction. Any number of workers in any number
+ * of processes can run; the claim's lease and attempt number keep each task with one of them.
+ */
+export class Runner {
+  private readonly metrics: ReturnType<typeof createRunnerMetrics>;
+  private readonly leaseMs: number;
+  private readonly inFlight = new Map<string, AbortController>();
+  private workers: Promise<void>[] = [];
+  private listener: pg.Client | undefined;
+  private wakeWaiters: (() => void)[] = [];
+  private stopping = false;
+
+  constructor(private readonly options: RunnerOptions) {
+    this.metrics = createRunnerMetrics(options.metrics);
+    this.leaseMs = options.leaseMs ?? 30_000;
+  }
+
+  async start(): Promise<void> {
+    if (this.options.workers === 0) return;
+    await this.listen();
+    for (let i = 0; i < this.options.workers; i++) this.workers.push(this.work());
+    this.options.log.info({ workers: this.options.workers, identity: this.options.identity }, 'runner started');
+  }
+
+  /** Stops claiming; runs in flight are handed back to be continued by another runner. */
+  async stop(): Promise<void> {
+    this.stopping = true;
+    for (const controller of this.inFlight.values()) controller.abort(new RunnerStopping('runner stopping'));
+    this.wakeAll();
+    await Promise.all(this.workers);
+    await this.listener?.end().catch(() => undefined);
+  }
+
+  /** New tasks wake a worker at once; the poll also finds tasks whose runner died. */
+  private async listen(): Promise<void> {
+    const client = new pg.Client({ connectionString: this.options.connectionString });
+    client.on('notification', () => this.wakeOne());
+    client.on('error', (error) => {
+      this.options.log.warn({ err: error }, 'task notifications lost; polling until restarted');
+      this.listener = undefined;
+      if (!this.stopping) setTimeout(() => void this.listen().catch(() => undefined), 2_000).unref();
+    });
+    await client.connect();
+    await client.query('LISTEN berth_tasks');
+    this.listener = client;
+  }
+
+  private wakeOne(): void {
+    this.wakeWaiters.shift()?.();
+  }
+
+  private wakeAll(): void {
+    for (const wake of this.wakeWaiters.splice(0)) wake();
+  }
+
+  private idle(): Promise<void> {
+    return new Promise((resolve) => {
+      const timer = setTimeout(() => {
+        this.wakeWaiters = this.wakeWaiters.filter((entry) => entry !== wake);
+        resolve();
+      }, this.options.pollMs ?? 2_000);
+      const wake = () => {
+        clearTimeout(timer);
+        resolve();
+      };
+      this.wakeWaiters.push(wake);
+    });
+  }
+
+  private async work(): Promise<void> {
+    while (!this.stopping) {
+      let task: Task | undefined;
+      try {
+        task = await claimTask(this.options.pool, this.options.identity, this.leaseMs);
+      } catch (error) {
+        this.options.log.warn({ err: error }, 'claiming a task failed');
+      }
+      if (!task) {
+        await this.idle();
+        continue;
+      }
+      await this.execute(task);
+    }
+  }
+
+  private async execute(task: Task): Promise<void> {
+    const log = this.options.log.child({ taskId: task.id, agentId: task.agentId, attempt: task.attempt });
+    const controller = new AbortController();
+    this.inFlight.set(task.id, controller);
+    this.metrics.active.inc();
+    if (task.attempt > 1) {
+      this.metrics.takeovers.inc();
+      log.info('continuing a task whose runner stopped');
+    }
+    const heartbeat = setInterval(() => {
+      renewTaskLease(this.options.pool, task, this.leaseMs)
+        .then((held) => {
+          if (!held) controller.abort(new LostClaimError(task.id));
+        })
+        .catch((error: unknown) => log.warn({ err: error }, 'renewing the task lease failed'));
+    }, Math.max(100, Math.floor(this.leaseMs / 3)));
+    const started = performance.now();
+    let outcome = 'error';
+    try {
+      outcome = await this.runTask(task, controller.signal, log);
+    } catch (error) {
+      const reason = controller.signal.reason as unknown;
+      if (error instanceof LostClaimError || reason instanceof LostClaimError) {
+        outcome = 'lost';
+        log.warn('another runner took this task over; leaving it');
+      } else if (reason instanceof RunnerStopping) {
+        outcome = 'released';
+        await releaseTask(this.options.pool, task).catch(() => undefined);
+        log.info('runner stopping; task handed back');
+      } else {
+        log.error({ err: error }, 'run failed unexpectedly');
+        await this.finish(task, { state: 'failed', error: { code: 'internal_error', message: 'the run failed unexpectedly' } }, undefined).catch(
+          (finishError: unknown) => log.error({ err: finishError }, 'could not record the failed run'),
+        );
+      }
+    } finally {
+      clearInterval(heartbeat);
+      this.inFlight.delete(task.id);
+      this.metrics.active.dec();
+      this.metrics.tasks.inc({ outcome });
+      this.metrics.taskDuration.observe({ outcome }, (performance.now() - started) / 1000);
+    }
+  }
+
+  /** Runs the loop on a claimed task and finishes it; returns the outcome for metrics. */
+  private async runTask(task: Task, signal: AbortSignal, log: Logger): Promise<string> {
+    const { store, providers } = this.options;
+    const agent = await store.get('Agent', idToObjectName(task.agentId));
+    const sandbox = agent?.status?.sandbox;
+    const provider = agent ? providers.forAgent(agent.spec) : undefined;
+    if (!agent || agent.metadata.deletionTimestamp || !sandbox || !provider || FINAL_PHASES.has(agent.status?.phase ?? 'booting')) {
+      const end: LoopEnd = { state: 'cancelled', error: { code: 'agent_unavailable', message: `agent ${task.agentId} has no running sandbox` } };
+      await this.finish(task, end, undefined);
+      return end.state;
+    }
+    const route: ModelRoute =
+      agent.spec.mode === 'test'
+        ? {
+            vendor: agent.spec.model!.split('/')[0]!,
+            model: agent.spec.model!.split('/').slice(1).join('/'),
+            adapter: mockModelAdapter,
+            endpoint: { api: 'openai', baseUrl: 'mock://' },
+            keySource: 'platform',
+            price: { inputNanocentsPerToken: 0n, outputNanocentsPerToken: 0n },
+          }
+        : await this.options.models.resolve(agent.spec.organizationId, agent.spec.model!);
+    await this.setPhase(agent.metadata.name, 'idle', 'running');
+    const end = await runLoop(task, agent, { route, provider, sandbox }, this.loopIo(task, agent, route, signal), {
+      maxSteps: this.options.maxSteps,
+      modelTimeoutMs: this.options.modelTimeoutMs,
+      toolTimeoutMs: this.options.toolTimeoutMs,
+      log,
+      onModelCall: (seconds, result) => this.metrics.modelCalls.observe({ vendor: route.vendor, result }, seconds),
+      onModelRetry: (error, attempt, delayMs) => {
+        this.metrics.modelRetries.inc({ vendor: route.vendor, status: String(error.status) });
+        log.warn({ status: error.status, attempt, delayMs }, 'model call failed; retrying');
+      },
+      onToolCall: (tool, seconds, isError) => this.metrics.toolCalls.observe({ tool, result: isError ? 'error' : 'ok' }, seconds),
+    });
+    await this.finish(task, end, { agent, route, provider, sandbox });
+    await this.setPhase(agent.metadata.name, 'running', 'idle');
+    log.info({ state: end.state, ...(end.state === 'completed' ? {} : { code: end.error.code }) }, 'run finished');
+    return end.state;
+  }
+
+  private loopIo(task: Task, agent: Resource<'Agent'>, route: ModelRoute, signal: AbortSignal): LoopIo {
+    const { pool, store, clock } = this.options;
+    const live = agent.spec.mode === 'live';
+    const throwIfAborted = () => {
+      if (signal.aborted) throw signal.reason instanceof Error ? signal.reason : new RunnerStopping('aborted');
+    };
+    return {
+      signal,
+      emit: async (type, data) => {
+        await appendStreamEvent(pool, { agentId: task.agentId, taskId: task.id, type, data: { taskId: task.id, ...data } });
+      },
+      checkpoint: async (progress) => {
+        throwIfAborted();
+        await checkpointTask(pool, task, progress);
+      },
+      charge: async (step, response) => {
+        if (!live) return; // test keys record no usage
+        await recordUsage(pool, {
+          organizationId: agent.spec.organizationId,
+          sessionId: agent.spec.sessionId,
+          userId: agent.spec.userId,
+          agentId: task.agentId,
+          taskId: task.id,
+          kind: 'model',
+          provider: route.vendor,
+          model: `${route.vendor}/${route.model}`,
+          inputTokens: response.usage.inputTokens,
+          outputTokens: response.usage.outputTokens,
+          amountNanocents: modelCostNanocents(route, response.usage),
+          currency: this.options.currency,
+          billingMode: billingModeOf(route),
+          dedupeKey: `${task.id}/model/${step}`,
+          at: clock.now(),
+        });
+      },
+      stopReason: async () => {
+        throwIfAborted();
+        const current = await store.get('Agent', agent.metadata.name);
+        if (!current || current.metadata.deletionTimestamp || current.spec.desiredState === 'terminated' || FINAL_PHASES.has(current.status?.phase ?? 'idle')) {
+          return { state: 'cancelled', code: 'cancelled', message: 'the agent was terminated during the run' };
+        }
+        if (current.spec.desiredState !== 'active' || current.status?.phase === 'paused') {
+          return { state: 'cancelled', code: 'cancelled', message: 'the agent was paused during the run' };
+        }
+        if (!live) return undefined;
+        const session = await store.get('Session', idToObjectName(current.spec.sessionId));
+        const budget = await budgetStop(pool, current, session, clock.now());
+        return budget ? { state: 'failed', code: budget.code, message: budget.message } : undefined;
+      },
+    };
+  }
+
+  /** Writes the end of a run (task state, the stream's last event, lifecycle events) in one transaction. */
+  private async finish(
+    task: Task,
+    end: LoopEnd,
+    run: { agent: Resource<'Agent'>; route: ModelRoute; provider: SandboxProvider; sandbox: SandboxRef } | undefined,
+  ): Promise<void> {
+    const { pool, clock } = this.options;
+    const artifacts = end.state === 'completed' && run ? await changedFiles(run.provider, run.sandbox, task.startedAt) : [];
+    const cost = await taskCost(pool, task.id, this.options.currency);
+    const finishedAt = clock.now();
+    const durationMs = task.startedAt ? Math.max(0, finishedAt.getTime() - Date.parse(task.startedAt)) : 0;
+    const agentSpec = run?.agent.spec;
+    const common = { agentId: task.agentId, sessionId: task.sessionId, userId: agentSpec?.userId, taskId: task.id };
+    const event = (type: EventInput['type'], data: Record<string, unknown>): EventInput => ({
+      type,
+      organizationId: task.organizationId,
+      mode: task.mode,
+      subjectId: task.agentId,
+      occurrence: `${task.id}/${type}`,
+      data: { ...common, ...data },
+    });
+    const events: EventInput[] = [];
+    if (end.state === 'completed') {
+      events.push(
+        event('agent.completed', {
+          status: 'completed',
+          output: end.output,
+          artifacts,
+          cost: { amount: cost.total, currency: cost.currency },
+          compute: { provider: run?.sandbox.provider === 'mock' ? agentSpec?.provider : run?.sandbox.provider, durationMs },
+          model: run
+            ? { provider: run.route.vendor, model: run.route.model, inputTokens: end.usage?.inputTokens ?? 0, outputTokens: end.usage?.outputTokens ?? 0 }
+            : undefined,
+        }),
+      );
+    } else if (end.state === 'failed') {
+      events.push(event('agent.failed', { status: 'failed', error: { code: end.error.code, message: end.error.message } }));
+    }
+    if (run) {
+      events.push(event('agent.run.completed', { status: end.state, cost, billingMode: billingModeOf(run.route) }));
+    }
+    await withTransaction(pool, async (tx) => {
+      await finishTask(tx, task, end.state === 'completed' ? { state: 'completed', output: end.output } : { state: end.state, error: end.error });
+      if (end.state === 'completed') {
+        await appendStreamEvent(tx, {
+          agentId: task.agentId,
+          taskId: task.id,
+          type: 'output',
+          data: { taskId: task.id, text: end.output, cost: { amount: cost.total, currency: cost.currency } },
+        });
+      } else {
+        await appendStreamEvent(tx, {
+          agentId: task.agentId,
+          taskId: task.id,
+          type: 'error',
+          data: { taskId: task.id, code: end.error.code, message: end.error.message, ...(end.error.details ?? {}) },
+        });
+      }
+      for (const lifecycle of events) await recordEvent(tx, lifecycle, finishedAt);
+    });
+  }
+
+  /** Moves the agent's phase between idle and running, unless something else moved it meanwhile. */
+  private async setPhase(name: string, from: AgentPhase, to: AgentPhase): Promise<void> {
+    for (let attempt = 0; attempt < 5; attempt++) {
+      const agent = await this.options.store.get('Agent', name);
+      if (!agent?.status || agent.status.phase !== from) return;
+      try {
+        await this.options.store.updateStatus('Agent', name, { ...agent.status, phase: to }, { resourceVersion: agent.metadata.resourceVersion });
+        return;
+      } catch (error) {
+        if (!isStoreError(error, 'Conflict')) throw error;
+      }
+    }
+  }
+}
+
+/** Files under /workspace written since the run started: the run's artifacts. */
+async function changedFiles(provider: SandboxProvider, sandbox: SandboxRef, since: string | null): Promise<string[]> {
+  if (!since) return [];
+  const result = await provider
+    .exec(sandbox, {
+      language: 'python',
+      timeoutMs: 30_000,
+      code: `import json, os
+since = ${Date.parse(since) / 1000 - 1}
+found = []
+for directory, dirs, files in os.walk('/workspace'):
+    dirs[:] = [d for d in dirs if not d.startswith('.')]
+    for name in files:
+        path = os.path.join(directory, name)
+        try:
+            if os.path.getmtime(path) >= since:
+                found.append(path)
+        except OSError:
+            pass
+print(json.dumps(sorted(found)[:1000]))
+`,
+    })
+    .catch(() => undefined);
+  try {
+    const parsed = JSON.parse(result?.stdout ?? '') as unknown;
+    return Array.isArray(parsed) ? parsed.filter((entry): entry is string => typeof entry === 'string') : [];
+  } catch {
+    return [];
+  }
+}
