@@ -53,6 +53,7 @@ bench: setup cluster-binaries ## latency and scale benchmarks against floors mea
 	npx tsx test/bench/local-sandbox.ts
 	npx tsx test/bench/agent-loop.ts
 	npx tsx test/bench/cluster-scale.ts
+	npx tsx test/bench/pause-resume.ts
 
 e2e-kind: ## end to end on a kind cluster with real containers (needs Docker and kind)
 	test/e2e/kind.sh

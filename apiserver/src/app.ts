@@ -9,10 +9,12 @@ import { RouteTable } from './http/route.js';
 import { HEARTBEAT_MS } from './http/sse.js';
 import { agentRoutes } from './routes/agents.js';
 import { runRoutes } from './routes/runs.js';
+import { snapshotRoutes } from './routes/snapshots.js';
 import { sessionRoutes } from './routes/sessions.js';
 import { systemRoutes } from './routes/system.js';
 import { createAgentService } from './services/agents.js';
 import { createRunService } from './services/runs.js';
+import { createSnapshotService } from './services/snapshots.js';
 import { StreamHub } from './services/stream-hub.js';
 import { createSessionService } from './services/sessions.js';
 
@@ -71,6 +73,8 @@ export function createApp(deps: AppDeps): App {
   sessionRoutes(routes, sessions);
   agentRoutes(routes, agents, { execTimeoutMs: deps.execTimeoutMs });
   runRoutes(routes, { runs, agents, hub, heartbeatMs: deps.streamHeartbeatMs ?? HEARTBEAT_MS });
+  const snapshots = createSnapshotService({ store: deps.store, providers: deps.providers, clock: deps.clock });
+  snapshotRoutes(routes, { snapshots, agents, providers: deps.providers });
 
   const app = express();
   app.disable('x-powered-by');

@@ -404,6 +404,43 @@ export const SETTINGS = {
     defaultText: '4',
     schema: z.coerce.number().int().min(1).max(64).default(4),
   },
+  snapshotStorage: {
+    env: 'BERTH_SNAPSHOT_STORAGE',
+    description: 'where snapshot archives of paused agents are kept: directory (BERTH_SNAPSHOT_DIR) or s3 (BERTH_S3_*)',
+    defaultText: 'directory',
+    schema: z.enum(['directory', 's3']).default('directory'),
+  },
+  snapshotDir: {
+    env: 'BERTH_SNAPSHOT_DIR',
+    description: 'directory of snapshot archives when BERTH_SNAPSHOT_STORAGE is directory',
+    defaultText: '<data dir>/snapshots',
+    // Optional here because its default follows BERTH_DATA_DIR; createSnapshotStorage resolves it.
+    schema: z.string().min(1).optional(),
+  },
+  s3Bucket: {
+    env: 'BERTH_S3_BUCKET',
+    description:
+      'bucket of snapshot archives when BERTH_SNAPSHOT_STORAGE is s3 (required then); credentials come from AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and AWS_SESSION_TOKEN or the rest of the AWS SDK default chain (profile, web identity, instance role)',
+    schema: z.string().min(1).optional(),
+  },
+  s3Prefix: {
+    env: 'BERTH_S3_PREFIX',
+    description: 'put before every snapshot archive key in the bucket, as it is (end it with / for a folder)',
+    defaultText: 'snapshots/',
+    schema: z.string().min(1).default('snapshots/'),
+  },
+  s3Endpoint: {
+    env: 'BERTH_S3_ENDPOINT',
+    description: 'URL of an S3-compatible server (MinIO, Ceph, ...) instead of AWS; buckets are then addressed by path',
+    defaultText: 'AWS S3 of BERTH_S3_REGION',
+    schema: z.string().url().optional(),
+  },
+  s3Region: {
+    env: 'BERTH_S3_REGION',
+    description: 'region of the snapshot bucket (S3-compatible servers mostly accept any)',
+    defaultText: 'us-east-1',
+    schema: z.string().min(1).default('us-east-1'),
+  },
 } satisfies Record<string, Setting<unknown>>;
 
 type Settings = typeof SETTINGS;

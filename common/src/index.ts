@@ -16,3 +16,5 @@ export * from './ledger.js';
 export * from './money.js';
 export * from './stream.js';
 export * from './tasks.js';
+export * from './snapshot-storage.js';
+export * from './snapshot-usage.js';

@@ -1,4 +1,5 @@
 import type { Compute, SandboxRef } from '@berth/crds';
+import type { SnapshotStorage, StoredArchive } from './snapshot-storage.js';
 
 export type ExecLanguage = (typeof EXEC_LANGUAGES)[number];
 export const EXEC_LANGUAGES = ['python', 'typescript', 'bash'] as const;
@@ -23,6 +24,8 @@ export interface ProvisionRequest {
   timeoutSeconds: number;
   /** The Agent resource, for providers that give their sandboxes an owner. */
   owner?: { apiVersion: string; kind: string; name: string; uid: string };
+  /** Start from a snapshot instead of an empty sandbox. */
+  restore?: RestoreSource;
   compute: Compute;
   browser: boolean;
   gpu?: string;
@@ -34,6 +37,27 @@ export interface ProvisionRequest {
  * `pending`: being started (a pod not yet running); `expired`: ended by the platform at its
  * deadline (a pod's activeDeadlineSeconds), which is the agent's timeout, not a loss.
  */
+export type SnapshotLevel = 'native' | 'filesystem';
+
+/** A snapshot archive to start a sandbox from, and how much of it to bring back. */
+export interface RestoreSource {
+  storage: SnapshotStorage;
+  archive: StoredArchive;
+  /** `native`: processes and memory too (same provider, which made it natively); `filesystem`: /workspace only. */
+  level: SnapshotLevel;
+}
+
+/** Where a checkpoint goes, and whether processes and memory should be kept if the provider can. */
+export interface CheckpointTarget {
+  storage: SnapshotStorage;
+  key: string;
+  native: boolean;
+}
+
+export interface CheckpointResult extends StoredArchive {
+  level: SnapshotLevel;
+}
+
 export type SandboxState = 'running' | 'pending' | 'stopped' | 'expired' | 'missing';
 
 export interface ProviderCapabilities {
@@ -59,6 +83,11 @@ export interface SandboxProvider {
   state(ref: SandboxRef): Promise<SandboxState>;
   exec(ref: SandboxRef, request: ExecRequest): Promise<ExecResult>;
   terminate(ref: SandboxRef): Promise<void>;
+  /**
+   * Saves the sandbox into `target` and releases its compute (the sandbox is gone afterwards).
+   * Idempotent: after a crash half-way, calling it again finishes the job.
+   */
+  checkpoint(ref: SandboxRef, target: CheckpointTarget): Promise<CheckpointResult>;
   /**
    * Calls `onChange` with the agent id whenever one of the provider's sandboxes changes, for
    * providers that can tell (a pod watch); the controller reconciles that agent then.

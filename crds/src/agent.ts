@@ -45,6 +45,11 @@ export const agentSpecSchema = z.object({
   overrides: looseObject.optional(),
   secrets: z.array(z.string()).optional(),
   mcp: z.union([z.array(z.string()), z.literal('*')]).optional(),
+  /** Start (or resume) from this snapshot: its files, and at `native` level its processes and memory. */
+  restoreFrom: z
+    .object({ snapshotId: z.string(), level: z.enum(['native', 'filesystem']) })
+    .strict()
+    .optional(),
 });
 export type AgentSpec = z.infer<typeof agentSpecSchema>;
 
@@ -67,6 +72,10 @@ export const agentStatusSchema = z.object({
   error: z.object({ code: z.string(), message: z.string() }).optional(),
   /** Spend so far, in integer cents. */
   cost: costSchema.optional(),
+  /** The snapshot the agent was last paused into. */
+  snapshot: z.string().optional(),
+  /** The snapshot the running sandbox was restored from (`spec.restoreFrom` done). */
+  restoredFrom: z.string().optional(),
 });
 export type AgentStatus = z.infer<typeof agentStatusSchema>;
 
@@ -82,4 +91,8 @@ export const AgentReason = {
   Terminated: 'Terminated',
   DeadlineExceeded: 'DeadlineExceeded',
   SandboxLost: 'SandboxLost',
+  Pausing: 'Pausing',
+  Paused: 'Paused',
+  Restored: 'Restored',
+  RestoreFailed: 'RestoreFailed',
 } as const;

@@ -26,6 +26,9 @@ export const snapshotStatusSchema = z.object({
   sizeBytes: z.number().int().nonnegative().optional(),
   /** Where the snapshot storage keeps it (a path or an object key). */
   location: z.string().optional(),
+  /** SHA-256 of the archive, checked on every restore. */
+  sha256: z.string().optional(),
+  readyAt: z.string().optional(),
   error: z.object({ code: z.string(), message: z.string() }).optional(),
 });
 export type SnapshotStatus = z.infer<typeof snapshotStatusSchema>;

@@ -1,5 +1,6 @@
 export * from './operator.js';
 export * from './controllers/agent.js';
+export * from './controllers/snapshot.js';
 export * from './controllers/conditions.js';
 export * from './runtime/controller.js';
 export * from './runtime/workqueue.js';
@@ -10,3 +11,4 @@ export * from './runner/runner.js';
 export * from './runner/tools.js';
 export { ModelRouter, UnknownModelError, billingModeOf, callModel, type ModelRoute } from './runner/models/router.js';
 export { ModelError, type ModelAdapter, type ModelEndpoint, type ModelRequest, type ModelResponse, type Message } from './runner/models/types.js';
+export * from './snapshots/index.js';

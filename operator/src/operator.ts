@@ -1,6 +1,7 @@
-import { idToObjectName, type Clock, type Logger, type Queryable, type ResourceStore } from '@berth/common';
+import { idToObjectName, type Clock, type Logger, type Queryable, type ResourceStore, type SnapshotStorage } from '@berth/common';
 import type { Registry } from 'prom-client';
 import { createAgentMetrics, createAgentReconciler } from './controllers/agent.js';
+import { createSnapshotReconciler } from './controllers/snapshot.js';
 import type { ProviderRegistry } from './providers/registry.js';
 import { Controller, createControllerMetrics } from './runtime/controller.js';
 
@@ -11,6 +12,7 @@ export interface OperatorDeps {
   clock: Clock;
   log: Logger;
   metrics: Registry;
+  snapshots: SnapshotStorage;
   workers?: number;
 }
 
@@ -34,13 +36,23 @@ export function createOperator(deps: OperatorDeps): Operator {
       providers: deps.providers,
       clock: deps.clock,
       metrics: createAgentMetrics(deps.metrics),
+      snapshots: deps.snapshots,
     }),
+  });
+  const snapshots = new Controller({
+    kind: 'Snapshot',
+    store: deps.store,
+    log: deps.log.child({ controller: 'snapshot' }),
+    metrics: controllerMetrics,
+    workers: 2,
+    reconcile: createSnapshotReconciler({ store: deps.store, db: deps.db, storage: deps.snapshots, clock: deps.clock }),
   });
   // Providers that can tell when a sandbox changes (a pod watch) wake its agent's reconcile.
   const sandboxWatches: { stop(): void }[] = [];
   return {
     async start() {
       await agents.start();
+      await snapshots.start();
       for (const provider of deps.providers.all()) {
         const watch = provider.watchSandboxes?.((agentId) => agents.enqueue(idToObjectName(agentId)));
         if (watch) sandboxWatches.push(watch);
@@ -48,7 +60,7 @@ export function createOperator(deps: OperatorDeps): Operator {
     },
     async stop() {
       for (const watch of sandboxWatches.splice(0)) watch.stop();
-      await agents.stop();
+      await Promise.all([agents.stop(), snapshots.stop()]);
     },
   };
 }

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what the local provider needs on this host: mmdebstrap, curl and unzip (to build
-# sandbox root filesystems) from Debian's packages, and gVisor's runsc (built by install-runsc.sh).
+# sandbox root filesystems) and zstd (snapshot archives) from Debian's packages, and gVisor's
+# runsc (built by install-runsc.sh).
 # Idempotent: a second run finds everything in place and returns at once.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -15,6 +16,7 @@ command -v mmdebstrap >/dev/null || missing+=(mmdebstrap)
 command -v curl >/dev/null || missing+=(curl)
 command -v unzip >/dev/null || missing+=(unzip)
 command -v openssl >/dev/null || missing+=(openssl) # certificates of the test control plane
+command -v zstd >/dev/null || missing+=(zstd)       # snapshot archives
 command -v go >/dev/null || missing+=(golang-go)
 if [ ${#missing[@]} -gt 0 ]; then
   echo "install-host: apt-get install ${missing[*]}" >&2

@@ -38,7 +38,7 @@ interface EnvVar {
   name: string;
   value?: string;
   valueFrom?: {
-    secretKeyRef?: { name: string; key: string };
+    secretKeyRef?: { name: string; key: string; optional?: boolean };
     fieldRef?: { fieldPath: string };
   };
 }
@@ -58,6 +58,7 @@ interface Container {
   readinessProbe?: Probe;
   startupProbe?: Probe;
   securityContext?: Record<string, unknown>;
+  volumeMounts?: { name: string; mountPath: string }[];
 }
 
 interface PodTemplate {
@@ -66,6 +67,7 @@ interface PodTemplate {
     serviceAccountName?: string;
     securityContext?: Record<string, unknown>;
     containers: Container[];
+    volumes?: ({ name: string } & Record<string, unknown>)[];
   };
 }
 
@@ -633,6 +635,68 @@ describe('optional objects', () => {
       .filter((service) => Object.entries(selector.matchLabels).every(([k, v]) => service.metadata.labels?.[k] === v));
     const portNames = selected.flatMap((service) => (service.spec!.ports as { name: string }[]).map((port) => port.name));
     for (const endpoint of endpoints) expect(portNames).toContain(endpoint.port);
+  });
+});
+
+describe('snapshot storage', () => {
+  const snapshotVolume = (rendered: Rendered) =>
+    rendered.podTemplate('Deployment', `${FULLNAME}-operator`).spec.volumes?.find((volume) => volume.name === 'snapshots');
+
+  it('keeps archives in a directory on a volume of the operator by default, and warns that an emptyDir is lost with the pod', async () => {
+    const rendered = await render(WITH_URL);
+    const operator = rendered.env('operator');
+    expect(operator.get('BERTH_SNAPSHOT_STORAGE')!.value).toBe('directory');
+    expect(operator.get('BERTH_SNAPSHOT_DIR')!.value).toBe('/var/lib/berth/snapshots');
+    expect(rendered.container('operator').volumeMounts).toContainEqual({ name: 'snapshots', mountPath: '/var/lib/berth/snapshots' });
+    expect(snapshotVolume(rendered)).toEqual({ name: 'snapshots', emptyDir: {} });
+    // Only the operator touches archives.
+    expect(rendered.env('apiserver').has('BERTH_SNAPSHOT_STORAGE')).toBe(false);
+
+    const claimed = await render([...WITH_URL, '--set', 'snapshots.directory.existingClaim=berth-snapshots']);
+    expect(snapshotVolume(claimed)).toEqual({ name: 'snapshots', persistentVolumeClaim: { claimName: 'berth-snapshots' } });
+
+    const notes = async (args: string[]) => {
+      const result = await run(['install', RELEASE, CHART, '--namespace', NAMESPACE, '--dry-run=client', ...args], {
+        ...process.env,
+        KUBECONFIG: '/nonexistent',
+      });
+      expect(result.code, result.stderr).toBe(0);
+      return result.stdout.slice(result.stdout.indexOf('NOTES:'));
+    };
+    expect(await notes(WITH_URL)).toContain('snapshots of paused agents are kept in an emptyDir');
+    expect(await notes([...WITH_URL, '--set', 'snapshots.directory.existingClaim=berth-snapshots'])).not.toContain('emptyDir');
+  });
+
+  it('passes an S3 bucket, its endpoint and credentials from a Secret to the operator', async () => {
+    const rendered = await render([
+      ...WITH_URL,
+      ...['--set', 'snapshots.storage=s3', '--set', 'snapshots.s3.bucket=berth-snapshots', '--set', 'snapshots.s3.region=eu-west-1'],
+      ...['--set', 'snapshots.s3.endpoint=http://minio.storage:9000', '--set', 'snapshots.s3.credentialsSecret=berth-s3'],
+    ]);
+    const operator = rendered.env('operator');
+    const value = (name: string) => operator.get(name)?.value;
+    expect(value('BERTH_SNAPSHOT_STORAGE')).toBe('s3');
+    expect(value('BERTH_S3_BUCKET')).toBe('berth-snapshots');
+    expect(value('BERTH_S3_PREFIX')).toBe('snapshots/');
+    expect(value('BERTH_S3_REGION')).toBe('eu-west-1');
+    expect(value('BERTH_S3_ENDPOINT')).toBe('http://minio.storage:9000');
+    expect(operator.has('BERTH_SNAPSHOT_DIR')).toBe(false);
+    expect(operator.get('AWS_ACCESS_KEY_ID')!.valueFrom!.secretKeyRef).toEqual({ name: 'berth-s3', key: 'AWS_ACCESS_KEY_ID' });
+    expect(operator.get('AWS_SECRET_ACCESS_KEY')!.valueFrom!.secretKeyRef).toEqual({ name: 'berth-s3', key: 'AWS_SECRET_ACCESS_KEY' });
+    expect(operator.get('AWS_SESSION_TOKEN')!.valueFrom!.secretKeyRef).toEqual({ name: 'berth-s3', key: 'AWS_SESSION_TOKEN', optional: true });
+    expect(snapshotVolume(rendered)).toBeUndefined();
+
+    // Without a credentials Secret the AWS SDK's own chain applies (workload identity).
+    const ambient = await render([...WITH_URL, '--set', 'snapshots.storage=s3', '--set', 'snapshots.s3.bucket=berth-snapshots']);
+    expect(ambient.env('operator').has('AWS_ACCESS_KEY_ID')).toBe(false);
+    expect(ambient.env('operator').has('BERTH_S3_ENDPOINT')).toBe(false);
+  });
+
+  it('refuses s3 storage without a bucket, and values outside the schema', async () => {
+    expect(await renderError([...WITH_URL, '--set', 'snapshots.storage=s3'])).toContain('set snapshots.s3.bucket');
+    for (const bad of ['snapshots.storage=gcs', 'snapshots.s3.bucket=Not_A_Bucket', 'snapshots.s3.endpoint=minio:9000']) {
+      expect(await renderError([...WITH_URL, '--set', bad]), bad).toContain(SCHEMA_ERROR);
+    }
   });
 });
 

@@ -1,5 +1,8 @@
 import { spawn, execFile, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { inject } from 'vitest';
 import { BERTH_BIN, runBerth } from '../helpers/berth.js';
 import { apiClient, eventually, type ApiClient } from '../helpers/http.js';
@@ -110,7 +113,12 @@ export interface BerthInCluster {
 export async function startBerthInCluster(options: { prefix: string; operators?: number; env?: Record<string, string> }): Promise<BerthInCluster> {
   const namespace = await createNamespace(options.prefix);
   const databaseUrl = await createTestDatabase();
-  const env = { DATABASE_URL: databaseUrl, BERTH_NAMESPACE: namespace, ...options.env };
+  const env = {
+    DATABASE_URL: databaseUrl,
+    BERTH_NAMESPACE: namespace,
+    BERTH_SNAPSHOT_DIR: mkdtempSync(join(tmpdir(), 'berth-cluster-snapshots-')),
+    ...options.env,
+  };
   const operators: ClusterProcess[] = [];
   for (let i = 0; i < (options.operators ?? 1); i++) operators.push(await startClusterProcess('operator', { ...env, POD_NAME: `operator-${i}` }));
   const apiserver = await startClusterProcess('apiserver', env);

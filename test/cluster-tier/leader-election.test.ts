@@ -65,4 +65,12 @@ describe('leader election', () => {
     expect(Date.now() - started).toBeLessThan(10_000);
     berth.operators[index] = await startClusterProcess('operator', { ...berth.env, POD_NAME: `operator-${index}` });
   });
+
+  it('stops both replicas when both are stopped at once, even if the follower wins the released lease', async () => {
+    await eventually(async () => (await holder(berth.namespace)) || undefined);
+    const started = Date.now();
+    const codes = await Promise.all(berth.operators.map((operator) => operator.stop('SIGTERM')));
+    expect(codes).toEqual([0, 0]);
+    expect(Date.now() - started).toBeLessThan(15_000);
+  });
 });

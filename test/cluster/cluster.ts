@@ -29,6 +29,8 @@ export interface TestCluster {
   kubeconfig: string;
   /** The API server's URL. */
   server: string;
+  /** The host directory that exec on the fake nodes sees as a sandbox's /workspace (shared by all pods). */
+  workspace: string;
   /** Paths of etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kwok. */
   binaries: Record<string, string>;
   kubectl: string;
@@ -131,6 +133,7 @@ async function boot(dir: string, nodes: number, processes: ManagedProcess[], log
     dir,
     kubeconfig,
     server,
+    workspace: join(dir, 'pods', 'workspace'),
     binaries,
     ...tools,
     // A private discovery cache: kubectl keys its default one by host and port, which a later
@@ -369,12 +372,15 @@ function kwokArgs(kubeconfig: string, pki: Pki, config: string, binDir: string, 
  */
 async function writeKwokConfig(dir: string): Promise<string> {
   const workDir = join(dir, 'pods');
-  await mkdir(workDir, { recursive: true });
+  // What a sandbox pod has at /workspace: one directory on this host, shared by every fake pod.
+  // Berth's exec scripts honour BERTH_WORKSPACE for exactly this.
+  const workspace = join(workDir, 'workspace');
+  await mkdir(workspace, { recursive: true });
   const clusterExec = {
     apiVersion: 'kwok.x-k8s.io/v1alpha1',
     kind: 'ClusterExec',
     metadata: { name: 'local' },
-    spec: { execs: [{ local: { workDir } }] },
+    spec: { execs: [{ local: { workDir, envs: [{ name: 'BERTH_WORKSPACE', value: workspace }] } }] },
   };
   const path = join(dir, 'kwok.yaml');
   await writeFile(path, stringify(clusterExec));

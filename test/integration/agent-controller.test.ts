@@ -1,4 +1,9 @@
 import express from 'express';
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Readable } from 'node:stream';
+import { DirectoryStorage } from '../../operator/src/snapshots/directory.js';
 import type { AddressInfo } from 'node:net';
 import pg from 'pg';
 import { Registry } from 'prom-client';
@@ -16,6 +21,8 @@ import {
   listEvents,
   migrate,
   silentLogger,
+  type CheckpointResult,
+  type CheckpointTarget,
   type ExecResult,
   type ProviderCapabilities,
   type ProvisionRequest,
@@ -59,6 +66,11 @@ class ScriptedProvider implements SandboxProvider {
     this.terminations.push(ref.id);
     this.sandboxes.delete(ref.id);
   }
+  async checkpoint(ref: SandboxRef, target: CheckpointTarget): Promise<CheckpointResult> {
+    const stored = await target.storage.put(target.key, Readable.from([Buffer.from(`workspace of ${ref.id}`)]));
+    this.sandboxes.delete(ref.id);
+    return { ...stored, level: 'filesystem' };
+  }
 }
 
 let pool: pg.Pool;
@@ -77,7 +89,14 @@ beforeAll(async () => {
   pool = createPool(url);
   await migrate(pool);
   store = new PostgresResourceStore(pool, { connectionString: url, clock, log: silentLogger });
-  reconcile = createAgentReconciler({ store, db: pool, providers, clock, metrics: createAgentMetrics(new Registry()) });
+  reconcile = createAgentReconciler({
+    store,
+    db: pool,
+    providers,
+    clock,
+    metrics: createAgentMetrics(new Registry()),
+    snapshots: new DirectoryStorage(mkdtempSync(join(tmpdir(), 'berth-snapshots-'))),
+  });
   const organization = await createOrganization(pool, 'test');
   const { key } = await createApiKey(pool, { organizationId: organization.id, mode: 'live' });
   app = createApp({

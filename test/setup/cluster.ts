@@ -13,6 +13,7 @@ declare module 'vitest' {
     kubeconfig: string;
     kubectl: string;
     helm: string;
+    clusterWorkspace: string;
   }
 }
 
@@ -42,6 +43,7 @@ export default async function setup(project: TestProject): Promise<() => Promise
   project.provide('kubeconfig', cluster.kubeconfig);
   project.provide('kubectl', cluster.kubectl);
   project.provide('helm', cluster.helm);
+  project.provide('clusterWorkspace', cluster.workspace);
   return async () => {
     await cluster.stop();
     await postgres.stop();

@@ -2,7 +2,7 @@ import { createServer } from 'node:http';
 import { hostname } from 'node:os';
 import { createMetricsRegistry, systemClock, type BerthConfig, type Logger } from '@berth/common';
 import { KubernetesResourceStore, loadKubeConfig } from '@berth/common/kubernetes';
-import { ModelRouter, ProviderRegistry, createOperator } from '@berth/operator';
+import { ModelRouter, ProviderRegistry, createOperator, createSnapshotStorage } from '@berth/operator';
 import { LeaderElector, createKubernetesProvider } from '@berth/operator/kubernetes';
 import express from 'express';
 import type { Registry } from 'prom-client';
@@ -67,17 +67,23 @@ export async function operatorCommand(config: BerthConfig, log: Logger, out: (li
     log,
     metrics,
     workers: config.controllerWorkers,
+    snapshots: createSnapshotStorage(config),
   });
-  let running = false;
   let stopElection: () => Promise<void> = async () => undefined;
   const server = healthServer(metrics, () => true);
   const port = await listen(server, config.metricsPort, config.host);
   const identity = process.env.POD_NAME || `${hostname()}-${process.pid}`;
   out(`berth operator ${identity} in namespace ${config.namespace}; health and metrics on ${config.host}:${port}`);
 
+  // Leadership may arrive while the process is already stopping (the old leader stopped at the
+  // same time and released the lease): then the controllers must not start, or their watches
+  // would keep the process alive after it stopped.
+  let stopping = false;
+  let starting: Promise<void> | undefined;
   const start = async () => {
-    await operator.start();
-    running = true;
+    if (stopping) return;
+    starting = operator.start();
+    await starting;
   };
   let lost = false;
   const lostLeadership = new Promise<void>((resolve) => {
@@ -95,8 +101,13 @@ export async function operatorCommand(config: BerthConfig, log: Logger, out: (li
   if (!config.leaderElection) await start();
   await Promise.race([untilSignalled(log), lostLeadership]);
 
+  stopping = true;
   await runner.stop();
-  if (running) await operator.stop();
+  // Reconciling ends before the lease is released, so two replicas never reconcile at once.
+  if (starting) {
+    await starting.catch(() => undefined);
+    await operator.stop();
+  }
   await stopElection();
   await drain(server, 2_000);
   await store.close();

@@ -9,7 +9,7 @@ import {
   type BerthConfig,
   type Logger,
 } from '@berth/common';
-import { ModelRouter, ProviderRegistry, createLocalProvider, createOperator } from '@berth/operator';
+import { ModelRouter, ProviderRegistry, createLocalProvider, createOperator, createSnapshotStorage } from '@berth/operator';
 import { createApp } from '../app.js';
 import { bootstrap } from './bootstrap.js';
 import { openDatabase } from './database.js';
@@ -55,7 +55,16 @@ export async function up(config: BerthConfig, log: Logger, out: (line: string) =
 
   const metrics = createMetricsRegistry();
   const providers = new ProviderRegistry([local], config.defaultProvider ?? 'local');
-  const operator = createOperator({ store, db: database.pool, providers, clock, log, metrics, workers: config.controllerWorkers });
+  const operator = createOperator({
+    store,
+    db: database.pool,
+    providers,
+    clock,
+    log,
+    metrics,
+    workers: config.controllerWorkers,
+    snapshots: createSnapshotStorage(config),
+  });
   await operator.start();
   let operatorRunning = true;
   const models = new ModelRouter(config);

@@ -18,10 +18,12 @@ export function openEventStream(req: Request, res: Response, heartbeatMs = HEART
   // Heartbeats carry no id, so they never move a client's Last-Event-ID.
   const heartbeat = setInterval(() => write('heartbeat', { t: Date.now() }), heartbeatMs);
   const closed = new Promise<void>((resolve) => {
-    req.on('close', () => {
+    const close = () => {
       clearInterval(heartbeat);
       resolve();
-    });
+    };
+    if (req.socket.destroyed) close(); // the client left before the stream opened
+    else req.on('close', close);
   });
   return { write, closed };
 }

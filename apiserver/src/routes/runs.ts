@@ -1,4 +1,4 @@
-import { ApiError } from '@berth/common';
+import { ApiError, type StreamEvent } from '@berth/common';
 import { z } from 'zod';
 import { defineRoute, type RouteTable } from '../http/route.js';
 import { openEventStream } from '../http/sse.js';
@@ -87,10 +87,16 @@ export function runRoutes(
         if (header !== undefined && !/^\d+$/.test(header)) {
           throw new ApiError('unprocessable_entity', 'Last-Event-ID must be an event id of this stream', { fields: { 'Last-Event-ID': ['not an event id'] } });
         }
-        const stream = openEventStream(req, res, deps.heartbeatMs);
+        // Subscribed before the headers go out: a client that runs a task once its stream has
+        // answered misses none of the task's events.
+        let stream: ReturnType<typeof openEventStream> | undefined;
+        const early: StreamEvent[] = [];
         const unsubscribe = await deps.hub.subscribe(params.id, header ?? query.lastEventId, (events) => {
-          for (const event of events) stream.write(event.type, event.data, event.seq);
+          if (!stream) early.push(...events);
+          else for (const event of events) stream.write(event.type, event.data, event.seq);
         });
+        stream = openEventStream(req, res, deps.heartbeatMs);
+        for (const event of early.splice(0)) stream.write(event.type, event.data, event.seq);
         req.log.info({ agentId: params.id, phase: agent.status?.phase }, 'stream opened');
         await stream.closed;
         unsubscribe();

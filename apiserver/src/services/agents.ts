@@ -195,6 +195,53 @@ export function createAgentService(deps: AgentServiceDeps) {
       }
     },
 
+    /**
+     * Pauses a running or idle agent: a run's tool call in flight finishes, then the sandbox is
+     * checkpointed into a snapshot and its compute released. Answers once the agent is paused
+     * (or after `waitMs`, with the agent as it is then).
+     */
+    async pause(principal: Principal, id: string, waitMs: number): Promise<AgentView> {
+      const agent = await find(principal, id);
+      await store.updateSpec('Agent', agent.metadata.name, (current) => {
+        const phase = current.status?.phase ?? 'booting';
+        if (current.spec.desiredState !== 'active' || (phase !== 'idle' && phase !== 'running')) {
+          throw new ApiError('conflict', `agent ${id} is ${current.spec.desiredState === 'paused' ? 'pausing' : phase}; only an idle or running agent can be paused`, {
+            status: phase,
+          });
+        }
+        return { ...current.spec, desiredState: 'paused' };
+      });
+      await waitForAgent(store, agent.metadata.name, waitMs, (current) => {
+        const phase = current?.status?.phase;
+        return phase === undefined || phase === 'paused' || phase === 'failed' || phase === 'terminated';
+      });
+      return agentView((await store.get('Agent', agent.metadata.name)) ?? agent);
+    },
+
+    /**
+     * Resumes a paused agent from its pause snapshot: natively (processes and memory) when its
+     * provider can, else its files. Answers once it is ready again (or after `waitMs`).
+     */
+    async resume(principal: Principal, id: string, waitMs: number, level: (snapshotId: string) => Promise<'native' | 'filesystem'>): Promise<AgentView> {
+      const agent = await find(principal, id);
+      const phase = agent.status?.phase ?? 'booting';
+      if (phase !== 'paused' || agent.spec.desiredState !== 'paused') {
+        throw new ApiError('conflict', `agent ${id} is ${phase}; only a paused agent can be resumed`, { status: phase });
+      }
+      const snapshotId = agent.status?.snapshot;
+      const restoreFrom = snapshotId ? { snapshotId, level: await level(snapshotId) } : undefined;
+      await store.updateSpec('Agent', agent.metadata.name, (current) => {
+        if (current.spec.desiredState !== 'paused') throw new ApiError('conflict', `agent ${id} is being resumed already`);
+        const { restoreFrom: _previous, ...rest } = current.spec;
+        return { ...rest, desiredState: 'active', ...(restoreFrom ? { restoreFrom } : {}) };
+      });
+      await waitForAgent(store, agent.metadata.name, waitMs, (current) => {
+        const now = current?.status?.phase;
+        return now === undefined || now === 'idle' || now === 'running' || now === 'failed' || now === 'terminated';
+      });
+      return agentView((await store.get('Agent', agent.metadata.name)) ?? agent);
+    },
+
     /** Asks for the end of the agent; answers once its sandbox is gone, or after `waitMs` regardless. */
     async terminate(principal: Principal, id: string, waitMs: number): Promise<void> {
       const agent = await find(principal, id);

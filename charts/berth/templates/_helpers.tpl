@@ -184,3 +184,48 @@ podAntiAffinity:
             app.kubernetes.io/component: {{ .component }}
 {{- end }}
 {{- end }}
+
+{{/*
+Where the operator keeps snapshot archives (values: snapshots).
+*/}}
+{{- define "berth.snapshotEnv" -}}
+{{- $s := .Values.snapshots -}}
+- name: BERTH_SNAPSHOT_STORAGE
+  value: {{ $s.storage | quote }}
+{{- if eq $s.storage "directory" }}
+- name: BERTH_SNAPSHOT_DIR
+  value: /var/lib/berth/snapshots
+{{- else }}
+{{- if not $s.s3.bucket }}
+{{- fail "snapshots.storage is s3: set snapshots.s3.bucket to the bucket that keeps snapshot archives" }}
+{{- end }}
+- name: BERTH_S3_BUCKET
+  value: {{ $s.s3.bucket | quote }}
+- name: BERTH_S3_PREFIX
+  value: {{ $s.s3.prefix | quote }}
+- name: BERTH_S3_REGION
+  value: {{ $s.s3.region | quote }}
+{{- with $s.s3.endpoint }}
+- name: BERTH_S3_ENDPOINT
+  value: {{ . | quote }}
+{{- end }}
+{{- with $s.s3.credentialsSecret }}
+- name: AWS_ACCESS_KEY_ID
+  valueFrom:
+    secretKeyRef:
+      name: {{ . }}
+      key: AWS_ACCESS_KEY_ID
+- name: AWS_SECRET_ACCESS_KEY
+  valueFrom:
+    secretKeyRef:
+      name: {{ . }}
+      key: AWS_SECRET_ACCESS_KEY
+- name: AWS_SESSION_TOKEN
+  valueFrom:
+    secretKeyRef:
+      name: {{ . }}
+      key: AWS_SESSION_TOKEN
+      optional: true
+{{- end }}
+{{- end }}
+{{- end }}

@@ -1,9 +1,10 @@
-import type { AgentSpec, AgentStatus, SessionSpec, SessionStatus } from '@berth/crds';
+import type { AgentSpec, AgentStatus, SessionSpec, SessionStatus, SnapshotSpec, SnapshotStatus } from '@berth/crds';
 
 /** Spec and status of each kind the stores hold. */
 export interface ResourceKinds {
   Session: { spec: SessionSpec; status: SessionStatus };
   Agent: { spec: AgentSpec; status: AgentStatus };
+  Snapshot: { spec: SnapshotSpec; status: SnapshotStatus };
 }
 export type Kind = keyof ResourceKinds;
 export type SpecOf<K extends Kind> = ResourceKinds[K]['spec'];
@@ -129,6 +130,7 @@ export const Labels = {
   organization: 'berth.dev/organization',
   mode: 'berth.dev/mode',
   session: 'berth.dev/session',
+  agent: 'berth.dev/agent',
   userHash: 'berth.dev/user-hash',
   id: 'berth.dev/id',
 } as const;

@@ -2,8 +2,14 @@ import { isDeepStrictEqual } from 'node:util';
 import { API_VERSION, AgentCondition, AgentReason, type AgentStatus, type SandboxRef } from '@berth/crds';
 import {
   LATENCY_BUCKETS,
+  Labels,
+  ProviderError,
   SandboxNotReadyError,
   UnsupportedRequestError,
+  eventIdFor,
+  idToObjectName,
+  isStoreError,
+  recordSnapshotStored,
   objectNameToId,
   recordEvent,
   type Clock,
@@ -12,7 +18,9 @@ import {
   type Queryable,
   type Resource,
   type ResourceStore,
+  type RestoreSource,
   type SandboxProvider,
+  type SnapshotStorage,
 } from '@berth/common';
 import { Gauge, Histogram, type Registry } from 'prom-client';
 import type { ProviderRegistry } from '../providers/registry.js';
@@ -31,6 +39,7 @@ export const PROVISION_DEADLINE_MS = 10 * 60_000;
 
 export interface AgentMetrics {
   provisionDuration: Histogram<'provider' | 'result'>;
+  checkpointDuration: Histogram<'provider'>;
   /** Last known phase of each agent, counted at scrape time. */
   phases: Map<string, { provider: string; phase: string }>;
 }
@@ -49,6 +58,13 @@ export function createAgentMetrics(registry: Registry): AgentMetrics {
   });
   return {
     phases,
+    checkpointDuration: new Histogram({
+      name: 'berth_sandbox_checkpoint_duration_seconds',
+      help: 'Time to checkpoint a sandbox into its snapshot on pause',
+      labelNames: ['provider'],
+      buckets: LATENCY_BUCKETS,
+      registers: [registry],
+    }),
     provisionDuration: new Histogram({
       name: 'berth_sandbox_provision_duration_seconds',
       help: 'Time to provision (or adopt) a sandbox',
@@ -65,7 +81,14 @@ export interface AgentReconcilerDeps {
   providers: ProviderRegistry;
   clock: Clock;
   metrics: AgentMetrics;
+  snapshots: SnapshotStorage;
 }
+
+/** Snapshots keep their archive until the operator has deleted it from storage. */
+export const ARCHIVE_FINALIZER = 'berth.dev/archive';
+
+/** How soon a pause waiting for a run's tool call looks again. */
+export const PAUSE_WAIT_MS = 500;
 
 type AgentResource = Resource<'Agent'>;
 
@@ -114,6 +137,125 @@ export function createAgentReconciler(deps: AgentReconcilerDeps): Reconciler {
     return result;
   };
 
+  /**
+   * Pausing: wait for a run's tool call in flight (the runner stops after it), checkpoint the
+   * sandbox into a Snapshot, release the compute. Each step is idempotent, so a crash half-way
+   * ends the same way on the next reconcile.
+   */
+  async function pause(step: ReconcileStep, provider: SandboxProvider, log: Logger): Promise<ReconcileResult> {
+    const { agent, status } = step;
+    if (status.phase === 'paused') {
+      await step.release(provider);
+      return {};
+    }
+    if (!status.sandbox) {
+      // Nothing ran yet: there is nothing to keep.
+      status.phase = 'paused';
+      step.condition('False', AgentReason.Paused, 'paused before its sandbox started');
+      return {};
+    }
+    const agentId = objectNameToId(agent.metadata.name);
+    const { rows } = await deps.db.query<{ id: string }>("SELECT id FROM tasks WHERE agent_id = $1 AND state = 'running'", [agentId]);
+    if (rows[0]) {
+      step.condition('True', AgentReason.Pausing, `pausing: waiting for run ${rows[0].id} to finish its tool call`);
+      return { requeueAfterMs: PAUSE_WAIT_MS };
+    }
+    const snapshotId = snapshotIdFor(agent);
+    const snapshot = await ensureSnapshot(agent, snapshotId, provider);
+    const timer = metrics.checkpointDuration.startTimer({ provider: provider.name });
+    const result = await provider.checkpoint(status.sandbox, {
+      storage: deps.snapshots,
+      key: archiveKey(snapshotId),
+      native: provider.capabilities.checkpoint === 'native',
+    });
+    timer();
+    const readyAt = clock.now();
+    await store.updateStatus('Snapshot', snapshot.metadata.name, {
+      state: 'ready',
+      observedGeneration: snapshot.metadata.generation,
+      conditions: [],
+      level: result.level,
+      sizeBytes: result.sizeBytes,
+      location: result.key,
+      sha256: result.sha256,
+      readyAt: readyAt.toISOString(),
+    });
+    await recordSnapshotStored(deps.db, {
+      snapshotId,
+      organizationId: agent.spec.organizationId,
+      mode: agent.spec.mode,
+      sessionId: agent.spec.sessionId,
+      agentId,
+      sizeBytes: result.sizeBytes,
+      at: readyAt,
+    });
+    delete status.sandbox;
+    delete status.expiresAt;
+    status.phase = 'paused';
+    status.snapshot = snapshotId;
+    step.condition('False', AgentReason.Paused, `paused; snapshot ${snapshotId} (${result.level}, ${result.sizeBytes} bytes)`);
+    step.emit('agent.paused', { snapshotId, reason: 'requested', level: result.level, sizeBytes: result.sizeBytes }, String(agent.metadata.generation));
+    log.info({ snapshotId, level: result.level, sizeBytes: result.sizeBytes }, 'agent paused');
+    return {};
+  }
+
+  async function ensureSnapshot(agent: AgentResource, snapshotId: string, provider: SandboxProvider): Promise<Resource<'Snapshot'>> {
+    const name = idToObjectName(snapshotId);
+    const existing = await store.get('Snapshot', name);
+    if (existing) return existing;
+    try {
+      return await store.create('Snapshot', {
+        name,
+        labels: {
+          [Labels.organization]: agent.spec.organizationId,
+          [Labels.mode]: agent.spec.mode,
+          [Labels.session]: idToObjectName(agent.spec.sessionId),
+          [Labels.agent]: agent.metadata.name,
+        },
+        ownerReferences: [{ kind: 'Agent', name: agent.metadata.name, uid: agent.metadata.uid, controller: true }],
+        finalizers: [ARCHIVE_FINALIZER],
+        spec: {
+          organizationId: agent.spec.organizationId,
+          mode: agent.spec.mode,
+          agentId: objectNameToId(agent.metadata.name),
+          sessionId: agent.spec.sessionId,
+          provider: provider.name === 'mock' ? agent.spec.provider : provider.name,
+          type: 'pause',
+        },
+        status: { state: 'creating', observedGeneration: 0, conditions: [] },
+      });
+    } catch (error) {
+      if (!isStoreError(error, 'AlreadyExists')) throw error;
+      return (await store.get('Snapshot', name))!;
+    }
+  }
+
+  /** Terminating an agent deletes its snapshots (their archives go with the Snapshot finalizer). */
+  async function deleteSnapshotsOf(agent: AgentResource): Promise<void> {
+    const { items } = await store.list('Snapshot', { labels: { [Labels.agent]: agent.metadata.name } });
+    for (const snapshot of items) {
+      if (snapshot.metadata.deletionTimestamp) continue;
+      await store.delete('Snapshot', snapshot.metadata.name).catch((error: unknown) => {
+        if (!isStoreError(error, 'NotFound')) throw error;
+      });
+    }
+  }
+
+  /** The snapshot to provision from, when the spec asks for one not restored yet. */
+  async function restoreSource(agent: AgentResource, status: AgentStatus, provider: SandboxProvider): Promise<RestoreSource | undefined> {
+    const wanted = agent.spec.restoreFrom;
+    if (!wanted || status.restoredFrom === wanted.snapshotId) return undefined;
+    const snapshot = await store.get('Snapshot', idToObjectName(wanted.snapshotId));
+    if (!snapshot?.status || snapshot.status.state !== 'ready' || !snapshot.status.location || !snapshot.status.sha256) {
+      throw new UnsupportedRequestError(provider.name, `snapshot ${wanted.snapshotId} is ${snapshot?.status?.state ?? 'gone'}; it cannot be restored`);
+    }
+    return {
+      storage: deps.snapshots,
+      archive: { key: snapshot.status.location, sizeBytes: snapshot.status.sizeBytes ?? 0, sha256: snapshot.status.sha256 },
+      level: wanted.level,
+    };
+  }
+
   async function converge(step: ReconcileStep, provider: SandboxProvider, log: Logger): Promise<ReconcileResult> {
     const { agent, status, now } = step;
 
@@ -123,17 +265,21 @@ export function createAgentReconciler(deps: AgentReconcilerDeps): Reconciler {
     }
     if (agent.spec.desiredState === 'terminated') {
       await step.release(provider, { unrecorded: true });
+      await deleteSnapshotsOf(agent);
       status.phase = 'terminated';
       status.endedAt = now.toISOString();
       step.condition('False', AgentReason.Terminated, 'the agent was terminated; its sandbox and files are gone');
       log.info('agent terminated');
       return {};
     }
-    if (status.expiresAt && now.getTime() >= Date.parse(status.expiresAt)) {
+    // A paused agent has no sandbox, so no deadline runs; resuming starts a new lifetime.
+    if (status.phase !== 'paused' && status.expiresAt && now.getTime() >= Date.parse(status.expiresAt)) {
       await step.release(provider, { unrecorded: true });
       log.info({ timeout: agent.spec.timeout }, 'agent timeout expired');
       return step.fail('timeout', `the agent's timeout of ${agent.spec.timeout} expired; its sandbox was ended`, AgentReason.DeadlineExceeded);
     }
+
+    if (agent.spec.desiredState === 'paused') return pause(step, provider, log);
 
     const sandboxState = status.sandbox ? await provider.state(status.sandbox) : 'missing';
     if (sandboxState === 'expired') {
@@ -149,8 +295,10 @@ export function createAgentReconciler(deps: AgentReconcilerDeps): Reconciler {
       const lost = status.sandbox !== undefined;
       const timer = metrics.provisionDuration.startTimer({ provider: provider.name });
       let sandbox: SandboxRef;
+      const restore = await restoreSource(agent, status, provider);
       try {
         sandbox = await provider.provision({
+          ...(restore ? { restore } : {}),
           agentId: objectNameToId(agent.metadata.name),
           sessionId: agent.spec.sessionId,
           timeoutSeconds: agent.spec.timeoutSeconds,
@@ -170,6 +318,9 @@ export function createAgentReconciler(deps: AgentReconcilerDeps): Reconciler {
           return { requeueAfterMs: error.retryAfterMs };
         }
         timer({ result: 'error' });
+        if (restore && error instanceof ProviderError && error.details.corrupted === true) {
+          return step.fail('snapshot_corrupted', message, AgentReason.RestoreFailed);
+        }
         if (error instanceof UnsupportedRequestError) return step.fail('unsupported_request', message, AgentReason.ProvisionFailed);
         if (now.getTime() - Date.parse(agent.metadata.creationTimestamp) > PROVISION_DEADLINE_MS) {
           return step.fail('provider_error', `provisioning did not succeed within ${PROVISION_DEADLINE_MS / 60_000} minutes: ${message}`, AgentReason.ProvisionFailed);
@@ -179,17 +330,21 @@ export function createAgentReconciler(deps: AgentReconcilerDeps): Reconciler {
       }
       status.sandbox = sandbox;
       const readyAt = clock.now();
-      if (lost) {
+      if (restore) {
+        status.restoredFrom = agent.spec.restoreFrom!.snapshotId;
+        step.condition('True', AgentReason.Restored, `restored from snapshot ${status.restoredFrom} (${restore.level} level)`);
+        if (status.phase === 'paused') status.phase = 'idle';
+      } else if (lost) {
         log.warn('sandbox was gone; recreated it with the same workspace');
         step.condition('True', AgentReason.SandboxLost, 'the sandbox was gone and has been recreated');
       } else {
         step.condition('True', AgentReason.Provisioned, 'the sandbox is running');
       }
-      if (!status.startedAt) {
+      if (restore || !status.startedAt) {
         status.startedAt = readyAt.toISOString();
         status.expiresAt = new Date(readyAt.getTime() + agent.spec.timeoutSeconds * 1000).toISOString();
       }
-      if (status.phase === 'booting') {
+      if (status.phase === 'booting' || status.phase === 'paused') {
         status.phase = 'idle';
         step.emit('agent.started', {
           provider: sandbox.provider === 'mock' ? agent.spec.provider : sandbox.provider,
@@ -230,7 +385,8 @@ class ReconcileStep {
     );
   }
 
-  emit(type: EventInput['type'], data: Record<string, unknown>): void {
+  /** `instance` tells repeated occurrences apart (each pause of an agent is one). */
+  emit(type: EventInput['type'], data: Record<string, unknown>, instance = ''): void {
     const { spec, metadata } = this.agent;
     const agentId = objectNameToId(metadata.name);
     this.events.push({
@@ -238,7 +394,7 @@ class ReconcileStep {
       organizationId: spec.organizationId,
       mode: spec.mode,
       subjectId: agentId,
-      occurrence: `${metadata.uid}/${type}`,
+      occurrence: `${metadata.uid}/${type}${instance ? `/${instance}` : ''}`,
       data: { agentId, sessionId: spec.sessionId, userId: spec.userId, ...data },
     });
   }
@@ -262,4 +418,14 @@ class ReconcileStep {
     await provider.terminate(sandbox);
     delete this.status.sandbox;
   }
+}
+
+/** One snapshot per pause: its id comes from the agent and the spec generation that asked. */
+export function snapshotIdFor(agent: Resource<'Agent'>): string {
+  return `snap_${eventIdFor(`${agent.metadata.uid}/pause/${agent.metadata.generation}`).slice(4)}`;
+}
+
+/** Where a snapshot's archive is stored. No extension: its compression depends on the provider that made it. */
+export function archiveKey(snapshotId: string): string {
+  return snapshotId;
 }

@@ -14,6 +14,7 @@ function recordingContext(answer: Partial<ExecResult> = {}) {
     provision: unused,
     state: unused,
     terminate: unused,
+    checkpoint: unused,
     exec: async (_ref, request) => {
       requests.push(request);
       return { stdout: '', stderr: '', exitCode: 0, durationMs: 1, ...answer };

@@ -1,4 +1,4 @@
-import { Readable, Writable } from 'node:stream';
+import { PassThrough, Readable, Writable } from 'node:stream';
 import { Exec, type KubeConfig, type V1Status } from '@kubernetes/client-node';
 import { OutputLimit } from '../program.js';
 
@@ -71,4 +71,44 @@ export async function execInPod(
   if (result === 'timeout') return { stdout: stdout.text(), stderr: stderr.text(), exitCode: -1, timedOut: true, durationMs };
   if (result instanceof Error) throw result;
   return { stdout: stdout.text(), stderr: stderr.text(), exitCode: exitCodeOf(result), timedOut: false, durationMs };
+}
+
+/**
+ * Runs a command in a pod with its stdin from `stdin` and its stdout into `stdout`, streamed
+ * both ways (an archive going in or out), and resolves with the exit code once the status
+ * channel reports it. stderr is kept (bounded) for the error message.
+ */
+export async function streamInPod(
+  kubeConfig: KubeConfig,
+  target: { namespace: string; pod: string; container: string },
+  command: string[],
+  options: { stdin?: Readable; stdout?: Writable; timeoutMs: number },
+): Promise<{ exitCode: number; stderr: string }> {
+  const stderr = new BoundedSink(64 * 1024);
+  // The exec client ends its stdout sink when the command ends; a PassThrough keeps the
+  // caller's stream open until everything written has been consumed.
+  const stdout = options.stdout ? new PassThrough() : null;
+  if (stdout && options.stdout) stdout.pipe(options.stdout);
+  let settle!: (status: V1Status | 'timeout' | Error) => void;
+  const outcome = new Promise<V1Status | 'timeout' | Error>((resolve) => (settle = resolve));
+  const socket = await new Exec(kubeConfig).exec(
+    target.namespace,
+    target.pod,
+    target.container,
+    command,
+    stdout,
+    stderr,
+    options.stdin ?? null,
+    false,
+    (status) => settle(status),
+  );
+  socket.on('close', () => settle(new Error('the exec connection closed before the command reported its status')));
+  socket.on('error', (error: Error) => settle(error));
+  const timer = setTimeout(() => settle('timeout'), options.timeoutMs);
+  const result = await outcome;
+  clearTimeout(timer);
+  socket.close();
+  if (result === 'timeout') throw new Error(`the command did not finish within ${Math.round(options.timeoutMs / 1000)}s`);
+  if (result instanceof Error) throw result;
+  return { exitCode: exitCodeOf(result), stderr: stderr.text() };
 }

@@ -1,24 +1,34 @@
-import { ApiException, CoreV1Api, type KubeConfig, type V1Pod } from '@kubernetes/client-node';
+import { createHash } from 'node:crypto';
+import { PassThrough } from 'node:stream';
+import { ApiException, CoreV1Api, PatchStrategy, setHeaderOptions, type KubeConfig, type V1Pod } from '@kubernetes/client-node';
 import { startInformer, type ResilientInformer } from '@berth/common/kubernetes';
 import type { SandboxRef } from '@berth/crds';
 import {
+  ArchiveIntegrityError,
   ExecTimeoutError,
   ProviderError,
   SandboxNotReadyError,
   UnsupportedRequestError,
+  detectCompression,
   idToObjectName,
   objectNameToId,
   unsupportedReason,
+  verifyArchive,
+  type ArchiveCompression,
   type ExecRequest,
   type ExecResult,
   type Logger,
+  type CheckpointResult,
+  type CheckpointTarget,
   type ProviderCapabilities,
+  type RestoreSource,
   type ProvisionRequest,
   type SandboxProvider,
   type SandboxState,
+  type StoredArchive,
 } from '@berth/common';
 import { INTERPRETERS, stoppedByTimeout, timeoutPrefix } from '../program.js';
-import { execInPod } from './exec.js';
+import { execInPod, streamInPod } from './exec.js';
 import { SANDBOX_CONTAINER, SandboxLabels, desiredPod, type PodSettings } from './pod.js';
 
 /**
@@ -26,13 +36,29 @@ import { SANDBOX_CONTAINER, SandboxLabels, desiredPod, type PodSettings } from '
  * `timeout`, which stops it and its children when time is up. Pods have no host mount to
  * hand the file over through, and a shell there costs little (unlike in a local gVisor sandbox).
  */
-const EXEC_SCRIPT = `cd /workspace 2>/dev/null
+const EXEC_SCRIPT = `cd "\${BERTH_WORKSPACE:-/workspace}" 2>/dev/null
 dir=$(mktemp -d "\${TMPDIR:-/tmp}/berth-exec.XXXXXX") || exit 125
 trap 'rm -rf "$dir"' EXIT
 file="$dir/main.$1"
 cat >"$file" || exit 125
 shift
 "$@" "$file" </dev/null`;
+
+/** The three steps of a workspace restore, in the pod (see restoreWorkspace). */
+const RESTORE_SCRATCH = '.berth-restore';
+/** Extracting needs the archive's compression named; a zstd one (from the local provider) needs zstd in the image. */
+const restoreExtract = (compression: ArchiveCompression | undefined) => `set -e
+cd "\${BERTH_WORKSPACE:-/workspace}"
+rm -rf ${RESTORE_SCRATCH} && mkdir ${RESTORE_SCRATCH}
+tar -x ${compression ? `--${compression}` : ''} -f - -C ${RESTORE_SCRATCH}`;
+const RESTORE_COMMIT = `set -e
+cd "\${BERTH_WORKSPACE:-/workspace}"
+if [ -d ${RESTORE_SCRATCH}/workspace ]; then cp -a ${RESTORE_SCRATCH}/workspace/. .; fi
+rm -rf ${RESTORE_SCRATCH}`;
+const RESTORE_ABORT = `cd "\${BERTH_WORKSPACE:-/workspace}" && rm -rf ${RESTORE_SCRATCH}`;
+
+/** Restored pods carry this annotation, so that a reconcile does not restore them twice. */
+const RESTORED_ANNOTATION = 'berth.dev/restored-from';
 
 function isApiError(error: unknown, code: number): boolean {
   return error instanceof ApiException && error.code === code;
@@ -91,7 +117,14 @@ export class KubernetesProvider implements SandboxProvider {
     const ref: SandboxRef = { provider: this.name, id: request.agentId, details: { namespace: this.namespace, pod: name } };
     const existing = await this.readPod(name);
     const state = existing ? podState(existing) : 'missing';
-    if (state === 'running') return ref;
+    if (state === 'running') {
+      const restore = request.restore;
+      if (restore && existing!.metadata?.annotations?.[RESTORED_ANNOTATION] !== restore.archive.key) {
+        await this.restoreWorkspace(name, restore);
+        await this.annotate(name, { [RESTORED_ANNOTATION]: restore.archive.key });
+      }
+      return ref;
+    }
     if (state === 'pending') throw new SandboxNotReadyError(this.name, `pod ${name} is ${describePending(existing!)}`, 1_000);
     if (existing) await this.deletePod(name); // a pod that ended: start over with a new one
     const pod = desiredPod(
@@ -143,6 +176,79 @@ export class KubernetesProvider implements SandboxProvider {
 
   async terminate(ref: SandboxRef): Promise<void> {
     await this.deletePod(idToObjectName(ref.id));
+  }
+
+  /**
+   * Filesystem level: the pod's /workspace as a gzipped tar (entries under `workspace/`, the
+   * layout every provider reads) streamed out over exec into storage, then the pod deleted.
+   * A pod's memory would need a checkpoint through the kubelet (CRIU, the ContainerCheckpoint
+   * feature) and a way to restore it, which clusters do not offer generally (ADR 9).
+   */
+  async checkpoint(ref: SandboxRef, target: CheckpointTarget): Promise<CheckpointResult> {
+    if (await target.storage.exists(target.key)) {
+      // A checkpoint that stored its archive and then crashed before deleting the pod.
+      await this.deletePod(idToObjectName(ref.id));
+      return { ...(await describeStored(target)), level: 'filesystem' };
+    }
+    const body = new PassThrough();
+    const stored = target.storage.put(target.key, body);
+    const run = streamInPod(
+      this.options.kubeConfig,
+      { namespace: this.namespace, pod: idToObjectName(ref.id), container: SANDBOX_CONTAINER },
+      ['sh', '-c', 'cd "${BERTH_WORKSPACE:-/workspace}" && tar -czf - --transform "s,^\\.,workspace," .'],
+      { stdout: body, timeoutMs: 30 * 60_000 },
+    );
+    let result: Awaited<typeof run>;
+    try {
+      result = await run;
+    } catch (error) {
+      body.destroy(error as Error);
+      await stored.catch(() => undefined);
+      throw new ProviderError(this.name, `archiving the workspace of pod ${idToObjectName(ref.id)}: ${(error as Error).message}`);
+    }
+    if (result.exitCode !== 0) {
+      body.destroy(new Error(result.stderr));
+      await stored.catch(() => undefined);
+      await target.storage.delete(target.key);
+      throw new ProviderError(this.name, `archiving the workspace failed (exit ${result.exitCode}): ${result.stderr.trim()}`);
+    }
+    const archive = await stored;
+    await this.deletePod(idToObjectName(ref.id));
+    return { ...archive, level: 'filesystem' };
+  }
+
+  /**
+   * Puts a snapshot's workspace files into a running pod in two steps: the archive is extracted
+   * into a scratch directory while its digest is computed here, and the files are moved into
+   * /workspace only if the digest matched; otherwise the scratch is removed and nothing changed.
+   */
+  private async restoreWorkspace(pod: string, restore: RestoreSource): Promise<void> {
+    const target = { namespace: this.namespace, pod, container: SANDBOX_CONTAINER };
+    const { compression, stream } = await detectCompression(await restore.storage.get(restore.archive.key));
+    const source = stream.pipe(verifyArchive(restore.archive.key, restore.archive.sha256));
+    const verified = new Promise<Error | undefined>((resolve) => {
+      source.on('error', resolve);
+      source.on('end', () => resolve(undefined));
+    });
+    const extracted = await streamInPod(this.options.kubeConfig, target, ['sh', '-c', restoreExtract(compression)], {
+      stdin: source,
+      timeoutMs: 30 * 60_000,
+    });
+    const failure = await verified;
+    if (failure || extracted.exitCode !== 0) {
+      await streamInPod(this.options.kubeConfig, target, ['sh', '-c', RESTORE_ABORT], { timeoutMs: 60_000 }).catch(() => undefined);
+      if (failure instanceof ArchiveIntegrityError) throw new ProviderError(this.name, failure.message, { corrupted: true });
+      throw new ProviderError(this.name, `restoring the workspace failed: ${failure?.message ?? extracted.stderr.trim()}`);
+    }
+    const committed = await streamInPod(this.options.kubeConfig, target, ['sh', '-c', RESTORE_COMMIT], { timeoutMs: 10 * 60_000 });
+    if (committed.exitCode !== 0) throw new ProviderError(this.name, `restoring the workspace failed: ${committed.stderr.trim()}`);
+  }
+
+  private async annotate(name: string, annotations: Record<string, string>): Promise<void> {
+    await this.core.patchNamespacedPod(
+      { name, namespace: this.namespace, body: { metadata: { annotations } } },
+      setHeaderOptions('Content-Type', PatchStrategy.MergePatch),
+    );
   }
 
   private async deletePod(name: string): Promise<void> {
@@ -200,4 +306,15 @@ function describePending(pod: V1Pod): string {
   const unscheduled = pod.status?.conditions?.find((condition) => condition.type === 'PodScheduled' && condition.status === 'False');
   if (unscheduled) return `not scheduled: ${unscheduled.message ?? unscheduled.reason ?? 'no node fits'}`;
   return `${(pod.status?.phase ?? 'pending').toLowerCase()}`;
+}
+
+/** Size and digest of an archive already in storage, read back by streaming it through a hash. */
+async function describeStored(target: CheckpointTarget): Promise<StoredArchive> {
+  const hash = createHash('sha256');
+  let sizeBytes = 0;
+  for await (const chunk of await target.storage.get(target.key)) {
+    hash.update(chunk as Buffer);
+    sizeBytes += (chunk as Buffer).length;
+  }
+  return { key: target.key, sizeBytes, sha256: hash.digest('hex') };
 }

@@ -1,23 +1,43 @@
-import { randomUUID } from 'node:crypto';
-import { mkdir, rm, writeFile } from 'node:fs/promises';
+import { createHash, randomUUID } from 'node:crypto';
+import { existsSync } from 'node:fs';
+import { mkdir, readFile, rename, rm, rmdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Compute, SandboxRef } from '@berth/crds';
 import {
+  ArchiveIntegrityError,
+  ArchiveNotFoundError,
   ExecTimeoutError,
   ProviderError,
   UnsupportedRequestError,
   unsupportedReason,
+  verifyArchive,
+  type CheckpointResult,
+  type CheckpointTarget,
   type ExecRequest,
   type ExecResult,
   type Logger,
   type ProviderCapabilities,
   type ProvisionRequest,
+  type RestoreSource,
   type SandboxProvider,
   type SandboxState,
+  type SnapshotLevel,
+  type SnapshotStorage,
 } from '@berth/common';
 import { INTERPRETERS, stoppedByTimeout, timeoutPrefix } from '../program.js';
-import { sandboxSpec } from './bundle.js';
+import { extractArchive, packArchive, readMember } from './archive.js';
+import { EXEC_MOUNT, restoreSpec, sandboxSpec } from './bundle.js';
 import { isImageName, type ImageName, type ImageStore } from './images.js';
+import { launcherFailure, viaLauncher } from './launcher.js';
+import {
+  CHECKPOINT_DIR,
+  localManifest,
+  MANIFEST_FILE,
+  parseManifest,
+  WORKSPACE_DIR,
+  whyNotNative,
+  type SnapshotManifest,
+} from './manifest.js';
 import { Runsc, RunscError } from './runsc.js';
 
 export interface LocalProviderOptions {
@@ -34,9 +54,6 @@ export interface LocalProviderOptions {
 }
 
 const IMAGE_FOR_COMPUTE: Record<Compute, ImageName> = { python: 'python', node: 'node', go: 'go' };
-
-/** Where the host puts exec'd programs; read-only inside the sandbox. */
-const EXEC_MOUNT = '/run/berth/exec';
 
 // Modules in /workspace import as they would from a script there.
 const EXEC_ENV = { PYTHONUNBUFFERED: '1', PYTHONDONTWRITEBYTECODE: '1', PYTHONPATH: '/workspace' };
@@ -60,7 +77,7 @@ export class LocalProvider implements SandboxProvider {
       browser: this.browserImage !== undefined,
       gpuTypes: [],
       storage: false,
-      checkpoint: 'none',
+      checkpoint: 'native',
     };
   }
 
@@ -79,9 +96,11 @@ export class LocalProvider implements SandboxProvider {
     return {
       root,
       bundle: join(root, 'bundle'),
-      workspace: join(root, 'workspace'),
+      workspace: join(root, WORKSPACE_DIR),
       exec: join(root, 'exec'),
       console: join(root, 'console.log'),
+      /** Where a snapshot archive is extracted before its parts are moved into place. */
+      restoring: join(root, 'restoring'),
     };
   }
 
@@ -93,18 +112,25 @@ export class LocalProvider implements SandboxProvider {
     // Node.js and bash, but has no pip or Go. Without one, unsupportedReason refused them above.
     const image = request.browser && this.browserImage ? this.browserImage : IMAGE_FOR_COMPUTE[request.compute];
     const ref: SandboxRef = { provider: this.name, id: containerId, details: { image } };
+    // Adopt the sandbox a previous process started (or restored: the restore is done then).
     const status = await this.options.runsc.state(containerId);
-    if (status === 'running') return ref; // adopt the sandbox a previous process started
+    if (status === 'running') return ref;
     if (status !== undefined) await this.options.runsc.delete(containerId);
 
-    const rootfs = await this.options.images.ready(image);
+    if (request.restore) await this.restore(request, request.restore, image);
+    else await this.start(request, image, await this.options.images.ready(image));
+    return ref;
+  }
+
+  /** Starts a new sandbox on the image, with whatever its workspace directory holds. */
+  private async start(request: ProvisionRequest, image: ImageName, rootfs: string): Promise<void> {
     const paths = this.paths(request.agentId);
     // The workspace outlives the container: a sandbox recreated after a host restart finds its files.
     await mkdir(paths.workspace, { recursive: true });
-    await mkdir(paths.bundle, { recursive: true });
-    await mkdir(paths.exec, { recursive: true });
     const spec = sandboxSpec({
-      containerId,
+      containerId: request.agentId,
+      image,
+      compute: request.compute,
       rootfs,
       workspace: paths.workspace,
       execDir: paths.exec,
@@ -112,15 +138,98 @@ export class LocalProvider implements SandboxProvider {
       cpus: this.options.cpus,
       memoryBytes: this.options.memoryBytes,
     });
+    await this.launch(request.agentId, spec, (bundle) => this.options.runsc.run(request.agentId, bundle, paths.console));
+    this.options.log.info({ agentId: request.agentId, image }, 'sandbox started');
+  }
+
+  /** Writes the bundle and starts the container with `start`; a container that failed to start is removed. */
+  private async launch(containerId: string, spec: Record<string, unknown>, start: (bundle: string) => Promise<void>): Promise<void> {
+    const paths = this.paths(containerId);
+    await mkdir(paths.bundle, { recursive: true });
+    await mkdir(paths.exec, { recursive: true });
     await writeFile(join(paths.bundle, 'config.json'), JSON.stringify(spec, null, 2));
     try {
-      await this.options.runsc.run(containerId, paths.bundle, paths.console);
+      await start(paths.bundle);
     } catch (error) {
       await this.options.runsc.delete(containerId).catch(() => undefined);
-      throw new ProviderError(this.name, `could not start the sandbox: ${(error as Error).message}`);
+      throw new ProviderError(this.name, `could not start the sandbox: ${(error as Error).message}`, { sandbox: containerId });
     }
-    this.options.log.info({ agentId: request.agentId, image }, 'sandbox started');
-    return ref;
+  }
+
+  /**
+   * Starts the sandbox from a snapshot: its processes and memory too when `native` was asked and
+   * this host can (else its files only, and the log says why). The archive is extracted aside
+   * and used only when its digest matched; the scratch goes whatever happens, and the snapshot
+   * itself is never changed, so a restore that failed can be tried again.
+   */
+  private async restore(request: ProvisionRequest, source: RestoreSource, image: ImageName): Promise<void> {
+    const agentId = request.agentId;
+    const paths = this.paths(agentId);
+    const key = source.archive.key;
+    // Ask for the image before reading the archive: while it builds, each retry would read it again.
+    const rootfs = source.level === 'filesystem' ? await this.options.images.ready(image) : undefined;
+    const manifest = await this.extractSnapshot(agentId, source);
+    try {
+      const notNative = source.level === 'native' ? await this.whyNotNative(manifest, paths.restoring) : 'files were asked for';
+      const checkpointedSpec = notNative === undefined ? manifest?.sandbox?.spec : undefined;
+      await rm(paths.workspace, { recursive: true, force: true });
+      await rename(join(paths.restoring, WORKSPACE_DIR), paths.workspace);
+      if (checkpointedSpec) {
+        await this.startFromCheckpoint(agentId, checkpointedSpec, join(paths.restoring, CHECKPOINT_DIR));
+      } else {
+        if (source.level === 'native') {
+          this.options.log.warn({ agentId, key, reason: notNative }, 'restoring the files of a native snapshot only');
+        }
+        await this.start(request, image, rootfs ?? (await this.options.images.ready(image)));
+      }
+      this.options.log.info({ agentId, key, level: checkpointedSpec ? 'native' : 'filesystem' }, 'sandbox restored');
+    } catch (error) {
+      if (error instanceof ProviderError) throw error;
+      const details = { sandbox: agentId, key };
+      throw new ProviderError(this.name, `restoring snapshot archive ${key} failed: ${(error as Error).message}`, details);
+    } finally {
+      await rm(paths.restoring, { recursive: true, force: true });
+    }
+  }
+
+  /**
+   * Extracts the archive into the sandbox's `restoring` directory through a digest check, and
+   * reads its manifest, if it has one. On any failure nothing is left behind; a digest mismatch
+   * is reported as corruption (`details.corrupted`), other failures (storage unreachable) as
+   * worth a retry.
+   */
+  private async extractSnapshot(agentId: string, { storage, archive }: RestoreSource): Promise<SnapshotManifest | undefined> {
+    const paths = this.paths(agentId);
+    await rm(paths.restoring, { recursive: true, force: true }); // a crash's leftovers
+    await mkdir(paths.restoring, { recursive: true });
+    try {
+      await extractArchive(await storage.get(archive.key), verifyArchive(archive.key, archive.sha256), paths.restoring);
+      await mkdir(join(paths.restoring, WORKSPACE_DIR), { recursive: true });
+      const manifest = join(paths.restoring, MANIFEST_FILE);
+      return existsSync(manifest) ? parseManifest(await readFile(manifest, 'utf8')) : undefined;
+    } catch (error) {
+      await rm(paths.restoring, { recursive: true, force: true });
+      await rmdir(paths.root).catch(() => undefined); // only when empty: a sandbox that is not there yet
+      const details = { sandbox: agentId, key: archive.key };
+      if (error instanceof ArchiveIntegrityError) throw new ProviderError(this.name, error.message, { ...details, corrupted: true });
+      if (error instanceof ArchiveNotFoundError) throw new ProviderError(this.name, error.message, details);
+      throw new ProviderError(this.name, `could not read snapshot archive ${archive.key}: ${(error as Error).message}`, details);
+    }
+  }
+
+  private async whyNotNative(manifest: SnapshotManifest | undefined, extracted: string): Promise<string | undefined> {
+    return whyNotNative(manifest, {
+      hasCheckpoint: existsSync(join(extracted, CHECKPOINT_DIR)),
+      rootfsExists: manifest?.sandbox !== undefined && existsSync(join(manifest.sandbox.rootfs, 'usr', 'bin')),
+      runtime: await this.options.runsc.version(),
+    });
+  }
+
+  /** Restores the checkpointed container, with the spec it ran with, as this agent's sandbox. */
+  private async startFromCheckpoint(agentId: string, checkpointedSpec: Record<string, unknown>, imageDir: string): Promise<void> {
+    const paths = this.paths(agentId);
+    const spec = restoreSpec(checkpointedSpec, { containerId: agentId, workspace: paths.workspace, execDir: paths.exec });
+    await this.launch(agentId, spec, (bundle) => this.options.runsc.restore(agentId, bundle, imageDir, paths.console));
   }
 
   async state(ref: SandboxRef): Promise<SandboxState> {
@@ -130,9 +239,11 @@ export class LocalProvider implements SandboxProvider {
   }
 
   /**
-   * The host writes the program into the sandbox's read-only exec mount and runs it under
-   * `timeout`, which stops the program and its children inside the sandbox when time is up.
-   * No shell in between: each process started in gVisor costs about 10 ms.
+   * The host writes the program into the sandbox's read-only exec mount and has the sandbox's
+   * launcher run it under `timeout`, which stops the program and its children inside the sandbox
+   * when time is up. The launcher's client is the one process in between (see launcher.ts: what
+   * an exec starts then survives a native checkpoint); no shell, as each process started in
+   * gVisor costs about 10 ms.
    */
   async exec(ref: SandboxRef, request: ExecRequest): Promise<ExecResult> {
     const interpreter = INTERPRETERS[request.language];
@@ -146,7 +257,7 @@ export class LocalProvider implements SandboxProvider {
     try {
       const result = await this.options.runsc.exec(
         ref.id,
-        [...timeoutPrefix(request.timeoutMs), ...interpreter.argv, `${EXEC_MOUNT}/${file}`],
+        viaLauncher([...timeoutPrefix(request.timeoutMs), ...interpreter.argv, `${EXEC_MOUNT}/${file}`]),
         {
           cwd: '/workspace',
           env: EXEC_ENV,
@@ -162,10 +273,97 @@ export class LocalProvider implements SandboxProvider {
       if (/loading container|container .* (is not running|does not exist)|cannot exec in a stopped container/i.test(result.stderr)) {
         if ((await this.state(ref)) !== 'running') throw new ProviderError(this.name, 'the sandbox is not running', { sandbox: ref.id });
       }
+      const failure = launcherFailure(result);
+      if (failure) throw new ProviderError(this.name, failure, { sandbox: ref.id });
       return { stdout: result.stdout, stderr: result.stderr, exitCode: result.exitCode, durationMs: result.durationMs };
     } finally {
       await rm(hostFile, { force: true });
     }
+  }
+
+  /**
+   * Archives the sandbox into `target.key` and removes it. Each step leaves what the next call
+   * needs, so a call cut short is finished by the next one: a stored archive is taken as done
+   * (only the release is left), and a checkpoint image in the scratch directory is used again.
+   */
+  async checkpoint(ref: SandboxRef, target: CheckpointTarget): Promise<CheckpointResult> {
+    try {
+      return await this.saveAndRelease(ref, target);
+    } catch (error) {
+      if (error instanceof ProviderError) throw error;
+      const details = { sandbox: ref.id, key: target.key };
+      throw new ProviderError(this.name, `checkpointing the sandbox failed: ${(error as Error).message}`, details);
+    }
+  }
+
+  private async saveAndRelease(ref: SandboxRef, { storage, key, native }: CheckpointTarget): Promise<CheckpointResult> {
+    const agentId = ref.id;
+    const paths = this.paths(agentId);
+    if (await storage.exists(key)) {
+      const stored = await this.describeStored(storage, key);
+      await this.terminate(ref);
+      return stored;
+    }
+    if (!existsSync(paths.root)) {
+      throw new ProviderError(this.name, `sandbox ${agentId} is gone and no snapshot of it was stored`, { sandbox: agentId, key });
+    }
+    const started = performance.now();
+    const scratch = join(paths.root, `checkpoint-${createHash('sha256').update(key).digest('hex').slice(0, 16)}`);
+    await mkdir(scratch, { recursive: true });
+    const level = await this.freeze(agentId, join(scratch, CHECKPOINT_DIR), native);
+    const manifest = localManifest({
+      level,
+      agentId,
+      spec: JSON.parse(await readFile(join(paths.bundle, 'config.json'), 'utf8')) as Record<string, unknown>,
+      runtime: await this.options.runsc.version(),
+      createdAt: new Date(),
+    });
+    await writeFile(join(scratch, MANIFEST_FILE), JSON.stringify(manifest, null, 2));
+    const stored = await storage.put(
+      key,
+      packArchive([
+        { dir: scratch, names: level === 'native' ? [MANIFEST_FILE, CHECKPOINT_DIR] : [MANIFEST_FILE] },
+        { dir: paths.root, names: [WORKSPACE_DIR] },
+      ]),
+    );
+    await this.terminate(ref);
+    this.options.log.info(
+      { agentId, key, level, sizeBytes: stored.sizeBytes, ms: Math.round(performance.now() - started) },
+      'sandbox checkpointed',
+    );
+    return { ...stored, level };
+  }
+
+  /**
+   * Stops the sandbox, so that nothing changes its files while they are archived; when `native`
+   * is asked, by checkpointing its processes and memory into `imageDir` first. The image is
+   * written aside and renamed, so an `imageDir` that exists is complete (an earlier call's). Returns
+   * the level reached: a sandbox that was not running, or whose checkpoint failed, keeps its files.
+   */
+  private async freeze(agentId: string, imageDir: string, native: boolean): Promise<SnapshotLevel> {
+    const { runsc, log } = this.options;
+    if (native && !existsSync(imageDir)) {
+      const partial = `${imageDir}.partial`;
+      await rm(partial, { recursive: true, force: true });
+      if ((await runsc.state(agentId)) !== 'running') {
+        log.warn({ agentId }, 'the sandbox is not running: its snapshot keeps its files only');
+      } else {
+        try {
+          await runsc.checkpoint(agentId, partial);
+          await rename(partial, imageDir);
+        } catch (error) {
+          log.warn({ agentId, error: (error as Error).message }, 'checkpoint failed: the snapshot keeps the files only');
+        }
+      }
+    }
+    await runsc.delete(agentId); // after a checkpoint runsc still says running for a moment
+    return native && existsSync(imageDir) ? 'native' : 'filesystem';
+  }
+
+  /** What an archive stored by an earlier call holds, read back from storage. */
+  private async describeStored(storage: SnapshotStorage, key: string): Promise<CheckpointResult> {
+    const { content, sha256, sizeBytes } = await readMember(await storage.get(key), MANIFEST_FILE);
+    return { key, sizeBytes, sha256, level: parseManifest(content).level };
   }
 
   async terminate(ref: SandboxRef): Promise<void> {

@@ -29,17 +29,41 @@ export class Runsc {
     return [`--root=${this.options.stateDir}`, `--network=${this.options.network}`];
   }
 
-  async run(containerId: string, bundleDir: string, consoleLog: string): Promise<void> {
+  run(containerId: string, bundleDir: string, consoleLog: string): Promise<void> {
+    return this.startDetached('run', [`--bundle=${bundleDir}`, containerId], consoleLog);
+  }
+
+  /** Starts a container from a checkpoint image, as `run` starts one from its bundle. */
+  restore(containerId: string, bundleDir: string, imageDir: string, consoleLog: string): Promise<void> {
+    return this.startDetached('restore', [`--bundle=${bundleDir}`, `--image-path=${imageDir}`, containerId], consoleLog);
+  }
+
+  /**
+   * Saves the container's processes and memory into `imageDir`; the container stops. The image is
+   * not compressed: the snapshot archive that carries it is.
+   */
+  async checkpoint(containerId: string, imageDir: string): Promise<void> {
+    const result = await runProcess(this.options.binary, [...this.globalFlags(), 'checkpoint', `--image-path=${imageDir}`, containerId], {
+      timeoutMs: 10 * 60_000,
+    });
+    if (result.exitCode !== 0) throw new RunscError('checkpoint', result);
+  }
+
+  /**
+   * `run` and `restore` with the same sandbox flags: a restored sandbox must get the root overlay in
+   * memory and the network of the one that was checkpointed.
+   */
+  private async startDetached(subcommand: 'run' | 'restore', args: string[], consoleLog: string): Promise<void> {
     // A detached sandbox keeps the caller's stdio open for its lifetime: give it a file, never our pipes.
     // It also gets its own session, so a Ctrl-C at Berth's terminal does not reach it.
     const log = openSync(consoleLog, 'a');
     try {
       const result = await runProcess(
         this.options.binary,
-        [...this.globalFlags(), '--overlay2=root:memory', 'run', '--detach', `--bundle=${bundleDir}`, containerId],
+        [...this.globalFlags(), '--overlay2=root:memory', subcommand, '--detach', ...args],
         { stdio: ['ignore', log, log], detached: true, timeoutMs: 60_000 },
       );
-      if (result.exitCode !== 0) throw new RunscError('run', { ...result, stderr: await tail(consoleLog) });
+      if (result.exitCode !== 0) throw new RunscError(subcommand, { ...result, stderr: await tail(consoleLog) });
     } finally {
       closeSync(log);
     }

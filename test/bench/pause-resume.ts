@@ -1,0 +1,118 @@
+/**
+ * `make bench` (pause and resume): latency of POST /pause and POST /resume (each answers once
+ * the agent is paused, or idle again) for an idle python sandbox and for one holding 200 MB of
+ * memory, beside a floor measured in the same run on the same sandbox: a raw `runsc checkpoint`
+ * and `runsc restore`, without Berth's archive, storage or bookkeeping.
+ */
+import { spawn } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { join } from 'node:path';
+import { startBerth, tempDir } from '../helpers/berth.js';
+import type { ApiClient } from '../helpers/http.js';
+import { removeDataDir } from '../helpers/runsc.js';
+
+const RUNS = Number(process.env.BENCH_PAUSE_RUNS ?? 10);
+
+function percentile(samples: number[], p: number): number {
+  const sorted = [...samples].sort((a, b) => a - b);
+  return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)]!;
+}
+
+async function timed(work: () => Promise<unknown>): Promise<number> {
+  const started = performance.now();
+  await work();
+  return performance.now() - started;
+}
+
+/**
+ * Times one runsc command. Asynchronous on purpose: a synchronous spawn would stall this process's
+ * event loop, and the HTTP client would then reuse a keep-alive connection the server has closed.
+ */
+async function runsc(args: string[]): Promise<number> {
+  const started = performance.now();
+  await new Promise<void>((resolve, reject) => {
+    // A detached restore keeps its stdio for the sandbox's lifetime: give it none of ours.
+    const child = spawn('runsc', args, { stdio: 'ignore', timeout: 120_000 });
+    child.on('error', reject);
+    child.on('exit', (code) => (code === 0 ? resolve() : reject(new Error(`runsc ${args.join(' ')} exited ${code}`))));
+  });
+  return performance.now() - started;
+}
+
+async function idleAgent(api: ApiClient): Promise<string> {
+  const session = (await api.post('/v1/sessions', { userId: 'bench' })).body;
+  const agent = (await api.post(`/v1/sessions/${session.id}/agents`, { timeout: '2h' })).body;
+  while ((await api.get(`/v1/agents/${agent.id}`)).body.status !== 'idle') await new Promise((resolve) => setTimeout(resolve, 20));
+  return agent.id;
+}
+
+const HOLD_MEMORY = `nohup python3 -c '
+import time
+block = bytearray(200 * 1024 * 1024)
+for i in range(0, len(block), 4096):
+    block[i] = 1
+open("/workspace/ready", "w").write("ok")
+while True:
+    time.sleep(1)
+' >/dev/null 2>&1 &
+while [ ! -f /workspace/ready ]; do sleep 0.1; done; echo holding`;
+
+async function main(): Promise<void> {
+  const dataDir = tempDir('berth-bench-pause-');
+  const berth = await startBerth({ dataDir, env: { BERTH_LOG_LEVEL: 'warn', BERTH_SANDBOX_MEMORY: '1Gi' } });
+  const api = berth.api(berth.liveKey);
+  const root = `--root=${join(dataDir, 'runsc')}`;
+  const rows: string[] = [];
+  try {
+    for (const [label, setup] of [['idle python sandbox', ''], ['holding 200 MB', HOLD_MEMORY]] as const) {
+      const agentId = await idleAgent(api);
+      if (setup) {
+        const result = await api.post(`/v1/agents/${agentId}/exec`, { language: 'bash', code: setup });
+        if (result.body.stdout !== 'holding\n') throw new Error(`could not fill memory: ${JSON.stringify(result.body)}`);
+      }
+      const pause: number[] = [];
+      const resume: number[] = [];
+      let size = 0;
+      for (let i = 0; i < RUNS + 1; i++) {
+        const paused = await timed(() => api.post(`/v1/agents/${agentId}/pause`));
+        const snapshots = (await api.get(`/v1/snapshots?agentId=${agentId}`)).body.data;
+        size = snapshots[0].sizeBytes;
+        const resumed = await timed(() => api.post(`/v1/agents/${agentId}/resume`));
+        if (i === 0) continue; // warm-up
+        pause.push(paused);
+        resume.push(resumed);
+      }
+      // Floor: the same running sandbox, checkpointed and restored by runsc alone.
+      const bundle = join(dataDir, 'sandboxes', agentId, 'bundle');
+      const checkpointFloor: number[] = [];
+      const restoreFloor: number[] = [];
+      process.stderr.write(`[bench] ${label}: pause ${percentile(pause, 50).toFixed(0)} ms, resume ${percentile(resume, 50).toFixed(0)} ms; now the runsc floor\n`);
+      for (let i = 0; i < RUNS; i++) {
+        const image = mkdtempSync(join(dataDir, 'floor-'));
+        checkpointFloor.push(await runsc([root, 'checkpoint', `--image-path=${image}`, agentId]));
+        await runsc([root, 'delete', '--force', agentId]);
+        restoreFloor.push(
+          await runsc([root, '--network=none', '--overlay2=root:memory', 'restore', '--detach', `--image-path=${image}`, `--bundle=${bundle}`, agentId]),
+        );
+        rmSync(image, { recursive: true, force: true });
+      }
+      const line = (what: string, samples: number[], floorName: string, floor: number[]) =>
+        `${`${label}: ${what}`.padEnd(34)}${percentile(samples, 50).toFixed(0).padStart(8)}${percentile(samples, 95).toFixed(0).padStart(8)}   ${floorName.padEnd(18)}${percentile(floor, 50).toFixed(0).padStart(8)}${percentile(floor, 95).toFixed(0).padStart(8)}${`${(percentile(samples, 50) / percentile(floor, 50)).toFixed(2)}x`.padStart(9)}`;
+      rows.push(line('pause', pause, 'runsc checkpoint', checkpointFloor));
+      rows.push(line('resume', resume, 'runsc restore', restoreFloor));
+      rows.push(`${''.padEnd(34)}snapshot archive: ${(size / 1024 / 1024).toFixed(1)} MiB`);
+    }
+    console.log(`\nBerth pause and resume (local provider, native), ${RUNS} runs each\n`);
+    console.log(`${'measure'.padEnd(34)}${'p50 ms'.padStart(8)}${'p95 ms'.padStart(8)}   ${'floor'.padEnd(18)}${'p50 ms'.padStart(8)}${'p95 ms'.padStart(8)}${'ratio'.padStart(9)}`);
+    for (const row of rows) console.log(row);
+    console.log('\nratio = Berth p50 / floor p50: the archive (tar + zstd of memory image and workspace), storage and bookkeeping on top of runsc.');
+  } catch (error) {
+    process.stderr.write(`berth output:\n${berth.stderr().split('\n').filter((line) => !line.includes('"level":"info"')).slice(-20).join('\n')}\n`);
+    throw error;
+  } finally {
+    await berth.stop();
+    removeDataDir(dataDir);
+  }
+}
+
+await main();

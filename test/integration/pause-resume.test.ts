@@ -1,0 +1,230 @@
+import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startBerth, type BerthProcess } from '../helpers/berth.js';
+import { eventually, type ApiClient } from '../helpers/http.js';
+import { createTestDatabase } from '../helpers/postgres.js';
+import { removeDataDir, runscContainers } from '../helpers/runsc.js';
+
+/**
+ * Pause by checkpoint and resume, through the API, with real runsc: a Python process keeps its
+ * memory across pause and resume; snapshots resume as new agents, natively or by their files.
+ */
+let berth: BerthProcess;
+let live: ApiClient;
+let db: pg.Pool;
+
+beforeAll(async () => {
+  const databaseUrl = await createTestDatabase();
+  db = new pg.Pool({ connectionString: databaseUrl });
+  berth = await startBerth({ env: { DATABASE_URL: databaseUrl } });
+  live = berth.api(berth.liveKey);
+});
+afterAll(async () => {
+  expect(await berth.stop()).toBe(0);
+  removeDataDir(berth.dataDir);
+  await db.end();
+});
+
+function expectError(response: { status: number; body: any }, status: number, code: string) {
+  expect(response.status, JSON.stringify(response.body)).toBe(status);
+  expect(response.body.error.code).toBe(code);
+}
+
+async function idleAgent(client = live) {
+  const session = (await client.post('/v1/sessions', { userId: 'pauser' })).body;
+  const agent = (await client.post(`/v1/sessions/${session.id}/agents`, { timeout: '1h' })).body;
+  await eventually(async () => ((await client.get(`/v1/agents/${agent.id}`)).body.status === 'idle' ? true : undefined));
+  return { session, agent };
+}
+
+const exec = (id: string, code: string, language = 'bash') => live.post(`/v1/agents/${id}/exec`, { language, code });
+
+// A process that counts in memory and writes the count every 100 ms; its pid goes to a file.
+const COUNTER = `nohup python3 -c '
+import os, time
+open("/workspace/counter.pid", "w").write(str(os.getpid()))
+n = 0
+while True:
+    n += 1
+    open("/workspace/counter.tmp", "w").write(str(n))
+    os.replace("/workspace/counter.tmp", "/workspace/counter")
+    time.sleep(0.1)
+' >/dev/null 2>&1 &
+sleep 0.5; echo started`;
+
+async function counterState(id: string): Promise<{ pid: string; count: number; alive: boolean }> {
+  // Alive means a process running the counting program (pids repeat across sandboxes in gVisor).
+  const result = await exec(id, "cat /workspace/counter.pid; echo; cat /workspace/counter; echo; pgrep -f 'counter\\.tm[p]' >/dev/null && echo alive || echo dead");
+  const [pid, count, alive] = result.body.stdout.trim().split('\n');
+  return { pid, count: Number(count), alive: alive === 'alive' };
+}
+
+describe('pause and resume of an agent', () => {
+  let agent: any;
+  let session: any;
+  let snapshot: any;
+  let before: { pid: string; count: number; alive: boolean };
+
+  beforeAll(async () => {
+    ({ agent, session } = await idleAgent());
+    expect((await exec(agent.id, 'echo kept > /workspace/note.txt')).body.exitCode).toBe(0);
+    expect((await exec(agent.id, COUNTER)).body.stdout).toBe('started\n');
+    before = await counterState(agent.id);
+    expect(before.alive).toBe(true);
+  });
+
+  it('checkpoints the sandbox into a ready pause snapshot, releases the compute and writes agent.paused', async () => {
+    const paused = await live.post(`/v1/agents/${agent.id}/pause`);
+    expect(paused.status).toBe(200);
+    expect(paused.body).toMatchObject({ id: agent.id, status: 'paused' });
+    const list = (await live.get(`/v1/snapshots?agentId=${agent.id}`)).body.data;
+    expect(list).toHaveLength(1);
+    snapshot = list[0];
+    expect(snapshot).toEqual({
+      id: expect.stringMatching(/^snap_[0-9a-z]{26}$/),
+      agentId: agent.id,
+      sessionId: session.id,
+      provider: 'local',
+      type: 'pause',
+      sizeBytes: expect.any(Number),
+      state: 'ready',
+      level: 'native',
+      createdAt: expect.any(String),
+    });
+    expect(snapshot.sizeBytes).toBeGreaterThan(10_000);
+    expect((await live.get(`/v1/snapshots/${snapshot.id}`)).body).toEqual(snapshot);
+    expect(runscContainers(berth.dataDir).map((container) => container.id)).not.toContain(agent.id);
+    const archives = readdirSync(join(berth.dataDir, 'snapshots'));
+    expect(archives).toContain(snapshot.id);
+    const { rows } = await db.query("SELECT data FROM events WHERE subject_id = $1 AND type = 'agent.paused'", [agent.id]);
+    expect(rows).toEqual([{ data: expect.objectContaining({ agentId: agent.id, sessionId: session.id, snapshotId: snapshot.id, level: 'native' }) }]);
+    const { rows: storage } = await db.query('SELECT size_bytes FROM snapshot_storage WHERE snapshot_id = $1', [snapshot.id]);
+    expect(Number(storage[0].size_bytes)).toBe(snapshot.sizeBytes);
+  });
+
+  it('refuses exec, run and a second pause while paused (409)', async () => {
+    expectError(await exec(agent.id, 'true'), 409, 'conflict');
+    expectError(await live.post(`/v1/agents/${agent.id}/run`, { task: 'x' }), 409, 'conflict');
+    expectError(await live.post(`/v1/agents/${agent.id}/pause`), 409, 'conflict');
+  });
+
+  it('resumes natively: the same process continues with its memory, and the files are there', async () => {
+    const resumed = await live.post(`/v1/agents/${agent.id}/resume`);
+    expect(resumed.status).toBe(200);
+    expect(resumed.body.status).toBe('idle');
+    const after = await counterState(agent.id);
+    expect(after.pid).toBe(before.pid);
+    expect(after.alive).toBe(true);
+    expect(after.count).toBeGreaterThanOrEqual(before.count);
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    const later = await counterState(agent.id);
+    expect(later.count).toBeGreaterThan(after.count);
+    expect((await exec(agent.id, 'cat /workspace/note.txt')).body.stdout).toBe('kept\n');
+    expect((await live.get(`/v1/agents/${agent.id}`)).body.conditions[0]).toMatchObject({ reason: 'Restored' });
+  });
+
+  it('refuses to resume an agent that is not paused (409)', async () => {
+    expectError(await live.post(`/v1/agents/${agent.id}/resume`), 409, 'conflict');
+  });
+
+  it('resumes the snapshot as a new agent natively, and by its files only on request', async () => {
+    const native = await live.post(`/v1/snapshots/${snapshot.id}/resume`, {});
+    expect(native.status).toBe(201);
+    expect(native.body).toEqual({ agentId: expect.stringMatching(/^agt_/), provider: 'local', region: 'us-east-1', resumeLevel: 'native', status: 'booting' });
+    await eventually(async () => ((await live.get(`/v1/agents/${native.body.agentId}`)).body.status === 'idle' ? true : undefined));
+    expect((await counterState(native.body.agentId)).alive).toBe(true);
+
+    const files = await live.post(`/v1/snapshots/${snapshot.id}/resume`, { region: 'eu-west-1', level: 'filesystem' });
+    expect(files.body).toMatchObject({ resumeLevel: 'filesystem', region: 'eu-west-1' });
+    await eventually(async () => ((await live.get(`/v1/agents/${files.body.agentId}`)).body.status === 'idle' ? true : undefined));
+    expect((await exec(files.body.agentId, 'cat /workspace/note.txt')).body.stdout).toBe('kept\n');
+    const state = await counterState(files.body.agentId);
+    expect(state.alive).toBe(false); // files, not processes
+    const newAgent = (await live.get(`/v1/agents/${files.body.agentId}`)).body;
+    expect(newAgent).toMatchObject({ sessionId: session.id, compute: 'python', region: 'eu-west-1' });
+  });
+
+  it('refuses an unknown provider on resume (422)', async () => {
+    expectError(await live.post(`/v1/snapshots/${snapshot.id}/resume`, { provider: 'elsewhere' }), 422, 'unprocessable_entity');
+  });
+});
+
+describe('snapshot storage and integrity', () => {
+  it('fails a resume from a corrupted archive with a clear error, and the snapshot stays', async () => {
+    const { agent } = await idleAgent();
+    await exec(agent.id, 'echo data > /workspace/file.txt');
+    await live.post(`/v1/agents/${agent.id}/pause`);
+    const [snapshot] = (await live.get(`/v1/snapshots?agentId=${agent.id}`)).body.data;
+    const archive = join(berth.dataDir, 'snapshots', snapshot.id);
+    const bytes = readFileSync(archive);
+    bytes[Math.floor(bytes.length / 2)] ^= 0xff;
+    writeFileSync(archive, bytes);
+    const resumed = await live.post(`/v1/snapshots/${snapshot.id}/resume`, {});
+    const failed = await eventually(async () => {
+      const current = (await live.get(`/v1/agents/${resumed.body.agentId}`)).body;
+      return current.status === 'failed' ? current : undefined;
+    });
+    expect(failed.error).toEqual({ code: 'snapshot_corrupted', message: expect.stringContaining('corrupted') });
+    expect((await live.get(`/v1/snapshots/${snapshot.id}`)).body.state).toBe('ready');
+  });
+
+  it('deletes a snapshot: its archive goes and it can no longer be resumed', async () => {
+    const { agent } = await idleAgent();
+    await live.post(`/v1/agents/${agent.id}/pause`);
+    const [snapshot] = (await live.get(`/v1/snapshots?agentId=${agent.id}`)).body.data;
+    expect((await live.raw(`/v1/snapshots/${snapshot.id}`, { method: 'DELETE' })).body).toEqual({ ok: true });
+    await eventually(async () => ((await live.get(`/v1/snapshots/${snapshot.id}`)).status === 404 ? true : undefined));
+    expect(existsSync(join(berth.dataDir, 'snapshots', snapshot.id))).toBe(false);
+    expectError(await live.post(`/v1/snapshots/${snapshot.id}/resume`, {}), 404, 'not_found');
+    const { rows } = await db.query('SELECT deleted_at FROM snapshot_storage WHERE snapshot_id = $1', [snapshot.id]);
+    expect(rows[0].deleted_at).toBeInstanceOf(Date);
+  });
+
+  it('deletes the snapshots of an agent that is terminated', async () => {
+    const { agent } = await idleAgent();
+    await live.post(`/v1/agents/${agent.id}/pause`);
+    await live.post(`/v1/agents/${agent.id}/resume`);
+    await live.post(`/v1/agents/${agent.id}/pause`);
+    expect((await live.get(`/v1/snapshots?agentId=${agent.id}`)).body.data).toHaveLength(2);
+    await live.post(`/v1/agents/${agent.id}/terminate`);
+    await eventually(async () => ((await live.get(`/v1/snapshots?agentId=${agent.id}`)).body.data.length === 0 ? true : undefined));
+  });
+});
+
+describe('snapshot routes', () => {
+  it('lists newest first and filters by session, agent and state', async () => {
+    const { agent, session } = await idleAgent();
+    await live.post(`/v1/agents/${agent.id}/pause`);
+    await live.post(`/v1/agents/${agent.id}/resume`);
+    await live.post(`/v1/agents/${agent.id}/pause`);
+    const bySession = (await live.get(`/v1/snapshots?sessionId=${session.id}`)).body.data;
+    expect(bySession).toHaveLength(2);
+    expect(Date.parse(bySession[0].createdAt)).toBeGreaterThanOrEqual(Date.parse(bySession[1].createdAt));
+    expect((await live.get(`/v1/snapshots?sessionId=${session.id}&state=ready`)).body.data).toHaveLength(2);
+    expect((await live.get(`/v1/snapshots?sessionId=${session.id}&state=creating`)).body.data).toHaveLength(0);
+    expect((await live.get('/v1/snapshots')).body.data.length).toBeGreaterThanOrEqual(2);
+  });
+
+  it('answers 404 for unknown snapshots and agents, and 422 for bad filters', async () => {
+    expectError(await live.get('/v1/snapshots/snap_0000000000000000000000000a'), 404, 'not_found');
+    expectError(await live.post('/v1/snapshots/snap_0000000000000000000000000a/resume', {}), 404, 'not_found');
+    expectError(await live.raw('/v1/snapshots/snap_0000000000000000000000000a', { method: 'DELETE' }), 404, 'not_found');
+    expectError(await live.post('/v1/agents/agt_0000000000000000000000000a/pause'), 404, 'not_found');
+    expectError(await live.post('/v1/agents/agt_0000000000000000000000000a/resume'), 404, 'not_found');
+    expectError(await live.get('/v1/snapshots?state=gone'), 422, 'unprocessable_entity');
+    expectError(await live.get('/v1/snapshots?agentId=nope'), 422, 'unprocessable_entity');
+  });
+
+  it('gives test keys the same pause, resume and snapshots without a sandbox', async () => {
+    const test = berth.api(berth.testKey);
+    const { agent } = await idleAgent(test);
+    const paused = await test.post(`/v1/agents/${agent.id}/pause`);
+    expect(paused.body.status).toBe('paused');
+    const [snapshot] = (await test.get(`/v1/snapshots?agentId=${agent.id}`)).body.data;
+    expect(snapshot).toMatchObject({ type: 'pause', state: 'ready', provider: 'local' });
+    expect((await test.post(`/v1/agents/${agent.id}/resume`)).body.status).toBe('idle');
+    expectError(await live.get(`/v1/snapshots/${snapshot.id}`), 404, 'not_found');
+  });
+});
