@@ -12,11 +12,14 @@ import { runRoutes } from './routes/runs.js';
 import { snapshotRoutes } from './routes/snapshots.js';
 import { sessionRoutes } from './routes/sessions.js';
 import { systemRoutes } from './routes/system.js';
+import { usageRoutes } from './routes/usage.js';
 import { createAgentService } from './services/agents.js';
+import { createLimitGuard } from './services/limits.js';
 import { createRunService } from './services/runs.js';
 import { createSnapshotService } from './services/snapshots.js';
 import { StreamHub } from './services/stream-hub.js';
 import { createSessionService } from './services/sessions.js';
+import { createUsageService } from './services/usage.js';
 
 export const API_VERSION = '0.1.0';
 
@@ -54,6 +57,7 @@ export function createApp(deps: AppDeps): App {
     store: deps.store,
     providers: deps.providers,
     sessions,
+    limits: createLimitGuard({ pool: deps.pool, store: deps.store, clock: deps.clock }),
     clock: deps.clock,
     metrics: deps.metrics,
     models: deps.models,
@@ -75,6 +79,7 @@ export function createApp(deps: AppDeps): App {
   runRoutes(routes, { runs, agents, hub, heartbeatMs: deps.streamHeartbeatMs ?? HEARTBEAT_MS });
   const snapshots = createSnapshotService({ store: deps.store, providers: deps.providers, clock: deps.clock });
   snapshotRoutes(routes, { snapshots, agents, providers: deps.providers });
+  usageRoutes(routes, createUsageService({ pool: deps.pool, clock: deps.clock, currency: deps.currency }));
 
   const app = express();
   app.disable('x-powered-by');

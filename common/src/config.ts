@@ -2,6 +2,7 @@ import { readFileSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
 import { modelSchema, parseDuration } from '@berth/crds';
+import { DEFAULT_COMPUTE_PRICES, DEFAULT_STORAGE_PRICE, computePricesSchema, type ComputePrices } from './pricing.js';
 import { z } from 'zod';
 
 /**
@@ -355,6 +356,46 @@ export const SETTINGS = {
           return z.NEVER;
         }
       }),
+  },
+  computePrices: {
+    env: 'BERTH_COMPUTE_PRICES',
+    description:
+      'JSON object from provider name (or * for all) to { python, node, go, browser, gpu: { <type>: price } } in dollars per minute, as decimal strings; a GPU price is added to the compute price; merged over the built-in * entry',
+    defaultText: '$0.0010/min for python, node and go, $0.0020 for browser agents, plus t4 $0.0100, l4 $0.0135, a10g $0.0200, a100 $0.0600, h100 $0.1000',
+    schema: z
+      .string()
+      .optional()
+      .transform((text, ctx) => {
+        try {
+          const own = text === undefined ? {} : computePricesSchema.parse(JSON.parse(text));
+          const star = { ...DEFAULT_COMPUTE_PRICES['*'], ...own['*'], gpu: { ...DEFAULT_COMPUTE_PRICES['*']!.gpu, ...own['*']?.gpu } };
+          return { ...own, '*': star } as ComputePrices;
+        } catch (error) {
+          ctx.addIssue({ code: 'custom', message: `not a compute price table: ${(error as Error).message}` });
+          return z.NEVER;
+        }
+      }),
+  },
+  storagePrice: {
+    env: 'BERTH_STORAGE_PRICE',
+    description: 'price of keeping snapshot archives, in dollars per GB-hour (decimal gigabytes), as a decimal string',
+    defaultText: DEFAULT_STORAGE_PRICE,
+    schema: z
+      .string()
+      .regex(/^\d+(\.\d{1,11})?$/, 'dollars as a decimal string with at most eleven decimals')
+      .default(DEFAULT_STORAGE_PRICE),
+  },
+  meterInterval: {
+    env: 'BERTH_METER_INTERVAL',
+    description: 'how often the operator charges running sandboxes and stored snapshots and checks session limits',
+    defaultText: '15s',
+    schema: durationMs('15s'),
+  },
+  sessionCostStep: {
+    env: 'BERTH_SESSION_COST_STEP',
+    description: 'session.cost_threshold is written each time a session\'s total cost crosses another multiple of this many cents',
+    defaultText: '100',
+    schema: z.coerce.number().int().min(1).default(100),
   },
   currency: {
     env: 'BERTH_CURRENCY',

@@ -18,3 +18,5 @@ export * from './stream.js';
 export * from './tasks.js';
 export * from './snapshot-storage.js';
 export * from './snapshot-usage.js';
+export * from './pricing.js';
+export * from './limits.js';

@@ -1,3 +1,4 @@
+import type { Environment } from '@berth/crds';
 import type { Queryable } from './db/index.js';
 import { nanocentsToCents } from './money.js';
 
@@ -7,15 +8,18 @@ export interface LedgerEntry {
   organizationId: string;
   sessionId: string;
   userId: string;
+  /** The session's environment; the usage routes filter on it. */
+  environment: Environment;
   agentId?: string;
   taskId?: string;
   kind: 'model' | 'compute' | 'storage';
-  /** The model vendor or the compute provider. */
+  /** The model vendor, the compute provider, or the snapshot storage kind (`directory`, `s3`). */
   provider: string;
   model?: string;
   inputTokens?: number;
   outputTokens?: number;
-  quantity?: number;
+  /** Compute: minutes; storage: GB-hours (decimal gigabytes); model: 0 (each row is one call). */
+  quantity?: number | string;
   amountNanocents: bigint;
   currency: string;
   billingMode: BillingMode;
@@ -28,8 +32,8 @@ export interface LedgerEntry {
 export async function recordUsage(db: Queryable, entry: LedgerEntry): Promise<boolean> {
   const result = await db.query(
     `INSERT INTO usage_ledger (organization_id, session_id, user_id, agent_id, task_id, kind, provider, model,
-       input_tokens, output_tokens, quantity, amount_nanocents, currency, billing_mode, occurred_at, dedupe_key)
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)
+       input_tokens, output_tokens, quantity, amount_nanocents, currency, billing_mode, occurred_at, dedupe_key, environment)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)
      ON CONFLICT (dedupe_key) DO NOTHING`,
     [
       entry.organizationId,
@@ -48,6 +52,7 @@ export async function recordUsage(db: Queryable, entry: LedgerEntry): Promise<bo
       entry.billingMode,
       entry.at,
       entry.dedupeKey,
+      entry.environment,
     ],
   );
   return (result.rowCount ?? 0) > 0;

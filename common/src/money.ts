@@ -21,3 +21,14 @@ export function dollarsPerMillionToNanocents(text: string): bigint {
 export function nanocentsToCents(nanocents: bigint): number {
   return Number((nanocents + NANOCENTS_PER_CENT / 2n) / NANOCENTS_PER_CENT);
 }
+
+/**
+ * Dollars as a decimal string ("0.0010", "0.00015") to nanocents: $1 is 100 cents, 1e11
+ * nanocents. Exact for up to eleven decimal places; more would be a fraction of a nanocent.
+ */
+export function dollarsToNanocents(text: string): bigint {
+  const match = /^(\d+)(?:\.(\d{1,11}))?$/.exec(text.trim());
+  if (!match) throw new RangeError(`"${text}" is not an amount in dollars with at most eleven decimal places`);
+  const [, whole, fraction = ''] = match;
+  return BigInt(whole!) * 100_000_000_000n + BigInt(fraction.padEnd(11, '0'));
+}

@@ -1,4 +1,4 @@
-import type { Mode } from '@berth/crds';
+import type { Environment, Mode } from '@berth/crds';
 import type { Queryable } from './db/index.js';
 
 /**
@@ -7,12 +7,22 @@ import type { Queryable } from './db/index.js';
  */
 export async function recordSnapshotStored(
   db: Queryable,
-  entry: { snapshotId: string; organizationId: string; mode: Mode; sessionId: string; agentId: string; sizeBytes: number; at: Date },
+  entry: {
+    snapshotId: string;
+    organizationId: string;
+    mode: Mode;
+    sessionId: string;
+    agentId: string;
+    userId: string;
+    environment: Environment;
+    sizeBytes: number;
+    at: Date;
+  },
 ): Promise<void> {
   await db.query(
-    `INSERT INTO snapshot_storage (snapshot_id, organization_id, mode, session_id, agent_id, size_bytes, stored_from)
-     VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (snapshot_id) DO NOTHING`,
-    [entry.snapshotId, entry.organizationId, entry.mode, entry.sessionId, entry.agentId, entry.sizeBytes, entry.at],
+    `INSERT INTO snapshot_storage (snapshot_id, organization_id, mode, session_id, agent_id, user_id, environment, size_bytes, stored_from)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) ON CONFLICT (snapshot_id) DO NOTHING`,
+    [entry.snapshotId, entry.organizationId, entry.mode, entry.sessionId, entry.agentId, entry.userId, entry.environment, entry.sizeBytes, entry.at],
   );
 }
 

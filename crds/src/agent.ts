@@ -23,6 +23,8 @@ export const agentSpecSchema = z.object({
   mode: modeSchema,
   userId: z.string(),
   desiredState: agentDesiredStateSchema,
+  /** Why `desiredState` is `paused`: asked through the API, a session limit reached, or the agent's costCap spent. */
+  pauseReason: z.enum(['requested', 'session_limit', 'cost_cap']).optional(),
   compute: computeSchema,
   browser: z.boolean(),
   storage: z.string().optional(),
@@ -70,6 +72,8 @@ export const agentStatusSchema = z.object({
   expiresAt: z.string().optional(),
   endedAt: z.string().optional(),
   error: z.object({ code: z.string(), message: z.string() }).optional(),
+  /** When the sandbox of `startedAt` was released (pause, terminate, failure): where compute metering stops. */
+  computeEndedAt: z.string().optional(),
   /** Spend so far, in integer cents. */
   cost: costSchema.optional(),
   /** The snapshot the agent was last paused into. */

@@ -1,4 +1,5 @@
-import { idToObjectName, type Clock, type Logger, type Queryable, type ResourceStore, type SnapshotStorage } from '@berth/common';
+import { idToObjectName, type Clock, type ComputePrices, type Logger, type Pool, type ResourceStore, type SnapshotStorage } from '@berth/common';
+import { BillingLoop } from './billing/loop.js';
 import type { Registry } from 'prom-client';
 import { createAgentMetrics, createAgentReconciler } from './controllers/agent.js';
 import { createSnapshotReconciler } from './controllers/snapshot.js';
@@ -7,13 +8,21 @@ import { Controller, createControllerMetrics } from './runtime/controller.js';
 
 export interface OperatorDeps {
   store: ResourceStore;
-  db: Queryable;
+  db: Pool;
   providers: ProviderRegistry;
   clock: Clock;
   log: Logger;
   metrics: Registry;
   snapshots: SnapshotStorage;
   workers?: number;
+  billing: {
+    computePrices: ComputePrices;
+    /** Dollars per GB-hour. */
+    storagePrice: string;
+    currency: string;
+    sessionCostStep: number;
+    intervalMs: number;
+  };
 }
 
 export interface Operator {
@@ -24,6 +33,17 @@ export interface Operator {
 /** The operator's controllers; one per kind that has something to reconcile. */
 export function createOperator(deps: OperatorDeps): Operator {
   const controllerMetrics = createControllerMetrics(deps.metrics);
+  const billing = new BillingLoop({
+    store: deps.store,
+    pool: deps.db,
+    clock: deps.clock,
+    log: deps.log.child({ loop: 'billing' }),
+    metrics: deps.metrics,
+    prices: () => ({ compute: deps.billing.computePrices, storagePerGbHour: deps.billing.storagePrice, currency: deps.billing.currency }),
+    storageKind: deps.snapshots.kind,
+    sessionCostStep: deps.billing.sessionCostStep,
+    intervalMs: deps.billing.intervalMs,
+  });
   const agents = new Controller({
     kind: 'Agent',
     store: deps.store,
@@ -37,6 +57,7 @@ export function createOperator(deps: OperatorDeps): Operator {
       clock: deps.clock,
       metrics: createAgentMetrics(deps.metrics),
       snapshots: deps.snapshots,
+      meter: billing.compute,
     }),
   });
   const snapshots = new Controller({
@@ -53,6 +74,7 @@ export function createOperator(deps: OperatorDeps): Operator {
     async start() {
       await agents.start();
       await snapshots.start();
+      billing.start();
       for (const provider of deps.providers.all()) {
         const watch = provider.watchSandboxes?.((agentId) => agents.enqueue(idToObjectName(agentId)));
         if (watch) sandboxWatches.push(watch);
@@ -60,7 +82,7 @@ export function createOperator(deps: OperatorDeps): Operator {
     },
     async stop() {
       for (const watch of sandboxWatches.splice(0)) watch.stop();
-      await Promise.all([agents.stop(), snapshots.stop()]);
+      await Promise.all([agents.stop(), snapshots.stop(), billing.stop()]);
     },
   };
 }

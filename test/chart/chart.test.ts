@@ -638,6 +638,42 @@ describe('optional objects', () => {
   });
 });
 
+describe('pricing', () => {
+  it('keeps the built-in prices by default and passes an install\'s own to both processes', async () => {
+    const defaults = await render(WITH_URL);
+    for (const component of ['apiserver', 'operator'] as const) {
+      const env = defaults.env(component);
+      expect(env.get('BERTH_CURRENCY')!.value).toBe('usd');
+      for (const name of ['BERTH_MODEL_PRICES', 'BERTH_COMPUTE_PRICES', 'BERTH_STORAGE_PRICE']) expect(env.has(name), name).toBe(false);
+    }
+    const compute = { '*': { python: '0.0020', gpu: { a100: '0.0500' } }, kubernetes: { node: '0.0015' } };
+    const models = { 'openai/gpt-4o': { input: '2.00', output: '8.00' } };
+    const rendered = await render([
+      ...WITH_URL,
+      ...['--set-json', `pricing.compute=${JSON.stringify(compute)}`, '--set-json', `pricing.models=${JSON.stringify(models)}`],
+      ...['--set', 'pricing.storagePerGbHour=0.0002', '--set', 'pricing.currency=eur'],
+    ]);
+    for (const component of ['apiserver', 'operator'] as const) {
+      const env = rendered.env(component);
+      expect(JSON.parse(env.get('BERTH_COMPUTE_PRICES')!.value!)).toEqual(compute);
+      expect(JSON.parse(env.get('BERTH_MODEL_PRICES')!.value!)).toEqual(models);
+      expect(env.get('BERTH_STORAGE_PRICE')!.value).toBe('0.0002');
+      expect(env.get('BERTH_CURRENCY')!.value).toBe('eur');
+    }
+  });
+
+  it('refuses prices that are numbers or not exact decimals', async () => {
+    for (const bad of [
+      ['--set-json', 'pricing.compute={"*":{"python":0.001}}'],
+      ['--set-json', 'pricing.compute={"*":{"cobol":"1"}}'],
+      ['--set', 'pricing.storagePerGbHour=cheap'],
+      ['--set', 'pricing.currency=USD'],
+    ]) {
+      expect(await renderError([...WITH_URL, ...bad]), bad.join(' ')).toContain(SCHEMA_ERROR);
+    }
+  });
+});
+
 describe('snapshot storage', () => {
   const snapshotVolume = (rendered: Rendered) =>
     rendered.podTemplate('Deployment', `${FULLNAME}-operator`).spec.volumes?.find((volume) => volume.name === 'snapshots');

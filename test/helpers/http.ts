@@ -8,6 +8,7 @@ export interface ApiResponse<T = any> {
 export interface ApiClient {
   get<T = any>(path: string): Promise<ApiResponse<T>>;
   post<T = any>(path: string, body?: unknown, headers?: Record<string, string>): Promise<ApiResponse<T>>;
+  patch<T = any>(path: string, body?: unknown): Promise<ApiResponse<T>>;
   raw(path: string, init: RequestInit): Promise<ApiResponse>;
 }
 
@@ -29,6 +30,8 @@ export function apiClient(baseUrl: string, key?: string): ApiClient {
         headers: { 'content-type': 'application/json', ...headers },
         ...(body === undefined ? {} : { body: JSON.stringify(body) }),
       }),
+    patch: (path, body) =>
+      raw(path, { method: 'PATCH', headers: { 'content-type': 'application/json' }, ...(body === undefined ? {} : { body: JSON.stringify(body) }) }),
   };
 }
 

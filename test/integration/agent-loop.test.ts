@@ -37,6 +37,11 @@ const scenarios: Record<string, Scenario> = {
       { text: '', toolCalls: [{ name: 'exec', input: { language: 'cobol', code: 'x' } }] },
       { text: 'The file is missing.' },
     ][turn]!,
+  // 600 input tokens at $10 a million: 0.6 cents a call.
+  costly: (turn) =>
+    turn === 0
+      ? { text: 'One step.', toolCalls: [{ name: 'exec', input: { language: 'bash', code: 'echo step' } }], usage: { input: 600, output: 0 } }
+      : { text: 'should not be asked', usage: { input: 700, output: 0 } },
   'never ends': () => ({ text: 'again', toolCalls: [{ name: 'exec', input: { language: 'bash', code: 'true' } }] }),
   'slow tool': (turn) =>
     turn === 0
@@ -85,6 +90,7 @@ beforeAll(async () => {
       TEST_OPENAI_KEY: 'sk-test-openai',
       TEST_ANTHROPIC_KEY: 'sk-test-anthropic',
       BERTH_RUN_MAX_STEPS: '4',
+      BERTH_MODEL_PRICES: JSON.stringify({ 'openai/pricey': { input: '10.00', output: '10.00' } }),
       BERTH_STREAM_HEARTBEAT: '1s',
     },
   });
@@ -287,6 +293,25 @@ describe('failures', () => {
     expect(results[0]!.data).toMatchObject({ tool: 'read_file', isError: true });
     expect(results[0]!.data.output).toContain('No such file');
     expect(results[1]!.data).toMatchObject({ tool: 'exec', isError: true, output: expect.stringContaining('"language" must be one of') });
+  });
+
+  it('stops before the model call that would cross the cost cap, pauses the agent and names it in budget.exhausted', async () => {
+    const { agent } = await readyAgent({ model: 'openai/pricey', tools: ['exec'], costCap: { amount: 1, currency: 'usd' } });
+    const asked = () => openai.requests.filter((body: any) => taskOf(body) === 'costly').length;
+    const { taskId } = (await live.post(`/v1/agents/${agent.id}/run`, { task: 'costly' })).body;
+    const task = await finished(taskId);
+    expect(task).toMatchObject({ status: 'failed', steps: 1, error: { code: 'budget_exhausted', message: expect.stringContaining('would cross') } });
+    expect(asked()).toBe(1); // the second call (about 0.6 cents more) was never made
+    const { rows: spent } = await db.query('SELECT sum(amount_nanocents)::text AS nanocents FROM usage_ledger WHERE agent_id = $1', [agent.id]);
+    expect(spent[0].nanocents).toBe('600000000');
+    await eventually(async () => ((await live.get(`/v1/agents/${agent.id}`)).body.status === 'paused' ? true : undefined), { what: 'the agent paused' });
+    const { rows } = await db.query(
+      "SELECT type, data FROM events WHERE subject_id = $1 AND type IN ('budget.exhausted', 'agent.paused') ORDER BY seq",
+      [agent.id],
+    );
+    expect(rows.map((row: any) => row.type)).toEqual(['budget.exhausted', 'agent.paused']);
+    expect(rows[0].data).toMatchObject({ agentId: agent.id, limit: 'costCap', finalCost: { amount: 1, currency: 'usd' }, maxCost: { amount: 1, currency: 'usd' }, pausedAgents: [agent.id] });
+    expect(rows[1].data.reason).toBe('cost_cap');
   });
 
   it('stops at the step limit', async () => {

@@ -68,6 +68,13 @@ export async function operatorCommand(config: BerthConfig, log: Logger, out: (li
     metrics,
     workers: config.controllerWorkers,
     snapshots: createSnapshotStorage(config),
+    billing: {
+      computePrices: config.computePrices,
+      storagePrice: config.storagePrice,
+      currency: config.currency,
+      sessionCostStep: config.sessionCostStep,
+      intervalMs: config.meterInterval,
+    },
   });
   let stopElection: () => Promise<void> = async () => undefined;
   const server = healthServer(metrics, () => true);

@@ -64,6 +64,13 @@ export async function up(config: BerthConfig, log: Logger, out: (line: string) =
     metrics,
     workers: config.controllerWorkers,
     snapshots: createSnapshotStorage(config),
+    billing: {
+      computePrices: config.computePrices,
+      storagePrice: config.storagePrice,
+      currency: config.currency,
+      sessionCostStep: config.sessionCostStep,
+      intervalMs: config.meterInterval,
+    },
   });
   await operator.start();
   let operatorRunning = true;

@@ -45,6 +45,14 @@ export const sessionByUserBody = z
   })
   .strict();
 
+export const updateSessionBody = z
+  .object({
+    limits: sessionLimitsSchema.optional().describe('replaces all limits; {} removes them'),
+    metadata: metadataSchema.optional().describe('replaces all metadata'),
+  })
+  .strict()
+  .refine((body) => body.limits !== undefined || body.metadata !== undefined, { message: 'give limits, metadata or both' });
+
 export const sessionPage = z.object({
   data: z.array(sessionSchema),
   hasMore: z.boolean(),

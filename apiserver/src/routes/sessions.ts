@@ -2,7 +2,7 @@ import { defineRoute, type RouteTable } from '../http/route.js';
 import type { SessionService } from '../services/sessions.js';
 import { paginationQuery } from '../services/pagination.js';
 import { z } from 'zod';
-import { createSessionBody, idParam, sessionByUserBody, sessionPage, sessionSchema } from './schemas.js';
+import { createSessionBody, idParam, sessionByUserBody, sessionPage, sessionSchema, updateSessionBody } from './schemas.js';
 
 export function sessionRoutes(table: RouteTable, sessions: SessionService): void {
   table.add(
@@ -62,6 +62,20 @@ export function sessionRoutes(table: RouteTable, sessions: SessionService): void
       responses: { 200: { description: 'the session', schema: sessionSchema } },
       errors: ['not_found'],
       handler: async ({ principal, params }) => ({ status: 200, body: await sessions.get(principal, params.id) }),
+    }),
+    defineRoute({
+      method: 'patch',
+      path: '/v1/sessions/:id',
+      operationId: 'updateSession',
+      tag: 'Sessions',
+      summary: "Change a session's limits or metadata",
+      description:
+        'Not in the spec: replaces `limits` and/or `metadata` as a whole. Raising a limit the session has reached lets `run`, `exec`, `resume` and new agents through again (agents paused by the limit stay paused until resumed). Lowering one below what is used pauses the running agents on the operator\'s next billing pass.',
+      params: idParam('ses', 'session'),
+      body: updateSessionBody,
+      responses: { 200: { description: 'the session, updated', schema: sessionSchema } },
+      errors: ['not_found', 'unprocessable_entity'],
+      handler: async ({ principal, params, body }) => ({ status: 200, body: await sessions.update(principal, params.id, body) }),
     }),
   );
 }

@@ -17,6 +17,7 @@ import { SANDBOX_FINALIZER, toolListProblem, type ModelRouter, type ProviderRegi
 import { Histogram, type Registry } from 'prom-client';
 import type { Principal } from '../http/context.js';
 import { listPage, type PageRequest } from './pagination.js';
+import type { LimitGuard } from './limits.js';
 import { findOwned } from './scope.js';
 import type { SessionService } from './sessions.js';
 
@@ -86,6 +87,7 @@ export interface AgentServiceDeps {
   store: ResourceStore;
   providers: ProviderRegistry;
   sessions: SessionService;
+  limits: LimitGuard;
   clock: Clock;
   metrics: Registry;
   models: ModelRouter;
@@ -94,7 +96,7 @@ export interface AgentServiceDeps {
 }
 
 export function createAgentService(deps: AgentServiceDeps) {
-  const { store, providers, sessions, clock } = deps;
+  const { store, providers, sessions, limits, clock } = deps;
   const execDuration = new Histogram({
     name: 'berth_exec_duration_seconds',
     help: 'Round trip of a synchronous exec in a sandbox',
@@ -114,8 +116,15 @@ export function createAgentService(deps: AgentServiceDeps) {
 
   const find = (principal: Principal, id: string) => findOwned(store, 'Agent', 'agt', principal, id);
 
+  /** 402 while the agent's session has reached a limit. */
+  async function assertWithinLimits(agent: Resource<'Agent'>, action: string): Promise<void> {
+    const session = await store.get('Session', idToObjectName(agent.spec.sessionId));
+    if (session) await limits.assertWithin(session, action);
+  }
+
   return {
     find,
+    assertWithinLimits,
 
     async create(principal: Principal, sessionId: string, input: CreateAgentInput): Promise<AgentView> {
       const session = await sessions.find(principal, sessionId);
@@ -149,7 +158,8 @@ export function createAgentService(deps: AgentServiceDeps) {
         timeoutSeconds,
         provider: providerName,
       };
-      const agent = await store.create('Agent', {
+      await limits.assertWithin(session, 'creating an agent');
+      const agent = await limits.withAgentSlot(session, () => store.create('Agent', {
         name: idToObjectName(newId('agt', clock.now())),
         labels: {
           [Labels.organization]: principal.organizationId,
@@ -160,7 +170,7 @@ export function createAgentService(deps: AgentServiceDeps) {
         finalizers: [SANDBOX_FINALIZER],
         spec: JSON.parse(JSON.stringify(spec)) as AgentSpec, // drops undefined fields
         status: { phase: 'booting', observedGeneration: 0, conditions: [] },
-      });
+      }));
       return agentView(agent);
     },
 
@@ -175,6 +185,7 @@ export function createAgentService(deps: AgentServiceDeps) {
 
     async exec(principal: Principal, id: string, request: { language: ExecLanguage; code: string }): Promise<ExecResult> {
       const agent = await find(principal, id);
+      await assertWithinLimits(agent, 'exec');
       const phase = agent.status?.phase ?? 'booting';
       const sandbox = agent.status?.sandbox;
       if (agent.spec.desiredState !== 'active' || (phase !== 'idle' && phase !== 'running') || !sandbox) {
@@ -209,7 +220,7 @@ export function createAgentService(deps: AgentServiceDeps) {
             status: phase,
           });
         }
-        return { ...current.spec, desiredState: 'paused' };
+        return { ...current.spec, desiredState: 'paused', pauseReason: 'requested' };
       });
       await waitForAgent(store, agent.metadata.name, waitMs, (current) => {
         const phase = current?.status?.phase;
@@ -224,6 +235,7 @@ export function createAgentService(deps: AgentServiceDeps) {
      */
     async resume(principal: Principal, id: string, waitMs: number, level: (snapshotId: string) => Promise<'native' | 'filesystem'>): Promise<AgentView> {
       const agent = await find(principal, id);
+      await assertWithinLimits(agent, 'resume');
       const phase = agent.status?.phase ?? 'booting';
       if (phase !== 'paused' || agent.spec.desiredState !== 'paused') {
         throw new ApiError('conflict', `agent ${id} is ${phase}; only a paused agent can be resumed`, { status: phase });
@@ -232,7 +244,7 @@ export function createAgentService(deps: AgentServiceDeps) {
       const restoreFrom = snapshotId ? { snapshotId, level: await level(snapshotId) } : undefined;
       await store.updateSpec('Agent', agent.metadata.name, (current) => {
         if (current.spec.desiredState !== 'paused') throw new ApiError('conflict', `agent ${id} is being resumed already`);
-        const { restoreFrom: _previous, ...rest } = current.spec;
+        const { restoreFrom: _previous, pauseReason: _reason, ...rest } = current.spec;
         return { ...rest, desiredState: 'active', ...(restoreFrom ? { restoreFrom } : {}) };
       });
       await waitForAgent(store, agent.metadata.name, waitMs, (current) => {

@@ -42,6 +42,7 @@ export function createRunService(deps: { pool: Pool; agents: AgentService; clock
      */
     async start(principal: Principal, agentId: string, input: string): Promise<{ taskId: string; agentId: string }> {
       const agent = await agents.find(principal, agentId);
+      await agents.assertWithinLimits(agent, 'run');
       const phase = agent.status?.phase ?? 'booting';
       if (agent.spec.desiredState !== 'active' || (phase !== 'idle' && phase !== 'running') || !agent.status?.sandbox) {
         throw new ApiError('conflict', `agent ${agentId} is ${phase}; run needs a ready agent (status idle)`, { status: phase });

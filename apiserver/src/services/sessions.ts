@@ -121,6 +121,21 @@ export function createSessionService(deps: { store: ResourceStore; pool: Pool; c
       }
     },
 
+    /**
+     * Replaces the session's limits and/or metadata (each as a whole, when given). Raising a
+     * limit that was reached lets run, exec and resume through again; paused agents stay paused
+     * until resumed.
+     */
+    async update(principal: Principal, id: string, input: { limits?: SessionLimits | undefined; metadata?: Record<string, string> | undefined }): Promise<SessionView> {
+      const session = await find(principal, id);
+      const updated = await store.updateSpec('Session', session.metadata.name, (current) => ({
+        ...current.spec,
+        ...(input.limits !== undefined ? { limits: input.limits } : {}),
+        ...(input.metadata !== undefined ? { metadata: input.metadata } : {}),
+      }));
+      return sessionView(updated);
+    },
+
     /** Newest first; the cursor continues after the last session of the previous page. */
     list(principal: Principal, page: PageRequest) {
       return listPage(store, 'Session', scopeLabels(principal), page, sessionView);

@@ -124,6 +124,20 @@ them (a gpu type must be in the table) and execs into sandbox pods.
 - name: BERTH_DEFAULT_MODEL
   value: {{ . | quote }}
 {{- end }}
+- name: BERTH_CURRENCY
+  value: {{ .Values.pricing.currency | quote }}
+{{- with .Values.pricing.models }}
+- name: BERTH_MODEL_PRICES
+  value: {{ . | toJson | quote }}
+{{- end }}
+{{- with .Values.pricing.compute }}
+- name: BERTH_COMPUTE_PRICES
+  value: {{ . | toJson | quote }}
+{{- end }}
+{{- with .Values.pricing.storagePerGbHour }}
+- name: BERTH_STORAGE_PRICE
+  value: {{ . | quote }}
+{{- end }}
 - name: BERTH_SANDBOX_NAMESPACE
   value: {{ include "berth.sandboxNamespace" . | quote }}
 - name: BERTH_RUNTIME_CLASS

@@ -1,5 +1,5 @@
 import { isDeepStrictEqual } from 'node:util';
-import { API_VERSION, AgentCondition, AgentReason, type AgentStatus, type SandboxRef } from '@berth/crds';
+import { API_VERSION, AgentCondition, AgentReason, type AgentStatus, type Environment, type SandboxRef } from '@berth/crds';
 import {
   LATENCY_BUCKETS,
   Labels,
@@ -24,6 +24,7 @@ import {
 } from '@berth/common';
 import { Gauge, Histogram, type Registry } from 'prom-client';
 import type { ProviderRegistry } from '../providers/registry.js';
+import type { ComputeMeter } from '../billing/meter.js';
 import type { ReconcileResult, Reconciler } from '../runtime/controller.js';
 import { setCondition } from './conditions.js';
 
@@ -82,6 +83,8 @@ export interface AgentReconcilerDeps {
   clock: Clock;
   metrics: AgentMetrics;
   snapshots: SnapshotStorage;
+  /** Charges a sandbox's last minutes as soon as it is released (the billing loop does the rest). */
+  meter?: ComputeMeter;
 }
 
 /** Snapshots keep their archive until the operator has deleted it from storage. */
@@ -114,6 +117,7 @@ export function createAgentReconciler(deps: AgentReconcilerDeps): Reconciler {
 
     if (agent.metadata.deletionTimestamp) {
       if (provider) await provider.terminate(previous.sandbox ?? sandboxOf(agent, provider));
+      if (previous.sandbox) await settleCompute(agent, { ...previous, computeEndedAt: clock.now().toISOString() }, clock.now(), log);
       await store.removeFinalizer('Agent', name, SANDBOX_FINALIZER);
       metrics.phases.delete(name);
       log.info('agent deleted; sandbox released');
@@ -131,11 +135,26 @@ export function createAgentReconciler(deps: AgentReconcilerDeps): Reconciler {
     for (const event of step.events) await recordEvent(deps.db, event, step.now);
     if (!isDeepStrictEqual(step.status, previous)) {
       await store.updateStatus('Agent', name, step.status, { resourceVersion: agent.metadata.resourceVersion });
+      if (previous.sandbox && !step.status.sandbox) await settleCompute(agent, step.status, step.now, log);
     }
     metrics.phases.set(name, { provider: agent.spec.mode === 'test' ? 'mock' : agent.spec.provider, phase: step.status.phase });
     if (failure) throw failure;
     return result;
   };
+
+  /** Charges the compute of a sandbox just released; the billing loop retries what fails here. */
+  async function settleCompute(agent: AgentResource, status: AgentStatus, now: Date, log: Logger): Promise<void> {
+    if (!deps.meter || agent.spec.mode !== 'live') return;
+    try {
+      await deps.meter.meter({ ...agent, status }, await sessionEnvironment(agent), now, true);
+    } catch (error) {
+      log.warn({ err: error }, 'charging the released sandbox failed; the billing loop charges it');
+    }
+  }
+
+  async function sessionEnvironment(agent: AgentResource): Promise<Environment> {
+    return (await store.get('Session', idToObjectName(agent.spec.sessionId)))?.spec.environment ?? 'production';
+  }
 
   /**
    * Pausing: wait for a run's tool call in flight (the runner stops after it), checkpoint the
@@ -186,15 +205,18 @@ export function createAgentReconciler(deps: AgentReconcilerDeps): Reconciler {
       mode: agent.spec.mode,
       sessionId: agent.spec.sessionId,
       agentId,
+      userId: agent.spec.userId,
+      environment: await sessionEnvironment(agent),
       sizeBytes: result.sizeBytes,
       at: readyAt,
     });
     delete status.sandbox;
     delete status.expiresAt;
+    status.computeEndedAt = readyAt.toISOString();
     status.phase = 'paused';
     status.snapshot = snapshotId;
     step.condition('False', AgentReason.Paused, `paused; snapshot ${snapshotId} (${result.level}, ${result.sizeBytes} bytes)`);
-    step.emit('agent.paused', { snapshotId, reason: 'requested', level: result.level, sizeBytes: result.sizeBytes }, String(agent.metadata.generation));
+    step.emit('agent.paused', { snapshotId, reason: agent.spec.pauseReason ?? 'requested', level: result.level, sizeBytes: result.sizeBytes }, String(agent.metadata.generation));
     log.info({ snapshotId, level: result.level, sizeBytes: result.sizeBytes }, 'agent paused');
     return {};
   }
@@ -416,6 +438,7 @@ class ReconcileStep {
     const sandbox = this.status.sandbox ?? (options.unrecorded ? sandboxOf(this.agent, provider) : undefined);
     if (!sandbox) return;
     await provider.terminate(sandbox);
+    if (this.status.sandbox) this.status.computeEndedAt = this.now.toISOString();
     delete this.status.sandbox;
   }
 }

@@ -24,9 +24,43 @@ export interface LoopIo {
   checkpoint(progress: LoopProgress): Promise<void>;
   /** Charges one model call (the runner writes the ledger). */
   charge(step: number, response: ModelResponse): Promise<void>;
-  /** Why the loop must stop now (agent paused, terminated, over budget), or undefined. */
-  stopReason(where: 'before_model_call' | 'after_tool_call'): Promise<{ code: string; message: string; state: 'failed' | 'cancelled' } | undefined>;
+  /**
+   * Why the loop must stop now (agent paused, terminated, over budget), or undefined. Before a
+   * model call, `next` estimates that call's tokens, so that a cost cap stops the loop before
+   * the call that would cross it.
+   */
+  stopReason(
+    where: 'before_model_call' | 'after_tool_call',
+    next?: TokenEstimate,
+  ): Promise<{ code: string; message: string; state: 'failed' | 'cancelled' } | undefined>;
   signal: AbortSignal;
+}
+
+export interface TokenEstimate {
+  inputTokens: number;
+  outputTokens: number;
+}
+
+/** Characters per token, roughly, for text the model has not counted yet. */
+const CHARS_PER_TOKEN = 4;
+
+function messageChars(message: Message): number {
+  if (message.role === 'assistant') return message.content.length + JSON.stringify(message.toolCalls).length;
+  return message.content.length;
+}
+
+/**
+ * The next model call's tokens, estimated: the last call's input plus what was added since
+ * (about four characters a token) and its output again; before the first call, the
+ * conversation's and system prompt's characters, and no output.
+ */
+export function estimateNextCall(progress: LoopProgress, system: string | undefined, last: TokenEstimate | undefined, addedSince: number): TokenEstimate {
+  if (!last) {
+    const chars = (system?.length ?? 0) + progress.conversation.reduce((sum, message) => sum + messageChars(message), 0);
+    return { inputTokens: Math.ceil(chars / CHARS_PER_TOKEN), outputTokens: 0 };
+  }
+  const added = progress.conversation.slice(progress.conversation.length - addedSince).reduce((sum, message) => sum + messageChars(message), 0);
+  return { inputTokens: last.inputTokens + Math.ceil(added / CHARS_PER_TOKEN), outputTokens: last.outputTokens };
 }
 
 export interface LoopSettings {
@@ -112,8 +146,10 @@ async function loop(
   closeInterruptedCalls(progress.conversation);
   const tools = agent.spec.tools.map((name) => TOOLS.get(name)).filter((tool) => tool !== undefined);
 
+  let last: TokenEstimate | undefined;
+  let addedSince = 0;
   for (;;) {
-    const stop = await io.stopReason('before_model_call');
+    const stop = await io.stopReason('before_model_call', estimateNextCall(progress, agent.spec.instructions, last, addedSince));
     if (stop) return { state: stop.state, error: { code: stop.code, message: stop.message } };
     if (progress.steps >= settings.maxSteps) {
       return { state: 'failed', error: { code: 'step_limit', message: `the run made ${settings.maxSteps} model calls without finishing` } };
@@ -156,6 +192,8 @@ async function loop(
     progress.outputTokens += response.usage.outputTokens;
     await io.charge(progress.steps, response);
     progress.conversation.push({ role: 'assistant', content: response.text, toolCalls: response.toolCalls });
+    last = response.usage;
+    addedSince = 1;
     await io.checkpoint(progress);
     if (response.toolCalls.length === 0) return { state: 'completed', output: response.text };
 
@@ -168,6 +206,7 @@ async function loop(
         content: limitToolOutput(outcome.output),
         isError: outcome.isError,
       });
+      addedSince++;
       await io.checkpoint(progress);
       // A pause or terminate waits for the tool call in flight, then stops the loop.
       const after = await io.stopReason('after_tool_call');

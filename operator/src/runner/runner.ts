@@ -25,8 +25,9 @@ import {
   type SandboxProvider,
   type Task,
 } from '@berth/common';
-import type { AgentPhase } from '@berth/crds';
+import type { AgentPhase, Environment } from '@berth/crds';
 import type { ProviderRegistry } from '../providers/registry.js';
+import { agentsOf, enforceCostCap, enforceSessionLimit } from '../billing/limits.js';
 import { budgetStop } from './budget.js';
 import { runLoop, type LoopEnd, type LoopIo } from './loop.js';
 import { mockModelAdapter } from './mock-model.js';
@@ -274,6 +275,9 @@ export class Runner {
   private loopIo(task: Task, agent: Resource<'Agent'>, route: ModelRoute, signal: AbortSignal): LoopIo {
     const { pool, store, clock } = this.options;
     const live = agent.spec.mode === 'live';
+    let environment: Promise<Environment> | undefined;
+    const sessionEnvironment = () =>
+      (environment ??= store.get('Session', idToObjectName(agent.spec.sessionId)).then((session) => session?.spec.environment ?? 'production'));
     const throwIfAborted = () => {
       if (signal.aborted) throw signal.reason instanceof Error ? signal.reason : new RunnerStopping('aborted');
     };
@@ -292,6 +296,7 @@ export class Runner {
           organizationId: agent.spec.organizationId,
           sessionId: agent.spec.sessionId,
           userId: agent.spec.userId,
+          environment: await sessionEnvironment(),
           agentId: task.agentId,
           taskId: task.id,
           kind: 'model',
@@ -306,7 +311,7 @@ export class Runner {
           at: clock.now(),
         });
       },
-      stopReason: async () => {
+      stopReason: async (_where, next) => {
         throwIfAborted();
         const current = await store.get('Agent', agent.metadata.name);
         if (!current || current.metadata.deletionTimestamp || current.spec.desiredState === 'terminated' || FINAL_PHASES.has(current.status?.phase ?? 'idle')) {
@@ -317,8 +322,16 @@ export class Runner {
         }
         if (!live) return undefined;
         const session = await store.get('Session', idToObjectName(current.spec.sessionId));
-        const budget = await budgetStop(pool, current, session, clock.now());
-        return budget ? { state: 'failed', code: budget.code, message: budget.message } : undefined;
+        const now = clock.now();
+        const nextCost = next ? modelCostNanocents(route, next) : 0n;
+        const budget = await budgetStop(pool, current, session, now, nextCost);
+        if (!budget) return undefined;
+        // The agent is paused through the pause path (its state kept), and the events written,
+        // here rather than on the billing loop's next pass.
+        const limits = { store, pool, currency: this.options.currency, log: this.options.log };
+        if (budget.code === 'budget_exhausted') await enforceCostCap(limits, current, budget.spentCents, now);
+        else if (session) await enforceSessionLimit(limits, session, budget.breach, await agentsOf(store, session), now);
+        return { state: 'failed', code: budget.code, message: budget.message };
       },
     };
   }

@@ -1,0 +1,177 @@
+import {
+  LATENCY_BUCKETS,
+  Labels,
+  NANOCENTS_PER_CENT,
+  hasSpendLimits,
+  limitBreach,
+  nanocentsToCents,
+  objectNameToId,
+  sessionSpend,
+  type Clock,
+  type Logger,
+  type Pool,
+  type Resource,
+  type ResourceStore,
+} from '@berth/common';
+import { Counter, Histogram, type Registry } from 'prom-client';
+import { enforceCostCap, enforceSessionLimit, isActive, recordCostEvents, type LimitContext } from './limits.js';
+import { ComputeMeter, StorageMeter, type MeterPrices } from './meter.js';
+
+export interface BillingLoopDeps {
+  store: ResourceStore;
+  pool: Pool;
+  clock: Clock;
+  log: Logger;
+  metrics: Registry;
+  prices: () => MeterPrices;
+  /** `directory` or `s3`: the provider column of storage charges. */
+  storageKind: string;
+  sessionCostStep: number;
+  intervalMs: number;
+}
+
+export interface TickResult {
+  computeCharges: number;
+  storageCharges: number;
+  sessionsChecked: number;
+  agentsPaused: number;
+}
+
+function createBillingMetrics(registry: Registry) {
+  return {
+    ticks: new Counter({ name: 'berth_billing_ticks_total', help: 'Billing loop passes, by result', labelNames: ['result'], registers: [registry] }),
+    tickDuration: new Histogram({
+      name: 'berth_billing_tick_duration_seconds',
+      help: 'Time of one billing pass: metering compute and storage, checking limits',
+      buckets: LATENCY_BUCKETS,
+      registers: [registry],
+    }),
+    charges: new Counter({ name: 'berth_ledger_charges_total', help: 'Charges the meters wrote to the usage ledger, by kind', labelNames: ['kind'], registers: [registry] }),
+    computeMinutes: new Counter({ name: 'berth_compute_minutes_metered_total', help: 'Sandbox minutes charged', registers: [registry] }),
+    pauses: new Counter({
+      name: 'berth_limit_pauses_total',
+      help: 'Agents paused because a session limit was reached or their cost cap was spent, by reason',
+      labelNames: ['reason'],
+      registers: [registry],
+    }),
+  };
+}
+
+/**
+ * The operator's billing pass, every `intervalMs` while it leads: charges running sandboxes and
+ * stored archives, then checks the sessions whose spend moved (and every session with limits)
+ * against their limits and thresholds, and agents against their cost caps.
+ */
+export class BillingLoop {
+  readonly compute: ComputeMeter;
+  readonly storage: StorageMeter;
+  private readonly metrics: ReturnType<typeof createBillingMetrics>;
+  private readonly limits: LimitContext;
+  private timer: NodeJS.Timeout | undefined;
+  private running: Promise<unknown> = Promise.resolve();
+  /** Ledger rows up to this id have been looked at for thresholds. */
+  private lastLedgerId = '0';
+
+  constructor(private readonly deps: BillingLoopDeps) {
+    this.compute = new ComputeMeter(deps.pool, deps.prices);
+    this.storage = new StorageMeter(deps.pool, deps.prices, deps.storageKind);
+    this.metrics = createBillingMetrics(deps.metrics);
+    this.limits = {
+      store: deps.store,
+      pool: deps.pool,
+      currency: deps.prices().currency,
+      sessionCostStep: deps.sessionCostStep,
+      log: deps.log,
+    };
+  }
+
+  start(): void {
+    if (this.timer) return;
+    const pass = () => {
+      this.running = this.tick().catch((error: unknown) => {
+        this.metrics.ticks.inc({ result: 'error' });
+        this.deps.log.error({ err: error }, 'billing pass failed; the next one retries');
+      });
+    };
+    pass();
+    this.timer = setInterval(() => {
+      void this.running.then(pass);
+    }, this.deps.intervalMs);
+    this.timer.unref();
+  }
+
+  async stop(): Promise<void> {
+    clearInterval(this.timer);
+    this.timer = undefined;
+    await this.running;
+  }
+
+  async tick(): Promise<TickResult> {
+    const { store, pool, clock } = this.deps;
+    const end = this.metrics.tickDuration.startTimer();
+    const now = clock.now();
+    const live = { labels: { [Labels.mode]: 'live' } };
+    const [{ items: agents }, { items: sessions }] = await Promise.all([store.list('Agent', live), store.list('Session', live)]);
+    const sessionByName = new Map(sessions.map((session) => [session.metadata.name, session]));
+    const environmentOf = (agent: Resource<'Agent'>) => sessionByName.get(agent.metadata.labels?.[Labels.session] ?? '')?.spec.environment ?? 'production';
+
+    const result: TickResult = { computeCharges: 0, storageCharges: 0, sessionsChecked: 0, agentsPaused: 0 };
+    for (const agent of agents) {
+      const metered = await this.compute.meter(agent, environmentOf(agent), now);
+      result.computeCharges += metered.charges;
+      this.metrics.computeMinutes.inc(metered.computeMinutes);
+    }
+    await this.compute.closeOrphans(new Set(agents.map((agent) => objectNameToId(agent.metadata.name))));
+    result.storageCharges = await this.storage.meter(now);
+    this.metrics.charges.inc({ kind: 'compute' }, result.computeCharges);
+    this.metrics.charges.inc({ kind: 'storage' }, result.storageCharges);
+
+    // Sessions whose spend moved since the last pass, and every session with limits (time alone
+    // can reach maxDuration, and a new period can follow a raised limit).
+    const { rows } = await pool.query<{ session_id: string; last: string }>(
+      'SELECT session_id, max(id)::text AS last FROM usage_ledger WHERE id > $1 GROUP BY session_id',
+      [this.lastLedgerId],
+    );
+    const moved = new Set(rows.map((row) => row.session_id));
+    for (const row of rows) if (BigInt(row.last) > BigInt(this.lastLedgerId)) this.lastLedgerId = row.last;
+    const agentsBySession = new Map<string, Resource<'Agent'>[]>();
+    for (const agent of agents) {
+      const key = agent.metadata.labels?.[Labels.session] ?? '';
+      agentsBySession.set(key, [...(agentsBySession.get(key) ?? []), agent]);
+    }
+    for (const session of sessions) {
+      const sessionId = objectNameToId(session.metadata.name);
+      if (!moved.has(sessionId) && !hasSpendLimits(session.spec.limits)) continue;
+      result.sessionsChecked++;
+      const spend = await sessionSpend(pool, sessionId, session.spec.limits, now);
+      await recordCostEvents(this.limits, session, spend, now);
+      const breach = limitBreach(session, spend, now);
+      if (breach) {
+        const paused = await enforceSessionLimit(this.limits, session, breach, agentsBySession.get(session.metadata.name) ?? [], now);
+        result.agentsPaused += paused.length;
+        this.metrics.pauses.inc({ reason: 'session_limit' }, paused.length);
+      }
+    }
+
+    const capped = agents.filter((agent) => agent.spec.costCap && isActive(agent));
+    if (capped.length > 0) {
+      const ids = capped.map((agent) => objectNameToId(agent.metadata.name));
+      const { rows: spent } = await pool.query<{ agent_id: string; nanocents: string }>(
+        'SELECT agent_id, sum(amount_nanocents)::text AS nanocents FROM usage_ledger WHERE agent_id = ANY($1) GROUP BY agent_id',
+        [ids],
+      );
+      const spentBy = new Map(spent.map((row) => [row.agent_id, BigInt(row.nanocents)]));
+      for (const agent of capped) {
+        const nanocents = spentBy.get(objectNameToId(agent.metadata.name)) ?? 0n;
+        if (nanocents < BigInt(agent.spec.costCap!.amount) * NANOCENTS_PER_CENT) continue;
+        if (await enforceCostCap(this.limits, agent, nanocentsToCents(nanocents), now)) {
+          result.agentsPaused++;
+          this.metrics.pauses.inc({ reason: 'cost_cap' });
+        }
+      }
+    }
+    this.metrics.ticks.inc({ result: 'ok' });
+    end();
+    return result;
+  }
+}
