@@ -224,6 +224,8 @@ describe('compute metering', () => {
     expect(metered.minutes).toBe(10);
     expect(metered.nanocents).toBe(10n * 100_000_000n); // 10 minutes at $0.0010 = 1 cent, exactly
     expect(metered.rows.map((row) => row.occurred_at.toISOString())).toEqual(['2026-05-31T20:04:00.000Z', '2026-05-31T20:10:00.000Z']);
+    // The agent shows what it spent.
+    expect((await live.get(`/v1/agents/${id}`)).body.cost).toEqual({ amount: 1, currency: 'usd' });
 
     // Less than a minute unmetered is left for later, until the sandbox goes.
     clock.advance(30_000);
@@ -363,7 +365,7 @@ describe('maxCost', () => {
     for (const agent of [a, b]) {
       expect((await store.get('Agent', agent.name))!.spec).toMatchObject({ desiredState: 'paused', pauseReason: 'session_limit' });
       await reconcile(agent.name, silentLogger);
-      expect((await live.get(`/v1/agents/${agent.id}`)).body.status).toBe('paused');
+      expect((await live.get(`/v1/agents/${agent.id}`)).body).toMatchObject({ status: 'paused', pauseReason: 'session_limit' });
     }
     await loop.tick();
     await billingLoop().tick();

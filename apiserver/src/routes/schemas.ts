@@ -107,6 +107,11 @@ export const agentSchema = z
     expiresAt: z.string().optional().describe('startedAt + timeout: the sandbox is ended then'),
     endedAt: z.string().optional(),
     error: z.object({ code: z.string(), message: z.string() }).optional().describe('why a failed agent failed'),
+    pauseReason: z
+      .enum(['requested', 'session_limit', 'cost_cap'])
+      .optional()
+      .describe('why a paused (or pausing) agent is paused: asked through the API, a session limit reached, or its costCap spent'),
+    cost: costSchema.optional().describe("the agent's spend so far (models, compute, storage), updated by the operator every BERTH_METER_INTERVAL; absent until its first charge"),
     conditions: z.array(conditionSchema).describe('details behind `status`, Kubernetes-style'),
   });
 

@@ -78,6 +78,8 @@ export function agentView(agent: Resource<'Agent'>) {
     expiresAt: status?.expiresAt,
     endedAt: status?.endedAt,
     error: status?.error,
+    pauseReason: spec.desiredState === 'paused' ? (spec.pauseReason ?? 'requested') : undefined,
+    cost: status?.cost,
     conditions: status?.conditions ?? [],
   };
 }

@@ -3,6 +3,7 @@ import {
   Labels,
   NANOCENTS_PER_CENT,
   hasSpendLimits,
+  isStoreError,
   limitBreach,
   nanocentsToCents,
   objectNameToId,
@@ -106,6 +107,31 @@ export class BillingLoop {
     await this.running;
   }
 
+  /**
+   * Writes each agent's spend so far (models, compute, storage) into `status.cost`, where the
+   * API and `kubectl get agents` show it; an agent whose status moved meanwhile gets it next pass.
+   */
+  private async updateAgentCosts(agents: Resource<'Agent'>[]): Promise<void> {
+    if (agents.length === 0) return;
+    const { rows } = await this.deps.pool.query<{ agent_id: string; nanocents: string }>(
+      'SELECT agent_id, sum(amount_nanocents)::text AS nanocents FROM usage_ledger WHERE agent_id = ANY($1) GROUP BY agent_id',
+      [agents.map((agent) => objectNameToId(agent.metadata.name))],
+    );
+    const spent = new Map(rows.map((row) => [row.agent_id, nanocentsToCents(BigInt(row.nanocents))]));
+    const currency = this.deps.prices().currency;
+    for (const agent of agents) {
+      const amount = spent.get(objectNameToId(agent.metadata.name)) ?? 0;
+      if (!agent.status || (agent.status.cost?.amount ?? 0) === amount) continue;
+      try {
+        await this.deps.store.updateStatus('Agent', agent.metadata.name, { ...agent.status, cost: { amount, currency } }, {
+          resourceVersion: agent.metadata.resourceVersion,
+        });
+      } catch (error) {
+        if (!isStoreError(error, 'Conflict') && !isStoreError(error, 'NotFound')) throw error;
+      }
+    }
+  }
+
   async tick(): Promise<TickResult> {
     const { store, pool, clock } = this.deps;
     const end = this.metrics.tickDuration.startTimer();
@@ -125,6 +151,8 @@ export class BillingLoop {
     result.storageCharges = await this.storage.meter(now);
     this.metrics.charges.inc({ kind: 'compute' }, result.computeCharges);
     this.metrics.charges.inc({ kind: 'storage' }, result.storageCharges);
+
+    await this.updateAgentCosts(agents);
 
     // Sessions whose spend moved since the last pass, and every session with limits (time alone
     // can reach maxDuration, and a new period can follow a raised limit).
