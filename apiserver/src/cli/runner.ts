@@ -19,6 +19,7 @@ export function createRunner(
     modelTimeoutMs: config.modelTimeout,
     toolTimeoutMs: config.execTimeout,
     currency: config.currency,
+    computePrices: config.computePrices,
     leaseMs: config.runnerLease,
   });
 }

@@ -7,9 +7,12 @@ import {
   appendStreamEvent,
   claimTask,
   checkpointTask,
+  computeNanocentsPerMinute,
+  computeTotalNanocents,
   finishTask,
   idToObjectName,
   isStoreError,
+  nanocentsToCents,
   recordEvent,
   recordUsage,
   releaseTask,
@@ -17,6 +20,7 @@ import {
   taskCost,
   withTransaction,
   type Clock,
+  type ComputePrices,
   type EventInput,
   type Logger,
   type Pool,
@@ -49,6 +53,8 @@ export interface RunnerOptions {
   modelTimeoutMs: number;
   toolTimeoutMs: number;
   currency: string;
+  /** Compute prices, to report the sandbox time of a run in `cost.compute` (default: none). */
+  computePrices?: ComputePrices;
   /** A task whose runner has not renewed its claim for this long is taken over. */
   leaseMs?: number;
   /** How often an idle worker looks for work when no notification wakes it. */
@@ -345,6 +351,19 @@ export class Runner {
     const { pool, clock } = this.options;
     const artifacts = end.state === 'completed' && run ? await changedFiles(run.provider, run.sandbox, task.startedAt) : [];
     const cost = await taskCost(pool, task.id, this.options.currency);
+    if (run && task.startedAt) {
+      // The run's sandbox time at the agent's compute price: part of what the compute meter
+      // charges the agent, reported per run (not charged twice).
+      const perMinute = computeNanocentsPerMinute(this.options.computePrices ?? {}, {
+        provider: run.sandbox.provider === 'mock' ? run.agent.spec.provider : run.sandbox.provider,
+        compute: run.agent.spec.compute,
+        browser: run.agent.spec.browser,
+        gpu: run.agent.spec.gpu,
+      });
+      const runMs = Math.max(0, clock.now().getTime() - Date.parse(task.startedAt));
+      cost.compute = run.agent.spec.mode === 'live' ? nanocentsToCents(computeTotalNanocents(perMinute, runMs)) : 0;
+      cost.total = cost.model + cost.compute;
+    }
     const finishedAt = clock.now();
     const durationMs = task.startedAt ? Math.max(0, finishedAt.getTime() - Date.parse(task.startedAt)) : 0;
     const agentSpec = run?.agent.spec;
