@@ -1,4 +1,4 @@
-import type { Clock, Logger, Pool, ResourceStore } from '@berth/common';
+import type { Clock, Logger, Pool, ResourceStore, UrlPolicy } from '@berth/common';
 import type { ModelRouter, ProviderRegistry } from '@berth/operator';
 import express, { type Express } from 'express';
 import type { Registry } from 'prom-client';
@@ -13,6 +13,8 @@ import { snapshotRoutes } from './routes/snapshots.js';
 import { sessionRoutes } from './routes/sessions.js';
 import { systemRoutes } from './routes/system.js';
 import { usageRoutes } from './routes/usage.js';
+import { webhookRoutes } from './routes/webhooks.js';
+import { createWebhookService } from './services/webhooks.js';
 import { createAgentService } from './services/agents.js';
 import { createLimitGuard } from './services/limits.js';
 import { createRunService } from './services/runs.js';
@@ -39,6 +41,8 @@ export interface AppDeps {
   /** Interval of heartbeats on open streams (default 15 s). */
   streamHeartbeatMs?: number;
   publicUrl?: string;
+  /** Which webhook URLs are accepted (default: https only, no private addresses). */
+  webhookPolicy?: UrlPolicy;
   /** Whether the controllers this process relies on are running (for /readyz). */
   ready?: () => boolean;
 }
@@ -80,6 +84,15 @@ export function createApp(deps: AppDeps): App {
   const snapshots = createSnapshotService({ store: deps.store, providers: deps.providers, clock: deps.clock });
   snapshotRoutes(routes, { snapshots, agents, providers: deps.providers });
   usageRoutes(routes, createUsageService({ pool: deps.pool, clock: deps.clock, currency: deps.currency }));
+  webhookRoutes(
+    routes,
+    createWebhookService({
+      pool: deps.pool,
+      clock: deps.clock,
+      policy: deps.webhookPolicy ?? { allowHttp: false, allowPrivate: false },
+      currency: deps.currency,
+    }),
+  );
 
   const app = express();
   app.disable('x-powered-by');

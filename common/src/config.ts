@@ -397,6 +397,18 @@ export const SETTINGS = {
     defaultText: '100',
     schema: z.coerce.number().int().min(1).default(100),
   },
+  webhookAllowHttp: {
+    env: 'BERTH_WEBHOOK_ALLOW_HTTP',
+    description: 'accept http:// webhook URLs (not only https://); for development',
+    defaultText: 'false',
+    schema: z.enum(['true', 'false']).default('false').transform((value) => value === 'true'),
+  },
+  webhookAllowPrivate: {
+    env: 'BERTH_WEBHOOK_ALLOW_PRIVATE',
+    description: 'deliver webhooks to private, loopback and link-local addresses (checked at registration and again after DNS resolution at delivery)',
+    defaultText: 'false',
+    schema: z.enum(['true', 'false']).default('false').transform((value) => value === 'true'),
+  },
   currency: {
     env: 'BERTH_CURRENCY',
     description: 'currency of every price and cost (lowercase ISO 4217)',

@@ -20,3 +20,4 @@ export * from './snapshot-storage.js';
 export * from './snapshot-usage.js';
 export * from './pricing.js';
 export * from './limits.js';
+export * from './webhooks.js';

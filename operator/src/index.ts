@@ -12,3 +12,4 @@ export * from './runner/tools.js';
 export { ModelRouter, UnknownModelError, billingModeOf, callModel, type ModelRoute } from './runner/models/router.js';
 export { ModelError, type ModelAdapter, type ModelEndpoint, type ModelRequest, type ModelResponse, type Message } from './runner/models/types.js';
 export * from './snapshots/index.js';
+export * from './webhooks/sender.js';

@@ -316,6 +316,11 @@ describe('maxAgents', () => {
       code: 'session_limit_exceeded',
       details: { sessionId: session.id, limit: 'maxAgents', current: 2, max: 2 },
     });
+    await live.post(`/v1/sessions/${session.id}/agents`, {});
+    const reached = (await sessionEvents(session.id)).filter((event) => event.type === 'session.limit_reached');
+    expect(reached.map((event) => event.data)).toEqual([
+      { sessionId: session.id, userId: session.userId, limit: 'maxAgents', current: 2, max: 2, pausedAgents: [] },
+    ]);
     await store.updateSpec('Agent', first.name, (current) => ({ ...current.spec, desiredState: 'terminated' }));
     await reconcile(first.name, silentLogger);
     expect((await live.post(`/v1/sessions/${session.id}/agents`, {})).status).toBe(201);

@@ -2,7 +2,7 @@ import { createServer } from 'node:http';
 import { hostname } from 'node:os';
 import { createMetricsRegistry, systemClock, type BerthConfig, type Logger } from '@berth/common';
 import { KubernetesResourceStore, loadKubeConfig } from '@berth/common/kubernetes';
-import { ModelRouter, ProviderRegistry, createOperator, createSnapshotStorage } from '@berth/operator';
+import { ModelRouter, ProviderRegistry, WebhookSender, createOperator, createSnapshotStorage } from '@berth/operator';
 import { LeaderElector, createKubernetesProvider } from '@berth/operator/kubernetes';
 import express from 'express';
 import type { Registry } from 'prom-client';
@@ -59,6 +59,16 @@ export async function operatorCommand(config: BerthConfig, log: Logger, out: (li
     metrics,
   });
   await runner.start();
+  // Every replica sends webhooks, leader or not: deliveries are claimed one sender at a time.
+  const webhooks = new WebhookSender({
+    pool: database.pool,
+    clock: systemClock,
+    log: log.child({ component: 'webhooks' }),
+    metrics,
+    identity: process.env.POD_NAME || `${hostname()}-${process.pid}`,
+    allowPrivate: config.webhookAllowPrivate,
+  });
+  webhooks.start();
   const operator = createOperator({
     store,
     db: database.pool,
@@ -110,6 +120,7 @@ export async function operatorCommand(config: BerthConfig, log: Logger, out: (li
 
   stopping = true;
   await runner.stop();
+  await webhooks.stop();
   // Reconciling ends before the lease is released, so two replicas never reconcile at once.
   if (starting) {
     await starting.catch(() => undefined);
@@ -141,6 +152,7 @@ export async function apiserverCommand(config: BerthConfig, log: Logger, out: (l
     defaultModel: config.defaultModel,
     currency: config.currency,
     streamHeartbeatMs: config.streamHeartbeat,
+    webhookPolicy: { allowHttp: config.webhookAllowHttp, allowPrivate: config.webhookAllowPrivate },
     ...(config.publicUrl ? { publicUrl: config.publicUrl } : {}),
   });
   const server = createServer(app.express);

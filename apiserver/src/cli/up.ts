@@ -1,3 +1,4 @@
+import { hostname } from 'node:os';
 import { existsSync, readFileSync } from 'node:fs';
 import { mkdir, rm, writeFile } from 'node:fs/promises';
 import { createServer } from 'node:http';
@@ -9,7 +10,7 @@ import {
   type BerthConfig,
   type Logger,
 } from '@berth/common';
-import { ModelRouter, ProviderRegistry, createLocalProvider, createOperator, createSnapshotStorage } from '@berth/operator';
+import { ModelRouter, ProviderRegistry, WebhookSender, createLocalProvider, createOperator, createSnapshotStorage } from '@berth/operator';
 import { createApp } from '../app.js';
 import { bootstrap } from './bootstrap.js';
 import { openDatabase } from './database.js';
@@ -73,6 +74,15 @@ export async function up(config: BerthConfig, log: Logger, out: (line: string) =
     },
   });
   await operator.start();
+  const webhooks = new WebhookSender({
+    pool: database.pool,
+    clock,
+    log: log.child({ component: 'webhooks' }),
+    metrics,
+    identity: `${hostname()}-${process.pid}`,
+    allowPrivate: config.webhookAllowPrivate,
+  });
+  webhooks.start();
   let operatorRunning = true;
   const models = new ModelRouter(config);
   const runner = createRunner(config, { pool: database.pool, connectionString: database.connectionString, store, providers, models, clock, log, metrics });
@@ -91,6 +101,7 @@ export async function up(config: BerthConfig, log: Logger, out: (line: string) =
     defaultModel: config.defaultModel,
     currency: config.currency,
     streamHeartbeatMs: config.streamHeartbeat,
+    webhookPolicy: { allowHttp: config.webhookAllowHttp, allowPrivate: config.webhookAllowPrivate },
     ...(config.publicUrl ? { publicUrl: config.publicUrl } : {}),
     ready: () => operatorRunning,
   });
@@ -126,6 +137,7 @@ export async function up(config: BerthConfig, log: Logger, out: (line: string) =
   operatorRunning = false;
   await runner.stop();
   await operator.stop();
+  await webhooks.stop();
   await store.close();
   await database.close();
   await unlock();

@@ -4,6 +4,8 @@ import {
   hasSpendLimits,
   limitBreach,
   objectNameToId,
+  periodKey,
+  recordEvent,
   sessionSpend,
   withTransaction,
   type Clock,
@@ -50,6 +52,21 @@ export function createLimitGuard(deps: { pool: Pool; store: ResourceStore; clock
         const { items } = await store.list('Agent', { labels: { [Labels.session]: session.metadata.name } });
         const current = items.filter((agent) => agent.spec.desiredState !== 'terminated' && !ENDED.has(agent.status?.phase ?? 'booting')).length;
         if (current >= max) {
+          // session.limit_reached for maxAgents too (nothing is paused: no agent is over the limit);
+          // once a day per limit value, however often creations are refused.
+          const now = clock.now();
+          await recordEvent(
+            pool,
+            {
+              type: 'session.limit_reached',
+              organizationId: session.spec.organizationId,
+              mode: session.spec.mode,
+              subjectId: objectNameToId(session.metadata.name),
+              occurrence: `${session.metadata.uid}/session.limit_reached/maxAgents/${max}/${periodKey('day', now)}`,
+              data: { sessionId: objectNameToId(session.metadata.name), userId: session.spec.userId, limit: 'maxAgents', current, max, pausedAgents: [] },
+            },
+            now,
+          );
           throw new ApiError('session_limit_exceeded', `the session has ${current} agents, its limit (maxAgents) is ${max}; terminate one first`, {
             sessionId: objectNameToId(session.metadata.name),
             limit: 'maxAgents',

@@ -1,0 +1,68 @@
+import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { verifySignature } from '../../common/src/index.js';
+import { startBerth, tempDir, type BerthProcess } from '../helpers/berth.js';
+import { eventually } from '../helpers/http.js';
+import { createTestDatabase } from '../helpers/postgres.js';
+import { removeDataDir } from '../helpers/runsc.js';
+
+/**
+ * The sender in a real `berth up`, killed (SIGKILL) between two attempts of a delivery: the
+ * process started next continues the retry schedule from PostgreSQL, with the same delivery id.
+ */
+const received: { headers: IncomingHttpHeaders; body: string; at: number }[] = [];
+let receiver: Server;
+let receiverUrl: string;
+let berth: BerthProcess | undefined;
+let databaseUrl: string;
+const dataDir = tempDir('berth-webhooks-');
+const env = () => ({ DATABASE_URL: databaseUrl, BERTH_WEBHOOK_ALLOW_HTTP: 'true', BERTH_WEBHOOK_ALLOW_PRIVATE: 'true' });
+
+beforeAll(async () => {
+  receiver = createServer((req, res) => {
+    let body = '';
+    req.on('data', (chunk: Buffer) => (body += chunk.toString()));
+    req.on('end', () => {
+      received.push({ headers: req.headers, body, at: Date.now() });
+      res.writeHead(received.length === 1 ? 500 : 200).end();
+    });
+  });
+  await new Promise<void>((resolve) => receiver.listen(0, '127.0.0.1', resolve));
+  receiverUrl = `http://127.0.0.1:${(receiver.address() as AddressInfo).port}/hook`;
+  databaseUrl = await createTestDatabase();
+});
+afterAll(async () => {
+  if (berth) expect(await berth.stop()).toBe(0);
+  removeDataDir(dataDir);
+  receiver.closeAllConnections();
+  await new Promise((resolve) => receiver.close(resolve));
+});
+
+describe('webhook delivery across a killed process', () => {
+  it('retries 5 s later from the next process, with the same delivery id and nothing sent twice', async () => {
+    berth = await startBerth({ dataDir, env: env() });
+    const key = berth.liveKey!;
+    const live = berth.api(key);
+    const hook = (await live.post('/v1/webhooks', { url: receiverUrl, events: ['agent.started'] })).body;
+    const session = (await live.post('/v1/sessions', { userId: 'hooked' })).body;
+    const agent = (await live.post(`/v1/sessions/${session.id}/agents`, { timeout: '10m' })).body;
+    await eventually(async () => (received.length >= 1 ? true : undefined), { what: 'the first attempt', timeoutMs: 60_000 });
+    expect(await berth.stop('SIGKILL')).toBe(null);
+
+    berth = await startBerth({ dataDir, env: env() });
+    await eventually(async () => (received.length >= 2 ? true : undefined), { what: 'the retry', timeoutMs: 30_000 });
+    await new Promise((resolve) => setTimeout(resolve, 2_000));
+    expect(received).toHaveLength(2);
+    const [first, second] = received;
+    expect(second!.headers['x-svc-delivery']).toBe(first!.headers['x-svc-delivery']);
+    expect(second!.at - first!.at).toBeGreaterThanOrEqual(5_000);
+    expect(JSON.parse(second!.body)).toMatchObject({ event: 'agent.started', data: { agentId: agent.id, sessionId: session.id } });
+    expect(verifySignature(hook.secret, second!.body, second!.headers['x-svc-signature'] as string)).toBe(true);
+
+    const [delivery] = (await berth.api(key).get(`/v1/webhooks/${hook.id}/deliveries`)).body.data;
+    expect(delivery).toMatchObject({ id: first!.headers['x-svc-delivery'], state: 'succeeded', attempts: 2, lastStatus: 200 });
+    expect(delivery.history.map((attempt: { status: number }) => attempt.status)).toEqual([500, 200]);
+    await berth.api(key).post(`/v1/agents/${agent.id}/terminate`);
+  }, 120_000);
+});
