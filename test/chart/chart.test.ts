@@ -638,6 +638,20 @@ describe('optional objects', () => {
   });
 });
 
+describe('webhooks', () => {
+  it('allow only https and public addresses by default, and pass the install\'s choice to both processes', async () => {
+    const defaults = await render(WITH_URL);
+    const open = await render([...WITH_URL, '--set', 'webhooks.allowHttp=true', '--set', 'webhooks.allowPrivate=true']);
+    for (const component of ['apiserver', 'operator'] as const) {
+      expect(defaults.env(component).get('BERTH_WEBHOOK_ALLOW_HTTP')!.value).toBe('false');
+      expect(defaults.env(component).get('BERTH_WEBHOOK_ALLOW_PRIVATE')!.value).toBe('false');
+      expect(open.env(component).get('BERTH_WEBHOOK_ALLOW_HTTP')!.value).toBe('true');
+      expect(open.env(component).get('BERTH_WEBHOOK_ALLOW_PRIVATE')!.value).toBe('true');
+    }
+    expect(await renderError([...WITH_URL, '--set', 'webhooks.allowPrivate=maybe'])).toContain(SCHEMA_ERROR);
+  });
+});
+
 describe('pricing', () => {
   it('keeps the built-in prices by default and passes an install\'s own to both processes', async () => {
     const defaults = await render(WITH_URL);

@@ -126,6 +126,10 @@ them (a gpu type must be in the table) and execs into sandbox pods.
 {{- end }}
 - name: BERTH_CURRENCY
   value: {{ .Values.pricing.currency | quote }}
+- name: BERTH_WEBHOOK_ALLOW_HTTP
+  value: {{ .Values.webhooks.allowHttp | toString | quote }}
+- name: BERTH_WEBHOOK_ALLOW_PRIVATE
+  value: {{ .Values.webhooks.allowPrivate | toString | quote }}
 {{- with .Values.pricing.models }}
 - name: BERTH_MODEL_PRICES
   value: {{ . | toJson | quote }}
