@@ -1,4 +1,5 @@
-import type { Clock, Logger, Pool, ResourceStore, UrlPolicy } from '@berth/common';
+import { randomBytes } from 'node:crypto';
+import { SecretBox, type Clock, type Logger, type Pool, type ResourceStore, type UrlPolicy } from '@berth/common';
 import type { ModelRouter, ProviderRegistry } from '@berth/operator';
 import express, { type Express } from 'express';
 import type { Registry } from 'prom-client';
@@ -7,6 +8,7 @@ import { errorHandler, notFoundHandler } from './http/errors.js';
 import { observeRequests } from './http/observe.js';
 import { RouteTable } from './http/route.js';
 import { HEARTBEAT_MS } from './http/sse.js';
+import { agentDefinitionRoutes } from './routes/agent-definitions.js';
 import { agentRoutes } from './routes/agents.js';
 import { runRoutes } from './routes/runs.js';
 import { snapshotRoutes } from './routes/snapshots.js';
@@ -14,7 +16,10 @@ import { sessionRoutes } from './routes/sessions.js';
 import { systemRoutes } from './routes/system.js';
 import { usageRoutes } from './routes/usage.js';
 import { webhookRoutes } from './routes/webhooks.js';
+import { secretRoutes } from './routes/secrets.js';
+import { createSecretService } from './services/secrets.js';
 import { createWebhookService } from './services/webhooks.js';
+import { createAgentDefinitionService } from './services/agent-definitions.js';
 import { createAgentService } from './services/agents.js';
 import { createLimitGuard } from './services/limits.js';
 import { createRunService } from './services/runs.js';
@@ -41,6 +46,8 @@ export interface AppDeps {
   /** Interval of heartbeats on open streams (default 15 s). */
   streamHeartbeatMs?: number;
   publicUrl?: string;
+  /** Encrypts secrets at rest; tests that store none may leave it out (a throwaway key). */
+  secretBox?: SecretBox;
   /** Which webhook URLs are accepted (default: https only, no private addresses). */
   webhookPolicy?: UrlPolicy;
   /** Whether the controllers this process relies on are running (for /readyz). */
@@ -57,11 +64,13 @@ export interface App {
 /** Builds the HTTP API without listening: `main` listens, tests listen on port 0. */
 export function createApp(deps: AppDeps): App {
   const sessions = createSessionService({ store: deps.store, pool: deps.pool, clock: deps.clock });
+  const secrets = createSecretService({ pool: deps.pool, box: deps.secretBox ?? new SecretBox(randomBytes(32)), clock: deps.clock, sessions });
   const agents = createAgentService({
     store: deps.store,
     providers: deps.providers,
     sessions,
     limits: createLimitGuard({ pool: deps.pool, store: deps.store, clock: deps.clock }),
+    secrets,
     clock: deps.clock,
     metrics: deps.metrics,
     models: deps.models,
@@ -79,11 +88,14 @@ export function createApp(deps: AppDeps): App {
     ready: deps.ready ?? (() => true),
   });
   sessionRoutes(routes, sessions);
-  agentRoutes(routes, agents, { execTimeoutMs: deps.execTimeoutMs });
+  const definitions = createAgentDefinitionService({ pool: deps.pool, clock: deps.clock, models: deps.models });
+  agentDefinitionRoutes(routes, definitions);
+  agentRoutes(routes, agents, { execTimeoutMs: deps.execTimeoutMs, definitions });
   runRoutes(routes, { runs, agents, hub, heartbeatMs: deps.streamHeartbeatMs ?? HEARTBEAT_MS });
   const snapshots = createSnapshotService({ store: deps.store, providers: deps.providers, clock: deps.clock });
   snapshotRoutes(routes, { snapshots, agents, providers: deps.providers });
   usageRoutes(routes, createUsageService({ pool: deps.pool, clock: deps.clock, currency: deps.currency }));
+  secretRoutes(routes, secrets);
   webhookRoutes(
     routes,
     createWebhookService({

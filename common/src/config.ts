@@ -397,6 +397,20 @@ export const SETTINGS = {
     defaultText: '100',
     schema: z.coerce.number().int().min(1).default(100),
   },
+  secretsKey: {
+    env: 'BERTH_SECRETS_KEY',
+    description:
+      'key that encrypts secrets at rest (AES-256-GCM): 32 bytes as base64 or hex; embedded mode generates one into <data dir>/secrets.key when unset, cluster mode needs it (the chart keeps it in a Kubernetes Secret)',
+    schema: z.string().min(1).optional(),
+  },
+  secretsPreviousKeys: {
+    env: 'BERTH_SECRETS_PREVIOUS_KEYS',
+    description: 'comma-separated earlier keys, to read secrets written before a rotation until `berth secrets rotate` re-encrypts them',
+    schema: z
+      .string()
+      .optional()
+      .transform((text) => (text ? text.split(',').map((key) => key.trim()).filter(Boolean) : [])),
+  },
   webhookAllowHttp: {
     env: 'BERTH_WEBHOOK_ALLOW_HTTP',
     description: 'accept http:// webhook URLs (not only https://); for development',

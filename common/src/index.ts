@@ -21,3 +21,4 @@ export * from './snapshot-usage.js';
 export * from './pricing.js';
 export * from './limits.js';
 export * from './webhooks.js';
+export * from './secrets.js';

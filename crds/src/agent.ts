@@ -43,7 +43,9 @@ export const agentSpecSchema = z.object({
   knowledge: z.union([z.boolean(), z.string()]).optional(),
   metadata: looseObject.optional(),
   guardrails: looseObject.optional(),
+  /** The agent definition (`adef_…`) the agent was created from, and which of its versions. */
   definition: z.string().optional(),
+  definitionVersion: z.number().int().positive().optional(),
   overrides: looseObject.optional(),
   secrets: z.array(z.string()).optional(),
   mcp: z.union([z.array(z.string()), z.literal('*')]).optional(),

@@ -1,4 +1,4 @@
-import { idToObjectName, type Clock, type ComputePrices, type Logger, type Pool, type ResourceStore, type SnapshotStorage } from '@berth/common';
+import { idToObjectName, resolveSecrets, type Clock, type ComputePrices, type Logger, type Pool, type ResourceStore, type SecretBox, type SnapshotStorage } from '@berth/common';
 import { BillingLoop } from './billing/loop.js';
 import type { Registry } from 'prom-client';
 import { createAgentMetrics, createAgentReconciler } from './controllers/agent.js';
@@ -15,6 +15,8 @@ export interface OperatorDeps {
   metrics: Registry;
   snapshots: SnapshotStorage;
   workers?: number;
+  /** Decrypts the secrets agents name; without it, agents get none. */
+  secretBox?: SecretBox;
   billing: {
     computePrices: ComputePrices;
     /** Dollars per GB-hour. */
@@ -58,6 +60,12 @@ export function createOperator(deps: OperatorDeps): Operator {
       metrics: createAgentMetrics(deps.metrics),
       snapshots: deps.snapshots,
       meter: billing.compute,
+      ...(deps.secretBox
+        ? {
+            secrets: (agent) =>
+              resolveSecrets(deps.db, deps.secretBox!, { organizationId: agent.spec.organizationId, mode: agent.spec.mode, sessionId: agent.spec.sessionId }, agent.spec.secrets ?? []),
+          }
+        : {}),
     }),
   });
   const snapshots = new Controller({

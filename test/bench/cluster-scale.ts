@@ -101,7 +101,7 @@ async function main(): Promise<void> {
       const floorStarted = performance.now();
       await inBatches(floorNames, (name) => {
         const pod: V1Pod = desiredPod(
-          { name, sessionName: 'floor', compute: 'python', browser: false, timeoutSeconds: 3600, env: {} },
+          { name, sessionName: 'floor', compute: 'python', browser: false, timeoutSeconds: 3600 },
           {
             namespace: NAMESPACE,
             runtimeClassName: 'gvisor',

@@ -238,6 +238,7 @@ describe('the default render', () => {
         `RoleBinding/${FULLNAME}-apiserver`,
         `RoleBinding/${FULLNAME}-operator`,
         `Secret/${FULLNAME}-database`,
+        `Secret/${FULLNAME}-secrets-key`,
         `Service/${FULLNAME}-apiserver`,
         `Service/${FULLNAME}-operator-metrics`,
         `ServiceAccount/${FULLNAME}-apiserver`,
@@ -638,6 +639,22 @@ describe('optional objects', () => {
   });
 });
 
+describe('the secrets key', () => {
+  it('is generated into a kept Secret that both processes read, unless an existing Secret is named', async () => {
+    const rendered = await render(WITH_URL);
+    const secret = rendered.get('Secret', `${FULLNAME}-secrets-key`);
+    expect(Buffer.from(Buffer.from(secret.data!.BERTH_SECRETS_KEY!, 'base64').toString(), 'base64')).toHaveLength(32);
+    expect(secret.metadata.annotations?.['helm.sh/resource-policy']).toBe('keep');
+    for (const component of ['apiserver', 'operator'] as const) {
+      expect(rendered.env(component).get('BERTH_SECRETS_KEY')!.valueFrom!.secretKeyRef).toEqual({ name: `${FULLNAME}-secrets-key`, key: 'BERTH_SECRETS_KEY' });
+    }
+    const own = await render([...WITH_URL, '--set', 'secrets.existingSecret=my-key']);
+    expect(own.ofKind('Secret').map((object) => object.metadata.name)).not.toContain(`${FULLNAME}-secrets-key`);
+    expect(own.env('operator').get('BERTH_SECRETS_KEY')!.valueFrom!.secretKeyRef).toEqual({ name: 'my-key', key: 'BERTH_SECRETS_KEY' });
+    expect(own.env('operator').get('BERTH_SECRETS_PREVIOUS_KEYS')!.valueFrom!.secretKeyRef).toEqual({ name: 'my-key', key: 'BERTH_SECRETS_PREVIOUS_KEYS', optional: true });
+  });
+});
+
 describe('webhooks', () => {
   it('allow only https and public addresses by default, and pass the install\'s choice to both processes', async () => {
     const defaults = await render(WITH_URL);
@@ -777,12 +794,12 @@ describe('the database', () => {
     expect(rendered.find('Secret', `${FULLNAME}-database`)).toBeUndefined();
   });
 
-  it('existingSecret: the processes read it, and the chart renders no Secret', async () => {
+  it('existingSecret: the processes read it, and the chart renders no database Secret', async () => {
     const rendered = await render(['--set', 'postgresql.existingSecret=my-db', '--set', 'postgresql.existingSecretKey=url']);
     for (const component of ['apiserver', 'operator'] as const) {
       expect(rendered.env(component).get('DATABASE_URL')!.valueFrom!.secretKeyRef).toEqual({ name: 'my-db', key: 'url' });
     }
-    expect(rendered.ofKind('Secret')).toEqual([]);
+    expect(rendered.ofKind('Secret').map((secret) => secret.metadata.name)).toEqual([`${FULLNAME}-secrets-key`]);
     expect(rendered.ofKind('StatefulSet')).toEqual([]);
   });
 

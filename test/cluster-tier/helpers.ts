@@ -117,6 +117,7 @@ export async function startBerthInCluster(options: { prefix: string; operators?:
     DATABASE_URL: databaseUrl,
     BERTH_NAMESPACE: namespace,
     BERTH_SNAPSHOT_DIR: mkdtempSync(join(tmpdir(), 'berth-cluster-snapshots-')),
+    BERTH_SECRETS_KEY: randomBytes(32).toString('base64'),
     ...options.env,
   };
   const operators: ClusterProcess[] = [];

@@ -302,11 +302,10 @@ describe('agent creation input', () => {
       knowledge: 'handbook',
       metadata: { extract: ['name'], team: 'a' },
       guardrails: { pii: 'redact' },
-      definition: 'support-bot',
-      overrides: { temperature: 0.2 },
       secrets: ['OPENAI_API_KEY'],
       mcp: '*',
     };
+    expect((await live.post('/v1/secrets', { OPENAI_API_KEY: 'sk-stored-for-this-test' })).status).toBe(200);
     const agent = await createAgent(fields);
     expect(agent).toMatchObject(fields);
     expect((await live.get(`/v1/agents/${agent.id}`)).body).toMatchObject(fields);

@@ -9,12 +9,14 @@ import type { Registry } from 'prom-client';
 import { createApp } from '../app.js';
 import { bootstrap } from './bootstrap.js';
 import { openDatabase } from './database.js';
+import { loadSecretBox } from './secrets.js';
 import { createRunner } from './runner.js';
 import { CliError } from './keys.js';
 import { drain, listen, untilSignalled } from './lifecycle.js';
 
 /** What both cluster processes share: the database, the Kubernetes client, the store and the provider. */
 async function clusterParts(config: BerthConfig, log: Logger) {
+  const secretBox = await loadSecretBox(config, { generate: false });
   if (!config.databaseUrl) throw new CliError('cluster mode needs DATABASE_URL (the chart sets it)');
   const database = await openDatabase(config, log);
   const kubeConfig = loadKubeConfig();
@@ -22,7 +24,7 @@ async function clusterParts(config: BerthConfig, log: Logger) {
   const kubernetes = createKubernetesProvider(config, kubeConfig, log);
   const providers = new ProviderRegistry([kubernetes], config.defaultProvider ?? 'kubernetes');
   const models = new ModelRouter(config);
-  return { database, kubeConfig, store, providers, models };
+  return { database, kubeConfig, store, providers, models, secretBox };
 }
 
 /** `/healthz`, `/readyz` and `/metrics` of the operator, on their own port. */
@@ -44,7 +46,7 @@ function healthServer(metrics: Registry, ready: () => boolean) {
  * exits, so that its pod restarts as a follower rather than reconcile beside a new leader.
  */
 export async function operatorCommand(config: BerthConfig, log: Logger, out: (line: string) => void): Promise<void> {
-  const { database, kubeConfig, store, providers, models } = await clusterParts(config, log);
+  const { database, kubeConfig, store, providers, models, secretBox } = await clusterParts(config, log);
   await bootstrap(database.pool, { createKeys: false });
   const metrics = createMetricsRegistry();
   // Runners work on every replica; only the controllers wait for leadership.
@@ -78,6 +80,7 @@ export async function operatorCommand(config: BerthConfig, log: Logger, out: (li
     metrics,
     workers: config.controllerWorkers,
     snapshots: createSnapshotStorage(config),
+    secretBox,
     billing: {
       computePrices: config.computePrices,
       storagePrice: config.storagePrice,
@@ -136,7 +139,7 @@ export async function operatorCommand(config: BerthConfig, log: Logger, out: (li
 
 /** `berth apiserver`: the HTTP API, writing custom resources; stateless, any number of replicas. */
 export async function apiserverCommand(config: BerthConfig, log: Logger, out: (line: string) => void): Promise<void> {
-  const { database, store, providers, models } = await clusterParts(config, log);
+  const { database, store, providers, models, secretBox } = await clusterParts(config, log);
   await bootstrap(database.pool, { createKeys: false });
   await store.sync(['Session', 'Agent']);
   const app = createApp({
@@ -153,6 +156,7 @@ export async function apiserverCommand(config: BerthConfig, log: Logger, out: (l
     currency: config.currency,
     streamHeartbeatMs: config.streamHeartbeat,
     webhookPolicy: { allowHttp: config.webhookAllowHttp, allowPrivate: config.webhookAllowPrivate },
+    secretBox,
     ...(config.publicUrl ? { publicUrl: config.publicUrl } : {}),
   });
   const server = createServer(app.express);

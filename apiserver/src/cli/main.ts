@@ -23,6 +23,8 @@ Usage:
                                            create an API key (shown once)
   berth keys list                          list keys (prefixes only)
   berth keys revoke <key id or prefix>     revoke a key; requests with it get auth/key_revoked
+  berth secrets rotate                     re-encrypt every secret under BERTH_SECRETS_KEY (the old
+                                           key in BERTH_SECRETS_PREVIOUS_KEYS until it is done)
   berth images build [python] [node] [go] [browser]
                                            build local sandbox images ahead of first use
                                            (default: python node go)
@@ -89,6 +91,17 @@ async function main(argv: string[]): Promise<number> {
         const database = await openDatabase(config, log, { shareRunning: true });
         try {
           await keysCommand(database.pool, { action, target: rest[0], mode: values.mode, label: values.label }, out);
+        } finally {
+          await database.close();
+        }
+        return 0;
+      }
+      case 'secrets': {
+        const { loadSecretBox, secretsCommand } = await import('./secrets.js');
+        const box = await loadSecretBox(config, { generate: true });
+        const database = await openDatabase(config, log, { shareRunning: true });
+        try {
+          await secretsCommand(database.pool, box, action, out);
         } finally {
           await database.close();
         }

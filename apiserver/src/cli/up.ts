@@ -13,6 +13,7 @@ import {
 import { ModelRouter, ProviderRegistry, WebhookSender, createLocalProvider, createOperator, createSnapshotStorage } from '@berth/operator';
 import { createApp } from '../app.js';
 import { bootstrap } from './bootstrap.js';
+import { loadSecretBox } from './secrets.js';
 import { openDatabase } from './database.js';
 import { createRunner } from './runner.js';
 import { CliError } from './keys.js';
@@ -43,6 +44,7 @@ async function lockDataDir(dataDir: string): Promise<() => Promise<void>> {
 export async function up(config: BerthConfig, log: Logger, out: (line: string) => void): Promise<void> {
   const unlock = await lockDataDir(config.dataDir);
   const clock = systemClock;
+  const secretBox = await loadSecretBox(config, { generate: true });
   const database = await openDatabase(config, log);
   const store = new PostgresResourceStore(database.pool, { connectionString: database.connectionString, clock, log });
   const { newKeys } = await bootstrap(database.pool);
@@ -65,6 +67,7 @@ export async function up(config: BerthConfig, log: Logger, out: (line: string) =
     metrics,
     workers: config.controllerWorkers,
     snapshots: createSnapshotStorage(config),
+    secretBox,
     billing: {
       computePrices: config.computePrices,
       storagePrice: config.storagePrice,
@@ -102,6 +105,7 @@ export async function up(config: BerthConfig, log: Logger, out: (line: string) =
     currency: config.currency,
     streamHeartbeatMs: config.streamHeartbeat,
     webhookPolicy: { allowHttp: config.webhookAllowHttp, allowPrivate: config.webhookAllowPrivate },
+    secretBox,
     ...(config.publicUrl ? { publicUrl: config.publicUrl } : {}),
     ready: () => operatorRunning,
   });

@@ -38,7 +38,9 @@ export function toApiError(error: unknown, log: Logger): ApiError {
   }
   const bodyParserError = error as { type?: string; status?: number; message?: string };
   if (bodyParserError.type === 'entity.parse.failed') {
-    return new ApiError('unprocessable_entity', `the request body is not valid JSON: ${bodyParserError.message}`, {
+    // The parser's message quotes the body, which may hold secrets: only the position is repeated.
+    const position = /position (\d+)/.exec(bodyParserError.message ?? '')?.[1];
+    return new ApiError('unprocessable_entity', `the request body is not valid JSON${position ? ` (at character ${position})` : ''}`, {
       fields: { body: ['not valid JSON'] },
     });
   }

@@ -1,8 +1,10 @@
 import { z } from 'zod';
 import { ApiError } from '@berth/common';
 import { defineRoute, type RouteTable } from '../http/route.js';
+import type { AgentDefinitionService } from '../services/agent-definitions.js';
 import type { AgentService } from '../services/agents.js';
 import { paginationQuery } from '../services/pagination.js';
+import { createAgentFromDefinition } from './agent-from-definition.js';
 import {
   agentPage,
   agentSchema,
@@ -17,7 +19,11 @@ import {
 /** How long `terminate` waits for the sandbox to be gone before answering anyway. */
 const TERMINATE_WAIT_MS = 15_000;
 
-export function agentRoutes(table: RouteTable, agents: AgentService, options: { execTimeoutMs: number }): void {
+export function agentRoutes(
+  table: RouteTable,
+  agents: AgentService,
+  options: { execTimeoutMs: number; definitions: AgentDefinitionService },
+): void {
   const execSeconds = Math.round(options.execTimeoutMs / 1000);
   table.add(
     defineRoute({
@@ -29,16 +35,29 @@ export function agentRoutes(table: RouteTable, agents: AgentService, options: { 
       description:
         'Creates an agent in the session and starts provisioning its sandbox. The agent comes back with status `booting`; poll `GET /v1/agents/{id}` until it is `idle` (an `agent.started` event is written then). ' +
         'Refused with 422: unknown fields, a `timeout` that is not a duration, `storage` (no provider supports it), `browser: true` when no browser-capable template is configured, `gpu` on a provider without GPUs, an unknown `provider`. ' +
-        '`lifecycle` is not enforced and answers 501 `not_implemented`. Timeouts over 24h are capped to 24h.',
+        '`lifecycle` is not enforced and answers 501 `not_implemented`. Timeouts over 24h are capped to 24h. ' +
+        "With `definition` (the name or id of an agent definition), the agent's compute, model, instructions (the definition's systemPrompt), tools, browser and timeout come from the definition's current version; `overrides` (agent creation fields) replace them and fields given at the top level replace both. " +
+        'Overrides are validated like the same fields at the top level; errors name them `overrides.<field>`. An unknown or archived definition is 422 naming `definition`; `overrides` without `definition` is 422. ' +
+        'The agent shows the definition id and version it was made from (`definition`, `definitionVersion`); later updates of the definition do not change it.',
       params: idParam('ses', 'session'),
       body: createAgentBody.extend({ lifecycle: z.unknown().optional().describe('not enforced: supplying it answers 501') }),
       responses: { 201: { description: 'the agent, booting', schema: agentSchema } },
       errors: ['not_found', 'unprocessable_entity', 'not_implemented'],
-      handler: async ({ principal, params, body }) => {
+      handler: async ({ req, principal, params, body }) => {
         const { lifecycle, ...input } = body;
         if (lifecycle !== undefined) {
           throw new ApiError('not_implemented', 'lifecycle policies (auto-pause, failure policy) are not enforced yet; remove "lifecycle"', {
             fields: { lifecycle: ['not implemented'] },
+          });
+        }
+        if (input.definition !== undefined) {
+          // The body as sent: only the fields it holds override the definition, not the schema's defaults.
+          const request = { ...(req.body as Record<string, unknown>), definition: input.definition, overrides: input.overrides };
+          return { status: 201, body: await createAgentFromDefinition({ agents, definitions: options.definitions }, principal, params.id, request) };
+        }
+        if (input.overrides !== undefined) {
+          throw new ApiError('unprocessable_entity', 'overrides: only with definition (they override fields of an agent definition)', {
+            fields: { overrides: ['only with definition'] },
           });
         }
         return { status: 201, body: await agents.create(principal, params.id, input) };

@@ -84,8 +84,8 @@ export const createAgentBody = z
     knowledge: z.union([z.boolean(), z.string().min(1).max(200)]).optional(),
     metadata: looseObject.optional().describe('metadata extraction rules plus custom pairs'),
     guardrails: looseObject.optional(),
-    definition: z.string().min(1).max(200).optional().describe('agent definition name or id'),
-    overrides: looseObject.optional().describe("field overrides over the definition's config"),
+    definition: z.string().min(1).max(200).optional().describe('agent definition name or id: the fields come from its current version'),
+    overrides: looseObject.optional().describe("agent creation fields that replace the definition's; only with definition"),
     secrets: z.array(secretName).max(100).optional().describe('names of secrets injected into the environment'),
     mcp: z.union([z.array(z.string().min(1).max(200)).max(100), z.literal('*')]).optional(),
   })
@@ -102,6 +102,8 @@ export const agentSchema = z
   )
   .extend({
     timeout: z.string().describe('effective lifetime (capped at 24h)'),
+    definition: z.string().optional().describe('the agent definition (`adef_…`) the agent was created from'),
+    definitionVersion: z.number().int().optional().describe('the version of that definition; later updates of it do not change the agent'),
     createdAt: z.string(),
     startedAt: z.string().optional().describe('when the sandbox became ready'),
     expiresAt: z.string().optional().describe('startedAt + timeout: the sandbox is ended then'),

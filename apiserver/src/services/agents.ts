@@ -18,6 +18,7 @@ import { Histogram, type Registry } from 'prom-client';
 import type { Principal } from '../http/context.js';
 import { listPage, type PageRequest } from './pagination.js';
 import type { LimitGuard } from './limits.js';
+import type { SecretService } from './secrets.js';
 import { findOwned } from './scope.js';
 import type { SessionService } from './sessions.js';
 
@@ -41,7 +42,9 @@ export interface CreateAgentInput {
   knowledge?: boolean | string | undefined;
   metadata?: Record<string, unknown> | undefined;
   guardrails?: Record<string, unknown> | undefined;
+  /** The definition id the fields came from (resolved from a name or id), and its version. */
   definition?: string | undefined;
+  definitionVersion?: number | undefined;
   overrides?: Record<string, unknown> | undefined;
   secrets?: string[] | undefined;
   mcp?: string[] | '*' | undefined;
@@ -70,6 +73,7 @@ export function agentView(agent: Resource<'Agent'>) {
     metadata: spec.metadata,
     guardrails: spec.guardrails,
     definition: spec.definition,
+    definitionVersion: spec.definitionVersion,
     overrides: spec.overrides,
     secrets: spec.secrets,
     mcp: spec.mcp,
@@ -90,6 +94,7 @@ export interface AgentServiceDeps {
   providers: ProviderRegistry;
   sessions: SessionService;
   limits: LimitGuard;
+  secrets: Pick<SecretService, 'assertExist'>;
   clock: Clock;
   metrics: Registry;
   models: ModelRouter;
@@ -160,6 +165,7 @@ export function createAgentService(deps: AgentServiceDeps) {
         timeoutSeconds,
         provider: providerName,
       };
+      if (input.secrets?.length) await deps.secrets.assertExist(principal, sessionId, input.secrets);
       await limits.assertWithin(session, 'creating an agent');
       const agent = await limits.withAgentSlot(session, () => store.create('Agent', {
         name: idToObjectName(newId('agt', clock.now())),

@@ -124,6 +124,19 @@ them (a gpu type must be in the table) and execs into sandbox pods.
 - name: BERTH_DEFAULT_MODEL
   value: {{ . | quote }}
 {{- end }}
+- name: BERTH_SECRETS_KEY
+  valueFrom:
+    secretKeyRef:
+      name: {{ .Values.secrets.existingSecret | default (printf "%s-secrets-key" (include "berth.fullname" .)) }}
+      key: BERTH_SECRETS_KEY
+{{- with .Values.secrets.existingSecret }}
+- name: BERTH_SECRETS_PREVIOUS_KEYS
+  valueFrom:
+    secretKeyRef:
+      name: {{ . }}
+      key: BERTH_SECRETS_PREVIOUS_KEYS
+      optional: true
+{{- end }}
 - name: BERTH_CURRENCY
   value: {{ .Values.pricing.currency | quote }}
 - name: BERTH_WEBHOOK_ALLOW_HTTP

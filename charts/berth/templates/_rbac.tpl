@@ -97,4 +97,9 @@ namespace or the sandbox namespace. The resource list is Berth's CRDs in templat
 - apiGroups: [""]
   resources: ["pods/exec"]
   verbs: ["create", "get"]
+# An agent's secrets, as a Secret its pod reads (envFrom), so no value is in a pod spec:
+#   create, update: when the sandbox is provisioned; delete: with its pod.
+- apiGroups: [""]
+  resources: ["secrets"]
+  verbs: ["create", "update", "delete"]
 {{- end }}

@@ -85,6 +85,8 @@ export interface AgentReconcilerDeps {
   snapshots: SnapshotStorage;
   /** Charges a sandbox's last minutes as soon as it is released (the billing loop does the rest). */
   meter?: ComputeMeter;
+  /** The values of the secrets an agent names, for its sandbox's environment. */
+  secrets?: (agent: Resource<'Agent'>) => Promise<Record<string, string>>;
 }
 
 /** Snapshots keep their archive until the operator has deleted it from storage. */
@@ -329,7 +331,7 @@ export function createAgentReconciler(deps: AgentReconcilerDeps): Reconciler {
           browser: agent.spec.browser,
           gpu: agent.spec.gpu,
           storage: agent.spec.storage,
-          env: {},
+          env: agent.spec.secrets?.length && deps.secrets ? await deps.secrets(agent) : {},
         });
         timer({ result: 'success' });
       } catch (error) {

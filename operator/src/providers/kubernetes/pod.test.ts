@@ -23,7 +23,7 @@ const request: PodRequest = {
   compute: 'python',
   browser: false,
   timeoutSeconds: 900,
-  env: { EXTRA: 'yes' },
+  envSecret: 'agt-1-env',
   owner: { apiVersion: 'berth.dev/v1alpha1', kind: 'Agent', name: 'agt-01abc', uid: 'u-1' },
 };
 
@@ -58,7 +58,7 @@ describe('desiredPod', () => {
       name: 'sandbox',
       image: 'berth/sandbox-python:1',
       workingDir: '/workspace',
-      env: [{ name: 'EXTRA', value: 'yes' }],
+      envFrom: [{ secretRef: { name: 'agt-1-env' } }],
       resources: { requests: { cpu: '250m', memory: '256Mi' }, limits: { cpu: '2000m', memory: '1024Mi' } },
       securityContext: { allowPrivilegeEscalation: false, privileged: false, capabilities: { drop: ['ALL'] } },
       volumeMounts: [

@@ -32,7 +32,8 @@ export interface PodRequest {
   browser: boolean;
   gpu?: string | undefined;
   timeoutSeconds: number;
-  env: Record<string, string>;
+  /** A Secret (in the pod's namespace) whose keys become the sandbox's environment: the agent's secrets, never in the pod spec. */
+  envSecret?: string | undefined;
   /** The Agent custom resource, when it lives in the pod's namespace: deleting it deletes the pod. */
   owner?: { apiVersion: string; kind: string; name: string; uid: string } | undefined;
 }
@@ -101,7 +102,7 @@ export function desiredPod(request: PodRequest, settings: PodSettings): V1Pod {
           image,
           imagePullPolicy: 'IfNotPresent',
           workingDir: '/workspace',
-          env: Object.entries(request.env).map(([name, value]) => ({ name, value })),
+          ...(request.envSecret ? { envFrom: [{ secretRef: { name: request.envSecret } }] } : {}),
           resources: { requests, limits },
           securityContext: {
             allowPrivilegeEscalation: false,

@@ -127,6 +127,7 @@ export class KubernetesProvider implements SandboxProvider {
     }
     if (state === 'pending') throw new SandboxNotReadyError(this.name, `pod ${name} is ${describePending(existing!)}`, 1_000);
     if (existing) await this.deletePod(name); // a pod that ended: start over with a new one
+    const envSecret = Object.keys(request.env).length > 0 ? await this.writeEnvSecret(name, request) : undefined;
     const pod = desiredPod(
       {
         name,
@@ -135,7 +136,7 @@ export class KubernetesProvider implements SandboxProvider {
         browser: request.browser,
         gpu: request.gpu,
         timeoutSeconds: request.timeoutSeconds,
-        env: request.env,
+        envSecret,
         // Owner references cannot cross namespaces: only a pod beside its Agent is owned by it.
         owner: this.options.resourceNamespace === this.namespace ? request.owner : undefined,
       },
@@ -257,6 +258,35 @@ export class KubernetesProvider implements SandboxProvider {
     } catch (error) {
       if (!isApiError(error, 404)) throw new ProviderError(this.name, `deleting pod ${name}: ${(error as Error).message}`);
     }
+    try {
+      await this.core.deleteNamespacedSecret({ name: `${name}-env`, namespace: this.namespace });
+    } catch (error) {
+      if (!isApiError(error, 404)) throw new ProviderError(this.name, `deleting secret ${name}-env: ${(error as Error).message}`);
+    }
+  }
+
+  /** The agent's secrets as a Secret beside its pod (replaced if it exists), so the pod spec names it and holds no value. */
+  private async writeEnvSecret(name: string, request: ProvisionRequest): Promise<string> {
+    const secretName = `${name}-env`;
+    const body = {
+      apiVersion: 'v1',
+      kind: 'Secret',
+      metadata: {
+        name: secretName,
+        namespace: this.namespace,
+        labels: { [SandboxLabels.agent]: name },
+        ...(this.options.resourceNamespace === this.namespace && request.owner ? { ownerReferences: [{ ...request.owner, blockOwnerDeletion: true }] } : {}),
+      },
+      type: 'Opaque',
+      stringData: request.env,
+    };
+    try {
+      await this.core.createNamespacedSecret({ namespace: this.namespace, body });
+    } catch (error) {
+      if (!isApiError(error, 409)) throw new ProviderError(this.name, `creating secret ${secretName}: ${(error as Error).message}`);
+      await this.core.replaceNamespacedSecret({ name: secretName, namespace: this.namespace, body });
+    }
+    return secretName;
   }
 
   watchSandboxes(onChange: (agentId: string) => void): { stop(): void } {

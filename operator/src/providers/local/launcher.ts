@@ -79,7 +79,10 @@ def spawn(client, outputs):
     argv = args[args.index(b'--') + 1:]
     if not argv:
         raise ValueError('no program after --')
-    env = dict(entry.split(b'=', 1) for entry in strings(f'/proc/{client}/environ') if b'=' in entry)
+    # The sandbox's own environment (its secrets among it, given to PID 1 by the OCI spec, never
+    # on a command line), under what the exec asked for.
+    env = dict(os.environb)
+    env.update(entry.split(b'=', 1) for entry in strings(f'/proc/{client}/environ') if b'=' in entry)
     stdio = [os.open('/dev/null', os.O_RDONLY)] + [os.open(f'/proc/{client}/fd/{fd}', os.O_WRONLY) for fd in outputs]
     try:
         os.chdir(os.readlink(f'/proc/{client}/cwd'))

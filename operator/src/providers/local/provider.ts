@@ -147,7 +147,8 @@ export class LocalProvider implements SandboxProvider {
     const paths = this.paths(containerId);
     await mkdir(paths.bundle, { recursive: true });
     await mkdir(paths.exec, { recursive: true });
-    await writeFile(join(paths.bundle, 'config.json'), JSON.stringify(spec, null, 2));
+    // Only root reads it: the process environment in it holds the agent's secrets.
+    await writeFile(join(paths.bundle, 'config.json'), JSON.stringify(spec, null, 2), { mode: 0o600 });
     try {
       await start(paths.bundle);
     } catch (error) {

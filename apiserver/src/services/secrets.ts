@@ -1,0 +1,62 @@
+import {
+  ApiError,
+  MAX_SECRET_BYTES,
+  SECRET_NAME_PATTERN,
+  SECRET_NAME_RULE,
+  deleteSecret,
+  listSecretNames,
+  missingSecrets,
+  objectNameToId,
+  putSecrets,
+  withTransaction,
+  type Clock,
+  type Pool,
+  type SecretBox,
+} from '@berth/common';
+import type { Principal } from '../http/context.js';
+import type { SessionService } from './sessions.js';
+
+/**
+ * Secrets of an organization or of one session. Values go in and are never given back: not
+ * in responses, logs or errors (which name secrets, never show them).
+ */
+export function createSecretService(deps: { pool: Pool; box: SecretBox; clock: Clock; sessions: SessionService }) {
+  const { pool, box, clock, sessions } = deps;
+
+  async function scopeOf(principal: Principal, sessionId: string | undefined) {
+    const scope = sessionId === undefined ? '' : objectNameToId((await sessions.find(principal, sessionId)).metadata.name);
+    return { organizationId: principal.organizationId, mode: principal.mode, scope };
+  }
+
+  return {
+    async put(principal: Principal, values: Record<string, string>, sessionId?: string) {
+      const where = await scopeOf(principal, sessionId);
+      const count = await withTransaction(pool, (tx) => putSecrets(tx, box, where, values, clock.now()));
+      return { ok: true as const, count };
+    },
+
+    async list(principal: Principal, sessionId?: string) {
+      return { data: await listSecretNames(pool, await scopeOf(principal, sessionId)) };
+    },
+
+    async delete(principal: Principal, name: string, sessionId?: string) {
+      const where = await scopeOf(principal, sessionId);
+      if (!SECRET_NAME_PATTERN.test(name) || !(await deleteSecret(pool, { ...where, name }))) {
+        throw new ApiError('not_found', `secret ${name} does not exist${sessionId ? ` in session ${sessionId}` : ''}`, { name });
+      }
+      return { ok: true as const };
+    },
+
+    /** 422 naming every secret an agent asks for that neither its session nor its organization has. */
+    async assertExist(principal: Principal, sessionId: string, names: string[]): Promise<void> {
+      const missing = await missingSecrets(pool, { organizationId: principal.organizationId, mode: principal.mode, sessionId }, names);
+      if (missing.length > 0) {
+        const message = `no secret named ${missing.join(', ')} in the session or the organization`;
+        throw new ApiError('unprocessable_entity', `secrets: ${message}`, { fields: { secrets: [message] }, missing });
+      }
+    },
+  };
+}
+
+export type SecretService = ReturnType<typeof createSecretService>;
+export { MAX_SECRET_BYTES, SECRET_NAME_PATTERN, SECRET_NAME_RULE };
