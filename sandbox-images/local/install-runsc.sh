@@ -11,7 +11,10 @@ PREFIX=${PREFIX:-/usr/local}
 CACHE=${BERTH_BUILD_CACHE:-/var/cache/berth/build}
 target="$PREFIX/bin/runsc"
 
-if [ -x "$target" ] && "$target" --version 2>/dev/null | grep -q "$GVISOR_VERSION"; then
+# The version is read whole before it is searched: with pipefail, `runsc --version | grep -q`
+# fails with SIGPIPE whenever grep stops reading first.
+installed=$([ -x "$target" ] && "$target" --version 2>/dev/null || true)
+if [[ "$installed" == *"$GVISOR_VERSION"* ]]; then
   exit 0
 fi
 command -v go >/dev/null || { echo "install-runsc: go is needed to build runsc" >&2; exit 1; }
@@ -21,4 +24,5 @@ GOBIN="$CACHE/bin" GOFLAGS=-mod=mod CGO_ENABLED=0 GOTOOLCHAIN=local \
   go install -ldflags "-X gvisor.dev/gvisor/runsc/version.version=$GVISOR_VERSION" \
   "gvisor.dev/gvisor/runsc@$GVISOR_VERSION"
 install -m 0755 "$CACHE/bin/runsc" "$target"
-"$target" --version | head -1 >&2
+installed=$("$target" --version)
+echo "${installed%%$'\n'*}" >&2
