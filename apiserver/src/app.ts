@@ -17,7 +17,9 @@ import { systemRoutes } from './routes/system.js';
 import { usageRoutes } from './routes/usage.js';
 import { webhookRoutes } from './routes/webhooks.js';
 import { secretRoutes } from './routes/secrets.js';
+import { providerRoutes } from './routes/providers.js';
 import { createSecretService } from './services/secrets.js';
+import { createProviderService } from './services/providers.js';
 import { createWebhookService } from './services/webhooks.js';
 import { createAgentDefinitionService } from './services/agent-definitions.js';
 import { createAgentService } from './services/agents.js';
@@ -48,6 +50,8 @@ export interface AppDeps {
   publicUrl?: string;
   /** Encrypts secrets at rest; tests that store none may leave it out (a throwaway key). */
   secretBox?: SecretBox;
+  /** Other APIs this process serves beside /v1, with their own authentication (the remote provider protocol). */
+  mounts?: { path: string; router: express.Router }[];
   /** Which webhook URLs are accepted (default: https only, no private addresses). */
   webhookPolicy?: UrlPolicy;
   /** Whether the controllers this process relies on are running (for /readyz). */
@@ -96,6 +100,7 @@ export function createApp(deps: AppDeps): App {
   snapshotRoutes(routes, { snapshots, agents, providers: deps.providers });
   usageRoutes(routes, createUsageService({ pool: deps.pool, clock: deps.clock, currency: deps.currency }));
   secretRoutes(routes, secrets);
+  providerRoutes(routes, createProviderService({ pool: deps.pool, clock: deps.clock, models: deps.models }));
   webhookRoutes(
     routes,
     createWebhookService({
@@ -111,6 +116,7 @@ export function createApp(deps: AppDeps): App {
   app.set('query parser', 'simple');
   app.use(observeRequests(deps.log, deps.metrics));
   app.use(express.json({ limit: '2mb' }));
+  for (const mount of deps.mounts ?? []) app.use(mount.path, mount.router);
   const router = express.Router();
   routes.mount(router, authenticate({ db: deps.pool, clock: deps.clock }));
   app.use(router);

@@ -411,6 +411,15 @@ export const SETTINGS = {
       .optional()
       .transform((text) => (text ? text.split(',').map((key) => key.trim()).filter(Boolean) : [])),
   },
+  providerTokens: {
+    env: 'BERTH_PROVIDER_TOKENS',
+    description:
+      'comma-separated bearer tokens that other Berth installs (or any client of the remote provider protocol) use to run sandboxes here, at /provider/v1 (berth up: the API port; cluster: the operator metrics port); unset serves nothing',
+    schema: z
+      .string()
+      .optional()
+      .transform((text) => (text ? text.split(',').map((token) => token.trim()).filter(Boolean) : [])),
+  },
   webhookAllowHttp: {
     env: 'BERTH_WEBHOOK_ALLOW_HTTP',
     description: 'accept http:// webhook URLs (not only https://); for development',

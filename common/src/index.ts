@@ -22,3 +22,4 @@ export * from './pricing.js';
 export * from './limits.js';
 export * from './webhooks.js';
 export * from './secrets.js';
+export * from './provider-configs.js';

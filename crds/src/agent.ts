@@ -17,6 +17,9 @@ export type AgentDesiredState = z.infer<typeof agentDesiredStateSchema>;
 
 const looseObject = z.record(z.string(), z.unknown());
 
+export const byoiRefSchema = z.object({ credentialRef: z.string(), config: looseObject.nullable() }).strict();
+export type ByoiRef = z.infer<typeof byoiRefSchema>;
+
 export const agentSpecSchema = z.object({
   sessionId: z.string(),
   organizationId: z.string(),
@@ -38,6 +41,13 @@ export const agentSpecSchema = z.object({
   costCap: costSchema.optional(),
   provider: z.string(),
   providerFallback: z.string().optional(),
+  /**
+   * The organization's BYOI configuration of `provider` (and of `providerFallback`) when the agent
+   * was created: its config and the name of the secret with its credential, never the credential.
+   * Kept here so that removing the configuration leaves agents in flight where they run.
+   */
+  byoi: byoiRefSchema.optional(),
+  fallbackByoi: byoiRefSchema.optional(),
   region: z.string().optional(),
   approvals: looseObject.optional(),
   knowledge: z.union([z.boolean(), z.string()]).optional(),
@@ -70,6 +80,10 @@ export const agentStatusSchema = z.object({
   observedGeneration: z.number().int(),
   conditions: z.array(conditionSchema),
   sandbox: sandboxRefSchema.optional(),
+  /** The provider the agent runs on: `spec.provider`, or `spec.providerFallback` once the primary was unavailable. */
+  provider: z.string().optional(),
+  /** Why the fallback is used. */
+  fallbackReason: z.string().optional(),
   startedAt: z.string().optional(),
   expiresAt: z.string().optional(),
   endedAt: z.string().optional(),

@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import pg from 'pg';
@@ -43,6 +44,8 @@ const scenarios: Record<string, Scenario> = {
       ? { text: 'One step.', toolCalls: [{ name: 'exec', input: { language: 'bash', code: 'echo step' } }], usage: { input: 600, output: 0 } }
       : { text: 'should not be asked', usage: { input: 700, output: 0 } },
   'never ends': () => ({ text: 'again', toolCalls: [{ name: 'exec', input: { language: 'bash', code: 'true' } }] }),
+  // One call of 100,000 input tokens: $1 at openai/pricey's $10 a million.
+  'one dollar call': () => ({ text: 'one call', usage: { input: 100_000, output: 0 } }),
   'slow tool': (turn) =>
     turn === 0
       ? { text: 'Sleeping.', toolCalls: [{ name: 'exec', input: { language: 'bash', code: 'sleep 2; echo woke > woke.txt; echo woke' } }] }
@@ -402,5 +405,89 @@ describe('test keys', () => {
     const task = await finished(run.body.taskId, test);
     expect(task.status).toBe('completed');
     expect((await live.get(`/v1/tasks/${run.body.taskId}`)).status).toBe(404);
+  });
+});
+
+describe('BYOI models: an organization configures its own model vendor account', () => {
+  const CUSTOMER_KEY = `sk-customer-${randomBytes(16).toString('hex')}`;
+  let customer: FakeModelServer;
+  let agentId: string;
+
+  const summary = async () => (await live.get('/v1/usage/summary?period=today')).body;
+  const runOnce = async () => {
+    const response = await live.post(`/v1/agents/${agentId}/run`, { task: 'one dollar call' });
+    expect(response.status).toBe(202);
+    return { taskId: response.body.taskId as string, task: await finished(response.body.taskId) };
+  };
+  const ledgerOf = async (taskId: string) =>
+    (await db.query('SELECT provider, model, amount_nanocents, billing_mode FROM usage_ledger WHERE task_id = $1 ORDER BY id', [taskId])).rows;
+  const runEvent = async (taskId: string) =>
+    (await db.query("SELECT data FROM events WHERE subject_id = $1 AND type = 'agent.run.completed' AND data->>'taskId' = $2", [agentId, taskId])).rows[0]?.data;
+
+  beforeAll(async () => {
+    // The customer's own OpenAI-compatible endpoint (their Azure or vLLM, say): only their key opens it.
+    customer = await startFakeOpenAI(script, { apiKey: CUSTOMER_KEY });
+    ({ agent: { id: agentId } } = await readyAgent({ model: 'openai/pricey' }));
+  });
+  afterAll(async () => {
+    await customer.close();
+  });
+
+  it("sends the calls to the organization's endpoint with its key, billed as byoi_models under providerDirect", async () => {
+    expect((await live.post('/v1/secrets', { CUSTOMER_OPENAI_KEY: CUSTOMER_KEY })).body).toEqual({ ok: true, count: 1 });
+    const configured = await live.raw('/v1/providers/openai', {
+      method: 'PUT',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ credentialRef: 'CUSTOMER_OPENAI_KEY', config: { baseUrl: customer.baseUrl } }),
+    });
+    expect(configured.body).toEqual({ ok: true, provider: 'openai', mode: 'byoi' });
+    const before = await summary();
+    const platformCalls = openai.requests.length;
+
+    const { taskId, task } = await runOnce();
+    expect(task).toMatchObject({ status: 'completed', output: 'one call' });
+    expect(customer.requests).toHaveLength(1);
+    expect(customer.apiKeys()).toEqual([CUSTOMER_KEY]);
+    expect((customer.requests[0] as any).model).toBe('pricey');
+    expect(openai.requests.length).toBe(platformCalls);
+    expect(await ledgerOf(taskId)).toEqual([{ provider: 'openai', model: 'openai/pricey', amount_nanocents: '100000000000', billing_mode: 'byoi_models' }]);
+    expect(await runEvent(taskId)).toMatchObject({ status: 'completed', billingMode: 'byoi_models', cost: { model: 100 } });
+
+    const after = await summary();
+    expect(after.providerDirect.model.amount - before.providerDirect.model.amount).toBe(100);
+    expect(after.berthBilled.model).toEqual(before.berthBilled.model);
+  });
+
+  it('fails the run with provider_error naming the secret once the secret is gone, never falling back to the platform key', async () => {
+    expect((await live.raw('/v1/secrets/CUSTOMER_OPENAI_KEY', { method: 'DELETE' })).body).toEqual({ ok: true });
+    const platformCalls = openai.requests.length;
+    const { taskId, task } = await runOnce();
+    expect(task).toMatchObject({ status: 'failed', error: { code: 'provider_error', message: expect.stringContaining('CUSTOMER_OPENAI_KEY') } });
+    expect(JSON.stringify(task)).not.toContain(CUSTOMER_KEY);
+    expect(customer.requests).toHaveLength(1);
+    expect(openai.requests.length).toBe(platformCalls);
+    expect(await ledgerOf(taskId)).toEqual([]);
+    expect((await live.get(`/v1/agents/${agentId}`)).body.status).toBe('idle');
+    // Back for the next test: the configuration is still there.
+    expect((await live.post('/v1/secrets', { CUSTOMER_OPENAI_KEY: CUSTOMER_KEY })).status).toBe(200);
+  });
+
+  it("runs on the platform's endpoint and key again, managed, once the configuration is deleted", async () => {
+    const removed = await live.raw('/v1/providers/openai', { method: 'DELETE' });
+    expect(removed.body).toEqual({ ok: true, provider: 'openai', mode: 'managed' });
+    const before = await summary();
+    const platformCalls = openai.requests.length;
+
+    const { taskId, task } = await runOnce();
+    expect(task).toMatchObject({ status: 'completed', output: 'one call' });
+    expect(customer.requests).toHaveLength(1);
+    expect(openai.requests.length).toBe(platformCalls + 1);
+    expect(openai.apiKeys().at(-1)).toBe('sk-test-openai');
+    expect(await ledgerOf(taskId)).toEqual([{ provider: 'openai', model: 'openai/pricey', amount_nanocents: '100000000000', billing_mode: 'managed' }]);
+    expect(await runEvent(taskId)).toMatchObject({ status: 'completed', billingMode: 'managed' });
+
+    const after = await summary();
+    expect(after.berthBilled.model.amount - before.berthBilled.model.amount).toBe(100);
+    expect(after.providerDirect.model).toEqual(before.providerDirect.model);
   });
 });

@@ -48,6 +48,15 @@ describe('webhook delivery across a killed process', () => {
     const session = (await live.post('/v1/sessions', { userId: 'hooked' })).body;
     const agent = (await live.post(`/v1/sessions/${session.id}/agents`, { timeout: '10m' })).body;
     await eventually(async () => (received.length >= 1 ? true : undefined), { what: 'the first attempt', timeoutMs: 60_000 });
+    // Killed between attempts: once the first one's outcome is recorded. (Killed during an
+    // attempt, the delivery would wait for its claim to expire, 60 s, before another sender retries.)
+    await eventually(
+      async () => {
+        const [delivery] = (await live.get(`/v1/webhooks/${hook.id}/deliveries`)).body.data;
+        return delivery?.attempts === 1 ? true : undefined;
+      },
+      { what: 'the first attempt recorded' },
+    );
     expect(await berth.stop('SIGKILL')).toBe(null);
 
     berth = await startBerth({ dataDir, env: env() });

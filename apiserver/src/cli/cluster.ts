@@ -1,8 +1,18 @@
 import { createServer } from 'node:http';
-import { hostname } from 'node:os';
+import { hostname, tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { createMetricsRegistry, systemClock, type BerthConfig, type Logger } from '@berth/common';
 import { KubernetesResourceStore, loadKubeConfig } from '@berth/common/kubernetes';
-import { ModelRouter, ProviderRegistry, WebhookSender, createOperator, createSnapshotStorage } from '@berth/operator';
+import {
+  ModelRouter,
+  ProviderRegistry,
+  WebhookSender,
+  byoiModelEndpoints,
+  byoiSource,
+  createOperator,
+  createSnapshotStorage,
+  remoteProviderRouter,
+} from '@berth/operator';
 import { LeaderElector, createKubernetesProvider } from '@berth/operator/kubernetes';
 import express from 'express';
 import type { Registry } from 'prom-client';
@@ -22,15 +32,18 @@ async function clusterParts(config: BerthConfig, log: Logger) {
   const kubeConfig = loadKubeConfig();
   const store = new KubernetesResourceStore(kubeConfig, { namespace: config.namespace, log });
   const kubernetes = createKubernetesProvider(config, kubeConfig, log);
-  const providers = new ProviderRegistry([kubernetes], config.defaultProvider ?? 'kubernetes');
-  const models = new ModelRouter(config);
+  const providers = new ProviderRegistry([kubernetes], config.defaultProvider ?? 'kubernetes').useByoi(
+    byoiSource({ pool: database.pool, box: secretBox, config, log }),
+  );
+  const models = new ModelRouter(config, process.env, byoiModelEndpoints(database.pool, secretBox, config.modelProviders));
   return { database, kubeConfig, store, providers, models, secretBox };
 }
 
-/** `/healthz`, `/readyz` and `/metrics` of the operator, on their own port. */
-function healthServer(metrics: Registry, ready: () => boolean) {
+/** `/healthz`, `/readyz` and `/metrics` of the operator, on their own port; and the remote provider protocol when tokens are set. */
+function healthServer(metrics: Registry, ready: () => boolean, provider?: express.Router) {
   const app = express();
   app.disable('x-powered-by');
+  if (provider) app.use('/provider/v1', provider);
   app.get('/healthz', (_req, res) => void res.json({ ok: true }));
   app.get('/readyz', (_req, res) => void res.status(ready() ? 200 : 503).json({ ok: ready() }));
   app.get('/metrics', async (_req, res) => {
@@ -90,7 +103,17 @@ export async function operatorCommand(config: BerthConfig, log: Logger, out: (li
     },
   });
   let stopElection: () => Promise<void> = async () => undefined;
-  const server = healthServer(metrics, () => true);
+  // The operator serves the remote provider protocol on its own provider, for other installs.
+  const served =
+    config.providerTokens.length > 0
+      ? remoteProviderRouter({
+          provider: providers.get(providers.defaultProvider)!,
+          tokens: config.providerTokens,
+          scratch: createSnapshotStorage({ ...config, snapshotDir: join(tmpdir(), 'berth-remote-archives') }),
+          log: log.child({ component: 'remote-provider' }),
+        })
+      : undefined;
+  const server = healthServer(metrics, () => true, served);
   const port = await listen(server, config.metricsPort, config.host);
   const identity = process.env.POD_NAME || `${hostname()}-${process.pid}`;
   out(`berth operator ${identity} in namespace ${config.namespace}; health and metrics on ${config.host}:${port}`);

@@ -1,8 +1,10 @@
+import { existsSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { PostgresResourceStore, createMetricsRegistry, systemClock, type BerthConfig, type Logger } from '@berth/common';
-import { ModelRouter, ProviderRegistry, Runner, createLocalProvider, type RunnerOptions } from '@berth/operator';
+import { ModelRouter, ProviderRegistry, Runner, byoiModelEndpoints, createLocalProvider, type RunnerOptions } from '@berth/operator';
 import { openDatabase } from './database.js';
 import { CliError } from './keys.js';
+import { loadSecretBox, secretsKeyFile } from './secrets.js';
 import { untilSignalled } from './lifecycle.js';
 
 /** The runner workers as configured: in `berth up` and in every operator replica. */
@@ -31,6 +33,10 @@ export function createRunner(
  */
 export async function runnerCommand(config: BerthConfig, log: Logger, out: (line: string) => void): Promise<void> {
   if (!config.databaseUrl) throw new CliError('berth runner shares the database of a berth up: set DATABASE_URL');
+  if (!config.secretsKey && !existsSync(secretsKeyFile(config.dataDir))) {
+    throw new CliError(`berth runner reads organizations' model keys (BYOI) with the secrets key of its berth up: set BERTH_SECRETS_KEY or share its data directory (${secretsKeyFile(config.dataDir)})`);
+  }
+  const secretBox = await loadSecretBox(config, { generate: false });
   const database = await openDatabase(config, log);
   const clock = systemClock;
   const store = new PostgresResourceStore(database.pool, { connectionString: database.connectionString, clock, log });
@@ -40,7 +46,7 @@ export async function runnerCommand(config: BerthConfig, log: Logger, out: (line
     connectionString: database.connectionString,
     store,
     providers,
-    models: new ModelRouter(config),
+    models: new ModelRouter(config, process.env, byoiModelEndpoints(database.pool, secretBox, config.modelProviders)),
     clock,
     log,
     metrics: createMetricsRegistry(),

@@ -10,7 +10,18 @@ import {
   type BerthConfig,
   type Logger,
 } from '@berth/common';
-import { ModelRouter, ProviderRegistry, WebhookSender, createLocalProvider, createOperator, createSnapshotStorage } from '@berth/operator';
+import {
+  DirectoryStorage,
+  ModelRouter,
+  ProviderRegistry,
+  WebhookSender,
+  byoiModelEndpoints,
+  byoiSource,
+  createLocalProvider,
+  createOperator,
+  createSnapshotStorage,
+  remoteProviderRouter,
+} from '@berth/operator';
 import { createApp } from '../app.js';
 import { bootstrap } from './bootstrap.js';
 import { loadSecretBox } from './secrets.js';
@@ -57,7 +68,9 @@ export async function up(config: BerthConfig, log: Logger, out: (line: string) =
   local.prepareImages().catch((error: unknown) => log.error({ err: error }, 'could not build the sandbox image'));
 
   const metrics = createMetricsRegistry();
-  const providers = new ProviderRegistry([local], config.defaultProvider ?? 'local');
+  const providers = new ProviderRegistry([local], config.defaultProvider ?? 'local').useByoi(
+    byoiSource({ pool: database.pool, box: secretBox, config, log }),
+  );
   const operator = createOperator({
     store,
     db: database.pool,
@@ -87,11 +100,27 @@ export async function up(config: BerthConfig, log: Logger, out: (line: string) =
   });
   webhooks.start();
   let operatorRunning = true;
-  const models = new ModelRouter(config);
+  const models = new ModelRouter(config, process.env, byoiModelEndpoints(database.pool, secretBox, config.modelProviders));
   const runner = createRunner(config, { pool: database.pool, connectionString: database.connectionString, store, providers, models, clock, log, metrics });
   await runner.start();
 
+  // Other Berth installs may run sandboxes here, through the remote provider protocol.
+  const mounts =
+    config.providerTokens.length > 0
+      ? [
+          {
+            path: '/provider/v1',
+            router: remoteProviderRouter({
+              provider: local,
+              tokens: config.providerTokens,
+              scratch: new DirectoryStorage(join(config.dataDir, 'remote-archives')),
+              log: log.child({ component: 'remote-provider' }),
+            }),
+          },
+        ]
+      : [];
   const app = createApp({
+    mounts,
     pool: database.pool,
     store,
     providers,

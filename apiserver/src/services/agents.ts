@@ -11,8 +11,9 @@ import {
   type ExecResult,
   type Resource,
   type ResourceStore,
+  type SandboxProvider,
 } from '@berth/common';
-import { formatDuration, parseDuration, type AgentSpec, type Compute, type Cost } from '@berth/crds';
+import { formatDuration, parseDuration, type AgentSpec, type ByoiRef, type Compute, type Cost } from '@berth/crds';
 import { SANDBOX_FINALIZER, toolListProblem, type ModelRouter, type ProviderRegistry } from '@berth/operator';
 import { Histogram, type Registry } from 'prom-client';
 import type { Principal } from '../http/context.js';
@@ -112,11 +113,17 @@ export function createAgentService(deps: AgentServiceDeps) {
     registers: [deps.metrics],
   });
 
-  function providerField(field: 'provider' | 'providerFallback', name: string | undefined): void {
-    if (name === undefined || providers.get(name)) return;
+  /**
+   * The organization's BYOI configuration of a provider the request names, or undefined for one
+   * of this install's providers; 422 for a name that is neither.
+   */
+  async function providerField(principal: Principal, field: 'provider' | 'providerFallback', name: string | undefined): Promise<ByoiRef | undefined> {
+    if (name === undefined) return undefined;
+    const byoi = await providers.byoiConfig(principal.organizationId, principal.mode, name);
+    if (byoi || providers.get(name)) return byoi;
     const valid = providers.names();
-    throw new ApiError('unprocessable_entity', `${field}: unknown provider "${name}"; this install has ${valid.join(', ')}`, {
-      fields: { [field]: [`unknown provider; valid: ${valid.join(', ')}`] },
+    throw new ApiError('unprocessable_entity', `${field}: unknown provider "${name}"; this install has ${valid.join(', ')}, and BYOI providers configured with PUT /v1/providers`, {
+      fields: { [field]: [`unknown provider; valid: ${valid.join(', ')} or a configured BYOI provider`] },
       validProviders: valid,
     });
   }
@@ -135,11 +142,14 @@ export function createAgentService(deps: AgentServiceDeps) {
 
     async create(principal: Principal, sessionId: string, input: CreateAgentInput): Promise<AgentView> {
       const session = await sessions.find(principal, sessionId);
-      providerField('provider', input.provider);
-      providerField('providerFallback', input.providerFallback);
       const providerName = input.provider ?? providers.defaultProvider;
-      const provider = providers.get(providerName)!;
-      const unsupported = unsupportedReason(provider, input);
+      const byoi = await providerField(principal, 'provider', providerName);
+      const fallbackByoi = await providerField(principal, 'providerFallback', input.providerFallback);
+      // A BYOI provider that cannot be reached now is checked when it provisions (or the fallback is).
+      const provider = byoi
+        ? await providers.forAgent({ ...principal, mode: principal.mode, provider: providerName, byoi }).catch(() => undefined)
+        : providers.get(providerName);
+      const unsupported = provider ? unsupportedReason(provider, input) : undefined;
       if (unsupported) {
         throw new ApiError('unprocessable_entity', `${unsupported.field}: ${unsupported.message}`, {
           fields: { [unsupported.field]: [unsupported.message] },
@@ -155,6 +165,8 @@ export function createAgentService(deps: AgentServiceDeps) {
       const { provider: _provider, timeout: _timeout, ...rest } = input;
       const spec: AgentSpec = {
         ...rest,
+        ...(byoi ? { byoi } : {}),
+        ...(fallbackByoi ? { fallbackByoi } : {}),
         sessionId,
         organizationId: principal.organizationId,
         mode: principal.mode,
@@ -201,7 +213,12 @@ export function createAgentService(deps: AgentServiceDeps) {
           status: phase,
         });
       }
-      const provider = providers.forAgent(agent.spec);
+      let provider: SandboxProvider | undefined;
+      try {
+        provider = await providers.holding(agent.spec, agent.status?.provider);
+      } catch (error) {
+        throw new ApiError('provider_error', `provider "${agent.status?.provider ?? agent.spec.provider}" is unavailable: ${(error as Error).message}`);
+      }
       if (!provider) throw new ApiError('provider_error', `provider "${agent.spec.provider}" is not configured on this install`);
       const timer = execDuration.startTimer({ provider: provider.name, language: request.language });
       try {

@@ -114,8 +114,14 @@ export function createAgentReconciler(deps: AgentReconcilerDeps): Reconciler {
       metrics.phases.delete(name);
       return {};
     }
-    const provider = providers.forAgent(agent.spec);
     const previous = agent.status ?? initialStatus();
+    let provider: SandboxProvider | undefined;
+    let unavailable: string | undefined;
+    try {
+      provider = await providers.holding(agent.spec, previous.provider);
+    } catch (error) {
+      unavailable = (error as Error).message;
+    }
 
     if (agent.metadata.deletionTimestamp) {
       if (provider) await provider.terminate(previous.sandbox ?? sandboxOf(agent, provider));
@@ -130,7 +136,10 @@ export function createAgentReconciler(deps: AgentReconcilerDeps): Reconciler {
     let result: ReconcileResult = {};
     let failure: unknown;
     try {
-      result = provider ? await converge(step, provider, log) : step.fail('provider_error', `provider "${agent.spec.provider}" is not configured on this install`);
+      if (provider) result = await converge(step, provider, log);
+      else if (unavailable !== undefined && useFallback(step, unavailable)) result = { requeueAfterMs: 0 };
+      else if (unavailable !== undefined) throw new ProviderError(step.status.provider ?? agent.spec.provider, unavailable);
+      else result = step.fail('provider_error', `provider "${step.status.provider ?? agent.spec.provider}" is not configured on this install`);
     } catch (error) {
       failure = error;
     }
@@ -346,6 +355,7 @@ export function createAgentReconciler(deps: AgentReconcilerDeps): Reconciler {
           return step.fail('snapshot_corrupted', message, AgentReason.RestoreFailed);
         }
         if (error instanceof UnsupportedRequestError) return step.fail('unsupported_request', message, AgentReason.ProvisionFailed);
+        if (!restore && !lost && useFallback(step, message)) return { requeueAfterMs: 0 };
         if (now.getTime() - Date.parse(agent.metadata.creationTimestamp) > PROVISION_DEADLINE_MS) {
           return step.fail('provider_error', `provisioning did not succeed within ${PROVISION_DEADLINE_MS / 60_000} minutes: ${message}`, AgentReason.ProvisionFailed);
         }
@@ -361,6 +371,8 @@ export function createAgentReconciler(deps: AgentReconcilerDeps): Reconciler {
       } else if (lost) {
         log.warn('sandbox was gone; recreated it with the same workspace');
         step.condition('True', AgentReason.SandboxLost, 'the sandbox was gone and has been recreated');
+      } else if (status.provider !== undefined && status.provider !== agent.spec.provider) {
+        step.condition('True', AgentReason.Provisioned, `the sandbox is running on the fallback ${status.provider} (${status.fallbackReason})`);
       } else {
         step.condition('True', AgentReason.Provisioned, 'the sandbox is running');
       }
@@ -370,9 +382,11 @@ export function createAgentReconciler(deps: AgentReconcilerDeps): Reconciler {
       }
       if (status.phase === 'booting' || status.phase === 'paused') {
         status.phase = 'idle';
+        const onFallback = status.provider !== undefined && status.provider !== agent.spec.provider;
         step.emit('agent.started', {
-          provider: sandbox.provider === 'mock' ? agent.spec.provider : sandbox.provider,
+          provider: sandbox.provider === 'mock' ? (status.provider ?? agent.spec.provider) : sandbox.provider,
           compute: agent.spec.compute,
+          ...(onFallback ? { fallbackFrom: agent.spec.provider, fallbackReason: status.fallbackReason } : {}),
         });
         log.info({ provider: provider.name }, 'agent ready');
       }
@@ -380,6 +394,19 @@ export function createAgentReconciler(deps: AgentReconcilerDeps): Reconciler {
     const untilExpiry = Date.parse(status.expiresAt!) - clock.now().getTime();
     return { requeueAfterMs: Math.max(0, Math.min(untilExpiry, HEALTH_CHECK_INTERVAL_MS)) };
   }
+}
+
+/**
+ * The primary provider is unavailable: when the agent has a fallback it has not moved to yet,
+ * it moves there (recorded in status, and in agent.started once it runs).
+ */
+function useFallback(step: ReconcileStep, reason: string): boolean {
+  const { spec } = step.agent;
+  if (!spec.providerFallback || step.status.provider === spec.providerFallback || step.status.sandbox) return false;
+  step.status.provider = spec.providerFallback;
+  step.status.fallbackReason = `provider ${spec.provider} is unavailable: ${reason}`;
+  step.condition('False', AgentReason.Provisioning, `${step.status.fallbackReason}; provisioning on the fallback ${spec.providerFallback}`);
+  return true;
 }
 
 /** Providers name sandboxes after their agent, so the sandbox of an agent can be found without its status. */

@@ -36,6 +36,7 @@ import { budgetStop } from './budget.js';
 import { runLoop, type LoopEnd, type LoopIo } from './loop.js';
 import { mockModelAdapter } from './mock-model.js';
 import { billingModeOf, modelCostNanocents, type ModelRoute, type ModelRouter } from './models/router.js';
+import { ModelError } from './models/types.js';
 
 export interface RunnerOptions {
   pool: Pool;
@@ -242,23 +243,23 @@ export class Runner {
     const { store, providers } = this.options;
     const agent = await store.get('Agent', idToObjectName(task.agentId));
     const sandbox = agent?.status?.sandbox;
-    const provider = agent ? providers.forAgent(agent.spec) : undefined;
+    const provider = agent ? await providers.holding(agent.spec, agent.status?.provider).catch(() => undefined) : undefined;
     if (!agent || agent.metadata.deletionTimestamp || !sandbox || !provider || FINAL_PHASES.has(agent.status?.phase ?? 'booting')) {
       const end: LoopEnd = { state: 'cancelled', error: { code: 'agent_unavailable', message: `agent ${task.agentId} has no running sandbox` } };
       await this.finish(task, end, undefined);
       return end.state;
     }
-    const route: ModelRoute =
-      agent.spec.mode === 'test'
-        ? {
-            vendor: agent.spec.model!.split('/')[0]!,
-            model: agent.spec.model!.split('/').slice(1).join('/'),
-            adapter: mockModelAdapter,
-            endpoint: { api: 'openai', baseUrl: 'mock://' },
-            keySource: 'platform',
-            price: { inputNanocentsPerToken: 0n, outputNanocentsPerToken: 0n },
-          }
-        : await this.options.models.resolve(agent.spec.organizationId, agent.spec.model!);
+    let route: ModelRoute;
+    try {
+      route = await this.routeOf(agent);
+    } catch (error) {
+      // The model cannot be reached as configured (a BYOI model's key secret is gone): the run
+      // fails like a refused model call, and the agent stays usable.
+      if (!(error instanceof ModelError)) throw error;
+      const end: LoopEnd = { state: 'failed', error: { code: 'provider_error', message: `model ${agent.spec.model}: ${error.message}` } };
+      await this.finish(task, end, undefined);
+      return end.state;
+    }
     await this.setPhase(agent.metadata.name, 'idle', 'running');
     const end = await runLoop(task, agent, { route, provider, sandbox }, this.loopIo(task, agent, route, signal), {
       maxSteps: this.options.maxSteps,
@@ -276,6 +277,19 @@ export class Runner {
     await this.setPhase(agent.metadata.name, 'running', 'idle');
     log.info({ state: end.state, ...(end.state === 'completed' ? {} : { code: end.error.code }) }, 'run finished');
     return end.state;
+  }
+
+  /** Test keys get the mock model; live keys the model as the router resolves it for the organization. */
+  private async routeOf(agent: Resource<'Agent'>): Promise<ModelRoute> {
+    if (agent.spec.mode !== 'test') return this.options.models.resolve(agent.spec.organizationId, agent.spec.model!);
+    return {
+      vendor: agent.spec.model!.split('/')[0]!,
+      model: agent.spec.model!.split('/').slice(1).join('/'),
+      adapter: mockModelAdapter,
+      endpoint: { api: 'openai', baseUrl: 'mock://' },
+      keySource: 'platform',
+      price: { inputNanocentsPerToken: 0n, outputNanocentsPerToken: 0n },
+    };
   }
 
   private loopIo(task: Task, agent: Resource<'Agent'>, route: ModelRoute, signal: AbortSignal): LoopIo {

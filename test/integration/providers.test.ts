@@ -1,0 +1,214 @@
+import { randomBytes } from 'node:crypto';
+import type { AddressInfo } from 'node:net';
+import type express from 'express';
+import pg from 'pg';
+import { Registry } from 'prom-client';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import {
+  ManualClock,
+  PostgresResourceStore,
+  SecretBox,
+  createApiKey,
+  createOrganization,
+  createPool,
+  migrate,
+  silentLogger,
+} from '../../common/src/index.js';
+import { loadConfig } from '../../common/src/config.js';
+import { createApp } from '../../apiserver/src/app.js';
+import { MockProvider } from '../../operator/src/providers/mock.js';
+import { ProviderRegistry } from '../../operator/src/providers/registry.js';
+import { ModelRouter } from '../../operator/src/runner/models/router.js';
+import { apiClient, type ApiClient, type ApiResponse } from '../helpers/http.js';
+import { createTestDatabase } from '../helpers/postgres.js';
+
+/**
+ * The BYOI provider routes in process, on a real database: configurations name an organization
+ * secret and are checked by provider; every response is kept and searched for the secret's value.
+ */
+const TOKEN = `tok-${randomBytes(18).toString('hex')}`;
+const responses: string[] = [];
+
+let pool: pg.Pool;
+let store: PostgresResourceStore;
+let server: ReturnType<express.Express['listen']>;
+let app: ReturnType<typeof createApp>;
+let live: ApiClient;
+let test: ApiClient;
+const clock = new ManualClock('2026-05-01T09:00:00Z');
+
+function recording(client: ApiClient): ApiClient {
+  const keep = async (response: Promise<ApiResponse>) => {
+    const settled = await response;
+    responses.push(typeof settled.body === 'string' ? settled.body : JSON.stringify(settled.body));
+    return settled;
+  };
+  return {
+    get: (path) => keep(client.get(path)),
+    post: (path, body, headers) => keep(client.post(path, body, headers)),
+    patch: (path, body) => keep(client.patch(path, body)),
+    raw: (path, init) => keep(client.raw(path, init)),
+  };
+}
+
+const put = (client: ApiClient, provider: string, body: unknown) =>
+  client.raw(`/v1/providers/${provider}`, { method: 'PUT', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+const remove = (client: ApiClient, provider: string) => client.raw(`/v1/providers/${provider}`, { method: 'DELETE' });
+
+beforeAll(async () => {
+  const url = await createTestDatabase();
+  pool = createPool(url);
+  await migrate(pool);
+  store = new PostgresResourceStore(pool, { connectionString: url, clock, log: silentLogger });
+  const organization = await createOrganization(pool, 'providers');
+  const liveKey = (await createApiKey(pool, { organizationId: organization.id, mode: 'live' })).key;
+  const testKey = (await createApiKey(pool, { organizationId: organization.id, mode: 'test' })).key;
+  app = createApp({
+    pool,
+    store,
+    providers: new ProviderRegistry([new MockProvider({ computes: ['python'], browser: false, gpuTypes: [], storage: false, checkpoint: 'none' })], 'mock'),
+    clock,
+    log: silentLogger,
+    metrics: new Registry(),
+    models: new ModelRouter(loadConfig({})),
+    connectionString: url,
+    execTimeoutMs: 5_000,
+    defaultModel: 'openai/gpt-4o-mini',
+    currency: 'usd',
+    secretBox: new SecretBox(randomBytes(32)),
+  });
+  server = app.express.listen(0, '127.0.0.1');
+  await new Promise((resolve) => server.once('listening', resolve));
+  const base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  live = recording(apiClient(base, liveKey));
+  test = recording(apiClient(base, testKey));
+  expect((await live.post('/v1/secrets', { REMOTE_TOKEN: TOKEN, OPENAI_KEY: `sk-${TOKEN}` })).status).toBe(200);
+});
+afterAll(async () => {
+  server.close();
+  await app.close();
+  await store.close();
+  await pool.end();
+});
+
+describe('PUT /v1/providers/:provider', () => {
+  it('refuses a credentialRef that names no organization secret, naming the field', async () => {
+    const response = await put(live, 'remote', { credentialRef: 'NOT_STORED', config: { endpoint: 'https://compute.example.com' } });
+    expect(response.status).toBe(422);
+    expect(response.body.error.code).toBe('unprocessable_entity');
+    expect(response.body.error.details.fields.credentialRef[0]).toContain('NOT_STORED');
+    expect((await live.get('/v1/providers')).body).toEqual({ data: [] });
+  });
+
+  it('refuses a session secret as the credential: it must belong to the organization', async () => {
+    const session = (await live.post('/v1/sessions', { userId: 'alice' })).body;
+    expect((await live.post(`/v1/sessions/${session.id}/secrets`, { SESSION_ONLY: 'x' })).status).toBe(200);
+    const response = await put(live, 'custom', { credentialRef: 'SESSION_ONLY' });
+    expect(response.status).toBe(422);
+    expect(response.body.error.details.fields.credentialRef).toBeDefined();
+  });
+
+  it('stores a configuration and lists it: enabled by default, config null when omitted', async () => {
+    const response = await put(live, 'openai', { credentialRef: 'OPENAI_KEY' });
+    expect(response.status).toBe(200);
+    expect(response.body).toEqual({ ok: true, provider: 'openai', mode: 'byoi' });
+    expect((await live.get('/v1/providers')).body).toEqual({
+      data: [{ provider: 'openai', enabled: true, credentialRef: 'OPENAI_KEY', config: null, createdAt: '2026-05-01T09:00:00.000Z' }],
+    });
+  });
+
+  it('overwrites a configuration on a second PUT, keeping its creation time', async () => {
+    clock.advance(60_000);
+    const response = await put(live, 'openai', { credentialRef: 'REMOTE_TOKEN', config: { baseUrl: 'https://llm.example.com/v1' }, enabled: false });
+    expect(response.body).toEqual({ ok: true, provider: 'openai', mode: 'byoi' });
+    expect((await live.get('/v1/providers')).body.data).toEqual([
+      { provider: 'openai', enabled: false, credentialRef: 'REMOTE_TOKEN', config: { baseUrl: 'https://llm.example.com/v1' }, createdAt: '2026-05-01T09:00:00.000Z' },
+    ]);
+  });
+
+  it('requires config.endpoint, an http(s) URL, for remote', async () => {
+    for (const config of [undefined, null, {}, { endpoint: 'ftp://compute.example.com' }, { endpoint: 'not a url' }, { endpoint: 'https://user:pw@compute.example.com' }]) {
+      const response = await put(live, 'remote', { credentialRef: 'REMOTE_TOKEN', ...(config === undefined ? {} : { config }) });
+      expect(response.status, JSON.stringify(config)).toBe(422);
+      expect(Object.keys(response.body.error.details.fields)[0], JSON.stringify(config)).toMatch(/^config/);
+    }
+    const ok = await put(live, 'remote', { credentialRef: 'REMOTE_TOKEN', config: { endpoint: 'https://compute.example.com/berth', region: 'eu' } });
+    expect(ok.body).toEqual({ ok: true, provider: 'remote', mode: 'byoi' });
+    const listed = (await live.get('/v1/providers')).body.data.find((entry: any) => entry.provider === 'remote');
+    expect(listed).toMatchObject({ enabled: true, credentialRef: 'REMOTE_TOKEN', config: { endpoint: 'https://compute.example.com/berth', region: 'eu' } });
+  });
+
+  it('checks a model vendor\'s baseUrl and kubernetes\' namespace; takes any object for other providers', async () => {
+    const badBase = await put(live, 'anthropic', { credentialRef: 'OPENAI_KEY', config: { baseUrl: 'file:///etc/passwd' } });
+    expect(badBase.status).toBe(422);
+    expect(badBase.body.error.details.fields['config.baseUrl']).toBeDefined();
+    const misspelt = await put(live, 'anthropic', { credentialRef: 'OPENAI_KEY', config: { baseURL: 'https://llm.example.com' } });
+    expect(misspelt.status).toBe(422);
+    expect(misspelt.body.error.details.fields.config[0]).toContain('baseURL');
+    const badNamespace = await put(live, 'kubernetes', { credentialRef: 'REMOTE_TOKEN', config: { namespace: 'Not_A_Label' } });
+    expect(badNamespace.status).toBe(422);
+    expect(badNamespace.body.error.details.fields['config.namespace']).toBeDefined();
+    expect((await put(live, 'kubernetes', { credentialRef: 'REMOTE_TOKEN', config: { namespace: 'team-a' } })).status).toBe(200);
+    expect((await put(live, 'my-cloud-2', { credentialRef: 'REMOTE_TOKEN', config: { anything: [1, 2], nested: { ok: true } } })).status).toBe(200);
+    const badEndpoint = await put(live, 'my-cloud-3', { credentialRef: 'REMOTE_TOKEN', config: { endpoint: 'gopher://x' } });
+    expect(badEndpoint.body.error.details.fields['config.endpoint']).toBeDefined();
+  });
+
+  it.each([['Upper'], ['under_score'], ['a'.repeat(65)], ['dot.ted']])('refuses the provider name %s with 422', async (name) => {
+    const response = await put(live, name, { credentialRef: 'REMOTE_TOKEN' });
+    expect(response.status).toBe(422);
+    expect(response.body.error.details.fields.provider).toBeDefined();
+  });
+
+  it('refuses unknown fields, a missing credentialRef and a non-boolean enabled', async () => {
+    for (const body of [{ credentialRef: 'REMOTE_TOKEN', token: TOKEN }, {}, { credentialRef: 'REMOTE_TOKEN', enabled: 'yes' }, { credentialRef: 'REMOTE_TOKEN', config: [1] }]) {
+      expect((await put(live, 'custom', body)).status, JSON.stringify(body)).toBe(422);
+    }
+  });
+});
+
+describe('DELETE /v1/providers/:provider', () => {
+  it('returns the provider to managed mode, then answers 404', async () => {
+    const first = await remove(live, 'my-cloud-2');
+    expect(first.status).toBe(200);
+    expect(first.body).toEqual({ ok: true, provider: 'my-cloud-2', mode: 'managed' });
+    expect((await live.get('/v1/providers')).body.data.map((entry: any) => entry.provider)).toEqual(['kubernetes', 'openai', 'remote']);
+    const again = await remove(live, 'my-cloud-2');
+    expect(again.status).toBe(404);
+    expect(again.body.error.code).toBe('not_found');
+    expect((await remove(live, 'Bad_Name')).status).toBe(422);
+  });
+
+  it('keeps the credential secret', async () => {
+    expect((await live.get('/v1/secrets')).body.data.map((secret: any) => secret.name)).toEqual(['OPENAI_KEY', 'REMOTE_TOKEN']);
+  });
+});
+
+describe('key modes', () => {
+  it("keeps a test key apart from the live key's configurations and secrets", async () => {
+    expect((await test.get('/v1/providers')).body).toEqual({ data: [] });
+    expect((await remove(test, 'remote')).status).toBe(404);
+    // The live key's secret is not the test key's to name.
+    expect((await put(test, 'remote', { credentialRef: 'REMOTE_TOKEN', config: { endpoint: 'https://compute.example.com' } })).status).toBe(422);
+    expect((await test.post('/v1/secrets', { TEST_TOKEN: 'test-token' })).status).toBe(200);
+    expect((await put(test, 'remote', { credentialRef: 'TEST_TOKEN', config: { endpoint: 'https://sandbox.example.com' } })).status).toBe(200);
+    expect((await test.get('/v1/providers')).body.data).toEqual([expect.objectContaining({ provider: 'remote', credentialRef: 'TEST_TOKEN' })]);
+    const liveRemote = (await live.get('/v1/providers')).body.data.find((entry: any) => entry.provider === 'remote');
+    expect(liveRemote.credentialRef).toBe('REMOTE_TOKEN');
+  });
+});
+
+describe('the API description', () => {
+  it('documents the three routes', async () => {
+    const document = (await live.get('/v1/openapi.json')).body;
+    expect(Object.keys(document.paths['/v1/providers/{provider}'])).toEqual(['put', 'delete']);
+    expect(document.paths['/v1/providers/{provider}'].put.description).toContain('kubeconfig');
+  });
+});
+
+describe('secret values', () => {
+  it('never appear in a response', () => {
+    expect(responses.length).toBeGreaterThan(20);
+    for (const body of responses) expect(body).not.toContain(TOKEN);
+  });
+});

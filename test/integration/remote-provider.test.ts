@@ -1,0 +1,113 @@
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startBerth, type BerthProcess } from '../helpers/berth.js';
+import { eventually, type ApiClient } from '../helpers/http.js';
+import { createTestDatabase } from '../helpers/postgres.js';
+import { removeDataDir, runscContainers } from '../helpers/runsc.js';
+
+/**
+ * BYOI compute through the remote provider protocol: a second `berth up` (the "remote") runs
+ * the sandboxes of the first one's organization, which registered it with PUT /v1/providers.
+ * Both are real processes with real gVisor sandboxes; each has its own runsc state, so where a
+ * sandbox runs is visible.
+ */
+const TOKEN = 'remote-provider-token-0123456789';
+let home: BerthProcess;
+let remote: BerthProcess;
+let live: ApiClient;
+let db: pg.Pool;
+let sessionId: string;
+
+beforeAll(async () => {
+  const [homeDb, remoteDb] = await Promise.all([createTestDatabase(), createTestDatabase()]);
+  db = new pg.Pool({ connectionString: homeDb });
+  [home, remote] = await Promise.all([
+    startBerth({ env: { DATABASE_URL: homeDb } }),
+    startBerth({ env: { DATABASE_URL: remoteDb, BERTH_PROVIDER_TOKENS: `other-token,${TOKEN}` } }),
+  ]);
+  live = home.api(home.liveKey);
+  expect((await live.post('/v1/secrets', { REMOTE_TOKEN: TOKEN, WRONG_TOKEN: 'not-the-token' })).status).toBe(200);
+  const put = await live.raw('/v1/providers/remote', {
+    method: 'PUT',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ credentialRef: 'REMOTE_TOKEN', config: { endpoint: `${remote.baseUrl}/provider/v1` } }),
+  });
+  expect(put.body).toEqual({ ok: true, provider: 'remote', mode: 'byoi' });
+  sessionId = (await live.post('/v1/sessions', { userId: 'byoi' })).body.id;
+});
+afterAll(async () => {
+  for (const berth of [home, remote]) {
+    expect(await berth.stop()).toBe(0);
+    removeDataDir(berth.dataDir);
+  }
+  await db.end();
+});
+
+const status = (id: string) => live.get(`/v1/agents/${id}`).then((response) => response.body);
+const waitFor = (id: string, wanted: string) =>
+  eventually(async () => ((await status(id)).status === wanted ? status(id) : undefined), { what: `agent ${id} ${wanted}`, timeoutMs: 60_000 });
+
+describe('the remote provider protocol, served by another Berth', () => {
+  let agentId: string;
+
+  it('provisions the agent on the remote install, and execs there', async () => {
+    const created = await live.post(`/v1/sessions/${sessionId}/agents`, { provider: 'remote', timeout: '30m' });
+    expect(created.status, JSON.stringify(created.body)).toBe(201);
+    agentId = created.body.id;
+    await waitFor(agentId, 'idle');
+    expect(runscContainers(remote.dataDir).map((container) => container.id)).toContain(agentId);
+    expect(runscContainers(home.dataDir).map((container) => container.id)).not.toContain(agentId);
+    const result = await live.post(`/v1/agents/${agentId}/exec`, { language: 'python', code: 'import os; print(os.getcwd(), 6 * 7)' });
+    expect(result.body).toMatchObject({ stdout: '/workspace 42\n', exitCode: 0 });
+    const started = await db.query("SELECT data FROM events WHERE subject_id = $1 AND type = 'agent.started'", [agentId]);
+    expect(started.rows[0].data).toMatchObject({ provider: 'remote' });
+  });
+
+  it('pauses it into this install\'s snapshot storage, and resumes it with its files', async () => {
+    await live.post(`/v1/agents/${agentId}/exec`, { language: 'bash', code: 'echo kept across the protocol > notes.txt' });
+    const paused = await live.post(`/v1/agents/${agentId}/pause`);
+    expect(paused.body.status).toBe('paused');
+    expect(runscContainers(remote.dataDir).map((container) => container.id)).not.toContain(agentId);
+    const [snapshot] = (await live.get(`/v1/snapshots?agentId=${agentId}`)).body.data;
+    expect(snapshot).toMatchObject({ provider: 'remote', state: 'ready', type: 'pause' });
+    expect(snapshot.sizeBytes).toBeGreaterThan(0);
+
+    const resumed = await live.post(`/v1/agents/${agentId}/resume`);
+    expect(resumed.body.status).toBe('idle');
+    expect(runscContainers(remote.dataDir).map((container) => container.id)).toContain(agentId);
+    const read = await live.post(`/v1/agents/${agentId}/exec`, { language: 'bash', code: 'cat notes.txt' });
+    expect(read.body.stdout).toBe('kept across the protocol\n');
+  });
+
+  it('terminates it on the remote install', async () => {
+    await live.post(`/v1/agents/${agentId}/terminate`);
+    expect((await status(agentId)).status).toBe('terminated');
+    expect(runscContainers(remote.dataDir).map((container) => container.id)).not.toContain(agentId);
+  });
+
+  it('provisions on the fallback when the primary is unavailable, and says so', async () => {
+    const down = await live.raw('/v1/providers/down', {
+      method: 'PUT',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ credentialRef: 'REMOTE_TOKEN', config: { endpoint: 'http://127.0.0.1:9/provider/v1' } }),
+    });
+    expect(down.status).toBe(200);
+    const created = await live.post(`/v1/sessions/${sessionId}/agents`, { provider: 'down', providerFallback: 'local', timeout: '10m' });
+    expect(created.status, JSON.stringify(created.body)).toBe(201);
+    const agent = await waitFor(created.body.id, 'idle');
+    expect(runscContainers(home.dataDir).map((container) => container.id)).toContain(created.body.id);
+    expect(JSON.stringify(agent.conditions)).toContain('provider down is unavailable');
+    const started = await db.query("SELECT data FROM events WHERE subject_id = $1 AND type = 'agent.started'", [created.body.id]);
+    expect(started.rows[0].data).toMatchObject({ provider: 'local', fallbackFrom: 'down', fallbackReason: expect.stringContaining('unreachable') });
+    expect((await live.post(`/v1/agents/${created.body.id}/exec`, { language: 'bash', code: 'echo on the fallback' })).body.stdout).toBe('on the fallback\n');
+    await live.post(`/v1/agents/${created.body.id}/terminate`);
+  });
+
+  it('refuses a caller without the right token', async () => {
+    const answer = await fetch(`${remote.baseUrl}/provider/v1/capabilities`, { headers: { authorization: 'Bearer not-the-token' } });
+    expect(answer.status).toBe(401);
+    expect(await answer.json()).toMatchObject({ error: { code: 'unauthorized' } });
+    const ok = await fetch(`${remote.baseUrl}/provider/v1/capabilities`, { headers: { authorization: `Bearer ${TOKEN}` } });
+    expect(await ok.json()).toMatchObject({ protocol: 1, provider: 'local', capabilities: { computes: ['python', 'node', 'go'] } });
+  });
+});
