@@ -52,6 +52,8 @@ export interface AppDeps {
   secretBox?: SecretBox;
   /** Other APIs this process serves beside /v1, with their own authentication (the remote provider protocol). */
   mounts?: { path: string; router: express.Router }[];
+  /** Which BYOI endpoint and model base URLs are accepted (default: https only, no private addresses). */
+  byoiPolicy?: UrlPolicy;
   /** Which webhook URLs are accepted (default: https only, no private addresses). */
   webhookPolicy?: UrlPolicy;
   /** Whether the controllers this process relies on are running (for /readyz). */
@@ -100,7 +102,10 @@ export function createApp(deps: AppDeps): App {
   snapshotRoutes(routes, { snapshots, agents, providers: deps.providers });
   usageRoutes(routes, createUsageService({ pool: deps.pool, clock: deps.clock, currency: deps.currency }));
   secretRoutes(routes, secrets);
-  providerRoutes(routes, createProviderService({ pool: deps.pool, clock: deps.clock, models: deps.models }));
+  providerRoutes(
+    routes,
+    createProviderService({ pool: deps.pool, clock: deps.clock, models: deps.models, policy: deps.byoiPolicy ?? { allowHttp: false, allowPrivate: false } }),
+  );
   webhookRoutes(
     routes,
     createWebhookService({

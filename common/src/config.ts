@@ -420,6 +420,19 @@ export const SETTINGS = {
       .optional()
       .transform((text) => (text ? text.split(',').map((token) => token.trim()).filter(Boolean) : [])),
   },
+  byoiAllowHttp: {
+    env: 'BERTH_BYOI_ALLOW_HTTP',
+    description: 'accept http:// URLs (not only https://) for BYOI endpoints (config.endpoint, a model config.baseUrl)',
+    defaultText: 'false',
+    schema: z.enum(['true', 'false']).default('false').transform((value) => value === 'true'),
+  },
+  byoiAllowPrivate: {
+    env: 'BERTH_BYOI_ALLOW_PRIVATE',
+    description:
+      'let BYOI endpoints and model base URLs point at private, loopback and link-local addresses (checked at PUT /v1/providers and before each connection); for installs whose organizations run compute inside the same network',
+    defaultText: 'false',
+    schema: z.enum(['true', 'false']).default('false').transform((value) => value === 'true'),
+  },
   webhookAllowHttp: {
     env: 'BERTH_WEBHOOK_ALLOW_HTTP',
     description: 'accept http:// webhook URLs (not only https://); for development',

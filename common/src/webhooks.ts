@@ -1,4 +1,5 @@
 import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
+import { lookup } from 'node:dns/promises';
 import { BlockList, isIP } from 'node:net';
 import type { EventType } from './events.js';
 
@@ -104,4 +105,23 @@ export function generateWebhookSecret(): string {
 /** Secrets are shown in full once; after that, their first 8 characters. */
 export function maskSecret(secret: string): string {
   return `${secret.slice(0, 8)}…`;
+}
+
+/**
+ * Why a URL's host may not be reached by this install (it resolves to a private, loopback or
+ * link-local address), or undefined. For clients that cannot pin the address they connect to:
+ * a check before the request.
+ */
+export async function privateHostProblem(url: string, allowPrivate: boolean): Promise<string | undefined> {
+  if (allowPrivate) return undefined;
+  const host = new URL(url).hostname.replace(/^\[|\]$/g, '');
+  if (isIP(host)) return isPrivateAddress(host) ? `${host} is a private address this install does not connect to` : undefined;
+  let addresses: { address: string }[];
+  try {
+    addresses = await lookup(host, { all: true });
+  } catch (error) {
+    return `${host} does not resolve: ${(error as Error).message}`;
+  }
+  const inside = addresses.find((entry) => isPrivateAddress(entry.address));
+  return inside ? `${host} resolves to ${inside.address}, a private address this install does not connect to` : undefined;
 }

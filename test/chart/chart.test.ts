@@ -639,6 +639,21 @@ describe('optional objects', () => {
   });
 });
 
+describe('BYOI and the remote provider protocol', () => {
+  it('pass the BYOI address policy to both processes, and the provider tokens to the operator only when named', async () => {
+    const defaults = await render(WITH_URL);
+    for (const component of ['apiserver', 'operator'] as const) {
+      expect(defaults.env(component).get('BERTH_BYOI_ALLOW_HTTP')!.value).toBe('false');
+      expect(defaults.env(component).get('BERTH_BYOI_ALLOW_PRIVATE')!.value).toBe('false');
+    }
+    expect(defaults.env('operator').has('BERTH_PROVIDER_TOKENS')).toBe(false);
+    const serving = await render([...WITH_URL, '--set', 'remoteProvider.tokensSecret=berth-provider-tokens', '--set', 'byoi.allowPrivate=true']);
+    expect(serving.env('operator').get('BERTH_PROVIDER_TOKENS')!.valueFrom!.secretKeyRef).toEqual({ name: 'berth-provider-tokens', key: 'BERTH_PROVIDER_TOKENS' });
+    expect(serving.env('apiserver').has('BERTH_PROVIDER_TOKENS')).toBe(false);
+    expect(serving.env('apiserver').get('BERTH_BYOI_ALLOW_PRIVATE')!.value).toBe('true');
+  });
+});
+
 describe('the secrets key', () => {
   it('is generated into a kept Secret that both processes read, unless an existing Secret is named', async () => {
     const rendered = await render(WITH_URL);

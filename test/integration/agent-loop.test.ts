@@ -95,6 +95,9 @@ beforeAll(async () => {
       BERTH_RUN_MAX_STEPS: '4',
       BERTH_MODEL_PRICES: JSON.stringify({ 'openai/pricey': { input: '10.00', output: '10.00' } }),
       BERTH_STREAM_HEARTBEAT: '1s',
+      // The customer's own model server of the BYOI tests is on loopback too.
+      BERTH_BYOI_ALLOW_HTTP: 'true',
+      BERTH_BYOI_ALLOW_PRIVATE: 'true',
     },
   });
   live = berth.api(berth.liveKey);

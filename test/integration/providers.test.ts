@@ -126,6 +126,21 @@ describe('PUT /v1/providers/:provider', () => {
     ]);
   });
 
+  it('refuses http and private, loopback and link-local endpoints unless the install allows them', async () => {
+    for (const [provider, config, field] of [
+      ['remote', { endpoint: 'http://compute.example.com/berth' }, 'config.endpoint'],
+      ['remote', { endpoint: 'https://127.0.0.1:9090/provider/v1' }, 'config.endpoint'],
+      ['remote', { endpoint: 'https://169.254.169.254/latest' }, 'config.endpoint'],
+      ['my-cloud', { endpoint: 'https://10.0.0.8/provider/v1' }, 'config.endpoint'],
+      ['openai', { baseUrl: 'https://localhost:8000/v1' }, 'config.baseUrl'],
+      ['openai', { baseUrl: 'https://[fd00::1]/v1' }, 'config.baseUrl'],
+    ] as const) {
+      const response = await put(live, provider, { credentialRef: 'REMOTE_TOKEN', config });
+      expect(response.status, JSON.stringify(config)).toBe(422);
+      expect(response.body.error.details.fields[field].join(' '), JSON.stringify(config)).toMatch(/https URL|private, loopback or link-local/);
+    }
+  });
+
   it('requires config.endpoint, an http(s) URL, for remote', async () => {
     for (const config of [undefined, null, {}, { endpoint: 'ftp://compute.example.com' }, { endpoint: 'not a url' }, { endpoint: 'https://user:pw@compute.example.com' }]) {
       const response = await put(live, 'remote', { credentialRef: 'REMOTE_TOKEN', ...(config === undefined ? {} : { config }) });

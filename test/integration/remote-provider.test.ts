@@ -22,7 +22,8 @@ beforeAll(async () => {
   const [homeDb, remoteDb] = await Promise.all([createTestDatabase(), createTestDatabase()]);
   db = new pg.Pool({ connectionString: homeDb });
   [home, remote] = await Promise.all([
-    startBerth({ env: { DATABASE_URL: homeDb } }),
+    // The remote install is on this host: loopback endpoints must be allowed.
+    startBerth({ env: { DATABASE_URL: homeDb, BERTH_BYOI_ALLOW_HTTP: 'true', BERTH_BYOI_ALLOW_PRIVATE: 'true' } }),
     startBerth({ env: { DATABASE_URL: remoteDb, BERTH_PROVIDER_TOKENS: `other-token,${TOKEN}` } }),
   ]);
   live = home.api(home.liveKey);

@@ -35,7 +35,7 @@ async function clusterParts(config: BerthConfig, log: Logger) {
   const providers = new ProviderRegistry([kubernetes], config.defaultProvider ?? 'kubernetes').useByoi(
     byoiSource({ pool: database.pool, box: secretBox, config, log }),
   );
-  const models = new ModelRouter(config, process.env, byoiModelEndpoints(database.pool, secretBox, config.modelProviders));
+  const models = new ModelRouter(config, process.env, byoiModelEndpoints(database.pool, secretBox, config.modelProviders, config.byoiAllowPrivate));
   return { database, kubeConfig, store, providers, models, secretBox };
 }
 
@@ -179,6 +179,7 @@ export async function apiserverCommand(config: BerthConfig, log: Logger, out: (l
     currency: config.currency,
     streamHeartbeatMs: config.streamHeartbeat,
     webhookPolicy: { allowHttp: config.webhookAllowHttp, allowPrivate: config.webhookAllowPrivate },
+    byoiPolicy: { allowHttp: config.byoiAllowHttp, allowPrivate: config.byoiAllowPrivate },
     secretBox,
     ...(config.publicUrl ? { publicUrl: config.publicUrl } : {}),
   });

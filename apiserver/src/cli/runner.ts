@@ -46,7 +46,7 @@ export async function runnerCommand(config: BerthConfig, log: Logger, out: (line
     connectionString: database.connectionString,
     store,
     providers,
-    models: new ModelRouter(config, process.env, byoiModelEndpoints(database.pool, secretBox, config.modelProviders)),
+    models: new ModelRouter(config, process.env, byoiModelEndpoints(database.pool, secretBox, config.modelProviders, config.byoiAllowPrivate)),
     clock,
     log,
     metrics: createMetricsRegistry(),

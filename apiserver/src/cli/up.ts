@@ -100,7 +100,7 @@ export async function up(config: BerthConfig, log: Logger, out: (line: string) =
   });
   webhooks.start();
   let operatorRunning = true;
-  const models = new ModelRouter(config, process.env, byoiModelEndpoints(database.pool, secretBox, config.modelProviders));
+  const models = new ModelRouter(config, process.env, byoiModelEndpoints(database.pool, secretBox, config.modelProviders, config.byoiAllowPrivate));
   const runner = createRunner(config, { pool: database.pool, connectionString: database.connectionString, store, providers, models, clock, log, metrics });
   await runner.start();
 
@@ -134,6 +134,7 @@ export async function up(config: BerthConfig, log: Logger, out: (line: string) =
     currency: config.currency,
     streamHeartbeatMs: config.streamHeartbeat,
     webhookPolicy: { allowHttp: config.webhookAllowHttp, allowPrivate: config.webhookAllowPrivate },
+    byoiPolicy: { allowHttp: config.byoiAllowHttp, allowPrivate: config.byoiAllowPrivate },
     secretBox,
     ...(config.publicUrl ? { publicUrl: config.publicUrl } : {}),
     ready: () => operatorRunning,

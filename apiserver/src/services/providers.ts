@@ -1,4 +1,4 @@
-import { ApiError, deleteProviderConfig, listProviderConfigs, missingSecrets, putProviderConfig, type Clock, type Pool } from '@berth/common';
+import { ApiError, deleteProviderConfig, listProviderConfigs, missingSecrets, putProviderConfig, webhookUrlProblem, type Clock, type Pool, type UrlPolicy } from '@berth/common';
 import type { ModelRouter } from '@berth/operator';
 import { z } from 'zod';
 import type { Principal } from '../http/context.js';
@@ -7,25 +7,29 @@ import { validationError } from '../http/errors.js';
 export const PROVIDER_NAME_PATTERN = /^[a-z0-9-]{1,64}$/;
 export const PROVIDER_NAME_RULE = 'lowercase letters, digits and -, 1 to 64 characters';
 
-/** Why `text` is not an http(s) URL without credentials, or undefined. */
-function httpUrlProblem(text: string): string | undefined {
+/**
+ * Why `text` is not a URL this install lets an organization point it at, or undefined: https
+ * (http where allowed), no credentials, and no private, loopback or link-local address unless
+ * the install allows them (BERTH_BYOI_ALLOW_*): otherwise any organization could make Berth
+ * send requests into the install's own network.
+ */
+function httpUrlProblem(text: string, policy: UrlPolicy): string | undefined {
   let url: URL;
   try {
     url = new URL(text);
   } catch {
     return 'must be an absolute http or https URL';
   }
-  if (url.protocol !== 'http:' && url.protocol !== 'https:') return 'must be an http or https URL';
   if (url.username || url.password) return 'must not carry credentials: they belong in the secret credentialRef names';
-  return undefined;
+  return webhookUrlProblem(text, policy);
 }
 
-const httpUrl = (what: string) =>
+const httpUrl = (what: string, policy: UrlPolicy) =>
   z
     .string({ error: (issue) => (issue.input === undefined ? `required: ${what}` : 'must be a string') })
     .max(2048)
     .superRefine((text, ctx) => {
-      const problem = httpUrlProblem(text);
+      const problem = httpUrlProblem(text, policy);
       if (problem) ctx.addIssue({ code: 'custom', message: problem });
     });
 
@@ -38,10 +42,10 @@ const DNS_LABEL = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
  * Any other provider takes any object, whose `endpoint`, if any, is an http(s) URL: a provider
  * configured with an endpoint is reached over the remote provider protocol.
  */
-function configSchema(provider: string, modelVendors: string[]): z.ZodType<Record<string, unknown> | null> {
+function configSchema(provider: string, modelVendors: string[], policy: UrlPolicy): z.ZodType<Record<string, unknown> | null> {
   if (provider === 'remote') {
     return z
-      .object({ endpoint: httpUrl('the http(s) URL of the remote provider') }, { error: 'required: an object with endpoint, the http(s) URL of the remote provider' })
+      .object({ endpoint: httpUrl('the http(s) URL of the remote provider', policy) }, { error: 'required: an object with endpoint, the http(s) URL of the remote provider' })
       .loose();
   }
   if (provider === 'kubernetes') {
@@ -51,9 +55,9 @@ function configSchema(provider: string, modelVendors: string[]): z.ZodType<Recor
       .nullable();
   }
   if (modelVendors.includes(provider)) {
-    return z.object({ baseUrl: httpUrl('a URL').optional() }).strict().nullable();
+    return z.object({ baseUrl: httpUrl('a URL', policy).optional() }).strict().nullable();
   }
-  return z.object({ endpoint: httpUrl('a URL').optional() }).loose().nullable();
+  return z.object({ endpoint: httpUrl('a URL', policy).optional() }).loose().nullable();
 }
 
 export interface ProviderConfigInput {
@@ -68,7 +72,7 @@ export interface ProviderConfigInput {
  * the configuration names; one not listed runs managed. Configurations never hold a credential
  * themselves, so none can leak from here.
  */
-export function createProviderService(deps: { pool: Pool; clock: Clock; models: Pick<ModelRouter, 'vendors'> }) {
+export function createProviderService(deps: { pool: Pool; clock: Clock; models: Pick<ModelRouter, 'vendors'>; policy: UrlPolicy }) {
   const { pool, clock, models } = deps;
 
   return {
@@ -77,7 +81,7 @@ export function createProviderService(deps: { pool: Pool; clock: Clock; models: 
     },
 
     async put(principal: Principal, provider: string, input: ProviderConfigInput) {
-      const parsed = configSchema(provider, models.vendors()).safeParse(input.config ?? null);
+      const parsed = configSchema(provider, models.vendors(), deps.policy).safeParse(input.config ?? null);
       if (!parsed.success) {
         for (const issue of parsed.error.issues) issue.path.unshift('config');
         throw validationError(parsed.error, 'body');

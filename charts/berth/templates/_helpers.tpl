@@ -139,6 +139,10 @@ them (a gpu type must be in the table) and execs into sandbox pods.
 {{- end }}
 - name: BERTH_CURRENCY
   value: {{ .Values.pricing.currency | quote }}
+- name: BERTH_BYOI_ALLOW_HTTP
+  value: {{ .Values.byoi.allowHttp | toString | quote }}
+- name: BERTH_BYOI_ALLOW_PRIVATE
+  value: {{ .Values.byoi.allowPrivate | toString | quote }}
 - name: BERTH_WEBHOOK_ALLOW_HTTP
   value: {{ .Values.webhooks.allowHttp | toString | quote }}
 - name: BERTH_WEBHOOK_ALLOW_PRIVATE

@@ -28,7 +28,7 @@ export function byoiSource(deps: { pool: Pool; box: SecretBox; config: BerthConf
         throw new ProviderError(name, `the secret ${ref.credentialRef} that holds the credential of provider ${name} no longer exists`);
       }
       const endpoint = ref.config?.endpoint;
-      if (typeof endpoint === 'string') return RemoteProvider.connect(name, endpoint, credential);
+      if (typeof endpoint === 'string') return RemoteProvider.connect(name, endpoint, credential, deps.config.byoiAllowPrivate);
       if (name === 'kubernetes') {
         const { KubeConfig } = await import('@kubernetes/client-node');
         const { createKubernetesProvider } = await import('./kubernetes/index.js');

@@ -1,6 +1,7 @@
 import { Readable } from 'node:stream';
 import {
   ExecTimeoutError,
+  privateHostProblem,
   ProviderError,
   SandboxNotReadyError,
   UnsupportedRequestError,
@@ -30,17 +31,21 @@ export class RemoteProvider implements SandboxProvider {
     readonly capabilities: ProviderCapabilities,
     private readonly endpoint: string,
     private readonly token: string,
+    private readonly allowPrivate: boolean,
   ) {}
 
   /** Asks the endpoint what it can run; a provider that cannot be reached is a ProviderError. */
-  static async connect(name: string, endpoint: string, token: string): Promise<RemoteProvider> {
-    const probe = new RemoteProvider(name, { computes: [], browser: false, gpuTypes: [], storage: false, checkpoint: 'none' }, endpoint.replace(/\/+$/, ''), token);
+  static async connect(name: string, endpoint: string, token: string, allowPrivate = false): Promise<RemoteProvider> {
+    const probe = new RemoteProvider(name, { computes: [], browser: false, gpuTypes: [], storage: false, checkpoint: 'none' }, endpoint.replace(/\/+$/, ''), token, allowPrivate);
     const answer = (await probe.call('GET', '/capabilities')) as { protocol: number; capabilities: ProviderCapabilities };
     if (answer.protocol !== 1) throw new ProviderError(name, `${endpoint} speaks remote provider protocol ${answer.protocol}; this Berth speaks 1`);
-    return new RemoteProvider(name, answer.capabilities, probe.endpoint, token);
+    return new RemoteProvider(name, answer.capabilities, probe.endpoint, token, allowPrivate);
   }
 
   private async request(method: string, path: string, init: { body?: unknown; stream?: Readable; timeoutMs?: number } = {}): Promise<Response> {
+    // Checked on every call, after DNS resolution: the endpoint's name may point inside the network by now.
+    const inside = await privateHostProblem(this.endpoint, this.allowPrivate);
+    if (inside) throw new ProviderError(this.name, `${this.endpoint} is refused: ${inside}`, { endpoint: this.endpoint });
     const headers: Record<string, string> = { authorization: `Bearer ${this.token}` };
     let body: RequestInit['body'] | undefined;
     if (init.stream) {

@@ -1,4 +1,4 @@
-import { SecretKeyError, getProviderConfig, resolveSecrets, type ModelProviders, type Queryable, type SecretBox } from '@berth/common';
+import { SecretKeyError, getProviderConfig, privateHostProblem, resolveSecrets, type ModelProviders, type Queryable, type SecretBox } from '@berth/common';
 import { ModelError, type ModelEndpoint } from './types.js';
 
 /**
@@ -15,6 +15,7 @@ export function byoiModelEndpoints(
   db: Queryable,
   box: SecretBox,
   modelProviders: ModelProviders,
+  allowPrivate = false,
 ): (organizationId: string, vendor: string) => Promise<ModelEndpoint | undefined> {
   return async (organizationId, vendor) => {
     const installed = modelProviders[vendor];
@@ -38,6 +39,11 @@ export function byoiModelEndpoints(
       );
     }
     const baseUrl = typeof own.config?.baseUrl === 'string' ? own.config.baseUrl : installed.baseUrl;
+    if (typeof own.config?.baseUrl === 'string') {
+      // Checked again here, after DNS resolution: a name may point inside the network by now.
+      const inside = await privateHostProblem(baseUrl, allowPrivate);
+      if (inside) throw new ModelError(`the organization's ${vendor} baseUrl is refused: ${inside}`, 0, false);
+    }
     return { api: installed.api, baseUrl, apiKey };
   };
 }
