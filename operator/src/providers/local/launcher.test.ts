@@ -1,6 +1,6 @@
-import { execFileSync } from 'node:child_process';
-import { describe, expect, it } from 'vitest';
-import { launcherArgs, launcherFailure, viaLauncher } from './launcher.js';
+import { execFileSync, spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { launcherArgs, launcherFailure, launcherLimit, viaLauncher } from './launcher.js';
 
 describe('the launcher', () => {
   const [bash, flag, command, source] = launcherArgs();
@@ -38,5 +38,46 @@ describe('launcherFailure', () => {
   it("leaves a program's own exit 255 alone", () => {
     expect(launcherFailure({ exitCode: 255, stderr: 'Traceback: boom\n' })).toBeUndefined();
     expect(launcherFailure({ exitCode: 1, stderr: "berth: the sandbox's launcher is not running\n" })).toBeUndefined();
+  });
+});
+
+describe('time limits, with the launcher and its client on this host', () => {
+  // Outside gVisor the launcher is an ordinary process; its abstract socket is this host's.
+  let launcher: ChildProcess;
+  beforeAll(async () => {
+    const [bash, flag, command, source] = launcherArgs();
+    launcher = spawn(bash!, [flag!, command!, source!], { stdio: 'ignore' });
+    await new Promise((resolve) => setTimeout(resolve, 300));
+  });
+  afterAll(() => {
+    launcher.kill('SIGKILL'); // it ignores the signals that would end it, as PID 1 must
+  });
+
+  const run = (program: string[], limitMs: number) => {
+    const started = Date.now();
+    const [perl, ...args] = viaLauncher(program);
+    const result = spawnSync(perl!, args, { env: { ...process.env, ...launcherLimit(limitMs) }, encoding: 'utf8' });
+    return { exitCode: result.status, stderr: result.stderr, stdout: result.stdout, ms: Date.now() - started };
+  };
+
+  it('stops a program over its limit with TERM and exits as timeout(1) would', () => {
+    const result = run(['sleep', '30'], 500);
+    expect(result.exitCode).toBe(124);
+    expect(result.stderr).toBe("timeout: sending signal TERM to command 'sleep'\n");
+    expect(result.ms).toBeGreaterThanOrEqual(500);
+    expect(result.ms).toBeLessThan(2_500);
+  });
+
+  it('kills one that ignores TERM two seconds later', () => {
+    const result = run(['bash', '-c', 'trap "" TERM; echo started; sleep 30 & wait'], 300);
+    expect(result.stdout).toBe('started\n');
+    expect(result.exitCode).toBe(137);
+    expect(result.ms).toBeGreaterThanOrEqual(2_300);
+    expect(result.ms).toBeLessThan(5_000);
+  });
+
+  it('leaves a program within its limit alone, and does not pass the limit on to it', () => {
+    const result = run(['bash', '-c', 'echo "limit=${BERTH_EXEC_LIMIT_MS:-unset}"'], 5_000);
+    expect(result).toMatchObject({ exitCode: 0, stdout: 'limit=unset\n', stderr: '' });
   });
 });

@@ -41,7 +41,7 @@ const SOCKET_NAME = 'berth-launcher';
 const LAUNCHER_FAILED = 255;
 
 const LAUNCHER_SOURCE = String.raw`
-import os, selectors, signal, socket, struct, sys
+import os, selectors, signal, socket, struct, sys, time
 with open('/proc/self/comm', 'w') as comm:
     comm.write('${SOCKET_NAME}')
 DEFAULTS = [getattr(signal, name) for name in ('SIGHUP', 'SIGINT', 'SIGQUIT', 'SIGTERM', 'SIGUSR1', 'SIGUSR2',
@@ -60,6 +60,9 @@ selector = selectors.DefaultSelector()
 selector.register(server, selectors.EVENT_READ)
 selector.register(wake_read, selectors.EVENT_READ)
 clients = {}
+# program pid -> [when (monotonic), signal to send then]: the time limits of execs that have one.
+deadlines = {}
+timed_out = set()
 
 def strings(path):
     with open(path, 'rb') as file:
@@ -83,11 +86,17 @@ def spawn(client, outputs):
     # on a command line), under what the exec asked for.
     env = dict(os.environb)
     env.update(entry.split(b'=', 1) for entry in strings(f'/proc/{client}/environ') if b'=' in entry)
+    # The exec's time limit, for the launcher: the program does not see it.
+    limit = env.pop(b'BERTH_EXEC_LIMIT_MS', None)
+    limit = int(limit) / 1000 if limit else None
     stdio = [os.open('/dev/null', os.O_RDONLY)] + [os.open(f'/proc/{client}/fd/{fd}', os.O_WRONLY) for fd in outputs]
     try:
         os.chdir(os.readlink(f'/proc/{client}/cwd'))
-        return os.posix_spawnp(argv[0], argv, env, setsid=True, setsigdef=DEFAULTS,
+        pid = os.posix_spawnp(argv[0], argv, env, setsid=True, setsigdef=DEFAULTS,
             file_actions=[(os.POSIX_SPAWN_DUP2, fd, n) for n, fd in enumerate(stdio)])
+        if limit is not None:
+            deadlines[pid] = [time.monotonic() + limit, signal.SIGTERM]
+        return pid
     except OSError as error:
         os.write(stdio[2], argv[0] + b': ' + (error.strerror or str(error)).encode() + b'\n')
         return None
@@ -129,11 +138,33 @@ def reap():
             break
         code = os.waitstatus_to_exitcode(status)
         finished[pid] = code if code >= 0 else 128 - code
+    for pid in finished:
+        deadlines.pop(pid, None)
     for conn, program in list(clients.items()):
         if program in finished:
             selector.unregister(conn)
             del clients[conn]
-            answer(conn, str(finished[program]))
+            if program in timed_out:
+                timed_out.discard(program)
+                answer(conn, f'timeout {finished[program]}')
+            else:
+                answer(conn, str(finished[program]))
+
+def enforce_limits():
+    # Over its limit: the program's whole process group gets TERM, and KILL two seconds later.
+    now = time.monotonic()
+    for pid, limit in list(deadlines.items()):
+        if now < limit[0]:
+            continue
+        timed_out.add(pid)
+        try:
+            os.killpg(pid, limit[1])
+        except OSError:
+            pass
+        if limit[1] == signal.SIGTERM:
+            deadlines[pid] = [now + 2, signal.SIGKILL]
+        else:
+            del deadlines[pid]
 
 def hang_up(conn, program):
     selector.unregister(conn)
@@ -145,7 +176,13 @@ def hang_up(conn, program):
         pass
 
 while True:
-    for key, _ in selector.select():
+    wait = max(0, min(limit[0] for limit in deadlines.values()) - time.monotonic()) if deadlines else None
+    ready = selector.select(wait)
+    try:
+        enforce_limits()
+    except Exception as error:
+        print(f'${SOCKET_NAME}: {error!r}', file=sys.stderr, flush=True)
+    for key, _ in ready:
         try:
             if key.fileobj is server:
                 accept()
@@ -186,6 +223,7 @@ while (!defined $status || %relay) {
   $status = $1 if $reply =~ /^(.*)\n/;
 }
 exit $status if $status =~ /^\d+$/;
+if ($status =~ /^timeout (\d+)$/) { print STDERR "timeout: sending signal TERM to command '$ARGV[0]'\n"; exit($1 == 137 ? 137 : 124) }
 $status =~ s/^error: //;
 print STDERR "berth: the sandbox's launcher could not run it: $status\n";
 exit ${LAUNCHER_FAILED};
@@ -199,6 +237,16 @@ export function launcherArgs(): string[] {
 /** The argv that `runsc exec` runs to have the launcher start `argv` inside the sandbox. */
 export function viaLauncher(argv: readonly string[]): string[] {
   return ['perl', '-e', CLIENT_SOURCE, '--', ...argv];
+}
+
+/**
+ * The exec's environment entry that has the launcher stop the program after `timeoutMs`: TERM
+ * to its process group, KILL two seconds later, and the client then exits as timeout(1) would
+ * (124, or 137 after KILL, with its notice last on stderr). A launcher from before this ignores
+ * it and leaves the limit to the host-side timer.
+ */
+export function launcherLimit(timeoutMs: number): Record<string, string> {
+  return { BERTH_EXEC_LIMIT_MS: String(Math.max(1, Math.ceil(timeoutMs))) };
 }
 
 /** What the client said when the launcher could not run the program, or undefined when it ran. */

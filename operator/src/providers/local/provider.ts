@@ -24,11 +24,11 @@ import {
   type SnapshotLevel,
   type SnapshotStorage,
 } from '@berth/common';
-import { INTERPRETERS, stoppedByTimeout, timeoutPrefix } from '../program.js';
+import { INTERPRETERS, stoppedByTimeout } from '../program.js';
 import { extractArchive, packArchive, readMember } from './archive.js';
 import { EXEC_MOUNT, restoreSpec, sandboxSpec } from './bundle.js';
 import { isImageName, type ImageName, type ImageStore } from './images.js';
-import { launcherFailure, viaLauncher } from './launcher.js';
+import { launcherFailure, launcherLimit, viaLauncher } from './launcher.js';
 import {
   CHECKPOINT_DIR,
   localManifest,
@@ -241,8 +241,8 @@ export class LocalProvider implements SandboxProvider {
 
   /**
    * The host writes the program into the sandbox's read-only exec mount and has the sandbox's
-   * launcher run it under `timeout`, which stops the program and its children inside the sandbox
-   * when time is up. The launcher's client is the one process in between (see launcher.ts: what
+   * launcher run it with a time limit, after which the launcher stops the program and its
+   * children inside the sandbox. The launcher's client is the one process in between (see launcher.ts: what
    * an exec starts then survives a native checkpoint); no shell, as each process started in
    * gVisor costs about 10 ms.
    */
@@ -258,10 +258,12 @@ export class LocalProvider implements SandboxProvider {
     try {
       const result = await this.options.runsc.exec(
         ref.id,
-        viaLauncher([...timeoutPrefix(request.timeoutMs), ...interpreter.argv, `${EXEC_MOUNT}/${file}`]),
+        // The launcher enforces the time limit itself (TERM to the program's process group, KILL
+        // two seconds later): one process fewer per exec than running it under timeout(1).
+        viaLauncher([...interpreter.argv, `${EXEC_MOUNT}/${file}`]),
         {
           cwd: '/workspace',
-          env: EXEC_ENV,
+          env: { ...EXEC_ENV, ...launcherLimit(request.timeoutMs) },
           stdin: '',
           // The in-sandbox timeout fires first; this one covers a sandbox that stops answering.
           timeoutMs: request.timeoutMs + 5_000,
