@@ -17,6 +17,16 @@ export type AgentDesiredState = z.infer<typeof agentDesiredStateSchema>;
 
 const looseObject = z.record(z.string(), z.unknown());
 
+/** Model settings of an agent's runs (from its definition's `config`, or given at creation). */
+export const modelSettingsSchema = z
+  .object({
+    temperature: z.number().min(0).max(2).optional(),
+    maxTokens: z.number().int().positive().optional().describe('most tokens a model answer may have'),
+    topP: z.number().min(0).max(1).optional(),
+  })
+  .strict();
+export type ModelSettings = z.infer<typeof modelSettingsSchema>;
+
 export const byoiRefSchema = z.object({ credentialRef: z.string(), config: looseObject.nullable() }).strict();
 export type ByoiRef = z.infer<typeof byoiRefSchema>;
 
@@ -34,6 +44,7 @@ export const agentSpecSchema = z.object({
   gpu: z.string().optional(),
   model: z.string().optional(),
   instructions: z.string().optional(),
+  modelSettings: modelSettingsSchema.optional(),
   tools: z.array(z.string()),
   /** Canonical spelling of the sandbox lifetime, e.g. `15m`. */
   timeout: durationSchema,

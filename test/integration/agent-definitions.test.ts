@@ -154,6 +154,9 @@ describe('POST /v1/agent-definitions', () => {
     };
     const definition = await createDefinition({ ...fields, timeout: '48h' });
     expect(definition).toMatchObject({ ...fields, timeout: '24h', version: 1 });
+    // Its model settings are the runs' settings of agents made from it; overrides replace them whole.
+    expect((await createAgent({ definition: definition.id })).modelSettings).toEqual({ temperature: 0.3, maxTokens: 800, topP: 0.9 });
+    expect((await createAgent({ definition: definition.id, overrides: { modelSettings: { temperature: 1 } } })).modelSettings).toEqual({ temperature: 1 });
   });
 
   it('refuses invalid fields with 422 naming each', async () => {

@@ -248,14 +248,19 @@ describe('a run against an OpenAI-compatible model', () => {
 
 describe('a run against an Anthropic model', () => {
   it('runs the same loop over the messages API', async () => {
-    const { agent } = await readyAgent({ model: 'anthropic/claude-sonnet-4-5', instructions: 'Be brief.', tools: ['exec', 'write_file'] });
+    const { agent } = await readyAgent({
+      model: 'anthropic/claude-sonnet-4-5',
+      instructions: 'Be brief.',
+      tools: ['exec', 'write_file'],
+      modelSettings: { temperature: 0.3, maxTokens: 900, topP: 0.9 },
+    });
     const stream = await openSse(`${berth.baseUrl}/v1/agents/${agent.id}/stream`, berth.liveKey);
     const { taskId } = (await live.post(`/v1/agents/${agent.id}/run`, { task: 'compute and report' })).body;
     await stream.waitFor((events) => events.some((event) => event.event === 'output'));
     stream.close();
     expect((await finished(taskId)).output).toBe('The answer is 42; it is in report.md.');
     const requests = anthropic.requests as any[];
-    expect(requests[0]).toMatchObject({ model: 'claude-sonnet-4-5', system: 'Be brief.', stream: true });
+    expect(requests[0]).toMatchObject({ model: 'claude-sonnet-4-5', system: 'Be brief.', stream: true, temperature: 0.3, max_tokens: 900, top_p: 0.9 });
     expect(requests[0].tools.map((tool: any) => tool.name)).toEqual(['exec', 'write_file']);
     expect(requests[1].messages.at(-1).content[0]).toMatchObject({ type: 'tool_result', is_error: false });
     // Sonnet 4.5: 4,500 in at $3/M and 120 out at $15/M = 1.35 + 0.18 cents = 2 cents.

@@ -1,3 +1,4 @@
+import { modelSettingsSchema as sharedModelSettings } from '@berth/crds';
 import { z } from 'zod';
 import { computeSchema } from '@berth/crds';
 import { defineRoute, type RouteTable } from '../http/route.js';
@@ -14,14 +15,7 @@ export const definitionNameSchema = z
   .refine((name) => !name.startsWith('adef_'), 'must not start with adef_ (agents name a definition by name or id)')
   .describe(`unique among the organization's definitions that are not archived; ${NAME_RULE}; not starting with adef_; case-sensitive`);
 
-const modelSettingsSchema = z
-  .object({
-    temperature: z.number().min(0).max(2).optional(),
-    maxTokens: z.number().int().positive().optional().describe('most tokens a model answer may have'),
-    topP: z.number().min(0).max(1).optional(),
-  })
-  .strict()
-  .describe('model settings: temperature (0–2), maxTokens (a positive integer), topP (0–1); other keys are refused');
+const modelSettingsSchema = sharedModelSettings.describe('model settings: temperature (0–2), maxTokens (a positive integer), topP (0–1); other keys are refused');
 
 // The agent fields a definition holds are checked exactly as agent creation checks them.
 const agentField = createAgentBody.shape;

@@ -8,6 +8,7 @@ import {
   environmentSchema,
   metadataSchema,
   modelSchema,
+  modelSettingsSchema,
   sessionLimitsSchema,
 } from '@berth/crds';
 import { EXEC_LANGUAGES } from '@berth/common';
@@ -74,6 +75,9 @@ export const createAgentBody = z
     gpu: z.string().min(1).max(64).optional().describe('GPU type; omit for CPU-only'),
     model: modelSchema.optional().describe('`<vendor>/<model>`; the platform default when omitted'),
     instructions: z.string().max(100_000).optional().describe('system prompt'),
+    modelSettings: modelSettingsSchema
+      .optional()
+      .describe("model settings of the agent's runs (beyond the spec): temperature (0–2), maxTokens, topP (0–1); an agent made from a definition gets the definition's config"),
     tools: z.array(z.string().min(1).max(64)).max(64).default([]).describe('tools the agent may call'),
     timeout: durationSchema.default('15m').describe('sandbox lifetime: 30s, 5m, 2h, 1h30m; default 15m, capped at 24h'),
     costCap: costSchema.optional().describe('hard spend ceiling in integer cents'),

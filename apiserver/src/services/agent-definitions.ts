@@ -88,6 +88,7 @@ export function agentFieldsOf(config: DefinitionConfig): Record<string, unknown>
     tools: config.tools,
     browser: config.browser,
     timeout: config.timeout,
+    modelSettings: Object.keys(config.config).length > 0 ? config.config : undefined,
   };
   return Object.fromEntries(Object.entries(fields).filter(([, value]) => value !== undefined));
 }

@@ -13,7 +13,7 @@ import {
   type ResourceStore,
   type SandboxProvider,
 } from '@berth/common';
-import { formatDuration, parseDuration, type AgentSpec, type ByoiRef, type Compute, type Cost } from '@berth/crds';
+import { formatDuration, parseDuration, type AgentSpec, type ByoiRef, type Compute, type Cost, type ModelSettings } from '@berth/crds';
 import { SANDBOX_FINALIZER, toolListProblem, type ModelRouter, type ProviderRegistry } from '@berth/operator';
 import { Histogram, type Registry } from 'prom-client';
 import type { Principal } from '../http/context.js';
@@ -27,6 +27,7 @@ import type { SessionService } from './sessions.js';
 export const MAX_TIMEOUT_SECONDS = 24 * 3600;
 
 export interface CreateAgentInput {
+  modelSettings?: ModelSettings | undefined;
   compute: Compute;
   browser: boolean;
   storage?: string | undefined;
@@ -63,6 +64,7 @@ export function agentView(agent: Resource<'Agent'>) {
     gpu: spec.gpu,
     model: spec.model,
     instructions: spec.instructions,
+    modelSettings: spec.modelSettings,
     tools: spec.tools,
     timeout: spec.timeout,
     costCap: spec.costCap,

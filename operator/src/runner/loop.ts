@@ -36,6 +36,16 @@ export interface LoopIo {
   signal: AbortSignal;
 }
 
+/** The agent's model settings, as the adapters take them. */
+function modelSettingsOf(agent: Resource<'Agent'>): { temperature?: number; maxOutputTokens?: number; topP?: number } {
+  const settings = agent.spec.modelSettings ?? {};
+  return {
+    ...(settings.temperature !== undefined ? { temperature: settings.temperature } : {}),
+    ...(settings.maxTokens !== undefined ? { maxOutputTokens: settings.maxTokens } : {}),
+    ...(settings.topP !== undefined ? { topP: settings.topP } : {}),
+  };
+}
+
 export interface TokenEstimate {
   inputTokens: number;
   outputTokens: number;
@@ -166,6 +176,7 @@ async function loop(
           ...(agent.spec.instructions ? { system: agent.spec.instructions } : {}),
           messages: progress.conversation,
           tools: tools.map(({ name, description, inputSchema }) => ({ name, description, inputSchema })),
+          ...modelSettingsOf(agent),
           onText: (text) => thinking.push(text),
         },
         { timeoutMs: settings.modelTimeoutMs, signal: io.signal, ...(settings.onModelRetry ? { onRetry: settings.onModelRetry } : {}) },

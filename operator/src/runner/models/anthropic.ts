@@ -51,6 +51,7 @@ function anthropicBody(request: ModelRequest): Record<string, unknown> {
     ...(request.tools.length > 0 ? { tools: request.tools.map(anthropicTool) } : {}),
     max_tokens: request.maxOutputTokens ?? DEFAULT_MAX_TOKENS,
     ...(request.temperature === undefined ? {} : { temperature: request.temperature }),
+    ...(request.topP === undefined ? {} : { top_p: request.topP }),
     stream: true,
   };
 }

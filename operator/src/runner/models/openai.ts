@@ -53,6 +53,7 @@ function openAiBody(request: ModelRequest): Record<string, unknown> {
     stream_options: { include_usage: true },
     ...(request.maxOutputTokens === undefined ? {} : { max_tokens: request.maxOutputTokens }),
     ...(request.temperature === undefined ? {} : { temperature: request.temperature }),
+    ...(request.topP === undefined ? {} : { top_p: request.topP }),
   };
 }
 

@@ -37,6 +37,7 @@ export interface ModelRequest {
   tools: ToolDefinition[];
   maxOutputTokens?: number;
   temperature?: number;
+  topP?: number;
   signal?: AbortSignal;
   /** Called with each piece of text as the model streams it. */
   onText?: (text: string) => void;
