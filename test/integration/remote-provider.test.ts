@@ -64,13 +64,20 @@ describe('the remote provider protocol, served by another Berth', () => {
     expect(started.rows[0].data).toMatchObject({ provider: 'remote' });
   });
 
-  it('pauses it into this install\'s snapshot storage, and resumes it with its files', async () => {
+  it('pauses it natively into this install\'s snapshot storage, and resumes it with its files and processes', async () => {
     await live.post(`/v1/agents/${agentId}/exec`, { language: 'bash', code: 'echo kept across the protocol > notes.txt' });
+    // A background process, started through the launcher, with state in its memory.
+    const counter = `nohup python3 -c 'import itertools, time
+for n in itertools.count():
+    open("/workspace/count", "w").write(str(n)); time.sleep(0.05)' >/dev/null 2>&1 & echo $! > /workspace/counter.pid`;
+    await live.post(`/v1/agents/${agentId}/exec`, { language: 'bash', code: counter });
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    const pid = (await live.post(`/v1/agents/${agentId}/exec`, { language: 'bash', code: 'cat /workspace/counter.pid' })).body.stdout;
     const paused = await live.post(`/v1/agents/${agentId}/pause`);
     expect(paused.body.status).toBe('paused');
     expect(runscContainers(remote.dataDir).map((container) => container.id)).not.toContain(agentId);
     const [snapshot] = (await live.get(`/v1/snapshots?agentId=${agentId}`)).body.data;
-    expect(snapshot).toMatchObject({ provider: 'remote', state: 'ready', type: 'pause' });
+    expect(snapshot).toMatchObject({ provider: 'remote', state: 'ready', type: 'pause', level: 'native' });
     expect(snapshot.sizeBytes).toBeGreaterThan(0);
 
     const resumed = await live.post(`/v1/agents/${agentId}/resume`);
@@ -78,6 +85,13 @@ describe('the remote provider protocol, served by another Berth', () => {
     expect(runscContainers(remote.dataDir).map((container) => container.id)).toContain(agentId);
     const read = await live.post(`/v1/agents/${agentId}/exec`, { language: 'bash', code: 'cat notes.txt' });
     expect(read.body.stdout).toBe('kept across the protocol\n');
+    // Native: the same process carries on counting.
+    const alive = await live.post(`/v1/agents/${agentId}/exec`, { language: 'bash', code: `kill -0 ${pid.trim()} && cat /workspace/count` });
+    expect(alive.body.exitCode).toBe(0);
+    const first = Number(alive.body.stdout);
+    await new Promise((resolve) => setTimeout(resolve, 400));
+    const later = Number((await live.post(`/v1/agents/${agentId}/exec`, { language: 'bash', code: 'cat /workspace/count' })).body.stdout);
+    expect(later).toBeGreaterThan(first);
   });
 
   it('terminates it on the remote install', async () => {

@@ -58,6 +58,14 @@ export function snapshotRoutes(
         status: 200,
         body: await agents.resume(principal, params.id, PAUSE_WAIT_MS, async (snapshotId) => {
           const snapshot = await snapshots.find(principal, snapshotId);
+          // The agent resumes on the provider that holds it, BYOI ones included: natively when
+          // that provider made the snapshot natively and can restore that way.
+          const agent = await agents.find(principal, params.id);
+          const provider = await providers.holding(agent.spec, agent.status?.provider).catch(() => undefined);
+          if (provider && !providers.get(provider.name)) {
+            const native = snapshot.status?.level === 'native' && provider.name === snapshot.spec.provider && provider.capabilities.checkpoint === 'native';
+            return native ? 'native' : 'filesystem';
+          }
           return resumeLevel(snapshot, snapshot.spec.provider, providers);
         }),
       }),
