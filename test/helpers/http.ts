@@ -50,3 +50,18 @@ export async function eventually<T>(check: () => Promise<T | undefined>, options
     await new Promise((resolve) => setTimeout(resolve, options.intervalMs ?? 50));
   }
 }
+
+/** The client, keeping every response body (as text) in `into`: to search them afterwards. */
+export function recordingClient(client: ApiClient, into: string[]): ApiClient {
+  const keep = async (response: Promise<ApiResponse>) => {
+    const settled = await response;
+    into.push(typeof settled.body === 'string' ? settled.body : JSON.stringify(settled.body));
+    return settled;
+  };
+  return {
+    get: (path) => keep(client.get(path)),
+    post: (path, body, headers) => keep(client.post(path, body, headers)),
+    patch: (path, body) => keep(client.patch(path, body)),
+    raw: (path, init) => keep(client.raw(path, init)),
+  };
+}

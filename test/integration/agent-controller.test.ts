@@ -1,11 +1,9 @@
-import express from 'express';
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Readable } from 'node:stream';
 import { DirectoryStorage } from '../../operator/src/snapshots/directory.js';
-import type { AddressInfo } from 'node:net';
-import pg from 'pg';
+import type pg from 'pg';
 import { Registry } from 'prom-client';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import type { SandboxRef } from '../../crds/src/agent.js';
@@ -15,11 +13,8 @@ import {
   ProviderError,
   SandboxNotReadyError,
   UnsupportedRequestError,
-  createApiKey,
   createOrganization,
-  createPool,
   listEvents,
-  migrate,
   silentLogger,
   type CheckpointResult,
   type CheckpointTarget,
@@ -29,13 +24,10 @@ import {
   type SandboxProvider,
   type SandboxState,
 } from '../../common/src/index.js';
-import { createApp } from '../../apiserver/src/app.js';
 import { PROVISION_DEADLINE_MS, SANDBOX_FINALIZER, createAgentMetrics, createAgentReconciler } from '../../operator/src/controllers/agent.js';
 import { ProviderRegistry } from '../../operator/src/providers/registry.js';
-import { ModelRouter } from '../../operator/src/runner/models/router.js';
-import { loadConfig } from '../../common/src/config.js';
-import { apiClient, type ApiClient } from '../helpers/http.js';
-import { createTestDatabase } from '../helpers/postgres.js';
+import { startTestApi, type TestApi } from '../helpers/app.js';
+import type { ApiClient } from '../helpers/http.js';
 
 /**
  * The Agent reconciler against the real PostgreSQL store, with time on a manual clock and
@@ -73,10 +65,9 @@ class ScriptedProvider implements SandboxProvider {
   }
 }
 
+let testApi: TestApi;
 let pool: pg.Pool;
 let store: PostgresResourceStore;
-let server: ReturnType<express.Express['listen']>;
-let app: ReturnType<typeof createApp>;
 let api: ApiClient;
 const clock = new ManualClock('2026-05-01T09:00:00Z');
 const provider = new ScriptedProvider();
@@ -85,10 +76,8 @@ let reconcile: ReturnType<typeof createAgentReconciler>;
 let sessionId: string;
 
 beforeAll(async () => {
-  const url = await createTestDatabase();
-  pool = createPool(url);
-  await migrate(pool);
-  store = new PostgresResourceStore(pool, { connectionString: url, clock, log: silentLogger });
+  testApi = await startTestApi({ clock, providers });
+  ({ pool, store } = testApi);
   reconcile = createAgentReconciler({
     store,
     db: pool,
@@ -98,30 +87,11 @@ beforeAll(async () => {
     snapshots: new DirectoryStorage(mkdtempSync(join(tmpdir(), 'berth-snapshots-'))),
   });
   const organization = await createOrganization(pool, 'test');
-  const { key } = await createApiKey(pool, { organizationId: organization.id, mode: 'live' });
-  app = createApp({
-    pool,
-    store,
-    providers,
-    clock,
-    log: silentLogger,
-    metrics: new Registry(),
-    models: new ModelRouter(loadConfig({})),
-    connectionString: url,
-    execTimeoutMs: 5_000,
-    defaultModel: 'openai/gpt-4o-mini',
-    currency: 'usd',
-  });
-  server = app.express.listen(0, '127.0.0.1');
-  await new Promise((resolve) => server.once('listening', resolve));
-  api = apiClient(`http://127.0.0.1:${(server.address() as AddressInfo).port}`, key);
+  api = (await testApi.client(organization.id, 'live')).api;
   sessionId = (await api.post('/v1/sessions', { userId: 'controller' })).body.id;
 });
 afterAll(async () => {
-  server.close();
-  await app.close();
-  await store.close();
-  await pool.end();
+  await testApi.close();
 });
 beforeEach(() => {
   provider.nextProvisionError = undefined;

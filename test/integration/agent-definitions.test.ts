@@ -1,29 +1,17 @@
-import type express from 'express';
-import type { AddressInfo } from 'node:net';
-import pg from 'pg';
-import { Registry } from 'prom-client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { SandboxRef } from '../../crds/src/agent.js';
 import {
   ManualClock,
-  PostgresResourceStore,
-  createApiKey,
   createOrganization,
-  createPool,
-  migrate,
-  silentLogger,
   type CheckpointResult,
   type ExecResult,
   type ProviderCapabilities,
   type SandboxProvider,
   type SandboxState,
 } from '../../common/src/index.js';
-import { loadConfig } from '../../common/src/config.js';
-import { createApp } from '../../apiserver/src/app.js';
 import { ProviderRegistry } from '../../operator/src/providers/registry.js';
-import { ModelRouter } from '../../operator/src/runner/models/router.js';
-import { apiClient, type ApiClient, type ApiResponse } from '../helpers/http.js';
-import { createTestDatabase } from '../helpers/postgres.js';
+import { startTestApi, type TestApi } from '../helpers/app.js';
+import type { ApiClient, ApiResponse } from '../helpers/http.js';
 
 /**
  * Agent definitions through the API, in-process against a real PostgreSQL database, with time
@@ -48,10 +36,7 @@ class IdleProvider implements SandboxProvider {
   }
 }
 
-let pool: pg.Pool;
-let store: PostgresResourceStore;
-let server: ReturnType<express.Express['listen']>;
-let app: ReturnType<typeof createApp>;
+let api: TestApi;
 let live: ApiClient;
 let liveKeyId: string;
 let testMode: ApiClient;
@@ -60,41 +45,17 @@ let sessionId: string;
 const clock = new ManualClock('2026-05-01T09:00:00Z');
 
 beforeAll(async () => {
-  const url = await createTestDatabase();
-  pool = createPool(url);
-  await migrate(pool);
-  store = new PostgresResourceStore(pool, { connectionString: url, clock, log: silentLogger });
-  const organization = await createOrganization(pool, 'definitions');
-  const liveKey = await createApiKey(pool, { organizationId: organization.id, mode: 'live' });
-  const testKey = await createApiKey(pool, { organizationId: organization.id, mode: 'test' });
-  const other = await createApiKey(pool, { organizationId: (await createOrganization(pool, 'other')).id, mode: 'live' });
-  app = createApp({
-    pool,
-    store,
-    providers: new ProviderRegistry([new IdleProvider()], 'idle'),
-    clock,
-    log: silentLogger,
-    metrics: new Registry(),
-    models: new ModelRouter(loadConfig({})),
-    connectionString: url,
-    execTimeoutMs: 5_000,
-    defaultModel: 'openai/gpt-4o-mini',
-    currency: 'usd',
-  });
-  server = app.express.listen(0, '127.0.0.1');
-  await new Promise((resolve) => server.once('listening', resolve));
-  const baseUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-  live = apiClient(baseUrl, liveKey.key);
-  liveKeyId = liveKey.record.id;
-  testMode = apiClient(baseUrl, testKey.key);
-  otherOrganization = apiClient(baseUrl, other.key);
+  api = await startTestApi({ clock, providers: new ProviderRegistry([new IdleProvider()], 'idle') });
+  const organization = await createOrganization(api.pool, 'definitions');
+  const liveKey = await api.client(organization.id, 'live');
+  live = liveKey.api;
+  liveKeyId = liveKey.keyId;
+  testMode = (await api.client(organization.id, 'test')).api;
+  otherOrganization = (await api.client((await createOrganization(api.pool, 'other')).id, 'live')).api;
   sessionId = (await live.post('/v1/sessions', { userId: 'definitions' })).body.id;
 });
 afterAll(async () => {
-  server.close();
-  await app.close();
-  await store.close();
-  await pool.end();
+  await api.close();
 });
 
 const put = (client: ApiClient, path: string, body: unknown) =>

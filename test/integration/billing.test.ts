@@ -1,21 +1,15 @@
-import express from 'express';
 import { mkdtempSync } from 'node:fs';
-import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Readable } from 'node:stream';
-import pg from 'pg';
+import type pg from 'pg';
 import { Registry } from 'prom-client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { SandboxRef } from '../../crds/src/agent.js';
 import {
   DEFAULT_COMPUTE_PRICES,
   ManualClock,
-  PostgresResourceStore,
-  createApiKey,
   createOrganization,
-  createPool,
-  migrate,
   recordUsage,
   sessionSpend,
   silentLogger,
@@ -27,16 +21,14 @@ import {
   type SandboxProvider,
   type SandboxState,
 } from '../../common/src/index.js';
-import { loadConfig } from '../../common/src/config.js';
-import { createApp } from '../../apiserver/src/app.js';
+import type { PostgresResourceStore } from '../../common/src/index.js';
 import { BillingLoop } from '../../operator/src/billing/loop.js';
 import { ComputeMeter } from '../../operator/src/billing/meter.js';
 import { createAgentMetrics, createAgentReconciler } from '../../operator/src/controllers/agent.js';
 import { ProviderRegistry } from '../../operator/src/providers/registry.js';
-import { ModelRouter } from '../../operator/src/runner/models/router.js';
 import { DirectoryStorage } from '../../operator/src/snapshots/directory.js';
-import { apiClient, type ApiClient } from '../helpers/http.js';
-import { createTestDatabase } from '../helpers/postgres.js';
+import { startTestApi, type TestApi } from '../helpers/app.js';
+import type { ApiClient } from '../helpers/http.js';
 
 /**
  * Metering, limits and budgets against a real PostgreSQL, with time on a manual clock: the
@@ -72,10 +64,9 @@ const MINUTE = 60_000;
 /** $0.0010 a minute (python), $0.0100 a minute more with a t4: the built-in list prices. */
 const PRICES = { compute: DEFAULT_COMPUTE_PRICES, storagePerGbHour: '0.00015', currency: 'usd' };
 
+let api: TestApi;
 let pool: pg.Pool;
 let store: PostgresResourceStore;
-let server: ReturnType<express.Express['listen']>;
-let app: ReturnType<typeof createApp>;
 let live: ApiClient;
 let test: ApiClient;
 let organizationId: string;
@@ -99,10 +90,8 @@ function billingLoop(): BillingLoop {
 }
 
 beforeAll(async () => {
-  const url = await createTestDatabase();
-  pool = createPool(url);
-  await migrate(pool);
-  store = new PostgresResourceStore(pool, { connectionString: url, clock, log: silentLogger });
+  api = await startTestApi({ clock, providers });
+  ({ pool, store } = api);
   reconcile = createAgentReconciler({
     store,
     db: pool,
@@ -112,34 +101,12 @@ beforeAll(async () => {
     snapshots: new DirectoryStorage(mkdtempSync(join(tmpdir(), 'berth-snapshots-'))),
     meter: new ComputeMeter(pool, () => PRICES),
   });
-  const organization = await createOrganization(pool, 'billing');
-  organizationId = organization.id;
-  const liveKey = (await createApiKey(pool, { organizationId, mode: 'live' })).key;
-  const testKey = (await createApiKey(pool, { organizationId, mode: 'test' })).key;
-  app = createApp({
-    pool,
-    store,
-    providers,
-    clock,
-    log: silentLogger,
-    metrics: new Registry(),
-    models: new ModelRouter(loadConfig({})),
-    connectionString: url,
-    execTimeoutMs: 5_000,
-    defaultModel: 'openai/gpt-4o-mini',
-    currency: 'usd',
-  });
-  server = app.express.listen(0, '127.0.0.1');
-  await new Promise((resolve) => server.once('listening', resolve));
-  const base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-  live = apiClient(base, liveKey);
-  test = apiClient(base, testKey);
+  organizationId = (await createOrganization(pool, 'billing')).id;
+  live = (await api.client(organizationId, 'live')).api;
+  test = (await api.client(organizationId, 'test')).api;
 });
 afterAll(async () => {
-  server.close();
-  await app.close();
-  await store.close();
-  await pool.end();
+  await api.close();
 });
 
 async function newSession(limits: Record<string, unknown> = {}, client = live) {

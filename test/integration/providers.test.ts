@@ -1,26 +1,10 @@
 import { randomBytes } from 'node:crypto';
-import type { AddressInfo } from 'node:net';
-import type express from 'express';
-import pg from 'pg';
-import { Registry } from 'prom-client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import {
-  ManualClock,
-  PostgresResourceStore,
-  SecretBox,
-  createApiKey,
-  createOrganization,
-  createPool,
-  migrate,
-  silentLogger,
-} from '../../common/src/index.js';
-import { loadConfig } from '../../common/src/config.js';
-import { createApp } from '../../apiserver/src/app.js';
+import { ManualClock, SecretBox, createOrganization } from '../../common/src/index.js';
 import { MockProvider } from '../../operator/src/providers/mock.js';
 import { ProviderRegistry } from '../../operator/src/providers/registry.js';
-import { ModelRouter } from '../../operator/src/runner/models/router.js';
-import { apiClient, type ApiClient, type ApiResponse } from '../helpers/http.js';
-import { createTestDatabase } from '../helpers/postgres.js';
+import { startTestApi, type TestApi } from '../helpers/app.js';
+import { recordingClient, type ApiClient } from '../helpers/http.js';
 
 /**
  * The BYOI provider routes in process, on a real database: configurations name an organization
@@ -29,66 +13,28 @@ import { createTestDatabase } from '../helpers/postgres.js';
 const TOKEN = `tok-${randomBytes(18).toString('hex')}`;
 const responses: string[] = [];
 
-let pool: pg.Pool;
-let store: PostgresResourceStore;
-let server: ReturnType<express.Express['listen']>;
-let app: ReturnType<typeof createApp>;
+let api: TestApi;
 let live: ApiClient;
 let test: ApiClient;
 const clock = new ManualClock('2026-05-01T09:00:00Z');
-
-function recording(client: ApiClient): ApiClient {
-  const keep = async (response: Promise<ApiResponse>) => {
-    const settled = await response;
-    responses.push(typeof settled.body === 'string' ? settled.body : JSON.stringify(settled.body));
-    return settled;
-  };
-  return {
-    get: (path) => keep(client.get(path)),
-    post: (path, body, headers) => keep(client.post(path, body, headers)),
-    patch: (path, body) => keep(client.patch(path, body)),
-    raw: (path, init) => keep(client.raw(path, init)),
-  };
-}
 
 const put = (client: ApiClient, provider: string, body: unknown) =>
   client.raw(`/v1/providers/${provider}`, { method: 'PUT', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
 const remove = (client: ApiClient, provider: string) => client.raw(`/v1/providers/${provider}`, { method: 'DELETE' });
 
 beforeAll(async () => {
-  const url = await createTestDatabase();
-  pool = createPool(url);
-  await migrate(pool);
-  store = new PostgresResourceStore(pool, { connectionString: url, clock, log: silentLogger });
-  const organization = await createOrganization(pool, 'providers');
-  const liveKey = (await createApiKey(pool, { organizationId: organization.id, mode: 'live' })).key;
-  const testKey = (await createApiKey(pool, { organizationId: organization.id, mode: 'test' })).key;
-  app = createApp({
-    pool,
-    store,
-    providers: new ProviderRegistry([new MockProvider({ computes: ['python'], browser: false, gpuTypes: [], storage: false, checkpoint: 'none' })], 'mock'),
+  api = await startTestApi({
     clock,
-    log: silentLogger,
-    metrics: new Registry(),
-    models: new ModelRouter(loadConfig({})),
-    connectionString: url,
-    execTimeoutMs: 5_000,
-    defaultModel: 'openai/gpt-4o-mini',
-    currency: 'usd',
-    secretBox: new SecretBox(randomBytes(32)),
+    providers: new ProviderRegistry([new MockProvider({ computes: ['python'], browser: false, gpuTypes: [], storage: false, checkpoint: 'none' })], 'mock'),
+    app: { secretBox: new SecretBox(randomBytes(32)) },
   });
-  server = app.express.listen(0, '127.0.0.1');
-  await new Promise((resolve) => server.once('listening', resolve));
-  const base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-  live = recording(apiClient(base, liveKey));
-  test = recording(apiClient(base, testKey));
+  const organization = await createOrganization(api.pool, 'providers');
+  live = recordingClient((await api.client(organization.id, 'live')).api, responses);
+  test = recordingClient((await api.client(organization.id, 'test')).api, responses);
   expect((await live.post('/v1/secrets', { REMOTE_TOKEN: TOKEN, OPENAI_KEY: `sk-${TOKEN}` })).status).toBe(200);
 });
 afterAll(async () => {
-  server.close();
-  await app.close();
-  await store.close();
-  await pool.end();
+  await api.close();
 });
 
 describe('PUT /v1/providers/:provider', () => {

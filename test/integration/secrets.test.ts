@@ -5,7 +5,7 @@ import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { keyIdOf, parseSecretKey } from '../../common/src/index.js';
 import { runBerth, startBerth, tempDir, type BerthProcess } from '../helpers/berth.js';
-import { eventually, type ApiClient, type ApiResponse } from '../helpers/http.js';
+import { eventually, recordingClient, type ApiClient } from '../helpers/http.js';
 import { createTestDatabase } from '../helpers/postgres.js';
 import { removeDataDir } from '../helpers/runsc.js';
 
@@ -28,25 +28,10 @@ let berth: BerthProcess;
 let key: string;
 let live: ApiClient;
 
-/** The API client, remembering every response body to search later. */
-function recording(client: ApiClient): ApiClient {
-  const keep = async (response: Promise<ApiResponse>) => {
-    const settled = await response;
-    responses.push(typeof settled.body === 'string' ? settled.body : JSON.stringify(settled.body));
-    return settled;
-  };
-  return {
-    get: (path) => keep(client.get(path)),
-    post: (path, body, headers) => keep(client.post(path, body, headers)),
-    patch: (path, body) => keep(client.patch(path, body)),
-    raw: (path, init) => keep(client.raw(path, init)),
-  };
-}
-
 async function start(env: Record<string, string> = {}) {
   berth = await startBerth({ dataDir, env: { DATABASE_URL: databaseUrl, BERTH_LOG_LEVEL: 'debug', ...env } });
   key ??= berth.liveKey!;
-  live = recording(berth.api(key));
+  live = recordingClient(berth.api(key), responses);
 }
 
 async function stop() {

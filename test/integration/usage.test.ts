@@ -1,35 +1,19 @@
-import type { AddressInfo } from 'node:net';
-import pg from 'pg';
-import { Registry } from 'prom-client';
+import type pg from 'pg';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import type { Environment } from '../../crds/src/common.js';
-import {
-  ManualClock,
-  PostgresResourceStore,
-  createApiKey,
-  createOrganization,
-  createPool,
-  migrate,
-  silentLogger,
-  type BillingMode,
-} from '../../common/src/index.js';
-import { loadConfig } from '../../common/src/config.js';
-import { createApp } from '../../apiserver/src/app.js';
+import { ManualClock, createOrganization, type BillingMode } from '../../common/src/index.js';
 import { MockProvider } from '../../operator/src/providers/mock.js';
 import { ProviderRegistry } from '../../operator/src/providers/registry.js';
-import { ModelRouter } from '../../operator/src/runner/models/router.js';
-import { apiClient, type ApiClient, type ApiResponse } from '../helpers/http.js';
-import { createTestDatabase } from '../helpers/postgres.js';
+import { startTestApi, type TestApi } from '../helpers/app.js';
+import type { ApiClient, ApiResponse } from '../helpers/http.js';
 
 /**
  * The usage routes against a real PostgreSQL ledger: charges are written straight into
  * `usage_ledger` at chosen times, the clock is set, and every report is checked whole.
  */
 
+let api: TestApi;
 let pool: pg.Pool;
-let store: PostgresResourceStore;
-let server: ReturnType<ReturnType<typeof createApp>['express']['listen']>;
-let app: ReturnType<typeof createApp>;
 let live: ApiClient;
 let test: ApiClient;
 let other: ApiClient;
@@ -107,33 +91,14 @@ function days<T>(first: string, last: string, known: Record<string, T>, zero: (d
 const zeroDay = (date: string) => ({ date, cost: usd(0), computeMinutes: 0, modelCalls: 0, tokens: 0 });
 
 beforeAll(async () => {
-  const url = await createTestDatabase();
-  pool = createPool(url);
-  await migrate(pool);
-  store = new PostgresResourceStore(pool, { connectionString: url, clock, log: silentLogger });
   const mock = new MockProvider({ computes: ['python'], browser: false, gpuTypes: [], storage: false, checkpoint: 'none' });
-  app = createApp({
-    pool,
-    store,
-    providers: new ProviderRegistry([mock], mock.name),
-    clock,
-    log: silentLogger,
-    metrics: new Registry(),
-    models: new ModelRouter(loadConfig({})),
-    connectionString: url,
-    execTimeoutMs: 5_000,
-    defaultModel: 'openai/gpt-4o-mini',
-    currency: 'usd',
-  });
-  server = app.express.listen(0, '127.0.0.1');
-  await new Promise((resolve) => server.once('listening', resolve));
-  const baseUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-
+  api = await startTestApi({ clock, providers: new ProviderRegistry([mock], mock.name) });
+  pool = api.pool;
   organizationId = (await createOrganization(pool, 'usage')).id;
   otherOrganizationId = (await createOrganization(pool, 'other')).id;
-  live = apiClient(baseUrl, (await createApiKey(pool, { organizationId, mode: 'live' })).key);
-  test = apiClient(baseUrl, (await createApiKey(pool, { organizationId, mode: 'test' })).key);
-  other = apiClient(baseUrl, (await createApiKey(pool, { organizationId: otherOrganizationId, mode: 'live' })).key);
+  live = (await api.client(organizationId, 'live')).api;
+  test = (await api.client(organizationId, 'test')).api;
+  other = (await api.client(otherOrganizationId, 'live')).api;
 
   await charge(
     // alice, production: Berth's compute and model, a call on her own model key, and storage.
@@ -180,10 +145,7 @@ beforeAll(async () => {
 });
 
 afterAll(async () => {
-  server.close();
-  await app.close();
-  await store.close();
-  await pool.end();
+  await api.close();
 });
 
 describe('in March, on 2026-03-10 at noon', () => {

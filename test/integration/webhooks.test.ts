@@ -1,31 +1,24 @@
 import { createHmac } from 'node:crypto';
 import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import express from 'express';
-import pg from 'pg';
+import type pg from 'pg';
 import { Registry } from 'prom-client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   ManualClock,
-  PostgresResourceStore,
   createApiKey,
   createOrganization,
-  createPool,
-  migrate,
   recordEvent,
   silentLogger,
   verifySignature,
   type EventInput,
 } from '../../common/src/index.js';
-import { loadConfig } from '../../common/src/config.js';
-import { createApp } from '../../apiserver/src/app.js';
 import { ProviderRegistry } from '../../operator/src/providers/registry.js';
 import { MockProvider } from '../../operator/src/providers/mock.js';
-import { ModelRouter } from '../../operator/src/runner/models/router.js';
 import { WebhookSender, postWebhook } from '../../operator/src/webhooks/sender.js';
+import { startTestApi, type TestApi } from '../helpers/app.js';
 import { apiClient, type ApiClient } from '../helpers/http.js';
 import { metricValue, parsePrometheus } from '../helpers/prometheus.js';
-import { createTestDatabase } from '../helpers/postgres.js';
 
 /**
  * Outbound webhooks against real HTTP receivers on loopback and a real PostgreSQL, with the
@@ -74,14 +67,10 @@ class Receiver {
 
 const clock = new ManualClock('2026-07-01T12:00:00Z');
 let pool: pg.Pool;
-let store: PostgresResourceStore;
-let server: ReturnType<express.Express['listen']>;
-let app: ReturnType<typeof createApp>;
+let api: TestApi;
 let live: ApiClient;
 let test: ApiClient;
 let strict: ApiClient;
-let strictServer: ReturnType<express.Express['listen']>;
-let strictApp: ReturnType<typeof createApp>;
 let organizationId: string;
 const receivers: Receiver[] = [];
 const metrics = new Registry();
@@ -108,51 +97,20 @@ async function register(url: string, events: string[], client = live, secret?: s
   return response.body as { id: string; secret: string; url: string; events: string[] };
 }
 
-async function startApp(policy: { allowHttp: boolean; allowPrivate: boolean }, url: string) {
-  const created = createApp({
-    pool,
-    store,
-    providers: new ProviderRegistry([new MockProvider({ computes: ['python', 'node', 'go'], browser: false, gpuTypes: [], storage: false, checkpoint: 'none' })], 'mock'),
-    clock,
-    log: silentLogger,
-    metrics: new Registry(),
-    models: new ModelRouter(loadConfig({})),
-    connectionString: url,
-    execTimeoutMs: 5_000,
-    defaultModel: 'openai/gpt-4o-mini',
-    currency: 'usd',
-    webhookPolicy: policy,
-  });
-  const listening = created.express.listen(0, '127.0.0.1');
-  await new Promise((resolve) => listening.once('listening', resolve));
-  return { app: created, server: listening, base: `http://127.0.0.1:${(listening.address() as AddressInfo).port}` };
-}
-
 beforeAll(async () => {
-  const url = await createTestDatabase();
-  pool = createPool(url);
-  await migrate(pool);
-  store = new PostgresResourceStore(pool, { connectionString: url, clock, log: silentLogger });
+  const mock = new MockProvider({ computes: ['python', 'node', 'go'], browser: false, gpuTypes: [], storage: false, checkpoint: 'none' });
+  api = await startTestApi({ clock, providers: new ProviderRegistry([mock], 'mock'), app: { webhookPolicy: { allowHttp: true, allowPrivate: true } } });
+  pool = api.pool;
   organizationId = (await createOrganization(pool, 'webhooks')).id;
-  const liveKey = (await createApiKey(pool, { organizationId, mode: 'live' })).key;
-  const testKey = (await createApiKey(pool, { organizationId, mode: 'test' })).key;
-  const permissive = await startApp({ allowHttp: true, allowPrivate: true }, url);
-  ({ app, server } = permissive);
-  live = apiClient(permissive.base, liveKey);
-  test = apiClient(permissive.base, testKey);
-  const locked = await startApp({ allowHttp: false, allowPrivate: false }, url);
-  strictApp = locked.app;
-  strictServer = locked.server;
-  strict = apiClient(locked.base, liveKey);
+  live = (await api.client(organizationId, 'live')).api;
+  test = (await api.client(organizationId, 'test')).api;
+  // The same API with the default policy: https only, no private addresses.
+  const locked = await api.another({ webhookPolicy: { allowHttp: false, allowPrivate: false } });
+  strict = apiClient(locked.baseUrl, (await createApiKey(pool, { organizationId, mode: 'live' })).key);
 });
 afterAll(async () => {
   await Promise.all(receivers.map((r) => r.close()));
-  server.close();
-  strictServer.close();
-  await app.close();
-  await strictApp.close();
-  await store.close();
-  await pool.end();
+  await api.close();
 });
 
 describe('webhook routes', () => {

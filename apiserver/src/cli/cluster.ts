@@ -3,22 +3,14 @@ import { hostname, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createMetricsRegistry, systemClock, type BerthConfig, type Logger } from '@berth/common';
 import { KubernetesResourceStore, loadKubeConfig } from '@berth/common/kubernetes';
-import {
-  ModelRouter,
-  ProviderRegistry,
-  WebhookSender,
-  byoiModelEndpoints,
-  byoiSource,
-  createOperator,
-  createSnapshotStorage,
-  remoteProviderRouter,
-} from '@berth/operator';
+import { ModelRouter, ProviderRegistry, byoiModelEndpoints, byoiSource, createSnapshotStorage } from '@berth/operator';
 import { LeaderElector, createKubernetesProvider } from '@berth/operator/kubernetes';
 import express from 'express';
 import type { Registry } from 'prom-client';
 import { createApp } from '../app.js';
 import { bootstrap } from './bootstrap.js';
 import { openDatabase } from './database.js';
+import { configuredOperator, configuredProviderProtocol, configuredWebhookSender } from './parts.js';
 import { loadSecretBox } from './secrets.js';
 import { createRunner } from './runner.js';
 import { CliError } from './keys.js';
@@ -75,44 +67,17 @@ export async function operatorCommand(config: BerthConfig, log: Logger, out: (li
   });
   await runner.start();
   // Every replica sends webhooks, leader or not: deliveries are claimed one sender at a time.
-  const webhooks = new WebhookSender({
-    pool: database.pool,
-    clock: systemClock,
-    log: log.child({ component: 'webhooks' }),
-    metrics,
-    identity: process.env.POD_NAME || `${hostname()}-${process.pid}`,
-    allowPrivate: config.webhookAllowPrivate,
-  });
+  const webhooks = configuredWebhookSender(config, { pool: database.pool, clock: systemClock, log, metrics }, process.env.POD_NAME || `${hostname()}-${process.pid}`);
   webhooks.start();
-  const operator = createOperator({
-    store,
-    db: database.pool,
-    providers,
-    clock: systemClock,
-    log,
-    metrics,
-    workers: config.controllerWorkers,
-    snapshots: createSnapshotStorage(config),
-    secretBox,
-    billing: {
-      computePrices: config.computePrices,
-      storagePrice: config.storagePrice,
-      currency: config.currency,
-      sessionCostStep: config.sessionCostStep,
-      intervalMs: config.meterInterval,
-    },
-  });
+  const operator = configuredOperator(config, { store, pool: database.pool, providers, clock: systemClock, log, metrics, secretBox });
   let stopElection: () => Promise<void> = async () => undefined;
   // The operator serves the remote provider protocol on its own provider, for other installs.
-  const served =
-    config.providerTokens.length > 0
-      ? remoteProviderRouter({
-          provider: providers.get(providers.defaultProvider)!,
-          tokens: config.providerTokens,
-          scratch: createSnapshotStorage({ ...config, snapshotDir: join(tmpdir(), 'berth-remote-archives') }),
-          log: log.child({ component: 'remote-provider' }),
-        })
-      : undefined;
+  const served = configuredProviderProtocol(
+    config,
+    providers.get(providers.defaultProvider)!,
+    createSnapshotStorage({ ...config, snapshotDir: join(tmpdir(), 'berth-remote-archives') }),
+    log,
+  );
   const server = healthServer(metrics, () => true, served);
   const port = await listen(server, config.metricsPort, config.host);
   const identity = process.env.POD_NAME || `${hostname()}-${process.pid}`;

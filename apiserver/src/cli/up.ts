@@ -10,20 +10,10 @@ import {
   type BerthConfig,
   type Logger,
 } from '@berth/common';
-import {
-  DirectoryStorage,
-  ModelRouter,
-  ProviderRegistry,
-  WebhookSender,
-  byoiModelEndpoints,
-  byoiSource,
-  createLocalProvider,
-  createOperator,
-  createSnapshotStorage,
-  remoteProviderRouter,
-} from '@berth/operator';
+import { DirectoryStorage, ModelRouter, ProviderRegistry, byoiModelEndpoints, byoiSource, createLocalProvider } from '@berth/operator';
 import { createApp } from '../app.js';
 import { bootstrap } from './bootstrap.js';
+import { configuredOperator, configuredProviderProtocol, configuredWebhookSender } from './parts.js';
 import { loadSecretBox } from './secrets.js';
 import { openDatabase } from './database.js';
 import { createRunner } from './runner.js';
@@ -71,33 +61,9 @@ export async function up(config: BerthConfig, log: Logger, out: (line: string) =
   const providers = new ProviderRegistry([local], config.defaultProvider ?? 'local').useByoi(
     byoiSource({ pool: database.pool, box: secretBox, config, log }),
   );
-  const operator = createOperator({
-    store,
-    db: database.pool,
-    providers,
-    clock,
-    log,
-    metrics,
-    workers: config.controllerWorkers,
-    snapshots: createSnapshotStorage(config),
-    secretBox,
-    billing: {
-      computePrices: config.computePrices,
-      storagePrice: config.storagePrice,
-      currency: config.currency,
-      sessionCostStep: config.sessionCostStep,
-      intervalMs: config.meterInterval,
-    },
-  });
+  const operator = configuredOperator(config, { store, pool: database.pool, providers, clock, log, metrics, secretBox });
   await operator.start();
-  const webhooks = new WebhookSender({
-    pool: database.pool,
-    clock,
-    log: log.child({ component: 'webhooks' }),
-    metrics,
-    identity: `${hostname()}-${process.pid}`,
-    allowPrivate: config.webhookAllowPrivate,
-  });
+  const webhooks = configuredWebhookSender(config, { pool: database.pool, clock, log, metrics }, `${hostname()}-${process.pid}`);
   webhooks.start();
   let operatorRunning = true;
   const models = new ModelRouter(config, process.env, byoiModelEndpoints(database.pool, secretBox, config.modelProviders, config.byoiAllowPrivate));
@@ -105,20 +71,8 @@ export async function up(config: BerthConfig, log: Logger, out: (line: string) =
   await runner.start();
 
   // Other Berth installs may run sandboxes here, through the remote provider protocol.
-  const mounts =
-    config.providerTokens.length > 0
-      ? [
-          {
-            path: '/provider/v1',
-            router: remoteProviderRouter({
-              provider: local,
-              tokens: config.providerTokens,
-              scratch: new DirectoryStorage(join(config.dataDir, 'remote-archives')),
-              log: log.child({ component: 'remote-provider' }),
-            }),
-          },
-        ]
-      : [];
+  const protocol = configuredProviderProtocol(config, local, new DirectoryStorage(join(config.dataDir, 'remote-archives')), log);
+  const mounts = protocol ? [{ path: '/provider/v1', router: protocol }] : [];
   const app = createApp({
     mounts,
     pool: database.pool,

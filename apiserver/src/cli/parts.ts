@@ -1,0 +1,55 @@
+import type { BerthConfig, Clock, Logger, Pool, ResourceStore, SandboxProvider, SecretBox, SnapshotStorage } from '@berth/common';
+import { WebhookSender, createOperator, createSnapshotStorage, remoteProviderRouter, type Operator, type ProviderRegistry } from '@berth/operator';
+import type { Router } from 'express';
+import type { Registry } from 'prom-client';
+
+/** What `berth up` and `berth operator` build alike from the configuration. */
+interface Deps {
+  store: ResourceStore;
+  pool: Pool;
+  providers: ProviderRegistry;
+  clock: Clock;
+  log: Logger;
+  metrics: Registry;
+  secretBox: SecretBox;
+}
+
+/** The controllers and the billing pass, as configured. */
+export function configuredOperator(config: BerthConfig, deps: Deps): Operator {
+  return createOperator({
+    store: deps.store,
+    db: deps.pool,
+    providers: deps.providers,
+    clock: deps.clock,
+    log: deps.log,
+    metrics: deps.metrics,
+    workers: config.controllerWorkers,
+    snapshots: createSnapshotStorage(config),
+    secretBox: deps.secretBox,
+    billing: {
+      computePrices: config.computePrices,
+      storagePrice: config.storagePrice,
+      currency: config.currency,
+      sessionCostStep: config.sessionCostStep,
+      intervalMs: config.meterInterval,
+    },
+  });
+}
+
+/** The webhook sender of this process (every process may run one: deliveries are claimed). */
+export function configuredWebhookSender(config: BerthConfig, deps: Pick<Deps, 'pool' | 'clock' | 'log' | 'metrics'>, identity: string): WebhookSender {
+  return new WebhookSender({
+    pool: deps.pool,
+    clock: deps.clock,
+    log: deps.log.child({ component: 'webhooks' }),
+    metrics: deps.metrics,
+    identity,
+    allowPrivate: config.webhookAllowPrivate,
+  });
+}
+
+/** The remote provider protocol on `provider`, when BERTH_PROVIDER_TOKENS allows anyone to use it. */
+export function configuredProviderProtocol(config: BerthConfig, provider: SandboxProvider, scratch: SnapshotStorage, log: Logger): Router | undefined {
+  if (config.providerTokens.length === 0) return undefined;
+  return remoteProviderRouter({ provider, tokens: config.providerTokens, scratch, log: log.child({ component: 'remote-provider' }) });
+}
