@@ -11,6 +11,7 @@ import {
   S3Client,
 } from '@aws-sdk/client-s3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { digestOf, generated } from '../helpers/streams.js';
 import { ArchiveIntegrityError, ArchiveNotFoundError, loadConfig, verifyArchive } from '../../common/src/index.js';
 import { createSnapshotStorage, S3Storage, S3StorageError, type S3StorageOptions } from '../../operator/src/snapshots/index.js';
 import { startMoto, type Moto } from '../helpers/moto.js';
@@ -21,24 +22,6 @@ const BUCKET = 'berth-snapshots';
 /** moto takes any credentials; these only have to be well-formed. */
 const CREDENTIALS = { accessKeyId: 'testing', secretAccessKey: 'testing' };
 
-/** `total` deterministic bytes in 64 KiB chunks made as they are read: never the whole thing in memory. */
-function generated(total: number): Readable {
-  return Readable.from(
-    (function* () {
-      for (let offset = 0, index = 0; offset < total; index++) {
-        const chunk = Buffer.alloc(Math.min(64 * 1024, total - offset), `chunk ${index};`);
-        offset += chunk.length;
-        yield chunk;
-      }
-    })(),
-  );
-}
-
-async function digestOf(stream: Readable): Promise<string> {
-  const hash = createHash('sha256');
-  for await (const chunk of stream) hash.update(chunk as Buffer);
-  return hash.digest('hex');
-}
 
 const bytesOf = async (stream: Readable) => Buffer.concat(await stream.toArray());
 const sha256 = (data: Buffer) => createHash('sha256').update(data).digest('hex');

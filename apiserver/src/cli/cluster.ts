@@ -7,10 +7,9 @@ import { ModelRouter, ProviderRegistry, byoiModelEndpoints, byoiSource, createSn
 import { LeaderElector, createKubernetesProvider } from '@berth/operator/kubernetes';
 import express from 'express';
 import type { Registry } from 'prom-client';
-import { createApp } from '../app.js';
 import { bootstrap } from './bootstrap.js';
 import { openDatabase } from './database.js';
-import { configuredOperator, configuredProviderProtocol, configuredWebhookSender } from './parts.js';
+import { configuredApp, configuredOperator, configuredProviderProtocol, configuredWebhookSender } from './parts.js';
 import { loadSecretBox } from './secrets.js';
 import { createRunner } from './runner.js';
 import { CliError } from './keys.js';
@@ -130,23 +129,16 @@ export async function apiserverCommand(config: BerthConfig, log: Logger, out: (l
   const { database, store, providers, models, secretBox } = await clusterParts(config, log);
   await bootstrap(database.pool, { createKeys: false });
   await store.sync(['Session', 'Agent']);
-  const app = createApp({
-    pool: database.pool,
+  const app = configuredApp(config, {
     store,
+    pool: database.pool,
     providers,
     clock: systemClock,
     log,
     metrics: createMetricsRegistry(),
+    secretBox,
     models,
     connectionString: database.connectionString,
-    execTimeoutMs: config.execTimeout,
-    defaultModel: config.defaultModel,
-    currency: config.currency,
-    streamHeartbeatMs: config.streamHeartbeat,
-    webhookPolicy: { allowHttp: config.webhookAllowHttp, allowPrivate: config.webhookAllowPrivate },
-    byoiPolicy: { allowHttp: config.byoiAllowHttp, allowPrivate: config.byoiAllowPrivate },
-    secretBox,
-    ...(config.publicUrl ? { publicUrl: config.publicUrl } : {}),
   });
   const server = createServer(app.express);
   const port = await listen(server, config.port, config.host);

@@ -1,5 +1,14 @@
 import type { BerthConfig, Clock, Logger, Pool, ResourceStore, SandboxProvider, SecretBox, SnapshotStorage } from '@berth/common';
-import { WebhookSender, createOperator, createSnapshotStorage, remoteProviderRouter, type Operator, type ProviderRegistry } from '@berth/operator';
+import {
+  WebhookSender,
+  createOperator,
+  createSnapshotStorage,
+  remoteProviderRouter,
+  type ModelRouter,
+  type Operator,
+  type ProviderRegistry,
+} from '@berth/operator';
+import { createApp, type App, type AppDeps } from '../app.js';
 import type { Router } from 'express';
 import type { Registry } from 'prom-client';
 
@@ -12,6 +21,33 @@ interface Deps {
   log: Logger;
   metrics: Registry;
   secretBox: SecretBox;
+}
+
+/** The HTTP API, as configured; `extra` holds what only one of the two processes has. */
+export function configuredApp(
+  config: BerthConfig,
+  deps: Deps & { models: ModelRouter; connectionString: string },
+  extra: Pick<AppDeps, 'mounts' | 'ready'> = {},
+): App {
+  return createApp({
+    pool: deps.pool,
+    store: deps.store,
+    providers: deps.providers,
+    clock: deps.clock,
+    log: deps.log,
+    metrics: deps.metrics,
+    models: deps.models,
+    connectionString: deps.connectionString,
+    execTimeoutMs: config.execTimeout,
+    defaultModel: config.defaultModel,
+    currency: config.currency,
+    streamHeartbeatMs: config.streamHeartbeat,
+    webhookPolicy: { allowHttp: config.webhookAllowHttp, allowPrivate: config.webhookAllowPrivate },
+    byoiPolicy: { allowHttp: config.byoiAllowHttp, allowPrivate: config.byoiAllowPrivate },
+    secretBox: deps.secretBox,
+    ...(config.publicUrl ? { publicUrl: config.publicUrl } : {}),
+    ...extra,
+  });
 }
 
 /** The controllers and the billing pass, as configured. */

@@ -11,9 +11,8 @@ import {
   type Logger,
 } from '@berth/common';
 import { DirectoryStorage, ModelRouter, ProviderRegistry, byoiModelEndpoints, byoiSource, createLocalProvider } from '@berth/operator';
-import { createApp } from '../app.js';
 import { bootstrap } from './bootstrap.js';
-import { configuredOperator, configuredProviderProtocol, configuredWebhookSender } from './parts.js';
+import { configuredApp, configuredOperator, configuredProviderProtocol, configuredWebhookSender } from './parts.js';
 import { loadSecretBox } from './secrets.js';
 import { openDatabase } from './database.js';
 import { createRunner } from './runner.js';
@@ -73,26 +72,11 @@ export async function up(config: BerthConfig, log: Logger, out: (line: string) =
   // Other Berth installs may run sandboxes here, through the remote provider protocol.
   const protocol = configuredProviderProtocol(config, local, new DirectoryStorage(join(config.dataDir, 'remote-archives')), log);
   const mounts = protocol ? [{ path: '/provider/v1', router: protocol }] : [];
-  const app = createApp({
-    mounts,
-    pool: database.pool,
-    store,
-    providers,
-    clock,
-    log,
-    metrics,
-    models,
-    connectionString: database.connectionString,
-    execTimeoutMs: config.execTimeout,
-    defaultModel: config.defaultModel,
-    currency: config.currency,
-    streamHeartbeatMs: config.streamHeartbeat,
-    webhookPolicy: { allowHttp: config.webhookAllowHttp, allowPrivate: config.webhookAllowPrivate },
-    byoiPolicy: { allowHttp: config.byoiAllowHttp, allowPrivate: config.byoiAllowPrivate },
-    secretBox,
-    ...(config.publicUrl ? { publicUrl: config.publicUrl } : {}),
-    ready: () => operatorRunning,
-  });
+  const app = configuredApp(
+    config,
+    { store, pool: database.pool, providers, clock, log, metrics, secretBox, models, connectionString: database.connectionString },
+    { mounts, ready: () => operatorRunning },
+  );
   const server = createServer(app.express);
   const port = await listen(server, config.port, config.host);
   const host = config.host === '0.0.0.0' || config.host === '::' ? '127.0.0.1' : config.host;

@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { digestOf, generated } from '../../../test/helpers/streams.js';
 import { ArchiveIntegrityError, ArchiveNotFoundError, ConfigError, loadConfig, verifyArchive } from '@berth/common';
 import { DirectoryStorage, InvalidArchiveKeyError } from './directory.js';
 import { createSnapshotStorage, S3Storage } from './index.js';
@@ -12,24 +13,6 @@ import { createSnapshotStorage, S3Storage } from './index.js';
 const MB = 1000 ** 2;
 const sha256 = (data: Buffer) => createHash('sha256').update(data).digest('hex');
 
-/** `total` deterministic bytes in 64 KiB chunks made as they are read: never the whole thing in memory. */
-function generated(total: number): Readable {
-  return Readable.from(
-    (function* () {
-      for (let offset = 0, index = 0; offset < total; index++) {
-        const chunk = Buffer.alloc(Math.min(64 * 1024, total - offset), `chunk ${index};`);
-        offset += chunk.length;
-        yield chunk;
-      }
-    })(),
-  );
-}
-
-async function digestOf(stream: Readable): Promise<string> {
-  const hash = createHash('sha256');
-  for await (const chunk of stream) hash.update(chunk as Buffer);
-  return hash.digest('hex');
-}
 
 /** A source that sends some bytes and then breaks, as a checkpoint whose tar process died would. */
 function breaking(): Readable {

@@ -34,20 +34,19 @@ export function exitCodeOf(status: V1Status): number {
   throw new Error(`exec failed: ${status.message ?? status.reason ?? 'unknown error'}`);
 }
 
+type ExecTarget = { namespace: string; pod: string; container: string };
+
 /**
- * Runs a command in a pod through the API server's exec subresource and waits for the status
- * channel, which carries the exit code: the socket opening (when `Exec.exec` resolves) says
- * nothing about the command, and closing it does not stop the command either.
+ * Starts the command over the exec subresource and waits for what ends it: the status channel
+ * (which carries the exit code), a socket that closed or failed first, or `timeoutMs`.
  */
-export async function execInPod(
+async function awaitExec(
   kubeConfig: KubeConfig,
-  target: { namespace: string; pod: string; container: string },
+  target: ExecTarget,
   command: string[],
-  options: { stdin: string; timeoutMs: number; maxOutputBytes: number },
-): Promise<PodExecResult> {
-  const started = performance.now();
-  const stdout = new BoundedSink(options.maxOutputBytes);
-  const stderr = new BoundedSink(options.maxOutputBytes);
+  streams: { stdout: Writable | null; stderr: Writable; stdin: Readable | null },
+  timeoutMs: number,
+): Promise<V1Status | 'timeout' | Error> {
   let settle!: (status: V1Status | 'timeout' | Error) => void;
   const outcome = new Promise<V1Status | 'timeout' | Error>((resolve) => (settle = resolve));
   const socket = await new Exec(kubeConfig).exec(
@@ -55,18 +54,37 @@ export async function execInPod(
     target.pod,
     target.container,
     command,
-    stdout,
-    stderr,
-    Readable.from([Buffer.from(options.stdin)]),
+    streams.stdout,
+    streams.stderr,
+    streams.stdin,
     false,
     (status) => settle(status),
   );
   socket.on('close', () => settle(new Error('the exec connection closed before the command reported its status')));
   socket.on('error', (error: Error) => settle(error));
-  const timer = setTimeout(() => settle('timeout'), options.timeoutMs);
+  const timer = setTimeout(() => settle('timeout'), timeoutMs);
   const result = await outcome;
   clearTimeout(timer);
   socket.close();
+  return result;
+}
+
+/**
+ * Runs a command in a pod through the API server's exec subresource and waits for the status
+ * channel, which carries the exit code: the socket opening (when `Exec.exec` resolves) says
+ * nothing about the command, and closing it does not stop the command either.
+ */
+export async function execInPod(
+  kubeConfig: KubeConfig,
+  target: ExecTarget,
+  command: string[],
+  options: { stdin: string; timeoutMs: number; maxOutputBytes: number },
+): Promise<PodExecResult> {
+  const started = performance.now();
+  const stdout = new BoundedSink(options.maxOutputBytes);
+  const stderr = new BoundedSink(options.maxOutputBytes);
+  const stdin = Readable.from([Buffer.from(options.stdin)]);
+  const result = await awaitExec(kubeConfig, target, command, { stdout, stderr, stdin }, options.timeoutMs);
   const durationMs = Math.round(performance.now() - started);
   if (result === 'timeout') return { stdout: stdout.text(), stderr: stderr.text(), exitCode: -1, timedOut: true, durationMs };
   if (result instanceof Error) throw result;
@@ -80,7 +98,7 @@ export async function execInPod(
  */
 export async function streamInPod(
   kubeConfig: KubeConfig,
-  target: { namespace: string; pod: string; container: string },
+  target: ExecTarget,
   command: string[],
   options: { stdin?: Readable; stdout?: Writable; timeoutMs: number },
 ): Promise<{ exitCode: number; stderr: string }> {
@@ -89,25 +107,7 @@ export async function streamInPod(
   // caller's stream open until everything written has been consumed.
   const stdout = options.stdout ? new PassThrough() : null;
   if (stdout && options.stdout) stdout.pipe(options.stdout);
-  let settle!: (status: V1Status | 'timeout' | Error) => void;
-  const outcome = new Promise<V1Status | 'timeout' | Error>((resolve) => (settle = resolve));
-  const socket = await new Exec(kubeConfig).exec(
-    target.namespace,
-    target.pod,
-    target.container,
-    command,
-    stdout,
-    stderr,
-    options.stdin ?? null,
-    false,
-    (status) => settle(status),
-  );
-  socket.on('close', () => settle(new Error('the exec connection closed before the command reported its status')));
-  socket.on('error', (error: Error) => settle(error));
-  const timer = setTimeout(() => settle('timeout'), options.timeoutMs);
-  const result = await outcome;
-  clearTimeout(timer);
-  socket.close();
+  const result = await awaitExec(kubeConfig, target, command, { stdout, stderr, stdin: options.stdin ?? null }, options.timeoutMs);
   if (result === 'timeout') throw new Error(`the command did not finish within ${Math.round(options.timeoutMs / 1000)}s`);
   if (result instanceof Error) throw result;
   return { exitCode: exitCodeOf(result), stderr: stderr.text() };
