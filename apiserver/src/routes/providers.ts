@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { defineRoute, type RouteTable } from '../http/route.js';
 import { PROVIDER_NAME_PATTERN, PROVIDER_NAME_RULE, type ProviderService } from '../services/providers.js';
-import { SECRET_NAME_PATTERN, SECRET_NAME_RULE } from '../services/secrets.js';
+import { SECRET_NAME_PATTERN, SECRET_NAME_RULE } from '@berth/common';
 
 const MAX_CONFIG_BYTES = 16 * 1024;
 

@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { defineRoute, type RouteTable } from '../http/route.js';
-import { MAX_SECRET_BYTES, SECRET_NAME_PATTERN, SECRET_NAME_RULE, type SecretService } from '../services/secrets.js';
+import { MAX_SECRET_BYTES, SECRET_NAME_PATTERN, SECRET_NAME_RULE } from '@berth/common';
+import type { SecretService } from '../services/secrets.js';
 import { idParam } from './schemas.js';
 
 const secretName = z.string().regex(SECRET_NAME_PATTERN, `must be ${SECRET_NAME_RULE}`);

@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { defineRoute, type RouteTable } from '../http/route.js';
-import { WEBHOOK_EVENTS, type WebhookService } from '../services/webhooks.js';
+import { WEBHOOK_EVENTS } from '@berth/common';
+import type { WebhookService } from '../services/webhooks.js';
 import { idParam, okSchema } from './schemas.js';
 
 const webhookSchema = z.object({

@@ -1,8 +1,6 @@
 import {
   ApiError,
-  MAX_SECRET_BYTES,
   SECRET_NAME_PATTERN,
-  SECRET_NAME_RULE,
   deleteSecret,
   listSecretNames,
   missingSecrets,
@@ -59,4 +57,3 @@ export function createSecretService(deps: { pool: Pool; box: SecretBox; clock: C
 }
 
 export type SecretService = ReturnType<typeof createSecretService>;
-export { MAX_SECRET_BYTES, SECRET_NAME_PATTERN, SECRET_NAME_RULE };

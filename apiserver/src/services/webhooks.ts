@@ -1,6 +1,5 @@
 import {
   ApiError,
-  WEBHOOK_EVENTS,
   generateWebhookSecret,
   isId,
   maskSecret,
@@ -204,4 +203,3 @@ export function createWebhookService(deps: { pool: Pool; clock: Clock; policy: U
 }
 
 export type WebhookService = ReturnType<typeof createWebhookService>;
-export { WEBHOOK_EVENTS };

@@ -111,16 +111,10 @@ export class BillingLoop {
    * Writes each agent's spend so far (models, compute, storage) into `status.cost`, where the
    * API and `kubectl get agents` show it; an agent whose status moved meanwhile gets it next pass.
    */
-  private async updateAgentCosts(agents: Resource<'Agent'>[]): Promise<void> {
-    if (agents.length === 0) return;
-    const { rows } = await this.deps.pool.query<{ agent_id: string; nanocents: string }>(
-      'SELECT agent_id, sum(amount_nanocents)::text AS nanocents FROM usage_ledger WHERE agent_id = ANY($1) GROUP BY agent_id',
-      [agents.map((agent) => objectNameToId(agent.metadata.name))],
-    );
-    const spent = new Map(rows.map((row) => [row.agent_id, nanocentsToCents(BigInt(row.nanocents))]));
+  private async updateAgentCosts(agents: Resource<'Agent'>[], spent: Map<string, bigint>): Promise<void> {
     const currency = this.deps.prices().currency;
     for (const agent of agents) {
-      const amount = spent.get(objectNameToId(agent.metadata.name)) ?? 0;
+      const amount = nanocentsToCents(spent.get(objectNameToId(agent.metadata.name)) ?? 0n);
       if (!agent.status || (agent.status.cost?.amount ?? 0) === amount) continue;
       try {
         await this.deps.store.updateStatus('Agent', agent.metadata.name, { ...agent.status, cost: { amount, currency } }, {
@@ -130,6 +124,16 @@ export class BillingLoop {
         if (!isStoreError(error, 'Conflict') && !isStoreError(error, 'NotFound')) throw error;
       }
     }
+  }
+
+  /** Each agent's spend so far, exact, from the ledger: one query for the pass. */
+  private async agentSpend(agents: Resource<'Agent'>[]): Promise<Map<string, bigint>> {
+    if (agents.length === 0) return new Map();
+    const { rows } = await this.deps.pool.query<{ agent_id: string; nanocents: string }>(
+      'SELECT agent_id, sum(amount_nanocents)::text AS nanocents FROM usage_ledger WHERE agent_id = ANY($1) GROUP BY agent_id',
+      [agents.map((agent) => objectNameToId(agent.metadata.name))],
+    );
+    return new Map(rows.map((row) => [row.agent_id, BigInt(row.nanocents)]));
   }
 
   async tick(): Promise<TickResult> {
@@ -152,7 +156,9 @@ export class BillingLoop {
     this.metrics.charges.inc({ kind: 'compute' }, result.computeCharges);
     this.metrics.charges.inc({ kind: 'storage' }, result.storageCharges);
 
-    await this.updateAgentCosts(agents);
+    // After metering, the ledger holds what this pass charges: read once for costs and caps.
+    const spent = await this.agentSpend(agents);
+    await this.updateAgentCosts(agents, spent);
 
     // Sessions whose spend moved since the last pass, and every session with limits (time alone
     // can reach maxDuration, and a new period can follow a raised limit).
@@ -181,21 +187,12 @@ export class BillingLoop {
       }
     }
 
-    const capped = agents.filter((agent) => agent.spec.costCap && isActive(agent));
-    if (capped.length > 0) {
-      const ids = capped.map((agent) => objectNameToId(agent.metadata.name));
-      const { rows: spent } = await pool.query<{ agent_id: string; nanocents: string }>(
-        'SELECT agent_id, sum(amount_nanocents)::text AS nanocents FROM usage_ledger WHERE agent_id = ANY($1) GROUP BY agent_id',
-        [ids],
-      );
-      const spentBy = new Map(spent.map((row) => [row.agent_id, BigInt(row.nanocents)]));
-      for (const agent of capped) {
-        const nanocents = spentBy.get(objectNameToId(agent.metadata.name)) ?? 0n;
-        if (nanocents < BigInt(agent.spec.costCap!.amount) * NANOCENTS_PER_CENT) continue;
-        if (await enforceCostCap(this.limits, agent, nanocentsToCents(nanocents), now)) {
-          result.agentsPaused++;
-          this.metrics.pauses.inc({ reason: 'cost_cap' });
-        }
+    for (const agent of agents.filter((candidate) => candidate.spec.costCap && isActive(candidate))) {
+      const nanocents = spent.get(objectNameToId(agent.metadata.name)) ?? 0n;
+      if (nanocents < BigInt(agent.spec.costCap!.amount) * NANOCENTS_PER_CENT) continue;
+      if (await enforceCostCap(this.limits, agent, nanocentsToCents(nanocents), now)) {
+        result.agentsPaused++;
+        this.metrics.pauses.inc({ reason: 'cost_cap' });
       }
     }
     this.metrics.ticks.inc({ result: 'ok' });

@@ -1,5 +1,4 @@
 import {
-  Labels,
   MS_PER_MINUTE,
   computeNanocentsPerMinute,
   computeTotalNanocents,
@@ -199,6 +198,3 @@ export class StorageMeter {
     });
   }
 }
-
-/** The session label of an agent, for grouping agents by session without a lookup. */
-export const sessionOf = (agent: Resource<'Agent'>): string | undefined => agent.metadata.labels?.[Labels.session];

@@ -153,7 +153,8 @@ export function remoteProviderRouter(options: RemoteServerOptions): Router {
   router.get(
     '/sandboxes/:id',
     handle(async (req, res) => {
-      res.json({ id: sandboxId(req), state: await provider.state(ref(sandboxId(req))) });
+      const id = sandboxId(req);
+      res.json({ id, state: await provider.state(ref(id)) });
     }),
   );
 
