@@ -6,6 +6,7 @@ import type { Registry } from 'prom-client';
 import { authenticate } from './http/auth.js';
 import { errorHandler, notFoundHandler } from './http/errors.js';
 import { observeRequests } from './http/observe.js';
+import { openapiDocument } from './http/openapi.js';
 import { RouteTable } from './http/route.js';
 import { HEARTBEAT_MS } from './http/sse.js';
 import { agentDefinitionRoutes } from './routes/agent-definitions.js';
@@ -90,7 +91,7 @@ export function createApp(deps: AppDeps): App {
   systemRoutes(routes, {
     pool: deps.pool,
     metrics: deps.metrics,
-    openapi: () => routes.openapi({ version: API_VERSION, ...(deps.publicUrl ? { serverUrl: deps.publicUrl } : {}) }),
+    openapi: () => openapiDocument(routes, { version: API_VERSION, ...(deps.publicUrl ? { serverUrl: deps.publicUrl } : {}) }),
     ready: deps.ready ?? (() => true),
   });
   sessionRoutes(routes, sessions);
