@@ -568,10 +568,13 @@ function emptyToUndefined(value: string | undefined): string | undefined {
 }
 
 /** Lines for `--help`: flag, variable, default, meaning. */
-export function describeSettings(): string[] {
-  return Object.values(SETTINGS as Record<string, Setting<unknown>>).map((setting) => {
-    const name = setting.flag ? `--${setting.flag} <value>` : '';
-    const fallback = setting.defaultText ? ` (default: ${setting.defaultText})` : '';
-    return `  ${name.padEnd(26)}${setting.env.padEnd(26)}${setting.description}${fallback}`;
-  });
+/** One row per setting (or per setting named in `only`): its flag, its variable, and what it does with its default. */
+export function describeSettings(only?: readonly string[]): [flag: string, env: string, description: string][] {
+  return Object.values(SETTINGS as Record<string, Setting<unknown>>)
+    .filter((setting) => only === undefined || only.includes(setting.env))
+    .map((setting) => [
+      setting.flag ? `--${setting.flag} <value>` : '',
+      setting.env,
+      `${setting.description}${setting.defaultText ? ` (default: ${setting.defaultText})` : ''}`,
+    ]);
 }

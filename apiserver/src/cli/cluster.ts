@@ -13,6 +13,7 @@ import { configuredApp, configuredOperator, configuredProviderProtocol, configur
 import { loadSecretBox } from './secrets.js';
 import { createRunner } from './runner.js';
 import { CliError } from './keys.js';
+import { createApiServer } from '../http/server.js';
 import { drain, listen, untilSignalled } from './lifecycle.js';
 
 /** What both cluster processes share: the database, the Kubernetes client, the store and the provider. */
@@ -140,7 +141,7 @@ export async function apiserverCommand(config: BerthConfig, log: Logger, out: (l
     models,
     connectionString: database.connectionString,
   });
-  const server = createServer(app.express);
+  const server = createApiServer(app.express);
   const port = await listen(server, config.port, config.host);
   out(`berth apiserver listening on ${config.host}:${port}, resources in namespace ${config.namespace}`);
   await untilSignalled(log);

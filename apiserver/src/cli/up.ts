@@ -1,7 +1,6 @@
 import { hostname } from 'node:os';
 import { existsSync, readFileSync } from 'node:fs';
 import { mkdir, rm, writeFile } from 'node:fs/promises';
-import { createServer } from 'node:http';
 import { join } from 'node:path';
 import {
   PostgresResourceStore,
@@ -17,6 +16,7 @@ import { loadSecretBox } from './secrets.js';
 import { openDatabase } from './database.js';
 import { createRunner } from './runner.js';
 import { CliError } from './keys.js';
+import { createApiServer } from '../http/server.js';
 import { drain, listen, untilSignalled } from './lifecycle.js';
 
 /** One `berth up` per data directory: a second one would fight the first over its database and sandboxes. */
@@ -77,7 +77,7 @@ export async function up(config: BerthConfig, log: Logger, out: (line: string) =
     { store, pool: database.pool, providers, clock, log, metrics, secretBox, models, connectionString: database.connectionString },
     { mounts, ready: () => operatorRunning },
   );
-  const server = createServer(app.express);
+  const server = createApiServer(app.express);
   const port = await listen(server, config.port, config.host);
   const host = config.host === '0.0.0.0' || config.host === '::' ? '127.0.0.1' : config.host;
   const baseUrl = config.publicUrl ?? `http://${host.includes(':') ? `[${host}]` : host}:${port}`;

@@ -5,6 +5,7 @@ import type { AgentDefinitionService } from '../services/agent-definitions.js';
 import type { AgentService } from '../services/agents.js';
 import { paginationQuery } from '../services/pagination.js';
 import { createAgentFromDefinition } from './agent-from-definition.js';
+import { refuseUnenforcedFields } from './unenforced.js';
 import {
   agentPage,
   agentSchema,
@@ -35,7 +36,7 @@ export function agentRoutes(
       description:
         'Creates an agent in the session and starts provisioning its sandbox. The agent comes back with status `booting`; poll `GET /v1/agents/{id}` until it is `idle` (an `agent.started` event is written then). ' +
         'Refused with 422: unknown fields, a `timeout` that is not a duration, `storage` (no provider supports it), `browser: true` when no browser-capable template is configured, `gpu` on a provider without GPUs, an unknown `provider`. ' +
-        '`lifecycle` is not enforced and answers 501 `not_implemented`. Timeouts over 24h are capped to 24h. ' +
+        '`lifecycle`, `approvals`, `guardrails`, `knowledge` and `mcp` are not enforced yet: supplying any of them (also inside `overrides`) answers 501 `not_implemented` naming the field, rather than storing a policy nothing applies. Timeouts over 24h are capped to 24h. ' +
         "With `definition` (the name or id of an agent definition), the agent's compute, model, instructions (the definition's systemPrompt), tools, browser and timeout come from the definition's current version; `overrides` (agent creation fields) replace them and fields given at the top level replace both. " +
         'Overrides are validated like the same fields at the top level; errors name them `overrides.<field>`. An unknown or archived definition is 422 naming `definition`; `overrides` without `definition` is 422. ' +
         'The agent shows the definition id and version it was made from (`definition`, `definitionVersion`); later updates of the definition do not change it.',
@@ -45,11 +46,7 @@ export function agentRoutes(
       errors: ['not_found', 'unprocessable_entity', 'not_implemented'],
       handler: async ({ req, principal, params, body }) => {
         const { lifecycle, ...input } = body;
-        if (lifecycle !== undefined) {
-          throw new ApiError('not_implemented', 'lifecycle policies (auto-pause, failure policy) are not enforced yet; remove "lifecycle"', {
-            fields: { lifecycle: ['not implemented'] },
-          });
-        }
+        refuseUnenforcedFields(body);
         if (input.definition !== undefined) {
           // The body as sent: only the fields it holds override the definition, not the schema's defaults.
           const request = { ...(req.body as Record<string, unknown>), definition: input.definition, overrides: input.overrides };

@@ -17,8 +17,8 @@ import { formatDuration, parseDuration, type AgentSpec, type ByoiRef, type Compu
 import { SANDBOX_FINALIZER, toolListProblem, type ModelRouter, type ProviderRegistry } from '@berth/operator';
 import { Histogram, type Registry } from 'prom-client';
 import type { Principal } from '../http/context.js';
-import { listPage, type PageRequest } from './pagination.js';
-import type { LimitGuard } from './limits.js';
+import { listPage, type CursorCodec, type PageRequest } from './pagination.js';
+import { assertInstallCurrency, type LimitGuard } from './limits.js';
 import type { SecretService } from './secrets.js';
 import { findOwned } from './scope.js';
 import type { SessionService } from './sessions.js';
@@ -103,6 +103,8 @@ export interface AgentServiceDeps {
   models: ModelRouter;
   execTimeoutMs: number;
   defaultModel: string;
+  cursors: CursorCodec;
+  currency: string;
 }
 
 export function createAgentService(deps: AgentServiceDeps) {
@@ -143,6 +145,7 @@ export function createAgentService(deps: AgentServiceDeps) {
     assertWithinLimits,
 
     async create(principal: Principal, sessionId: string, input: CreateAgentInput): Promise<AgentView> {
+      assertInstallCurrency(deps.currency, 'costCap.currency', input.costCap?.currency);
       const session = await sessions.find(principal, sessionId);
       const providerName = input.provider ?? providers.defaultProvider;
       const byoi = await providerField(principal, 'provider', providerName);
@@ -202,7 +205,7 @@ export function createAgentService(deps: AgentServiceDeps) {
 
     async listForSession(principal: Principal, sessionId: string, page: PageRequest) {
       const session = await sessions.find(principal, sessionId);
-      return listPage(store, 'Agent', { [Labels.session]: session.metadata.name }, page, agentView);
+      return listPage(store, deps.cursors, 'Agent', { [Labels.session]: session.metadata.name }, page, agentView);
     },
 
     async exec(principal: Principal, id: string, request: { language: ExecLanguage; code: string }): Promise<ExecResult> {
