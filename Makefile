@@ -3,7 +3,7 @@ SHELL := /bin/bash
 BERTH := node apiserver/dist/cli/main.js
 ARGS ?=
 
-.PHONY: help setup host deps build images cluster-binaries run test test-unit test-integration test-chart test-cluster bench e2e-kind generate clean
+.PHONY: help setup host deps build images cluster-binaries check-deps run test test-unit test-integration test-chart test-cluster bench e2e-kind generate clean
 
 help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-18s %s\n", $$1, $$2}'
@@ -34,7 +34,10 @@ generate: deps ## regenerate the CRDs and the chart's CRD templates from the zod
 run: setup ## run Berth on this machine: API, operator and gVisor sandboxes in one process (ARGS="--port 9000")
 	$(BERTH) up $(ARGS)
 
-test: setup cluster-binaries ## every test tier: unit, integration, chart, cluster
+check-deps: deps ## every workspace package declares what it imports, and nothing it does not (knip)
+	npx knip --include dependencies,unlisted,unresolved,binaries
+
+test: setup cluster-binaries check-deps ## every test tier: unit, integration, chart, cluster
 	npx vitest run
 
 test-unit: deps ## unit tests only
