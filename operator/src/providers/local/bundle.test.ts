@@ -29,7 +29,7 @@ describe('sandboxSpec', () => {
     expect(spec.linux.resources).toEqual({
       memory: { limit: 512 * 1024 ** 2 },
       cpu: { quota: 150_000, period: 100_000 },
-      pids: { limit: 2048 },
+      pids: { limit: 512 },
     });
     expect(spec.mounts).toContainEqual({ destination: '/tmp', type: 'tmpfs', source: 'tmpfs', options: ['nosuid', 'nodev', 'mode=1777', 'size=67108864'] });
     expect(spec.mounts).toContainEqual(expect.objectContaining({ destination: '/sys/fs/cgroup', type: 'cgroup' }));
@@ -37,7 +37,7 @@ describe('sandboxSpec', () => {
   });
 
   it('runs the launcher as PID 1 without new privileges and with few capabilities', () => {
-    expect(spec.process.args).toEqual(launcherArgs(512));
+    expect(spec.process.args).toEqual(launcherArgs(128));
     expect(spec.process.noNewPrivileges).toBe(true);
     expect(spec.process.capabilities.bounding).toEqual(['CAP_AUDIT_WRITE', 'CAP_KILL', 'CAP_NET_BIND_SERVICE']);
   });

@@ -35,11 +35,12 @@ export const SECRET_ENV_ANNOTATION = 'berth.dev/secret-env';
 const CAPABILITIES = ['CAP_AUDIT_WRITE', 'CAP_KILL', 'CAP_NET_BIND_SERVICE'];
 const CPU_PERIOD_US = 100_000;
 /**
- * Each process in the sandbox costs its sentry about 0.4 MB of host memory (measured: 1500 idle
- * `sleep`s took 480 MB): one task per MiB of the memory limit, at most 1024, keeps a fork loop from
- * ending the sandbox through the memory limit.
+ * Each process in the sandbox costs its sentry host memory: about 0.3 MB for an idle `sleep`, 1-2
+ * MB for a forked python3 (measured: 1500 sleeps took 480 MB; 256 python children ended a 512 MiB
+ * sandbox that had written 128 MiB to its in-memory filesystems). One task per 4 MiB of the memory
+ * limit (256 for 1 GiB), at most 1024, keeps a fork loop from ending the sandbox through its memory.
  */
-const tasksLimitFor = (memoryBytes: number) => Math.max(64, Math.min(1024, Math.floor(memoryBytes / 1024 ** 2)));
+const tasksLimitFor = (memoryBytes: number) => Math.max(64, Math.min(1024, Math.floor(memoryBytes / (4 * 1024 ** 2))));
 /**
  * The host's pids limit counts the threads of gVisor's sentry, and the sentry dies when it cannot
  * make one: it is a backstop well above what the task limit inside lets programs cause.
