@@ -319,9 +319,17 @@ export const SETTINGS = {
   },
   workspaceSize: {
     env: 'BERTH_WORKSPACE_SIZE',
-    description: 'cluster mode: size limit of the /workspace volume of each sandbox pod',
+    description:
+      'size limit of the /workspace of each sandbox: local sandboxes get a filesystem of this size (a sparse file on the host disk, so writing past it fails with ENOSPC); in cluster mode the sizeLimit of the pod\'s volume',
     defaultText: '10Gi',
     schema: memorySize('10Gi'),
+  },
+  sandboxOverlaySize: {
+    env: 'BERTH_SANDBOX_OVERLAY_SIZE',
+    description:
+      'local sandboxes: largest the writable layer over the image may grow (/tmp, /root, caches: every write outside /workspace; kept in the sandbox\'s memory, so part of BERTH_SANDBOX_MEMORY); writing past it fails with ENOSPC',
+    defaultText: '256Mi',
+    schema: memorySize('256Mi'),
   },
   modelProviders: {
     env: 'BERTH_MODEL_PROVIDERS',
