@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what the local provider needs on this host: mmdebstrap, curl and unzip (to build
-# sandbox root filesystems) and zstd (snapshot archives) from Debian's packages, and gVisor's
+# sandbox root filesystems), zstd (snapshot archives) and e2fsprogs (workspace filesystems)
+# from Debian's packages, and gVisor's
 # runsc (built by install-runsc.sh).
 # Idempotent: a second run finds everything in place and returns at once.
 set -euo pipefail
@@ -17,6 +18,7 @@ command -v curl >/dev/null || missing+=(curl)
 command -v unzip >/dev/null || missing+=(unzip)
 command -v openssl >/dev/null || missing+=(openssl) # certificates of the test control plane
 command -v zstd >/dev/null || missing+=(zstd)       # snapshot archives
+command -v mkfs.ext4 >/dev/null || missing+=(e2fsprogs) # each sandbox's /workspace filesystem
 command -v go >/dev/null || missing+=(golang-go)
 if [ ${#missing[@]} -gt 0 ]; then
   echo "install-host: apt-get install ${missing[*]}" >&2
