@@ -23,6 +23,7 @@ export function createRunner(
     currency: config.currency,
     computePrices: config.computePrices,
     leaseMs: config.runnerLease,
+    pollMs: config.runnerPoll,
   });
 }
 
@@ -39,7 +40,8 @@ export async function runnerCommand(config: BerthConfig, log: Logger, out: (line
   const secretBox = await loadSecretBox(config, { generate: false });
   const database = await openDatabase(config, log);
   const clock = systemClock;
-  const store = new PostgresResourceStore(database.pool, { connectionString: database.connectionString, clock, log });
+  const metrics = createMetricsRegistry();
+  const store = new PostgresResourceStore(database.pool, { connectionString: database.connectionString, clock, log, metrics });
   const providers = new ProviderRegistry([createLocalProvider(config, log)], config.defaultProvider ?? 'local');
   const runner = createRunner(config, {
     pool: database.pool,
@@ -49,7 +51,7 @@ export async function runnerCommand(config: BerthConfig, log: Logger, out: (line
     models: new ModelRouter(config, process.env, byoiModelEndpoints(database.pool, secretBox, config.modelProviders, config.byoiAllowPrivate)),
     clock,
     log,
-    metrics: createMetricsRegistry(),
+    metrics,
   });
   await runner.start();
   out(`berth runner started with ${config.runnerWorkers} workers on ${config.dataDir}`);
