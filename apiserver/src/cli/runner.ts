@@ -6,6 +6,7 @@ import { openDatabase } from './database.js';
 import { CliError } from './keys.js';
 import { loadSecretBox, secretsKeyFile } from './secrets.js';
 import { untilSignalled } from './lifecycle.js';
+import { API_VERSION } from '../app.js';
 
 /** The runner workers as configured: in `berth up` and in every operator replica. */
 export function createRunner(
@@ -40,7 +41,7 @@ export async function runnerCommand(config: BerthConfig, log: Logger, out: (line
   const secretBox = await loadSecretBox(config, { generate: false });
   const database = await openDatabase(config, log);
   const clock = systemClock;
-  const metrics = createMetricsRegistry();
+  const metrics = createMetricsRegistry({ version: API_VERSION });
   const store = new PostgresResourceStore(database.pool, { connectionString: database.connectionString, clock, log, metrics });
   const providers = new ProviderRegistry([createLocalProvider(config, log)], config.defaultProvider ?? 'local');
   const runner = createRunner(config, {

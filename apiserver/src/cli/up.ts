@@ -18,6 +18,7 @@ import { openDatabase } from './database.js';
 import { createRunner } from './runner.js';
 import { CliError } from './keys.js';
 import { drain, listen, untilSignalled } from './lifecycle.js';
+import { API_VERSION } from '../app.js';
 
 /** One `berth up` per data directory: a second one would fight the first over its database and sandboxes. */
 async function lockDataDir(dataDir: string): Promise<() => Promise<void>> {
@@ -46,7 +47,7 @@ export async function up(config: BerthConfig, log: Logger, out: (line: string) =
   const clock = systemClock;
   const secretBox = await loadSecretBox(config, { generate: true });
   const database = await openDatabase(config, log);
-  const metrics = createMetricsRegistry();
+  const metrics = createMetricsRegistry({ version: API_VERSION });
   const store = new PostgresResourceStore(database.pool, { connectionString: database.connectionString, clock, log, metrics });
   const { newKeys } = await bootstrap(database.pool);
 

@@ -50,7 +50,7 @@ export function createAgentMetrics(registry: Registry): AgentMetrics {
   const phases = new Map<string, { provider: string; phase: string }>();
   new Gauge({
     name: 'berth_sandboxes',
-    help: 'Agents (and so sandboxes) by provider and phase',
+    help: 'Agents of live keys (each with its sandbox while not paused or ended) by provider and phase; test-key agents, which have no sandbox, are not counted',
     labelNames: ['provider', 'phase'],
     registers: [registry],
     collect() {
@@ -155,7 +155,8 @@ export function createAgentReconciler(deps: AgentReconcilerDeps): Reconciler {
       await store.updateStatus('Agent', name, step.status, { resourceVersion: agent.metadata.resourceVersion });
       if (previous.sandbox && !step.status.sandbox) await settleCompute(agent, step.status, step.now, log);
     }
-    metrics.phases.set(name, { provider: agent.spec.mode === 'test' ? 'mock' : agent.spec.provider, phase: step.status.phase });
+    // Test keys' agents run on a mock and use no compute: counting them would inflate capacity dashboards.
+    if (agent.spec.mode === 'live') metrics.phases.set(name, { provider: agent.spec.provider, phase: step.status.phase });
     if (failure) throw failure;
     return result;
   };
