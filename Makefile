@@ -10,7 +10,7 @@ help: ## list the targets
 
 setup: host build images ## everything below: host packages, gVisor, npm packages, build, sandbox images
 
-host: ## mmdebstrap and gVisor's runsc on this host (root)
+host: ## mmdebstrap, gVisor's runsc and promtool on this host (root)
 	@sandbox-images/local/install-host.sh
 
 # npm writes node_modules/.package-lock.json on every install: reinstall when the lockfile is newer.

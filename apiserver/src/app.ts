@@ -90,7 +90,7 @@ export function createApp(deps: AppDeps): App {
     currency: deps.currency,
   });
   const runs = createRunService({ pool: deps.pool, agents, clock: deps.clock, currency: deps.currency });
-  const hub = new StreamHub(deps.pool, deps.connectionString, deps.log);
+  const hub = new StreamHub(deps.pool, deps.connectionString, deps.log, deps.metrics);
 
   const routes = new RouteTable();
   systemRoutes(routes, {

@@ -483,6 +483,13 @@ export const SETTINGS = {
     defaultText: '30s',
     schema: durationMs('30s'),
   },
+  runnerPoll: {
+    env: 'BERTH_RUNNER_POLL',
+    description:
+      'how often an idle runner worker looks for queued runs (and runs whose runner died) on its own; a notification wakes it at once for a new run',
+    defaultText: '2s',
+    schema: durationMs('2s'),
+  },
   streamHeartbeat: {
     env: 'BERTH_STREAM_HEARTBEAT',
     description: 'interval of heartbeat events on open agent streams',

@@ -129,4 +129,6 @@ export const AgentReason = {
   Paused: 'Paused',
   Restored: 'Restored',
   RestoreFailed: 'RestoreFailed',
+  /** The sandbox could not be ended (its provider unreachable or failing); retried with backoff. */
+  ReleaseFailed: 'ReleaseFailed',
 } as const;

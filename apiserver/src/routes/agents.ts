@@ -2,7 +2,7 @@ import { z } from 'zod';
 import { ApiError } from '@berth/common';
 import { defineRoute, type RouteTable } from '../http/route.js';
 import type { AgentDefinitionService } from '../services/agent-definitions.js';
-import type { AgentService } from '../services/agents.js';
+import { BOOT_WAIT_MS, type AgentService } from '../services/agents.js';
 import { paginationQuery } from '../services/pagination.js';
 import { createAgentFromDefinition } from './agent-from-definition.js';
 import { refuseUnenforcedFields } from './unenforced.js';
@@ -26,6 +26,7 @@ export function agentRoutes(
   options: { execTimeoutMs: number; definitions: AgentDefinitionService },
 ): void {
   const execSeconds = Math.round(options.execTimeoutMs / 1000);
+  const bootWaitSeconds = Math.round(Math.min(BOOT_WAIT_MS, options.execTimeoutMs) / 1000);
   table.add(
     defineRoute({
       method: 'post',
@@ -97,7 +98,7 @@ export function agentRoutes(
       summary: 'Run code in the sandbox',
       description:
         `Runs \`code\` synchronously in the agent's sandbox (python 3, TypeScript on Node.js 24 without a build step, or bash) with /workspace as its working directory, and answers with its output and exit code. A non-zero exit code is a normal result, not an error. ` +
-        `Runs longer than ${execSeconds} s are killed and answered with 504 \`timeout\`. A sandbox that is not ready (booting, terminated, failed) answers 409 \`conflict\`. stdout and stderr are each cut at 1 MiB with a marker.`,
+        `Runs longer than ${execSeconds} s are killed and answered with 504 \`timeout\`. On an agent that is still booting (just created or resuming), the exec waits for its sandbox, up to ${bootWaitSeconds} s, then runs. A paused, terminated or failed agent (or one that fails or is still booting when the wait ends) answers 409 \`conflict\` with \`details.status\`. stdout and stderr are each cut at 1 MiB with a marker.`,
       params: idParam('agt', 'agent'),
       body: execBody,
       responses: { 200: { description: 'the result', schema: execResultSchema } },
