@@ -221,7 +221,7 @@ describe('a sandbox that dies under its agent', () => {
     const response = await exec(agent.id, 'bash', 'echo hi');
     expectError(response, 502, 'provider_error');
     expect(response.body.error.details).toMatchObject({ provider: 'local', sandbox: agent.id });
-    expect(response.body.error.message).toContain('not running');
+    expect(response.body.error.message).toContain('the sandbox is gone');
     await live.post(`/v1/agents/${agent.id}/terminate`);
   });
 });

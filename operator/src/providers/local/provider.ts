@@ -60,6 +60,8 @@ export interface LocalProviderOptions {
 
 /** The exit status of runsc when it failed itself (rather than passing on the program's). */
 const RUNSC_FAILED = 128;
+/** How long a sandbox that stopped answering gets to end before it is reported anyway. */
+const DYING_WAIT_MS = 3_000;
 
 const IMAGE_FOR_COMPUTE: Record<Compute, ImageName> = { python: 'python', node: 'node', go: 'go' };
 
@@ -331,7 +333,7 @@ export class LocalProvider implements SandboxProvider {
       const failure = launcherFailure(result);
       // runsc exits 128 when it fails itself (a program may too, so the sandbox's state decides).
       if (failure !== undefined || result.exitCode === RUNSC_FAILED || result.signal !== null) {
-        await this.assertRunning(ref);
+        await this.assertAnswering(ref);
         if (failure !== undefined) throw new ProviderError(this.name, failure, { sandbox: ref.id });
       }
       return { stdout: result.stdout, stderr: result.stderr, exitCode: result.exitCode, durationMs: result.durationMs };
@@ -343,13 +345,26 @@ export class LocalProvider implements SandboxProvider {
   /**
    * Throws when the sandbox is not running any more (ended by the host's OOM killer, a fork bomb
    * that exhausted the sentry's threads, a kill from outside), and has its agent looked at now
-   * rather than at its next health check.
+   * rather than at its next health check. A sandbox whose state still says running is asked to
+   * run `true`: one that is being killed no longer answers, though its process has not ended yet;
+   * its end is awaited (briefly), so that the reconcile this wakes sees it ended. A program of the
+   * user's that exits 128 costs one probe, and stays a normal result.
    */
-  private async assertRunning(ref: SandboxRef): Promise<void> {
-    const state = await this.state(ref);
-    if (state === 'running') return;
+  private async assertAnswering(ref: SandboxRef): Promise<void> {
+    let state = await this.state(ref);
+    if (state === 'running') {
+      const probe = await this.options.runsc.exec(ref.id, ['true'], { cwd: '/', env: {}, stdin: '', timeoutMs: 10_000, maxOutputBytes: 4096 });
+      if (probe.exitCode === 0) return;
+      for (const deadline = Date.now() + DYING_WAIT_MS; state === 'running' && Date.now() < deadline; ) {
+        await new Promise((resolve) => setTimeout(resolve, 50));
+        state = await this.state(ref);
+      }
+    }
     for (const listener of this.sandboxListeners) listener(ref.id);
-    throw new ProviderError(this.name, `the sandbox is ${state === 'missing' ? 'gone' : 'not running'}`, { sandbox: ref.id, state });
+    throw new ProviderError(this.name, `the sandbox is ${state === 'missing' ? 'gone' : state === 'running' ? 'not answering' : 'not running'}`, {
+      sandbox: ref.id,
+      state,
+    });
   }
 
   /** Called with the agent's id when a sandbox is found dead outside a reconcile (see the operator). */
