@@ -6,14 +6,16 @@ import type { AgentService } from '../services/agents.js';
 import type { RunService } from '../services/runs.js';
 import type { StreamHub } from '../services/stream-hub.js';
 import { idParam } from './schemas.js';
+import { runAcceptedExample, runExample, streamExample, taskExample } from './examples.js';
 
 const runBody = z
   .object({ task: z.string().min(1, 'must not be empty').max(100_000).describe('what the agent should do') })
   .strict();
 
-const runAccepted = z.object({ taskId: z.string().describe('`task_…`'), agentId: z.string() });
+const runAccepted = z.object({ taskId: z.string().describe('`task_…`'), agentId: z.string() }).meta({ id: 'RunAccepted' });
 
-export const taskSchema = z.object({
+export const taskSchema = z
+  .object({
   id: z.string(),
   agentId: z.string(),
   sessionId: z.string(),
@@ -27,7 +29,8 @@ export const taskSchema = z.object({
   createdAt: z.string(),
   startedAt: z.string().optional(),
   finishedAt: z.string().optional(),
-});
+  })
+  .meta({ id: 'Task', description: 'one run of the agent loop' });
 
 const STREAM_DESCRIPTION = `Server-sent events of the agent's runs, as they happen. Events (each \`data\` is JSON and carries \`taskId\`):
 - \`thinking\` \`{ text }\`: text the model streams while it works;
@@ -54,8 +57,9 @@ export function runRoutes(
         'One run at a time per agent: a second `run` while one is queued or running answers 409 `conflict` with `details.taskId`. An agent that is not ready (booting, terminated, failed) answers 409 too.',
       params: idParam('agt', 'agent'),
       body: runBody,
-      responses: { 202: { description: 'queued', schema: runAccepted } },
-      errors: ['not_found', 'unprocessable_entity', 'conflict'],
+      requestExample: runExample,
+      responses: { 202: { description: 'queued', schema: runAccepted, example: runAcceptedExample } },
+      errors: ['not_found', 'unprocessable_entity', 'conflict', 'session_limit_exceeded'],
       handler: async ({ principal, params, body }) => ({ status: 202, body: await deps.runs.start(principal, params.id, body.task) }),
     }),
     defineRoute({
@@ -66,7 +70,7 @@ export function runRoutes(
       summary: 'Get a run',
       description: 'The state of a run: `queued`, `running`, then `completed` (with `output`), `failed` or `cancelled` (with `error`), its steps, tokens and cost so far.',
       params: idParam('task', 'task'),
-      responses: { 200: { description: 'the run', schema: taskSchema } },
+      responses: { 200: { description: 'the run', schema: taskSchema, example: taskExample } },
       errors: ['not_found'],
       handler: async ({ principal, params }) => ({ status: 200, body: await deps.runs.get(principal, params.id) }),
     }),
@@ -79,7 +83,7 @@ export function runRoutes(
       description: STREAM_DESCRIPTION,
       params: idParam('agt', 'agent'),
       query: z.object({ lastEventId: z.string().regex(/^\d+$/).optional().describe('same as the Last-Event-ID header') }).strict(),
-      responses: { 200: { description: 'an event stream', contentType: 'text/event-stream' } },
+      responses: { 200: { description: 'an event stream', contentType: 'text/event-stream', example: streamExample } },
       errors: ['not_found', 'unprocessable_entity'],
       handler: async ({ req, res, principal, params, query }) => {
         const agent = await deps.agents.find(principal, params.id);
