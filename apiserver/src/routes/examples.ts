@@ -89,9 +89,12 @@ export const taskExample = {
   finishedAt: '2026-03-01T09:30:09.120Z',
 };
 
-export const streamExample =
-  'id: 12\nevent: thinking\ndata: {"taskId":"task_01jq3vb7e9g1j3m5p7r9t1v3x5","text":"Reading the file"}\n\n' +
-  'id: 13\nevent: output\ndata: {"taskId":"task_01jq3vb7e9g1j3m5p7r9t1v3x5","text":"March, July and November.","cost":{"amount":1,"currency":"usd"}}\n\n';
+/** One event of a stream (`id: 13`, `event: output`, `data: {...}` on the wire). */
+export const streamExample = {
+  id: '13',
+  event: 'output',
+  data: '{"taskId":"task_01jq3vb7e9g1j3m5p7r9t1v3x5","text":"March, July and November.","cost":{"amount":1,"currency":"usd"}}',
+};
 
 export const snapshotExample = {
   id: SNAPSHOT_ID,

@@ -32,6 +32,16 @@ export const taskSchema = z
   })
   .meta({ id: 'Task', description: 'one run of the agent loop' });
 
+/** One server-sent event; OpenAPI 3.1 has the schema of an event stream describe each event. */
+const streamEventSchema = z
+  .object({
+    event: z.enum(['thinking', 'tool_call', 'tool_result', 'output', 'error', 'heartbeat']),
+    data: z.string().describe('the payload, as JSON'),
+    id: z.string().regex(/^\d+$/).optional().describe('the event id for Last-Event-ID; heartbeats have none'),
+    retry: z.number().int().optional().describe('reconnection delay in milliseconds, sent once when the stream opens'),
+  })
+  .meta({ id: 'StreamEvent', description: 'one event of an agent stream' });
+
 const STREAM_DESCRIPTION = `Server-sent events of the agent's runs, as they happen. Events (each \`data\` is JSON and carries \`taskId\`):
 - \`thinking\` \`{ text }\`: text the model streams while it works;
 - \`tool_call\` \`{ id, tool, input }\`: a tool the model called;
@@ -83,7 +93,7 @@ export function runRoutes(
       description: STREAM_DESCRIPTION,
       params: idParam('agt', 'agent'),
       query: z.object({ lastEventId: z.string().regex(/^\d+$/).optional().describe('same as the Last-Event-ID header') }).strict(),
-      responses: { 200: { description: 'an event stream', contentType: 'text/event-stream', example: streamExample } },
+      responses: { 200: { description: 'an event stream', contentType: 'text/event-stream', schema: streamEventSchema, example: streamExample } },
       errors: ['not_found', 'unprocessable_entity'],
       handler: async ({ req, res, principal, params, query }) => {
         const agent = await deps.agents.find(principal, params.id);
