@@ -217,6 +217,8 @@ function schemathesisConfig(pass: Pass, dictionaries: Record<string, (string | n
     `workers = 2`,
     `request-timeout = 150`,
     `max-stream-events = 2`,
+    // Its cache would land in the working directory, the repository.
+    `cache = { enabled = false }`,
     `seed = ${Number(process.env.FUZZ_SEED ?? 20_260_301)}`,
     ``,
     `[generation]`,
