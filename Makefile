@@ -3,14 +3,14 @@ SHELL := /bin/bash
 BERTH := node apiserver/dist/cli/main.js
 ARGS ?=
 
-.PHONY: help setup host deps build images cluster-binaries run test test-unit test-integration test-chart test-cluster test-fuzz bench e2e-kind generate clean
+.PHONY: help setup host deps build images cluster-binaries check-deps run test test-unit test-integration test-chart test-cluster test-fuzz bench e2e-kind generate clean
 
 help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-18s %s\n", $$1, $$2}'
 
 setup: host build images ## everything below: host packages, gVisor, npm packages, build, sandbox images
 
-host: ## mmdebstrap and gVisor's runsc on this host (root)
+host: ## mmdebstrap, gVisor's runsc and promtool on this host (root)
 	@sandbox-images/local/install-host.sh
 
 # npm writes node_modules/.package-lock.json on every install: reinstall when the lockfile is newer.
@@ -34,7 +34,10 @@ generate: deps ## regenerate the CRDs and the chart's CRD templates from the zod
 run: setup ## run Berth on this machine: API, operator and gVisor sandboxes in one process (ARGS="--port 9000")
 	$(BERTH) up $(ARGS)
 
-test: setup cluster-binaries ## every test tier: unit, integration, chart, cluster, fuzz
+check-deps: deps ## every workspace package declares what it imports, and nothing it does not (knip)
+	npx knip --include dependencies,unlisted,unresolved,binaries
+
+test: setup cluster-binaries check-deps ## every test tier: unit, integration, chart, cluster, fuzz
 	npx vitest run
 	$(MAKE) --no-print-directory test-fuzz
 

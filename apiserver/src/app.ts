@@ -30,6 +30,7 @@ import { createSnapshotService } from './services/snapshots.js';
 import { StreamHub } from './services/stream-hub.js';
 import { createSessionService } from './services/sessions.js';
 import { createUsageService } from './services/usage.js';
+import { CursorCodec } from './services/pagination.js';
 
 export const API_VERSION = '0.1.0';
 
@@ -70,8 +71,10 @@ export interface App {
 
 /** Builds the HTTP API without listening: `main` listens, tests listen on port 0. */
 export function createApp(deps: AppDeps): App {
-  const sessions = createSessionService({ store: deps.store, pool: deps.pool, clock: deps.clock });
-  const secrets = createSecretService({ pool: deps.pool, box: deps.secretBox ?? new SecretBox(randomBytes(32)), clock: deps.clock, sessions });
+  const secretBox = deps.secretBox ?? new SecretBox(randomBytes(32));
+  const cursors = new CursorCodec(secretBox.subkey('berth/cursors'));
+  const sessions = createSessionService({ store: deps.store, pool: deps.pool, clock: deps.clock, cursors, currency: deps.currency });
+  const secrets = createSecretService({ pool: deps.pool, box: secretBox, clock: deps.clock, sessions });
   const agents = createAgentService({
     store: deps.store,
     providers: deps.providers,
@@ -83,9 +86,11 @@ export function createApp(deps: AppDeps): App {
     models: deps.models,
     execTimeoutMs: deps.execTimeoutMs,
     defaultModel: deps.defaultModel,
+    cursors,
+    currency: deps.currency,
   });
   const runs = createRunService({ pool: deps.pool, agents, clock: deps.clock, currency: deps.currency });
-  const hub = new StreamHub(deps.pool, deps.connectionString, deps.log);
+  const hub = new StreamHub(deps.pool, deps.connectionString, deps.log, deps.metrics);
 
   const routes = new RouteTable();
   systemRoutes(routes, {

@@ -61,8 +61,12 @@ describe('loadConfig', () => {
   });
 
   it('describes every setting for --help', () => {
-    const lines = describeSettings();
-    expect(lines).toHaveLength(Object.keys(SETTINGS).length);
-    for (const setting of Object.values(SETTINGS)) expect(lines.join('\n')).toContain(setting.env);
+    const rows = describeSettings();
+    expect(rows).toHaveLength(Object.keys(SETTINGS).length);
+    expect(rows.map(([, env]) => env)).toEqual(Object.values(SETTINGS).map((setting) => setting.env));
+    expect(describeSettings(['DATABASE_URL', 'BERTH_PORT']).map(([flag, env]) => [flag, env])).toEqual([
+      ['--port <value>', 'BERTH_PORT'],
+      ['--database-url <value>', 'DATABASE_URL'],
+    ]);
   });
 });

@@ -319,9 +319,17 @@ export const SETTINGS = {
   },
   workspaceSize: {
     env: 'BERTH_WORKSPACE_SIZE',
-    description: 'cluster mode: size limit of the /workspace volume of each sandbox pod',
+    description:
+      'size limit of the /workspace of each sandbox: local sandboxes get a filesystem of this size (a sparse file on the host disk, so writing past it fails with ENOSPC); in cluster mode the sizeLimit of the pod\'s volume',
     defaultText: '10Gi',
     schema: memorySize('10Gi'),
+  },
+  sandboxOverlaySize: {
+    env: 'BERTH_SANDBOX_OVERLAY_SIZE',
+    description:
+      'local sandboxes: largest the writable layer over the image may grow (/tmp, /root, caches: every write outside /workspace; kept in the sandbox\'s memory, so part of BERTH_SANDBOX_MEMORY); writing past it fails with ENOSPC',
+    defaultText: '256Mi',
+    schema: memorySize('256Mi'),
   },
   modelProviders: {
     env: 'BERTH_MODEL_PROVIDERS',
@@ -475,6 +483,13 @@ export const SETTINGS = {
     defaultText: '30s',
     schema: durationMs('30s'),
   },
+  runnerPoll: {
+    env: 'BERTH_RUNNER_POLL',
+    description:
+      'how often an idle runner worker looks for queued runs (and runs whose runner died) on its own; a notification wakes it at once for a new run',
+    defaultText: '2s',
+    schema: durationMs('2s'),
+  },
   streamHeartbeat: {
     env: 'BERTH_STREAM_HEARTBEAT',
     description: 'interval of heartbeat events on open agent streams',
@@ -568,10 +583,13 @@ function emptyToUndefined(value: string | undefined): string | undefined {
 }
 
 /** Lines for `--help`: flag, variable, default, meaning. */
-export function describeSettings(): string[] {
-  return Object.values(SETTINGS as Record<string, Setting<unknown>>).map((setting) => {
-    const name = setting.flag ? `--${setting.flag} <value>` : '';
-    const fallback = setting.defaultText ? ` (default: ${setting.defaultText})` : '';
-    return `  ${name.padEnd(26)}${setting.env.padEnd(26)}${setting.description}${fallback}`;
-  });
+/** One row per setting (or per setting named in `only`): its flag, its variable, and what it does with its default. */
+export function describeSettings(only?: readonly string[]): [flag: string, env: string, description: string][] {
+  return Object.values(SETTINGS as Record<string, Setting<unknown>>)
+    .filter((setting) => only === undefined || only.includes(setting.env))
+    .map((setting) => [
+      setting.flag ? `--${setting.flag} <value>` : '',
+      setting.env,
+      `${setting.description}${setting.defaultText ? ` (default: ${setting.defaultText})` : ''}`,
+    ]);
 }

@@ -2,6 +2,7 @@ export * from './clock.js';
 export * from './config.js';
 export * from './db/index.js';
 export * from './db/migrate.js';
+export * from './db/listener.js';
 export * from './errors.js';
 export * from './events.js';
 export * from './ids.js';

@@ -1,9 +1,36 @@
-import { collectDefaultMetrics, Registry } from 'prom-client';
+import { collectDefaultMetrics, Gauge, Registry } from 'prom-client';
 
-/** One registry per process (or per app in tests), never prom-client's global one. */
-export function createMetricsRegistry(options: { defaultMetrics?: boolean } = {}): Registry {
+/**
+ * prom-client's default metrics that are gauges named like counters (`_total`): Prometheus
+ * tooling (`promtool check metrics`) rejects them, and `nodejs_active_handles`,
+ * `nodejs_active_requests` and `nodejs_active_resources` carry the same counts by type.
+ */
+const GAUGES_NAMED_TOTAL = ['nodejs_active_handles_total', 'nodejs_active_requests_total', 'nodejs_active_resources_total'];
+
+export interface MetricsRegistryOptions {
+  /** Process and Node.js metrics under their usual names (`process_*`, `nodejs_*`); default on. */
+  defaultMetrics?: boolean;
+  /** Berth's version, for `berth_build_info`. */
+  version?: string;
+}
+
+/**
+ * One registry per process (or per app in tests), never prom-client's global one. Default
+ * metrics keep their standard names, so dashboards and alerts written for any Node.js
+ * service work unchanged; Berth's own metrics are `berth_*`.
+ */
+export function createMetricsRegistry(options: MetricsRegistryOptions = {}): Registry {
   const registry = new Registry();
-  if (options.defaultMetrics ?? true) collectDefaultMetrics({ register: registry, prefix: 'berth_' });
+  if (options.defaultMetrics ?? true) {
+    collectDefaultMetrics({ register: registry });
+    for (const name of GAUGES_NAMED_TOTAL) registry.removeSingleMetric(name);
+  }
+  new Gauge({
+    name: 'berth_build_info',
+    help: 'Always 1; its labels say which Berth (version) runs on which Node.js (node_version)',
+    labelNames: ['version', 'node_version'],
+    registers: [registry],
+  }).set({ version: options.version ?? 'unknown', node_version: process.versions.node }, 1);
   return registry;
 }
 

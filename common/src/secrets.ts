@@ -1,4 +1,4 @@
-import { createCipheriv, createDecipheriv, createHash, randomBytes } from 'node:crypto';
+import { createCipheriv, createDecipheriv, createHash, createHmac, randomBytes } from 'node:crypto';
 import type { Mode } from '@berth/crds';
 import type { Queryable } from './db/index.js';
 
@@ -55,6 +55,11 @@ export class SecretBox {
   ) {
     this.keyId = keyIdOf(current);
     this.keys = new Map([...previous, current].map((key) => [keyIdOf(key), key]));
+  }
+
+  /** A key for another purpose (signing cursors, say), derived from the current key: no second secret to configure. */
+  subkey(purpose: string): Buffer {
+    return createHmac('sha256', this.current).update(purpose).digest();
   }
 
   seal(place: SecretPlace, value: string): { keyId: string; nonce: Buffer; ciphertext: Buffer } {

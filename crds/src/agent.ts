@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { computeSchema, conditionSchema, costSchema, durationSchema, modeSchema } from './common.js';
+import { computeSchema, conditionSchema, costSchema, durationSchema, FREE_FORM_BOUNDS, freeFormObject, modeSchema } from './common.js';
 
 export const AGENT_KIND = 'Agent';
 
@@ -15,7 +15,10 @@ export type AgentPhase = z.infer<typeof agentPhaseSchema>;
 export const agentDesiredStateSchema = z.enum(['active', 'paused', 'terminated']);
 export type AgentDesiredState = z.infer<typeof agentDesiredStateSchema>;
 
-const looseObject = z.record(z.string(), z.unknown());
+const looseObject = freeFormObject();
+
+/** Overrides carry agent creation fields, instructions among them (up to 100,000 characters). */
+export const OVERRIDES_BOUNDS = { maxDepth: FREE_FORM_BOUNDS.maxDepth, maxBytes: 256 * 1024 };
 
 /** Model settings of an agent's runs (from its definition's `config`, or given at creation). */
 export const modelSettingsSchema = z
@@ -67,7 +70,7 @@ export const agentSpecSchema = z.object({
   /** The agent definition (`adef_…`) the agent was created from, and which of its versions. */
   definition: z.string().optional(),
   definitionVersion: z.number().int().positive().optional(),
-  overrides: looseObject.optional(),
+  overrides: freeFormObject(OVERRIDES_BOUNDS).optional(),
   secrets: z.array(z.string()).optional(),
   mcp: z.union([z.array(z.string()), z.literal('*')]).optional(),
   /** Start (or resume) from this snapshot: its files, and at `native` level its processes and memory. */
@@ -126,4 +129,6 @@ export const AgentReason = {
   Paused: 'Paused',
   Restored: 'Restored',
   RestoreFailed: 'RestoreFailed',
+  /** The sandbox could not be ended (its provider unreachable or failing); retried with backoff. */
+  ReleaseFailed: 'ReleaseFailed',
 } as const;

@@ -15,12 +15,16 @@ export const costSchema = z
   .strict();
 export type Cost = z.infer<typeof costSchema>;
 
+/** The longest duration any field takes (a year): longer values are mistakes, not plans. */
+export const MAX_DURATION_SECONDS = 366 * 24 * 3600;
+
 export const durationSchema = z
   .string()
   .min(2, 'must be a duration such as "30s", "5m", "2h" or "1h30m"')
   .max(32)
   .regex(new RegExp(DURATION_PATTERN_SOURCE), 'must be a duration such as "30s", "5m", "2h" or "1h30m"')
-  .refine((text) => (parseDuration(text) ?? 0) > 0, 'must be longer than zero');
+  .refine((text) => (parseDuration(text) ?? 0) > 0, 'must be longer than zero')
+  .refine((text) => (parseDuration(text) ?? 0) <= MAX_DURATION_SECONDS, `must be at most ${MAX_DURATION_SECONDS / 3600}h (a year)`);
 
 export const computeSchema = z.enum(['python', 'node', 'go']);
 export type Compute = z.infer<typeof computeSchema>;
@@ -56,3 +60,38 @@ export const modelSchema = z
   .string()
   .max(200)
   .regex(/^[a-z0-9][a-z0-9-]*\/\S+$/, 'must be <vendor>/<model>, e.g. openai/gpt-4o-mini');
+
+/** How deep and how large a free-form object (metadata rules, policies, overrides, configs) may be. */
+export interface FreeFormBounds {
+  maxDepth: number;
+  maxBytes: number;
+}
+
+export const FREE_FORM_BOUNDS: FreeFormBounds = { maxDepth: 8, maxBytes: 16 * 1024 };
+
+/** Nesting depth of a JSON value: 0 for a scalar, 1 for a flat object or array. Iterative, so no input overflows the stack. */
+export function jsonDepth(value: unknown): number {
+  let deepest = 0;
+  const stack: [unknown, number][] = [[value, 0]];
+  while (stack.length > 0) {
+    const [node, depth] = stack.pop()!;
+    if (node === null || typeof node !== 'object') continue;
+    deepest = Math.max(deepest, depth + 1);
+    for (const child of Object.values(node)) stack.push([child, depth + 1]);
+  }
+  return deepest;
+}
+
+/**
+ * An object whose inner structure is the customer's: any JSON, but bounded in depth and in
+ * size, so one record cannot grow without limit or nest deeper than anything reads it.
+ */
+export function freeFormObject(bounds: FreeFormBounds = FREE_FORM_BOUNDS) {
+  return z
+    .record(z.string(), z.unknown())
+    .refine((value) => jsonDepth(value) <= bounds.maxDepth, `must nest at most ${bounds.maxDepth} levels deep`)
+    .refine(
+      (value) => Buffer.byteLength(JSON.stringify(value)) <= bounds.maxBytes,
+      `must be at most ${bounds.maxBytes / 1024} KiB of JSON`,
+    );
+}

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { conditionSchema, modeSchema } from './common.js';
+import { conditionSchema, freeFormObject, modeSchema } from './common.js';
 
 export const SCHEDULE_KIND = 'Schedule';
 
@@ -16,7 +16,7 @@ export const scheduleSpecSchema = z.object({
   name: z.string().optional(),
   cron: z.string().regex(new RegExp(CRON_PATTERN_SOURCE), 'must have five fields: minute hour day-of-month month day-of-week'),
   timezone: z.string().default('UTC'),
-  input: z.record(z.string(), z.unknown()).optional(),
+  input: freeFormObject({ maxDepth: 16, maxBytes: 64 * 1024 }).optional(),
   paused: z.boolean().default(false),
 });
 export type ScheduleSpec = z.infer<typeof scheduleSpecSchema>;

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what the local provider needs on this host: mmdebstrap, curl and unzip (to build
-# sandbox root filesystems) and zstd (snapshot archives) from Debian's packages, and gVisor's
-# runsc (built by install-runsc.sh).
+# sandbox root filesystems), zstd (snapshot archives) and e2fsprogs (workspace filesystems)
+# from Debian's packages, gVisor's runsc (built by install-runsc.sh), and promtool, which the
+# tests run on /metrics.
 # Idempotent: a second run finds everything in place and returns at once.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -17,12 +18,25 @@ command -v curl >/dev/null || missing+=(curl)
 command -v unzip >/dev/null || missing+=(unzip)
 command -v openssl >/dev/null || missing+=(openssl) # certificates of the test control plane
 command -v zstd >/dev/null || missing+=(zstd)       # snapshot archives
+command -v mkfs.ext4 >/dev/null || missing+=(e2fsprogs) # each sandbox's /workspace filesystem
 command -v go >/dev/null || missing+=(golang-go)
 if [ ${#missing[@]} -gt 0 ]; then
   echo "install-host: apt-get install ${missing[*]}" >&2
   export DEBIAN_FRONTEND=noninteractive
   apt-get install -y -qq "${missing[@]}" >/dev/null ||
     { apt-get update -qq && apt-get install -y -qq "${missing[@]}" >/dev/null; }
+fi
+
+# promtool alone, out of Debian's prometheus package: installing the package would also install
+# (and, under systemd, start) a Prometheus server on port 9090.
+if ! command -v promtool >/dev/null; then
+  echo "install-host: promtool from Debian's prometheus package" >&2
+  scratch=$(mktemp -d)
+  trap 'rm -rf "$scratch"' EXIT
+  chmod 755 "$scratch" # apt's download user writes there
+  (cd "$scratch" && { apt-get download -qq prometheus 2>/dev/null || { apt-get update -qq && apt-get download -qq prometheus; }; })
+  dpkg-deb -x "$scratch"/prometheus_*.deb "$scratch/root"
+  install -m 0755 "$scratch/root/usr/bin/promtool" /usr/local/bin/promtool
 fi
 
 "$here/install-runsc.sh"

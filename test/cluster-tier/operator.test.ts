@@ -1,3 +1,4 @@
+import { spawnSync } from 'node:child_process';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { eventually } from '../helpers/http.js';
@@ -197,5 +198,16 @@ describe('the operator', () => {
     expect(metricValue(samples, 'berth_reconcile_duration_seconds_count', { kind: 'Agent' })).toBeGreaterThan(0);
     expect(samples.some((sample) => sample.name === 'berth_workqueue_depth')).toBe(true);
     expect(metricValue(samples, 'berth_sandboxes', { provider: 'kubernetes', phase: 'idle' })).toBeGreaterThan(0);
+  });
+
+  it('serves metrics that promtool check metrics finds no problem in, from the operator and the apiserver', async () => {
+    for (const target of [berth.operators[0]!, berth.apiserver]) {
+      const exposition = await (await fetch(`${target.url}/metrics`)).text();
+      const check = spawnSync('promtool', ['check', 'metrics'], { input: exposition, encoding: 'utf8' });
+      if (check.error) throw new Error(`promtool is needed for this test (make host installs it): ${check.error.message}`);
+      expect(`${check.stdout}${check.stderr}`.trim(), target.url).toBe('');
+      expect(check.status).toBe(0);
+      expect(parsePrometheus(exposition).find((sample) => sample.name === 'berth_build_info')?.labels.version).toMatch(/^\d+\.\d+\.\d+/);
+    }
   });
 });

@@ -3,6 +3,7 @@ import type { Mode } from '../../crds/src/common.js';
 import { PostgresResourceStore, createApiKey, createPool, migrate, silentLogger, type Clock, type Pool } from '../../common/src/index.js';
 import { loadConfig } from '../../common/src/config.js';
 import { createApp, type App, type AppDeps } from '../../apiserver/src/app.js';
+import { createApiServer } from '../../apiserver/src/http/server.js';
 import type { ProviderRegistry } from '../../operator/src/providers/registry.js';
 import { ModelRouter } from '../../operator/src/runner/models/router.js';
 import { Registry } from 'prom-client';
@@ -27,7 +28,7 @@ export interface TestApi {
 }
 
 async function listen(app: App): Promise<{ baseUrl: string; close(): void }> {
-  const server = app.express.listen(0, '127.0.0.1');
+  const server = createApiServer(app.express).listen(0, '127.0.0.1');
   await new Promise((resolve) => server.once('listening', resolve));
   return { baseUrl: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, close: () => server.close() };
 }

@@ -1,5 +1,5 @@
 import { execFileSync, spawnSync } from 'node:child_process';
-import { rmSync } from 'node:fs';
+import { readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 
 /** What runsc itself says about the sandboxes of a Berth data directory. */
@@ -20,12 +20,21 @@ export function killSandboxes(dataDir: string): void {
   }
 }
 
+/** What is mounted under `dir` (the sandboxes' workspace filesystems, runsc's network namespace), deepest first. */
+export function mountsUnder(dir: string): string[] {
+  return readFileSync('/proc/self/mountinfo', 'utf8')
+    .split('\n')
+    .map((line) => (line.split(' ')[4] ?? '').replace(/\\([0-7]{3})/g, (_, octal: string) => String.fromCharCode(parseInt(octal, 8))))
+    .filter((path) => path.startsWith(`${dir}/`))
+    .sort((a, b) => b.length - a.length);
+}
+
 /**
- * Removes a data directory after a test: its sandboxes, the network namespace runsc pins
- * under its state directory (a mount), then the files.
+ * Removes a data directory after a test: its sandboxes, what is mounted under it (workspace
+ * filesystems, the network namespace runsc pins under its state directory), then the files.
  */
 export function removeDataDir(dataDir: string): void {
   killSandboxes(dataDir);
-  spawnSync('umount', [join(dataDir, 'runsc', 'null-netns')], { stdio: 'ignore' });
+  for (const mount of mountsUnder(dataDir)) spawnSync('umount', [mount], { stdio: 'ignore' });
   rmSync(dataDir, { recursive: true, force: true });
 }

@@ -104,11 +104,28 @@ async function newAgent(body: Record<string, unknown> = {}) {
 }
 
 describe('the Agent reconciler', () => {
-  it('answers exec on a booting agent with 409 conflict', async () => {
+  it('lets exec on a booting agent wait for its sandbox; 409 when it fails meanwhile or is still booting when the wait ends', async () => {
+    const ready = await newAgent();
+    const waiting = api.post(`/v1/agents/${ready.id}/exec`, { language: 'bash', code: 'true' });
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    await reconcile(ready.name, silentLogger);
+    expect((await waiting).status).toBe(200);
+
+    const failing = await newAgent();
+    provider.nextProvisionError = new UnsupportedRequestError('scripted', 'no such compute here');
+    const refused = api.post(`/v1/agents/${failing.id}/exec`, { language: 'bash', code: 'true' });
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    await reconcile(failing.name, silentLogger);
+    expect((await refused).body.error).toMatchObject({ code: 'conflict', details: { status: 'failed' } });
+
+    // The test API's exec timeout (5 s) bounds the wait; nothing reconciles this one.
     const { id } = await newAgent();
+    const started = Date.now();
     const response = await api.post(`/v1/agents/${id}/exec`, { language: 'bash', code: 'true' });
     expect(response.status).toBe(409);
     expect(response.body.error).toMatchObject({ code: 'conflict', details: { status: 'booting' } });
+    expect(response.body.error.message).toContain('still booting after 5 s');
+    expect(Date.now() - started).toBeGreaterThanOrEqual(4_900);
   });
 
   it('provisions, moves to idle and writes agent.started once; a second reconcile writes nothing', async () => {

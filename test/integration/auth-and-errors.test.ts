@@ -78,9 +78,11 @@ describe('API keys', () => {
 describe('errors', () => {
   const live = () => berth.api(berth.liveKey);
 
-  it('answers an unknown route with 404 not_found in the envelope', async () => {
+  it('answers an unknown route with 404 not_found, and a method the route does not take with 405, in the envelope', async () => {
     expectEnvelope(await live().get('/v1/nothing-here'), 404, 'not_found');
-    expectEnvelope(await live().raw('/v1/sessions', { method: 'DELETE' }), 404, 'not_found');
+    const wrongMethod = await live().raw('/v1/sessions', { method: 'DELETE' });
+    expectEnvelope(wrongMethod, 405, 'method_not_allowed');
+    expect(wrongMethod.headers.get('allow')).toBe('POST, GET, HEAD');
   });
 
   it('answers malformed JSON with 422', async () => {
@@ -89,9 +91,9 @@ describe('errors', () => {
     expect(response.body.error.details.fields.body).toBeDefined();
   });
 
-  it('answers a body that is not JSON with 422 saying so', async () => {
+  it('answers a body that is not JSON with 415 saying so', async () => {
     const response = await live().raw('/v1/sessions', { method: 'POST', headers: { 'content-type': 'text/plain' }, body: 'userId=me' });
-    expectEnvelope(response, 422, 'unprocessable_entity');
+    expectEnvelope(response, 415, 'unsupported_media_type');
     expect(response.body.error.message).toContain('application/json');
   });
 

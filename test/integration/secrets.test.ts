@@ -1,5 +1,6 @@
 import { createHash, randomBytes } from 'node:crypto';
-import { readFileSync, statSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -44,6 +45,13 @@ async function idleAgent(sessionId: string, secrets: string[]) {
   expect(created.status, JSON.stringify(created.body)).toBe(201);
   await eventually(async () => ((await live.get(`/v1/agents/${created.body.id}`)).body.status === 'idle' ? true : undefined), { what: 'agent idle' });
   return created.body.id as string;
+}
+
+/** Every path under `dir` (files and directories, not following links) that `keep` accepts. */
+function findAll(dir: string, keep: (path: string) => boolean): string[] {
+  return readdirSync(dir, { recursive: true, withFileTypes: true })
+    .map((entry) => join(entry.parentPath, entry.name))
+    .filter(keep);
 }
 
 /** The SHA-256 of an environment variable inside the sandbox: checks the value without printing it. */
@@ -118,6 +126,38 @@ describe('secrets', () => {
     const { rows } = await db.query('SELECT count(*)::int AS n FROM resources WHERE spec::text LIKE $1 OR spec::text LIKE $2 OR status::text LIKE $1 OR status::text LIKE $2', [`%${ORG_VALUE}%`, `%${SESSION_VALUE}%`]);
     expect(rows[0].n).toBe(0);
     await live.post(`/v1/agents/${other}/terminate`);
+  });
+
+  it('pauses into a private archive that names the secrets without their values; resume injects the current values', async () => {
+    const agent = await idleAgent(sessionId, ['API_TOKEN']);
+    const sandboxDirs = findAll(dataDir, (path) => path.endsWith(agent.replace('_', '-')) || path.endsWith(agent));
+    expect(sandboxDirs.length).toBeGreaterThan(0);
+    for (const dir of sandboxDirs) expect(statSync(dir).mode & 0o077, dir).toBe(0);
+
+    expect((await live.post(`/v1/agents/${agent}/pause`)).body.status).toBe('paused');
+    const [snapshot] = (await live.get(`/v1/snapshots?agentId=${agent}`)).body.data;
+    const snapshotsDir = join(dataDir, 'snapshots');
+    const archives = findAll(snapshotsDir, (path) => path.includes(snapshot.id) && statSync(path).isFile());
+    expect(archives).toHaveLength(1);
+    // Nothing under the archive root is readable, writable or searchable by others.
+    for (const path of [snapshotsDir, ...findAll(snapshotsDir, () => true)]) expect(statSync(path).mode & 0o077, path).toBe(0);
+
+    const unpacked = tempDir('berth-archive-');
+    execFileSync('tar', ['--use-compress-program=zstd', '-xf', archives[0]!, '-C', unpacked]);
+    const manifest = readFileSync(join(unpacked, 'manifest.json'), 'utf8');
+    expect(manifest).toContain('API_TOKEN');
+    // The memory image of a native checkpoint holds what the processes held; every other member holds no value.
+    for (const file of findAll(unpacked, (path) => statSync(path).isFile() && !path.includes('/checkpoint/'))) {
+      expect(readFileSync(file).includes(SESSION_VALUE), file).toBe(false);
+    }
+    rmSync(unpacked, { recursive: true, force: true });
+
+    const rotated = `rotated-${randomBytes(12).toString('hex')}`;
+    await live.post(`/v1/sessions/${sessionId}/secrets`, { API_TOKEN: rotated });
+    expect((await live.post(`/v1/agents/${agent}/resume`)).body.status).toBe('idle');
+    expect(await envDigest(agent, 'API_TOKEN')).toBe(sha256(rotated));
+    await live.post(`/v1/sessions/${sessionId}/secrets`, { API_TOKEN: SESSION_VALUE });
+    await live.post(`/v1/agents/${agent}/terminate`);
   });
 
   it('refuses an agent that names a secret that does not exist, naming it', async () => {

@@ -13,7 +13,9 @@ import { configuredApp, configuredOperator, configuredProviderProtocol, configur
 import { loadSecretBox } from './secrets.js';
 import { createRunner } from './runner.js';
 import { CliError } from './keys.js';
+import { createApiServer } from '../http/server.js';
 import { drain, listen, untilSignalled } from './lifecycle.js';
+import { API_VERSION } from '../app.js';
 
 /** What both cluster processes share: the database, the Kubernetes client, the store and the provider. */
 async function clusterParts(config: BerthConfig, log: Logger) {
@@ -52,7 +54,7 @@ function healthServer(metrics: Registry, ready: () => boolean, provider?: expres
 export async function operatorCommand(config: BerthConfig, log: Logger, out: (line: string) => void): Promise<void> {
   const { database, kubeConfig, store, providers, models, secretBox } = await clusterParts(config, log);
   await bootstrap(database.pool, { createKeys: false });
-  const metrics = createMetricsRegistry();
+  const metrics = createMetricsRegistry({ version: API_VERSION });
   // Runners work on every replica; only the controllers wait for leadership.
   const runner = createRunner(config, {
     pool: database.pool,
@@ -135,12 +137,12 @@ export async function apiserverCommand(config: BerthConfig, log: Logger, out: (l
     providers,
     clock: systemClock,
     log,
-    metrics: createMetricsRegistry(),
+    metrics: createMetricsRegistry({ version: API_VERSION }),
     secretBox,
     models,
     connectionString: database.connectionString,
   });
-  const server = createServer(app.express);
+  const server = createApiServer(app.express);
   const port = await listen(server, config.port, config.host);
   out(`berth apiserver listening on ${config.host}:${port}, resources in namespace ${config.namespace}`);
   await untilSignalled(log);

@@ -1,45 +1,13 @@
 #!/usr/bin/env node
 import { parseArgs } from 'node:util';
-import { ConfigError, SETTINGS, createLogger, describeSettings, loadConfig } from '@berth/common';
+import { ConfigError, SETTINGS, createLogger, loadConfig } from '@berth/common';
 import { API_VERSION } from '../app.js';
 import { openDatabase } from './database.js';
+import { COMMANDS, commandHelp, mainHelp } from './help.js';
 import { imagesCommand } from './images.js';
 import { CliError, keysCommand } from './keys.js';
 import { up } from './up.js';
 
-const HELP = `berth ${API_VERSION}: sandboxed compute for AI agents
-
-Usage:
-  berth up [settings]                      run Berth on this machine (embedded mode): API server,
-                                           operator and gVisor sandboxes in one process, with an
-                                           embedded PostgreSQL unless DATABASE_URL is set
-  berth apiserver [settings]               cluster mode: the HTTP API, writing custom resources
-                                           (DATABASE_URL required; KUBECONFIG or in-cluster credentials)
-  berth operator [settings]                cluster mode: the controllers, with leader election, and
-                                           /healthz, /readyz, /metrics on --metrics-port
-  berth runner [settings]                  runner workers only, beside a berth up that shares their
-                                           DATABASE_URL and --data-dir
-  berth keys create [--mode live|test] [--label text]
-                                           create an API key (shown once)
-  berth keys list                          list keys (prefixes only)
-  berth keys revoke <key id or prefix>     revoke a key; requests with it get auth/key_revoked
-  berth secrets rotate                     re-encrypt every secret under BERTH_SECRETS_KEY (the old
-                                           key in BERTH_SECRETS_PREVIOUS_KEYS until it is done)
-  berth images build [python] [node] [go] [browser]
-                                           build local sandbox images ahead of first use
-                                           (default: python node go)
-  berth images list                        show which images are built
-  berth help | --help                      this text
-  berth version | --version                the version
-
-Settings (a flag wins over its environment variable):
-${describeSettings().join('\n')}
-
-Examples:
-  npx berth up --port 8080 --data-dir ./berth-data
-  BERTH_PORT=9000 npx berth up
-  npx berth keys create --mode test --label ci
-`;
 
 const settingFlags = Object.fromEntries(
   Object.values(SETTINGS as Record<string, { flag?: string }>)
@@ -62,13 +30,19 @@ async function main(argv: string[]): Promise<number> {
     },
   });
   const [command, action, ...rest] = positionals;
-  if (values.help || command === 'help' || command === undefined) {
-    process.stdout.write(HELP);
-    return command === undefined && !values.help ? 2 : 0;
-  }
   if (values.version || command === 'version') {
     out(API_VERSION);
     return 0;
+  }
+  const helpFor = command === 'help' ? action : values.help ? command : undefined;
+  if (helpFor !== undefined) {
+    if (!(helpFor in COMMANDS)) throw new CliError(`unknown command ${helpFor}; see berth --help`);
+    process.stdout.write(commandHelp(helpFor));
+    return 0;
+  }
+  if (values.help || command === 'help' || command === undefined) {
+    process.stdout.write(mainHelp(API_VERSION));
+    return command === undefined && !values.help ? 2 : 0;
   }
   const flags = Object.fromEntries(Object.entries(values).filter(([, value]) => typeof value === 'string')) as Record<string, string>;
   const config = loadConfig(process.env, flags);

@@ -6,6 +6,7 @@ import { openDatabase } from './database.js';
 import { CliError } from './keys.js';
 import { loadSecretBox, secretsKeyFile } from './secrets.js';
 import { untilSignalled } from './lifecycle.js';
+import { API_VERSION } from '../app.js';
 
 /** The runner workers as configured: in `berth up` and in every operator replica. */
 export function createRunner(
@@ -23,6 +24,7 @@ export function createRunner(
     currency: config.currency,
     computePrices: config.computePrices,
     leaseMs: config.runnerLease,
+    pollMs: config.runnerPoll,
   });
 }
 
@@ -39,7 +41,8 @@ export async function runnerCommand(config: BerthConfig, log: Logger, out: (line
   const secretBox = await loadSecretBox(config, { generate: false });
   const database = await openDatabase(config, log);
   const clock = systemClock;
-  const store = new PostgresResourceStore(database.pool, { connectionString: database.connectionString, clock, log });
+  const metrics = createMetricsRegistry({ version: API_VERSION });
+  const store = new PostgresResourceStore(database.pool, { connectionString: database.connectionString, clock, log, metrics });
   const providers = new ProviderRegistry([createLocalProvider(config, log)], config.defaultProvider ?? 'local');
   const runner = createRunner(config, {
     pool: database.pool,
@@ -49,7 +52,7 @@ export async function runnerCommand(config: BerthConfig, log: Logger, out: (line
     models: new ModelRouter(config, process.env, byoiModelEndpoints(database.pool, secretBox, config.modelProviders, config.byoiAllowPrivate)),
     clock,
     log,
-    metrics: createMetricsRegistry(),
+    metrics,
   });
   await runner.start();
   out(`berth runner started with ${config.runnerWorkers} workers on ${config.dataDir}`);

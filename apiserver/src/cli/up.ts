@@ -1,7 +1,6 @@
 import { hostname } from 'node:os';
 import { existsSync, readFileSync } from 'node:fs';
 import { mkdir, rm, writeFile } from 'node:fs/promises';
-import { createServer } from 'node:http';
 import { join } from 'node:path';
 import {
   PostgresResourceStore,
@@ -17,7 +16,9 @@ import { loadSecretBox } from './secrets.js';
 import { openDatabase } from './database.js';
 import { createRunner } from './runner.js';
 import { CliError } from './keys.js';
+import { createApiServer } from '../http/server.js';
 import { drain, listen, untilSignalled } from './lifecycle.js';
+import { API_VERSION } from '../app.js';
 
 /** One `berth up` per data directory: a second one would fight the first over its database and sandboxes. */
 async function lockDataDir(dataDir: string): Promise<() => Promise<void>> {
@@ -46,7 +47,8 @@ export async function up(config: BerthConfig, log: Logger, out: (line: string) =
   const clock = systemClock;
   const secretBox = await loadSecretBox(config, { generate: true });
   const database = await openDatabase(config, log);
-  const store = new PostgresResourceStore(database.pool, { connectionString: database.connectionString, clock, log });
+  const metrics = createMetricsRegistry({ version: API_VERSION });
+  const store = new PostgresResourceStore(database.pool, { connectionString: database.connectionString, clock, log, metrics });
   const { newKeys } = await bootstrap(database.pool);
 
   const local = createLocalProvider(config, log);
@@ -56,7 +58,6 @@ export async function up(config: BerthConfig, log: Logger, out: (line: string) =
   // The first sandbox should not wait for its image: start building it now if it is missing.
   local.prepareImages().catch((error: unknown) => log.error({ err: error }, 'could not build the sandbox image'));
 
-  const metrics = createMetricsRegistry();
   const providers = new ProviderRegistry([local], config.defaultProvider ?? 'local').useByoi(
     byoiSource({ pool: database.pool, box: secretBox, config, log }),
   );
@@ -77,7 +78,7 @@ export async function up(config: BerthConfig, log: Logger, out: (line: string) =
     { store, pool: database.pool, providers, clock, log, metrics, secretBox, models, connectionString: database.connectionString },
     { mounts, ready: () => operatorRunning },
   );
-  const server = createServer(app.express);
+  const server = createApiServer(app.express);
   const port = await listen(server, config.port, config.host);
   const host = config.host === '0.0.0.0' || config.host === '::' ? '127.0.0.1' : config.host;
   const baseUrl = config.publicUrl ?? `http://${host.includes(':') ? `[${host}]` : host}:${port}`;

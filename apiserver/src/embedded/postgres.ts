@@ -148,9 +148,10 @@ function run(command: string, args: string[], runAs: RunAs | undefined, env: Nod
 
 /**
  * Starts PostgreSQL on `<berthDataDir>/postgres`, creating the cluster on first use, and
- * resolves once it accepts connections. Its data survives restarts of Berth.
+ * resolves once it accepts connections. Its data survives restarts of Berth. It listens on
+ * `options.port`, else on a free port.
  */
-export async function startEmbeddedPostgres(berthDataDir: string, log: Logger): Promise<EmbeddedPostgres> {
+export async function startEmbeddedPostgres(berthDataDir: string, log: Logger, options: { port?: number } = {}): Promise<EmbeddedPostgres> {
   const pgDir = join(berthDataDir, 'postgres');
   const passwordFile = join(berthDataDir, 'postgres.password');
   const runAs = isRoot() ? ensureSystemUser() : undefined;
@@ -191,7 +192,7 @@ export async function startEmbeddedPostgres(berthDataDir: string, log: Logger): 
   await chmod(pgDir, 0o700);
   await stopOrphan(pgDir, log);
 
-  const port = await freePort();
+  const port = options.port ?? (await freePort());
   const server = spawn(
     join(binDir, 'postgres'),
     ['-D', pgDir, '-p', String(port), '-c', 'listen_addresses=127.0.0.1', '-c', 'unix_socket_directories='],

@@ -36,16 +36,33 @@ export function toApiError(error: unknown, log: Logger): ApiError {
   if (error instanceof ProviderError) {
     return new ApiError('provider_error', `provider ${error.provider}: ${error.message}`, { provider: error.provider, ...error.details });
   }
-  const bodyParserError = error as { type?: string; status?: number; message?: string };
-  if (bodyParserError.type === 'entity.parse.failed') {
-    // The parser's message quotes the body, which may hold secrets: only the position is repeated.
-    const position = /position (\d+)/.exec(bodyParserError.message ?? '')?.[1];
-    return new ApiError('unprocessable_entity', `the request body is not valid JSON${position ? ` (at character ${position})` : ''}`, {
-      fields: { body: ['not valid JSON'] },
-    });
+  const requestError = error as { type?: string; status?: number; expose?: boolean; message?: string; charset?: string; encoding?: string };
+  switch (requestError.type) {
+    case 'entity.parse.failed': {
+      // The parser's message quotes the body, which may hold secrets: only the position is repeated.
+      const position = /position (\d+)/.exec(requestError.message ?? '')?.[1];
+      return new ApiError('unprocessable_entity', `the request body is not valid JSON${position ? ` (at character ${position})` : ''}`, {
+        fields: { body: ['not valid JSON'] },
+      });
+    }
+    case 'entity.too.large':
+      return new ApiError('payload_too_large', 'the request body is larger than the 2 MiB limit');
+    case 'charset.unsupported':
+      return new ApiError('unsupported_media_type', `charset "${requestError.charset}" is not supported: send JSON in UTF-8`, {
+        charset: requestError.charset,
+      });
+    case 'encoding.unsupported':
+      return new ApiError('unsupported_media_type', `content-encoding "${requestError.encoding}" is not supported: send identity, gzip, deflate or br`, {
+        encoding: requestError.encoding,
+      });
   }
-  if (bodyParserError.type === 'entity.too.large') {
-    return new ApiError('payload_too_large', 'the request body is larger than the 2 MiB limit');
+  if (error instanceof URIError) {
+    // The router could not percent-decode a path segment (`/v1/sessions/%`).
+    return new ApiError('bad_request', 'the path holds malformed percent-encoding');
+  }
+  if (typeof requestError.status === 'number' && requestError.status >= 400 && requestError.status < 500) {
+    // Any other request the body reader refused (a gzip body that is not gzip, an aborted upload): the client's fault.
+    return new ApiError('bad_request', `the request body could not be read${requestError.expose && requestError.message ? `: ${requestError.message.slice(0, 200)}` : ''}`);
   }
   log.error({ err: error }, 'unhandled error');
   return new ApiError('internal_error', 'an unexpected error occurred; quote the requestId when reporting it');

@@ -3,6 +3,7 @@ import type { Request, RequestHandler, Response, Router } from 'express';
 import { z } from 'zod';
 import type { Principal } from './context.js';
 import { validationError } from './errors.js';
+import { inspectInput } from './input.js';
 
 type Method = 'get' | 'post' | 'put' | 'patch' | 'delete';
 
@@ -69,8 +70,8 @@ function readBody(req: Request): unknown {
   const length = Number(req.get('content-length') ?? 0);
   const chunked = req.get('transfer-encoding') !== undefined;
   if ((length > 0 || chunked) && !req.is('application/json')) {
-    throw new ApiError('unprocessable_entity', 'the request body must be JSON, sent with "Content-Type: application/json"', {
-      fields: { body: ['expected application/json'] },
+    throw new ApiError('unsupported_media_type', 'the request body must be JSON, sent with "Content-Type: application/json"', {
+      contentType: req.get('content-type') ?? null,
     });
   }
   return {};
@@ -96,9 +97,9 @@ export class RouteTable {
   mount(router: Router, authenticate: RequestHandler): void {
     for (const route of this.routes) {
       const handle: RequestHandler = async (req, res) => {
-        const params = parseOrThrow(route.params, req.params, 'params');
-        const query = parseOrThrow(route.query, req.query, 'query');
-        const body = route.body ? parseOrThrow(route.body, readBody(req), 'body') : undefined;
+        const params = parseOrThrow(route.params, inspected(req.params, 'params'), 'params');
+        const query = parseOrThrow(route.query, inspected(req.query, 'query'), 'query');
+        const body = route.body ? parseOrThrow(route.body, inspected(readBody(req), 'body'), 'body') : undefined;
         const reply = await route.handler({ req, res, params, query, body, principal: req.principal! });
         if (!reply) return;
         const schema = route.responses[reply.status]?.schema;
@@ -108,5 +109,33 @@ export class RouteTable {
       const handlers = route.auth === false ? [handle] : [authenticate, handle];
       router[route.method](route.path, ...handlers);
     }
+    // Registered after every route: a path that exists but not with this method (OPTIONS included) is a 405.
+    for (const [path, methods] of this.methodsByPath()) {
+      const allow = methods.join(', ');
+      router.all(path, (req, res) => {
+        res.setHeader('Allow', allow);
+        throw new ApiError('method_not_allowed', `${req.method} is not allowed on ${path}; allowed: ${allow}`, {
+          method: req.method,
+          allow: methods,
+        });
+      });
+    }
   }
+
+  /** Each path with the methods it answers (HEAD wherever GET is), in the order of the table. */
+  methodsByPath(): Map<string, string[]> {
+    const byPath = new Map<string, string[]>();
+    for (const route of this.routes) {
+      const methods = byPath.get(route.path) ?? [];
+      methods.push(route.method.toUpperCase());
+      if (route.method === 'get') methods.push('HEAD');
+      byPath.set(route.path, methods);
+    }
+    return byPath;
+  }
+}
+
+function inspected<T>(value: T, location: 'body' | 'query' | 'params'): T {
+  inspectInput(value, location);
+  return value;
 }

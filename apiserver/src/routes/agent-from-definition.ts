@@ -4,6 +4,7 @@ import type { Principal } from '../http/context.js';
 import { agentFieldsOf, type AgentDefinitionService } from '../services/agent-definitions.js';
 import type { AgentService, AgentView } from '../services/agents.js';
 import { createAgentBody } from './schemas.js';
+import { refuseUnenforcedFields } from './unenforced.js';
 
 /** Where a field of an agent made from a definition came from; errors name it the same way. */
 type Origin = 'definition' | 'overrides' | 'request';
@@ -28,11 +29,7 @@ export async function createAgentFromDefinition(
   for (const field of ['definition', 'overrides']) {
     if (field in overrides) throw fieldError(`overrides.${field}`, 'cannot be overridden');
   }
-  if ('lifecycle' in overrides) {
-    throw new ApiError('not_implemented', 'lifecycle policies (auto-pause, failure policy) are not enforced yet; remove "overrides.lifecycle"', {
-      fields: { 'overrides.lifecycle': ['not implemented'] },
-    });
-  }
+  refuseUnenforcedFields(overrides, 'overrides.');
   const definition = await deps.definitions.resolve(principal, nameOrId);
   const fromDefinition = agentFieldsOf(definition.config);
 

@@ -2,9 +2,10 @@ import { z } from 'zod';
 import { ApiError } from '@berth/common';
 import { defineRoute, type RouteTable } from '../http/route.js';
 import type { AgentDefinitionService } from '../services/agent-definitions.js';
-import type { AgentService } from '../services/agents.js';
+import { BOOT_WAIT_MS, type AgentService } from '../services/agents.js';
 import { paginationQuery } from '../services/pagination.js';
 import { createAgentFromDefinition } from './agent-from-definition.js';
+import { refuseUnenforcedFields } from './unenforced.js';
 import {
   agentPage,
   agentSchema,
@@ -26,6 +27,7 @@ export function agentRoutes(
   options: { execTimeoutMs: number; definitions: AgentDefinitionService },
 ): void {
   const execSeconds = Math.round(options.execTimeoutMs / 1000);
+  const bootWaitSeconds = Math.round(Math.min(BOOT_WAIT_MS, options.execTimeoutMs) / 1000);
   table.add(
     defineRoute({
       method: 'post',
@@ -36,7 +38,7 @@ export function agentRoutes(
       description:
         'Creates an agent in the session and starts provisioning its sandbox. The agent comes back with status `booting`; poll `GET /v1/agents/{id}` until it is `idle` (an `agent.started` event is written then). ' +
         'Refused with 422: unknown fields, a `timeout` that is not a duration, `storage` (no provider supports it), `browser: true` when no browser-capable template is configured, `gpu` on a provider without GPUs, an unknown `provider`. ' +
-        '`lifecycle` is not enforced and answers 501 `not_implemented`. Timeouts over 24h are capped to 24h. ' +
+        '`lifecycle`, `approvals`, `guardrails`, `knowledge` and `mcp` are not enforced yet: supplying any of them (also inside `overrides`) answers 501 `not_implemented` naming the field, rather than storing a policy nothing applies. Timeouts over 24h are capped to 24h. ' +
         "With `definition` (the name or id of an agent definition), the agent's compute, model, instructions (the definition's systemPrompt), tools, browser and timeout come from the definition's current version; `overrides` (agent creation fields) replace them and fields given at the top level replace both. " +
         'Overrides are validated like the same fields at the top level; errors name them `overrides.<field>`. An unknown or archived definition is 422 naming `definition`; `overrides` without `definition` is 422. ' +
         'The agent shows the definition id and version it was made from (`definition`, `definitionVersion`); later updates of the definition do not change it.',
@@ -47,11 +49,7 @@ export function agentRoutes(
       errors: ['not_found', 'unprocessable_entity', 'session_limit_exceeded', 'not_implemented'],
       handler: async ({ req, principal, params, body }) => {
         const { lifecycle, ...input } = body;
-        if (lifecycle !== undefined) {
-          throw new ApiError('not_implemented', 'lifecycle policies (auto-pause, failure policy) are not enforced yet; remove "lifecycle"', {
-            fields: { lifecycle: ['not implemented'] },
-          });
-        }
+        refuseUnenforcedFields(body);
         if (input.definition !== undefined) {
           // The body as sent: only the fields it holds override the definition, not the schema's defaults.
           const request = { ...(req.body as Record<string, unknown>), definition: input.definition, overrides: input.overrides };
@@ -102,7 +100,7 @@ export function agentRoutes(
       summary: 'Run code in the sandbox',
       description:
         `Runs \`code\` synchronously in the agent's sandbox (python 3, TypeScript on Node.js 24 without a build step, or bash) with /workspace as its working directory, and answers with its output and exit code. A non-zero exit code is a normal result, not an error. ` +
-        `Runs longer than ${execSeconds} s are killed and answered with 504 \`timeout\`. A sandbox that is not ready (booting, terminated, failed) answers 409 \`conflict\`. stdout and stderr are each cut at 1 MiB with a marker.`,
+        `Runs longer than ${execSeconds} s are killed and answered with 504 \`timeout\`. On an agent that is still booting (just created or resuming), the exec waits for its sandbox, up to ${bootWaitSeconds} s, then runs. A paused, terminated or failed agent (or one that fails or is still booting when the wait ends) answers 409 \`conflict\` with \`details.status\`. stdout and stderr are each cut at 1 MiB with a marker.`,
       params: idParam('agt', 'agent'),
       body: execBody,
       requestExample: execExample,

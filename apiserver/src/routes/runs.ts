@@ -63,8 +63,8 @@ export function runRoutes(
       tag: 'Agents',
       summary: 'Run the agent loop on a task',
       description:
-        "Queues the task and answers 202 at once; a runner works on it in the background: the model (the agent's `model`, with `instructions` as system prompt) is called with the tools in `tools`, each tool call runs in the agent's sandbox and its result goes back to the model, until it answers without a tool call. Follow it on `GET /v1/agents/{id}/stream` or poll `GET /v1/tasks/{taskId}`. " +
-        'One run at a time per agent: a second `run` while one is queued or running answers 409 `conflict` with `details.taskId`. An agent that is not ready (booting, terminated, failed) answers 409 too.',
+        "Queues the task and answers 202 as soon as it is queued; a runner works on it in the background: the model (the agent's `model`, with `instructions` as system prompt) is called with the tools in `tools`, each tool call runs in the agent's sandbox and its result goes back to the model, until it answers without a tool call. Follow it on `GET /v1/agents/{id}/stream` or poll `GET /v1/tasks/{taskId}`. " +
+        'One run at a time per agent: a second `run` while one is queued or running answers 409 `conflict` with `details.taskId`. On an agent that is still booting (just created or resuming), the request waits for it to be ready, up to 60 s (or `BERTH_EXEC_TIMEOUT` when shorter), then queues the task. A paused, terminated or failed agent (or one that fails or is still booting when the wait ends) answers 409 too, with `details.status`. A live agent whose model cannot be called (its vendor has no API key on this install and the organization configured none with `PUT /v1/providers/{vendor}`) answers 422 with `details.fields.model`, and nothing is queued.',
       params: idParam('agt', 'agent'),
       body: runBody,
       requestExample: runExample,

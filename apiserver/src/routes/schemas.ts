@@ -6,9 +6,11 @@ import {
   costSchema,
   durationSchema,
   environmentSchema,
+  freeFormObject,
   metadataSchema,
   modelSchema,
   modelSettingsSchema,
+  OVERRIDES_BOUNDS,
   sessionLimitsSchema,
 } from '@berth/crds';
 import { EXEC_LANGUAGES } from '@berth/common';
@@ -65,7 +67,6 @@ export const sessionPage = z
   .meta({ id: 'SessionPage' });
 
 const providerName = z.string().min(1).max(64);
-const looseObject = z.record(z.string(), z.unknown());
 const secretName = z
   .string()
   .max(128)
@@ -88,14 +89,20 @@ export const createAgentBody = z
     provider: providerName.optional().describe('omit for the platform default'),
     providerFallback: providerName.optional().describe('used when the primary provider is unavailable'),
     region: z.string().min(1).max(64).optional(),
-    approvals: looseObject.optional().describe('human-in-the-loop approval policy'),
-    knowledge: z.union([z.boolean(), z.string().min(1).max(200)]).optional(),
-    metadata: looseObject.optional().describe('metadata extraction rules plus custom pairs'),
-    guardrails: looseObject.optional(),
+    approvals: freeFormObject().optional().describe('human-in-the-loop approval policy; not enforced yet: supplying it answers 501'),
+    knowledge: z
+      .union([z.boolean(), z.string().min(1).max(200)])
+      .optional()
+      .describe('true (the session default collection) or a collection name or id; not enforced yet: supplying it answers 501'),
+    metadata: freeFormObject().optional().describe('custom pairs, stored and shown with the agent (at most 8 levels, 16 KiB of JSON)'),
+    guardrails: freeFormObject().optional().describe('content, PII and prompt-injection guardrails; not enforced yet: supplying it answers 501'),
     definition: z.string().min(1).max(200).optional().describe('agent definition name or id: the fields come from its current version'),
-    overrides: looseObject.optional().describe("agent creation fields that replace the definition's; only with definition"),
+    overrides: freeFormObject(OVERRIDES_BOUNDS).optional().describe("agent creation fields that replace the definition's; only with definition"),
     secrets: z.array(secretName).max(100).optional().describe('names of secrets injected into the environment'),
-    mcp: z.union([z.array(z.string().min(1).max(200)).max(100), z.literal('*')]).optional(),
+    mcp: z
+      .union([z.array(z.string().min(1).max(200)).max(100), z.literal('*')])
+      .optional()
+      .describe('MCP connection ids or names, or * for all; not enforced yet: supplying it answers 501'),
   })
   .strict();
 

@@ -52,7 +52,7 @@ export function systemRoutes(
       tag: 'System',
       summary: 'Prometheus metrics',
       description:
-        'Prometheus text format: HTTP requests and latency by route and status (`berth_http_*`), agents by provider and phase (`berth_sandboxes`), provision and exec latency (`berth_sandbox_provision_duration_seconds`, `berth_exec_duration_seconds`), controller reconciles, durations and queue depth (`berth_reconcile_*`, `berth_workqueue_depth`), and process metrics.',
+        'Prometheus text format (clean under `promtool check metrics`): `berth_build_info` (version, node_version), HTTP requests and latency by route and status (`berth_http_*`), agents of live keys by provider and phase (`berth_sandboxes`; test-key agents have no sandbox and are not counted), provision, checkpoint and exec latency (`berth_sandbox_provision_duration_seconds`, `berth_sandbox_checkpoint_duration_seconds`, `berth_exec_duration_seconds`), sandboxes that could not be ended (`berth_sandbox_release_failures_total`), controller reconciles, durations and queue depth (`berth_reconcile_*`, `berth_workqueue_depth`), runs (`berth_runner_*`), billing (`berth_billing_*`, `berth_ledger_charges_total`, `berth_compute_metered_seconds_total`, `berth_limit_pauses_total`), webhooks (`berth_webhook_*`), LISTEN connections (`berth_database_listener_connected`, `berth_database_listener_reconnects_total`), and the standard `process_*` and `nodejs_*` metrics.',
       auth: false,
       responses: {
         200: {

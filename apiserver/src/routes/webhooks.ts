@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { queryInteger } from '../services/pagination.js';
 import { defineRoute, type RouteTable } from '../http/route.js';
 import { WEBHOOK_EVENTS } from '@berth/common';
 import type { WebhookService } from '../services/webhooks.js';
@@ -134,7 +135,7 @@ export function webhookRoutes(table: RouteTable, webhooks: WebhookService): void
       params: idParam('wh', 'webhook'),
       query: z
         .object({
-          limit: z.coerce.number().int('must be an integer').min(1).max(200).default(50).describe('at most this many, 1 to 200 (default 50)'),
+          limit: queryInteger({ min: 1, max: 200 }).default(50).describe('at most this many, 1 to 200 (default 50)'),
           state: deliveryState.optional(),
         })
         .strict(),

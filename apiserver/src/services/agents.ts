@@ -17,14 +17,17 @@ import { formatDuration, parseDuration, type AgentSpec, type ByoiRef, type Compu
 import { SANDBOX_FINALIZER, toolListProblem, type ModelRouter, type ProviderRegistry } from '@berth/operator';
 import { Histogram, type Registry } from 'prom-client';
 import type { Principal } from '../http/context.js';
-import { listPage, type PageRequest } from './pagination.js';
-import type { LimitGuard } from './limits.js';
+import { listPage, type CursorCodec, type PageRequest } from './pagination.js';
+import { assertInstallCurrency, type LimitGuard } from './limits.js';
 import type { SecretService } from './secrets.js';
 import { findOwned } from './scope.js';
 import type { SessionService } from './sessions.js';
 
 /** Longest agent lifetime; longer timeouts are capped to it. */
 export const MAX_TIMEOUT_SECONDS = 24 * 3600;
+
+/** Longest wait of exec and run for a booting agent (or the exec timeout, when shorter). */
+export const BOOT_WAIT_MS = 60_000;
 
 export interface CreateAgentInput {
   modelSettings?: ModelSettings | undefined;
@@ -103,6 +106,8 @@ export interface AgentServiceDeps {
   models: ModelRouter;
   execTimeoutMs: number;
   defaultModel: string;
+  cursors: CursorCodec;
+  currency: string;
 }
 
 export function createAgentService(deps: AgentServiceDeps) {
@@ -132,6 +137,30 @@ export function createAgentService(deps: AgentServiceDeps) {
 
   const find = (principal: Principal, id: string) => findOwned(store, 'Agent', 'agt', principal, id);
 
+  const bootWaitMs = Math.min(BOOT_WAIT_MS, deps.execTimeoutMs);
+
+  /**
+   * The agent once it is no longer booting: exec and run on an agent created a moment ago
+   * wait for its sandbox instead of answering 409. Waits by watching, at most `bootWaitMs`;
+   * whatever state it then has is the caller's to judge.
+   */
+  async function whenBooted(agent: Resource<'Agent'>): Promise<Resource<'Agent'>> {
+    const booting = (current: Resource<'Agent'> | undefined) =>
+      current !== undefined && current.spec.desiredState === 'active' && (current.status?.phase ?? 'booting') === 'booting' && !current.metadata.deletionTimestamp;
+    if (!booting(agent)) return agent;
+    await waitForAgent(store, agent.metadata.name, bootWaitMs, (current) => !booting(current));
+    return (await store.get('Agent', agent.metadata.name)) ?? agent;
+  }
+
+  /**
+   * Why a run of the agent could not call its model now (its vendor has no key here and the
+   * organization configured none), or undefined. Test keys answer with the mock model: none.
+   */
+  async function modelProblem(agent: Resource<'Agent'>): Promise<string | undefined> {
+    if (agent.spec.mode === 'test' || agent.spec.model === undefined) return undefined;
+    return deps.models.unusableReason(agent.spec.organizationId, agent.spec.model);
+  }
+
   /** 402 while the agent's session has reached a limit. */
   async function assertWithinLimits(agent: Resource<'Agent'>, action: string): Promise<void> {
     const session = await store.get('Session', idToObjectName(agent.spec.sessionId));
@@ -141,8 +170,11 @@ export function createAgentService(deps: AgentServiceDeps) {
   return {
     find,
     assertWithinLimits,
+    whenBooted,
+    modelProblem,
 
     async create(principal: Principal, sessionId: string, input: CreateAgentInput): Promise<AgentView> {
+      assertInstallCurrency(deps.currency, 'costCap.currency', input.costCap?.currency);
       const session = await sessions.find(principal, sessionId);
       const providerName = input.provider ?? providers.defaultProvider;
       const byoi = await providerField(principal, 'provider', providerName);
@@ -202,16 +234,17 @@ export function createAgentService(deps: AgentServiceDeps) {
 
     async listForSession(principal: Principal, sessionId: string, page: PageRequest) {
       const session = await sessions.find(principal, sessionId);
-      return listPage(store, 'Agent', { [Labels.session]: session.metadata.name }, page, agentView);
+      return listPage(store, deps.cursors, 'Agent', { [Labels.session]: session.metadata.name }, page, agentView);
     },
 
     async exec(principal: Principal, id: string, request: { language: ExecLanguage; code: string }): Promise<ExecResult> {
-      const agent = await find(principal, id);
+      const agent = await whenBooted(await find(principal, id));
       await assertWithinLimits(agent, 'exec');
       const phase = agent.status?.phase ?? 'booting';
       const sandbox = agent.status?.sandbox;
       if (agent.spec.desiredState !== 'active' || (phase !== 'idle' && phase !== 'running') || !sandbox) {
-        throw new ApiError('conflict', `agent ${id} is ${phase === 'idle' || phase === 'running' ? 'terminating' : phase}; exec needs a ready sandbox (status idle or running)`, {
+        const state = phase === 'idle' || phase === 'running' ? 'terminating' : phase === 'booting' ? `still booting after ${bootWaitMs / 1000} s` : phase;
+        throw new ApiError('conflict', `agent ${id} is ${state}; exec needs a ready sandbox (status idle or running)`, {
           status: phase,
         });
       }

@@ -14,6 +14,16 @@ import {
   type ResourceStore,
 } from '@berth/common';
 
+/**
+ * Amounts must be in the install's currency (BERTH_CURRENCY): prices, the ledger and every limit
+ * are in it, and a cap in another currency could only be compared as if it were.
+ */
+export function assertInstallCurrency(installCurrency: string, field: string, given: string | undefined): void {
+  if (given === undefined || given === installCurrency) return;
+  const problem = `must be "${installCurrency}", the currency of this install`;
+  throw new ApiError('unprocessable_entity', `${field}: ${problem}`, { fields: { [field]: [problem] } });
+}
+
 /** Agents that count against maxAgents: all but those that ended. */
 const ENDED = new Set(['terminated', 'failed']);
 

@@ -36,17 +36,21 @@ export function createRunService(deps: { pool: Pool; agents: AgentService; clock
   const { pool, agents, clock } = deps;
   return {
     /**
-     * Queues a run of the agent loop. One run at a time per agent: while one is queued or
+     * Queues a run of the agent loop, once a booting agent is ready (see `whenBooted`). One run at a time per agent: while one is queued or
      * running, another answers 409 `conflict` naming it (the database's unique index decides,
      * so two concurrent requests cannot both start one).
      */
     async start(principal: Principal, agentId: string, input: string): Promise<{ taskId: string; agentId: string }> {
-      const agent = await agents.find(principal, agentId);
+      const agent = await agents.whenBooted(await agents.find(principal, agentId));
       await agents.assertWithinLimits(agent, 'run');
       const phase = agent.status?.phase ?? 'booting';
       if (agent.spec.desiredState !== 'active' || (phase !== 'idle' && phase !== 'running') || !agent.status?.sandbox) {
-        throw new ApiError('conflict', `agent ${agentId} is ${phase}; run needs a ready agent (status idle)`, { status: phase });
+        const state = phase === 'booting' ? 'still booting' : phase;
+        throw new ApiError('conflict', `agent ${agentId} is ${state}; run needs a ready agent (status idle)`, { status: phase });
       }
+      // Refused now rather than queued to fail (or be retried) when the runner calls the model.
+      const modelProblem = await agents.modelProblem(agent);
+      if (modelProblem) throw new ApiError('unprocessable_entity', `model: ${modelProblem}`, { fields: { model: [modelProblem] }, model: agent.spec.model });
       try {
         const task = await insertTask(pool, {
           id: newId('task', clock.now()),

@@ -11,7 +11,8 @@ import {
 } from '@berth/common';
 import type { Environment, SessionLimits } from '@berth/crds';
 import type { Principal } from '../http/context.js';
-import { listPage, type PageRequest } from './pagination.js';
+import { assertInstallCurrency } from './limits.js';
+import { listPage, type CursorCodec, type PageRequest } from './pagination.js';
 import { findOwned } from './scope.js';
 
 export interface SessionView {
@@ -41,8 +42,9 @@ export interface CreateSessionInput {
   metadata?: Record<string, string>;
 }
 
-export function createSessionService(deps: { store: ResourceStore; pool: Pool; clock: Clock }) {
+export function createSessionService(deps: { store: ResourceStore; pool: Pool; clock: Clock; cursors: CursorCodec; currency: string }) {
   const { store, pool, clock } = deps;
+  const checkLimits = (limits: SessionLimits | undefined) => assertInstallCurrency(deps.currency, 'limits.maxCost.currency', limits?.maxCost?.currency);
 
   function scopeLabels(principal: Principal): Record<string, string> {
     return { [Labels.organization]: principal.organizationId, [Labels.mode]: principal.mode };
@@ -91,6 +93,7 @@ export function createSessionService(deps: { store: ResourceStore; pool: Pool; c
     },
 
     async create(principal: Principal, input: CreateSessionInput): Promise<SessionView> {
+      checkLimits(input.limits);
       const session = await createResource(principal, newId('ses', clock.now()), input);
       await claimDefault(principal, input.userId, objectNameToId(session.metadata.name));
       return sessionView(session);
@@ -106,6 +109,7 @@ export function createSessionService(deps: { store: ResourceStore; pool: Pool; c
       userId: string,
       input: Omit<CreateSessionInput, 'userId'>,
     ): Promise<{ session: SessionView; created: boolean }> {
+      checkLimits(input.limits);
       const candidate = newId('ses', clock.now());
       const sessionId = await claimDefault(principal, userId, candidate);
       const existing = await store.get('Session', idToObjectName(sessionId));
@@ -127,6 +131,7 @@ export function createSessionService(deps: { store: ResourceStore; pool: Pool; c
      * until resumed.
      */
     async update(principal: Principal, id: string, input: { limits?: SessionLimits | undefined; metadata?: Record<string, string> | undefined }): Promise<SessionView> {
+      checkLimits(input.limits);
       const session = await find(principal, id);
       const updated = await store.updateSpec('Session', session.metadata.name, (current) => ({
         ...current.spec,
@@ -138,7 +143,7 @@ export function createSessionService(deps: { store: ResourceStore; pool: Pool; c
 
     /** Newest first; the cursor continues after the last session of the previous page. */
     list(principal: Principal, page: PageRequest) {
-      return listPage(store, 'Session', scopeLabels(principal), page, sessionView);
+      return listPage(store, deps.cursors, 'Session', scopeLabels(principal), page, sessionView);
     },
   };
 }

@@ -1,7 +1,9 @@
 import { randomUUID } from 'node:crypto';
 import pg from 'pg';
+import type { Registry } from 'prom-client';
 import type { Clock } from '../clock.js';
 import { isUniqueViolation, withTransaction, type Queryable } from '../db/index.js';
+import { NotificationListener } from '../db/listener.js';
 import type { Logger } from '../log.js';
 import {
   StoreError,
@@ -54,9 +56,6 @@ function toResource<K extends Kind>(row: ResourceRow): Resource<K> {
   return resource;
 }
 
-const CHANNEL = 'berth_resources';
-const MAX_RECONNECT_DELAY_MS = 10_000;
-
 /**
  * Resources in one PostgreSQL table, with a global resourceVersion sequence and a
  * watch over LISTEN/NOTIFY. A dropped listener reconnects and tells every watcher to
@@ -64,17 +63,23 @@ const MAX_RECONNECT_DELAY_MS = 10_000;
  */
 export class PostgresResourceStore implements ResourceStore {
   private readonly handlers = new Map<Kind, Set<WatchHandlers>>();
-  private listener: pg.Client | undefined;
-  private listening: Promise<void> | undefined;
-  private reconnectTimer: NodeJS.Timeout | undefined;
-  private reconnectDelayMs = 100;
-  private missedEvents = false;
-  private closed = false;
+  private readonly listener: NotificationListener;
 
   constructor(
     private readonly pool: pg.Pool,
-    private readonly options: { connectionString: string; clock: Clock; log: Logger },
-  ) {}
+    private readonly options: { connectionString: string; clock: Clock; log: Logger; metrics?: Registry },
+  ) {
+    this.listener = new NotificationListener({
+      connectionString: options.connectionString,
+      channels: ['berth_resources'],
+      name: 'resource-watch',
+      log: options.log,
+      ...(options.metrics ? { metrics: options.metrics } : {}),
+      onNotification: (_channel, payload) => this.dispatch(payload),
+      // Whatever changed while disconnected is unknown: every watcher relists.
+      onReconnect: () => this.resyncAll(),
+    });
+  }
 
   async get<K extends Kind>(kind: K, name: string, db: Queryable = this.pool): Promise<Resource<K> | undefined> {
     const { rows } = await db.query<ResourceRow>(`SELECT ${COLUMNS} FROM resources WHERE kind = $1 AND name = $2`, [
@@ -234,55 +239,9 @@ export class PostgresResourceStore implements ResourceStore {
     };
   }
 
-  /** Resolves once the listener is connected (a no-op when it already is). */
+  /** Resolves once the listener is connected, or has failed once and goes on trying (watchers then relist). */
   ensureListening(): Promise<void> {
-    if (this.closed) return Promise.resolve();
-    this.listening ??= this.connectListener().catch((error: unknown) => {
-      this.listening = undefined;
-      this.scheduleReconnect(error);
-    });
-    return this.listening;
-  }
-
-  private async connectListener(): Promise<void> {
-    const client = new pg.Client({ connectionString: this.options.connectionString });
-    client.on('notification', (message) => this.dispatch(message.payload));
-    client.on('error', (error) => this.onListenerLost(client, error));
-    client.on('end', () => this.onListenerLost(client, new Error('listener connection ended')));
-    await client.connect();
-    await client.query(`LISTEN ${CHANNEL}`);
-    if (this.closed) {
-      await client.end();
-      return;
-    }
-    this.listener = client;
-    this.reconnectDelayMs = 100;
-    if (this.missedEvents) {
-      this.missedEvents = false;
-      this.resyncAll();
-    }
-  }
-
-  private onListenerLost(client: pg.Client, error: unknown): void {
-    if (this.closed || this.listener !== client) return;
-    this.listener = undefined;
-    this.listening = undefined;
-    client.end().catch(() => undefined);
-    this.scheduleReconnect(error);
-  }
-
-  private scheduleReconnect(error: unknown): void {
-    if (this.closed || this.reconnectTimer) return;
-    this.missedEvents = true;
-    this.options.log.warn({ err: error, retryInMs: this.reconnectDelayMs }, 'resource watch lost its connection');
-    const delay = this.reconnectDelayMs;
-    this.reconnectDelayMs = Math.min(this.reconnectDelayMs * 2, MAX_RECONNECT_DELAY_MS);
-    this.reconnectTimer = setTimeout(() => {
-      this.reconnectTimer = undefined;
-      // Whatever changed while disconnected is unknown: every watcher relists once connected.
-      void this.ensureListening();
-    }, delay);
-    this.reconnectTimer.unref();
+    return this.listener.start().catch(() => undefined);
   }
 
   private resyncAll(): void {
@@ -300,11 +259,7 @@ export class PostgresResourceStore implements ResourceStore {
   }
 
   async close(): Promise<void> {
-    this.closed = true;
-    clearTimeout(this.reconnectTimer);
     this.handlers.clear();
-    const listener = this.listener;
-    this.listener = undefined;
-    await listener?.end().catch(() => undefined);
+    await this.listener.close();
   }
 }

@@ -48,7 +48,7 @@ function createBillingMetrics(registry: Registry) {
       registers: [registry],
     }),
     charges: new Counter({ name: 'berth_ledger_charges_total', help: 'Charges the meters wrote to the usage ledger, by kind', labelNames: ['kind'], registers: [registry] }),
-    computeMinutes: new Counter({ name: 'berth_compute_minutes_metered_total', help: 'Sandbox minutes charged', registers: [registry] }),
+    computeSeconds: new Counter({ name: 'berth_compute_metered_seconds_total', help: 'Sandbox time charged to the usage ledger, in seconds', registers: [registry] }),
     pauses: new Counter({
       name: 'berth_limit_pauses_total',
       help: 'Agents paused because a session limit was reached or their cost cap was spent, by reason',
@@ -149,7 +149,7 @@ export class BillingLoop {
     for (const agent of agents) {
       const metered = await this.compute.meter(agent, environmentOf(agent), now);
       result.computeCharges += metered.charges;
-      this.metrics.computeMinutes.inc(metered.computeMinutes);
+      this.metrics.computeSeconds.inc(metered.computeSeconds);
     }
     await this.compute.closeOrphans(new Set(agents.map((agent) => objectNameToId(agent.metadata.name))));
     result.storageCharges = await this.storage.meter(now);

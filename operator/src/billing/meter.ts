@@ -28,8 +28,8 @@ export interface MeterPrices {
 export interface MeterResult {
   /** Ledger rows written. */
   charges: number;
-  /** Compute minutes charged. */
-  computeMinutes: number;
+  /** Sandbox time charged, in seconds (the ledger's quantity stays in minutes, its billing unit). */
+  computeSeconds: number;
 }
 
 /**
@@ -56,7 +56,7 @@ export class ComputeMeter {
   /** Charges what `agent` has used up to `now`; `final` charges even less than a step. */
   async meter(agent: Resource<'Agent'>, environment: Environment, now: Date, final = false): Promise<MeterResult> {
     const status = agent.status;
-    if (agent.spec.mode !== 'live' || !status?.startedAt) return { charges: 0, computeMinutes: 0 };
+    if (agent.spec.mode !== 'live' || !status?.startedAt) return { charges: 0, computeSeconds: 0 };
     const startedMs = Date.parse(status.startedAt);
     const running = status.sandbox !== undefined && (status.phase === 'idle' || status.phase === 'running' || status.phase === 'booting');
     const endedMs = status.computeEndedAt ? Date.parse(status.computeEndedAt) : undefined;
@@ -75,12 +75,12 @@ export class ComputeMeter {
         [agentId, new Date(startedMs)],
       );
       const meter = rows[0]!;
-      if (meter.closed) return { charges: 0, computeMinutes: 0 };
+      if (meter.closed) return { charges: 0, computeSeconds: 0 };
       const meteredMs = Number(meter.metered_ms);
       const targetMs = untilMs === undefined ? meteredMs : Math.max(meteredMs, untilMs - startedMs);
       const closing = !running;
       const due = targetMs - meteredMs >= COMPUTE_CHARGE_STEP_MS || ((closing || final) && targetMs > meteredMs);
-      let result: MeterResult = { charges: 0, computeMinutes: 0 };
+      let result: MeterResult = { charges: 0, computeSeconds: 0 };
       if (due) {
         const { compute, currency } = this.prices();
         const perMinute = computeNanocentsPerMinute(compute, {
@@ -106,7 +106,7 @@ export class ComputeMeter {
           dedupeKey: `${agentId}/compute/${startedMs}/${targetMs}`,
           at: new Date(startedMs + targetMs),
         });
-        result = { charges: 1, computeMinutes: minutes };
+        result = { charges: 1, computeSeconds: (targetMs - meteredMs) / 1000 };
       }
       if (due || closing) {
         await tx.query('UPDATE compute_meter SET metered_ms = $3, closed = $4 WHERE agent_id = $1 AND started_at = $2', [

@@ -22,7 +22,7 @@ import {
   type SandboxProvider,
   type SnapshotStorage,
 } from '@berth/common';
-import { Gauge, Histogram, type Registry } from 'prom-client';
+import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
 import type { ProviderRegistry } from '../providers/registry.js';
 import type { ComputeMeter } from '../billing/meter.js';
 import type { ReconcileResult, Reconciler } from '../runtime/controller.js';
@@ -41,6 +41,7 @@ export const PROVISION_DEADLINE_MS = 10 * 60_000;
 export interface AgentMetrics {
   provisionDuration: Histogram<'provider' | 'result'>;
   checkpointDuration: Histogram<'provider'>;
+  releaseFailures: Counter<'provider'>;
   /** Last known phase of each agent, counted at scrape time. */
   phases: Map<string, { provider: string; phase: string }>;
 }
@@ -49,7 +50,7 @@ export function createAgentMetrics(registry: Registry): AgentMetrics {
   const phases = new Map<string, { provider: string; phase: string }>();
   new Gauge({
     name: 'berth_sandboxes',
-    help: 'Agents (and so sandboxes) by provider and phase',
+    help: 'Agents of live keys (each with its sandbox while not paused or ended) by provider and phase; test-key agents, which have no sandbox, are not counted',
     labelNames: ['provider', 'phase'],
     registers: [registry],
     collect() {
@@ -59,6 +60,12 @@ export function createAgentMetrics(registry: Registry): AgentMetrics {
   });
   return {
     phases,
+    releaseFailures: new Counter({
+      name: 'berth_sandbox_release_failures_total',
+      help: 'Attempts to end a sandbox that failed because its provider could not be reached or refused; retried with backoff, the Agent keeps its finalizer',
+      labelNames: ['provider'],
+      registers: [registry],
+    }),
     checkpointDuration: new Histogram({
       name: 'berth_sandbox_checkpoint_duration_seconds',
       help: 'Time to checkpoint a sandbox into its snapshot on pause',
@@ -123,14 +130,7 @@ export function createAgentReconciler(deps: AgentReconcilerDeps): Reconciler {
       unavailable = (error as Error).message;
     }
 
-    if (agent.metadata.deletionTimestamp) {
-      if (provider) await provider.terminate(previous.sandbox ?? sandboxOf(agent, provider));
-      if (previous.sandbox) await settleCompute(agent, { ...previous, computeEndedAt: clock.now().toISOString() }, clock.now(), log);
-      await store.removeFinalizer('Agent', name, SANDBOX_FINALIZER);
-      metrics.phases.delete(name);
-      log.info('agent deleted; sandbox released');
-      return {};
-    }
+    if (agent.metadata.deletionTimestamp) return finalize(agent, previous, provider, unavailable, log);
 
     const step = new ReconcileStep(agent, previous, clock.now());
     let result: ReconcileResult = {};
@@ -138,7 +138,14 @@ export function createAgentReconciler(deps: AgentReconcilerDeps): Reconciler {
     try {
       if (provider) result = await converge(step, provider, log);
       else if (unavailable !== undefined && useFallback(step, unavailable)) result = { requeueAfterMs: 0 };
-      else if (unavailable !== undefined) throw new ProviderError(step.status.provider ?? agent.spec.provider, unavailable);
+      else if (unavailable !== undefined) {
+        const providerName = step.status.provider ?? agent.spec.provider;
+        if (agent.spec.desiredState === 'terminated' && step.status.sandbox) {
+          metrics.releaseFailures.inc({ provider: providerName });
+          step.condition('False', AgentReason.ReleaseFailed, `terminating: provider ${providerName} is unavailable, retrying: ${unavailable}`);
+        }
+        throw new ProviderError(providerName, unavailable);
+      }
       else result = step.fail('provider_error', `provider "${step.status.provider ?? agent.spec.provider}" is not configured on this install`);
     } catch (error) {
       failure = error;
@@ -148,10 +155,51 @@ export function createAgentReconciler(deps: AgentReconcilerDeps): Reconciler {
       await store.updateStatus('Agent', name, step.status, { resourceVersion: agent.metadata.resourceVersion });
       if (previous.sandbox && !step.status.sandbox) await settleCompute(agent, step.status, step.now, log);
     }
-    metrics.phases.set(name, { provider: agent.spec.mode === 'test' ? 'mock' : agent.spec.provider, phase: step.status.phase });
+    // Test keys' agents run on a mock and use no compute: counting them would inflate capacity dashboards.
+    if (agent.spec.mode === 'live') metrics.phases.set(name, { provider: agent.spec.provider, phase: step.status.phase });
     if (failure) throw failure;
     return result;
   };
+
+  /**
+   * An Agent being deleted: its sandbox is ended before the finalizer goes, so that nothing
+   * keeps running (and costing) unseen. A provider that cannot be asked, or fails, keeps the
+   * finalizer: the error retries with the work queue's backoff and the reason shows in a
+   * condition. A sandbox its provider no longer knows counts as ended.
+   */
+  async function finalize(agent: AgentResource, previous: AgentStatus, provider: SandboxProvider | undefined, unavailable: string | undefined, log: Logger): Promise<ReconcileResult> {
+    const name = agent.metadata.name;
+    if (agent.metadata.finalizers.includes(SANDBOX_FINALIZER)) {
+      const providerName = previous.provider ?? agent.spec.provider;
+      try {
+        if (unavailable !== undefined) throw new ProviderError(providerName, `provider ${providerName} is unavailable: ${unavailable}`);
+        if (provider) await terminateSandbox(provider, previous.sandbox ?? sandboxOf(agent, provider));
+        else log.warn({ provider: providerName }, 'the provider of this agent is not configured on this install; nothing can end its sandbox');
+      } catch (error) {
+        metrics.releaseFailures.inc({ provider: providerName });
+        const message = `deleting: the sandbox could not be ended, retrying (the finalizer ${SANDBOX_FINALIZER} stays until it is): ${(error as Error).message}`;
+        const status: AgentStatus = {
+          ...previous,
+          conditions: setCondition(
+            previous.conditions,
+            { type: AgentCondition.SandboxReady, status: 'False', reason: AgentReason.ReleaseFailed, message, observedGeneration: agent.metadata.generation },
+            clock.now(),
+          ),
+        };
+        if (!isDeepStrictEqual(status, previous)) {
+          await store.updateStatus('Agent', name, status, { resourceVersion: agent.metadata.resourceVersion }).catch((writeError: unknown) => {
+            if (!isStoreError(writeError, 'Conflict') && !isStoreError(writeError, 'NotFound')) throw writeError;
+          });
+        }
+        throw error;
+      }
+      if (previous.sandbox) await settleCompute(agent, { ...previous, computeEndedAt: clock.now().toISOString() }, clock.now(), log);
+      await store.removeFinalizer('Agent', name, SANDBOX_FINALIZER);
+      log.info('agent deleted; sandbox released');
+    }
+    metrics.phases.delete(name);
+    return {};
+  }
 
   /** Charges the compute of a sandbox just released; the billing loop retries what fails here. */
   async function settleCompute(agent: AgentResource, status: AgentStatus, now: Date, log: Logger): Promise<void> {
@@ -297,7 +345,13 @@ export function createAgentReconciler(deps: AgentReconcilerDeps): Reconciler {
       return {};
     }
     if (agent.spec.desiredState === 'terminated') {
-      await step.release(provider, { unrecorded: true });
+      try {
+        await step.release(provider, { unrecorded: true });
+      } catch (error) {
+        metrics.releaseFailures.inc({ provider: provider.name });
+        step.condition('False', AgentReason.ReleaseFailed, `terminating: the sandbox could not be ended, retrying: ${(error as Error).message}`);
+        throw error;
+      }
       await deleteSnapshotsOf(agent);
       status.phase = 'terminated';
       status.endedAt = now.toISOString();
@@ -409,6 +463,16 @@ function useFallback(step: ReconcileStep, reason: string): boolean {
   return true;
 }
 
+/** Ends a sandbox; one its provider answers "not found" for is already ended. */
+async function terminateSandbox(provider: SandboxProvider, sandbox: SandboxRef): Promise<void> {
+  try {
+    await provider.terminate(sandbox);
+  } catch (error) {
+    if (error instanceof ProviderError && error.details.status === 404) return;
+    throw error;
+  }
+}
+
 /** Providers name sandboxes after their agent, so the sandbox of an agent can be found without its status. */
 function sandboxOf(agent: AgentResource, provider: SandboxProvider): SandboxRef {
   return { provider: provider.name, id: objectNameToId(agent.metadata.name) };
@@ -466,7 +530,7 @@ class ReconcileStep {
   async release(provider: SandboxProvider, options: { unrecorded?: boolean } = {}): Promise<void> {
     const sandbox = this.status.sandbox ?? (options.unrecorded ? sandboxOf(this.agent, provider) : undefined);
     if (!sandbox) return;
-    await provider.terminate(sandbox);
+    await terminateSandbox(provider, sandbox);
     if (this.status.sandbox) this.status.computeEndedAt = this.now.toISOString();
     delete this.status.sandbox;
   }

@@ -1,9 +1,9 @@
-import pg from 'pg';
 import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
 import type { SandboxRef } from '@berth/crds';
 import {
   LATENCY_BUCKETS,
   LostClaimError,
+  NotificationListener,
   appendStreamEvent,
   claimTask,
   checkpointTask,
@@ -117,18 +117,31 @@ export class Runner {
   private readonly leaseMs: number;
   private readonly inFlight = new Map<string, AbortController>();
   private workers: Promise<void>[] = [];
-  private listener: pg.Client | undefined;
+  private readonly listener: NotificationListener;
   private wakeWaiters: (() => void)[] = [];
+  /** Counts wake-ups, so that one that comes while every worker is busy claiming is not lost. */
+  private wakeGeneration = 0;
   private stopping = false;
 
   constructor(private readonly options: RunnerOptions) {
     this.metrics = createRunnerMetrics(options.metrics);
     this.leaseMs = options.leaseMs ?? 30_000;
+    // New tasks wake a worker at once; the poll also finds tasks whose runner died, and a
+    // reconnect wakes every worker to claim what was queued while notifications were lost.
+    this.listener = new NotificationListener({
+      connectionString: options.connectionString,
+      channels: ['berth_tasks'],
+      name: 'runner',
+      log: options.log,
+      metrics: options.metrics,
+      onNotification: () => this.wakeOne(),
+      onReconnect: () => this.wakeAll(),
+    });
   }
 
   async start(): Promise<void> {
     if (this.options.workers === 0) return;
-    await this.listen();
+    await this.listener.start();
     for (let i = 0; i < this.options.workers; i++) this.workers.push(this.work());
     this.options.log.info({ workers: this.options.workers, identity: this.options.identity }, 'runner started');
   }
@@ -139,32 +152,22 @@ export class Runner {
     for (const controller of this.inFlight.values()) controller.abort(new RunnerStopping('runner stopping'));
     this.wakeAll();
     await Promise.all(this.workers);
-    await this.listener?.end().catch(() => undefined);
-  }
-
-  /** New tasks wake a worker at once; the poll also finds tasks whose runner died. */
-  private async listen(): Promise<void> {
-    const client = new pg.Client({ connectionString: this.options.connectionString });
-    client.on('notification', () => this.wakeOne());
-    client.on('error', (error) => {
-      this.options.log.warn({ err: error }, 'task notifications lost; polling until restarted');
-      this.listener = undefined;
-      if (!this.stopping) setTimeout(() => void this.listen().catch(() => undefined), 2_000).unref();
-    });
-    await client.connect();
-    await client.query('LISTEN berth_tasks');
-    this.listener = client;
+    await this.listener.close();
   }
 
   private wakeOne(): void {
+    this.wakeGeneration++;
     this.wakeWaiters.shift()?.();
   }
 
   private wakeAll(): void {
+    this.wakeGeneration++;
     for (const wake of this.wakeWaiters.splice(0)) wake();
   }
 
-  private idle(): Promise<void> {
+  /** Waits for a wake-up or the poll interval; returns at once when one came since `since`. */
+  private idle(since: number): Promise<void> {
+    if (this.wakeGeneration !== since) return Promise.resolve();
     return new Promise((resolve) => {
       const timer = setTimeout(() => {
         this.wakeWaiters = this.wakeWaiters.filter((entry) => entry !== wake);
@@ -180,6 +183,7 @@ export class Runner {
 
   private async work(): Promise<void> {
     while (!this.stopping) {
+      const since = this.wakeGeneration;
       let task: Task | undefined;
       try {
         task = await claimTask(this.options.pool, this.options.identity, this.leaseMs);
@@ -187,7 +191,7 @@ export class Runner {
         this.options.log.warn({ err: error }, 'claiming a task failed');
       }
       if (!task) {
-        await this.idle();
+        await this.idle(since);
         continue;
       }
       await this.execute(task);

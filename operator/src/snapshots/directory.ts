@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { mkdir, open, rename, rmdir, stat, unlink, type FileHandle } from 'node:fs/promises';
+import { chmod, mkdir, open, rename, rmdir, stat, unlink, type FileHandle } from 'node:fs/promises';
 import { basename, dirname, join, relative, resolve, sep } from 'node:path';
 import type { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
@@ -19,7 +19,8 @@ const isAbsent = (error: unknown) => ABSENT.has((error as NodeJS.ErrnoException)
 /**
  * Snapshot archives as files under one root directory, for embedded mode. Keys are relative
  * paths (`agents/a1/snap_1`); a write is all-or-nothing, so a crash or a broken source never
- * leaves half an archive under a key.
+ * leaves half an archive under a key. Only the owner reads them (directories 0700, files 0600):
+ * an archive holds an agent's files and, at native level, its processes' memory.
  */
 export class DirectoryStorage implements SnapshotStorage {
   readonly kind = 'directory';
@@ -31,6 +32,8 @@ export class DirectoryStorage implements SnapshotStorage {
 
   async put(key: string, body: Readable): Promise<StoredArchive> {
     const target = this.pathOf(key);
+    await mkdir(this.root, { recursive: true, mode: 0o700 });
+    await chmod(this.root, 0o700); // a root made before archives were kept private
     const { handle, path: temp } = await openTempBeside(target);
     try {
       const meter = meterArchive();
@@ -125,10 +128,10 @@ export class DirectoryStorage implements SnapshotStorage {
 async function openTempBeside(target: string): Promise<{ handle: FileHandle; path: string }> {
   // A concurrent delete may remove the directory between our mkdir and open: make it again.
   for (let attempt = 1; ; attempt++) {
-    await mkdir(dirname(target), { recursive: true });
+    await mkdir(dirname(target), { recursive: true, mode: 0o700 });
     const path = join(dirname(target), `.${basename(target)}.${randomBytes(6).toString('hex')}.tmp`);
     try {
-      return { handle: await open(path, 'wx'), path };
+      return { handle: await open(path, 'wx', 0o600), path };
     } catch (error) {
       if ((error as NodeJS.ErrnoException).code !== 'ENOENT' || attempt === 3) throw error;
     }

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { restoreSpec, sandboxSpec } from './bundle.js';
+import { restoreSpec, sandboxSpec, withoutSecretValues } from './bundle.js';
 import { launcherArgs } from './launcher.js';
 
 const input = {
@@ -12,6 +12,7 @@ const input = {
   env: { EXTRA: 'yes' },
   cpus: 1.5,
   memoryBytes: 512 * 1024 ** 2,
+  tmpBytes: 64 * 1024 ** 2,
 };
 
 describe('sandboxSpec', () => {
@@ -24,17 +25,19 @@ describe('sandboxSpec', () => {
     expect(spec.process.cwd).toBe('/workspace');
   });
 
-  it('limits CPU, memory and processes', () => {
+  it('limits CPU, memory, the sentry threads on the host, and /tmp', () => {
     expect(spec.linux.resources).toEqual({
       memory: { limit: 512 * 1024 ** 2 },
       cpu: { quota: 150_000, period: 100_000 },
-      pids: { limit: 1024 },
+      pids: { limit: 512 },
     });
+    expect(spec.mounts).toContainEqual({ destination: '/tmp', type: 'tmpfs', source: 'tmpfs', options: ['nosuid', 'nodev', 'mode=1777', 'size=67108864'] });
+    expect(spec.mounts).toContainEqual(expect.objectContaining({ destination: '/sys/fs/cgroup', type: 'cgroup' }));
     expect(spec.linux.cgroupsPath).toBe('/berth/agt_1');
   });
 
   it('runs the launcher as PID 1 without new privileges and with few capabilities', () => {
-    expect(spec.process.args).toEqual(launcherArgs());
+    expect(spec.process.args).toEqual(launcherArgs(128));
     expect(spec.process.noNewPrivileges).toBe(true);
     expect(spec.process.capabilities.bounding).toEqual(['CAP_AUDIT_WRITE', 'CAP_KILL', 'CAP_NET_BIND_SERVICE']);
   });
@@ -48,8 +51,9 @@ describe('sandboxSpec', () => {
     expect(spec.process.env).toContain('EXTRA=yes');
   });
 
-  it('says what image and compute it was made for', () => {
-    expect(spec.annotations).toEqual({ 'berth.dev/image': 'python', 'berth.dev/compute': 'python' });
+  it('says what image and compute it was made for, and which variables hold secrets', () => {
+    expect(spec.annotations).toEqual({ 'berth.dev/image': 'python', 'berth.dev/compute': 'python', 'berth.dev/secret-env': 'EXTRA' });
+    expect(sandboxSpec({ ...input, env: {} }).annotations).toEqual({ 'berth.dev/image': 'python', 'berth.dev/compute': 'python' });
   });
 
   it('is pure', () => {
@@ -59,7 +63,7 @@ describe('sandboxSpec', () => {
 
 describe('restoreSpec', () => {
   const saved = sandboxSpec(input);
-  const place = { containerId: 'agt_2', workspace: '/data/sandboxes/agt_2/workspace', execDir: '/data/sandboxes/agt_2/exec' };
+  const place = { containerId: 'agt_2', workspace: '/data/sandboxes/agt_2/workspace', execDir: '/data/sandboxes/agt_2/exec', env: { EXTRA: 'yes' } };
   const restored = restoreSpec(saved, place) as any;
 
   it("moves the host directories and the cgroup to the restored sandbox's", () => {
@@ -78,7 +82,27 @@ describe('restoreSpec', () => {
     expect(linux.resources).toEqual(savedLinux.resources);
   });
 
+  it('puts the current values of the secrets back into a spec saved without them', () => {
+    const rotated = restoreSpec(withoutSecretValues(saved), { ...place, env: { EXTRA: 'rotated', OTHER: 'not named' } }) as any;
+    expect(rotated.process.env).toContain('EXTRA=rotated');
+    expect(rotated.process.env.filter((entry: string) => entry.startsWith('EXTRA='))).toHaveLength(1);
+    expect(rotated.process.env.join('\n')).not.toContain('OTHER');
+    const deleted = restoreSpec(withoutSecretValues(saved), { ...place, env: {} }) as any;
+    expect(deleted.process.env.join('\n')).not.toContain('EXTRA');
+  });
+
   it('leaves the saved spec alone', () => {
     expect(saved).toEqual(sandboxSpec(input));
+  });
+});
+
+describe('withoutSecretValues', () => {
+  it('drops the values of the named variables and keeps their names', () => {
+    const saved = sandboxSpec({ ...input, env: { TOKEN: 'hunter2', EXTRA: 'yes' } }) as any;
+    const redacted = withoutSecretValues(saved) as any;
+    expect(JSON.stringify(redacted)).not.toContain('hunter2');
+    expect(redacted.process.env).toContain('HOME=/root');
+    expect(redacted.annotations['berth.dev/secret-env']).toBe('EXTRA,TOKEN');
+    expect(saved.process.env).toContain('TOKEN=hunter2');
   });
 });

@@ -144,6 +144,8 @@ describe('the image of each agent', () => {
       sandboxDir: join(tmp, 'sandboxes'),
       cpus: 1,
       memoryBytes: 1024 ** 3,
+      workspaceBytes: 1024 ** 3,
+      overlayBytes: 256 * 1024 ** 2,
       ...(browserImage !== undefined ? { browserImage } : {}),
       log: silentLogger,
     });

@@ -12,11 +12,13 @@ export { sandboxSpec } from './bundle.js';
 /** The local provider as embedded mode configures it: state and sandboxes under the data directory. */
 export function createLocalProvider(config: BerthConfig, log: Logger): LocalProvider {
   return new LocalProvider({
-    runsc: new Runsc({ binary: config.runsc, stateDir: join(config.dataDir, 'runsc'), network: config.sandboxNetwork }),
+    runsc: new Runsc({ binary: config.runsc, stateDir: join(config.dataDir, 'runsc'), network: config.sandboxNetwork, overlayBytes: config.sandboxOverlaySize }),
     images: new ImageStore(config.imageDir, log),
     sandboxDir: join(config.dataDir, 'sandboxes'),
     cpus: config.sandboxCpus,
     memoryBytes: config.sandboxMemory,
+    workspaceBytes: config.workspaceSize,
+    overlayBytes: config.sandboxOverlaySize,
     ...(config.browserImage !== undefined ? { browserImage: config.browserImage } : {}),
     log: log.child({ provider: 'local' }),
   });

@@ -6,7 +6,8 @@ describe('the launcher', () => {
   const [bash, flag, command, source] = launcherArgs();
 
   it('runs under its own name, and its command line never says python (pkill -f python passes it by)', () => {
-    expect([bash, flag, command]).toEqual(['/bin/bash', '-c', 'exec -a berth-launcher python3 -I -S -c "$0"']);
+    expect([bash, flag, command]).toEqual(['/bin/bash', '-c', 'exec -a berth-launcher python3 -I -S -c "$0" "$@"']);
+    expect(launcherArgs(512)).toEqual([bash, flag, command, source, '512']);
     expect(source).not.toMatch(/python/i);
   });
 

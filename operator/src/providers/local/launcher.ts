@@ -49,6 +49,17 @@ DEFAULTS = [getattr(signal, name) for name in ('SIGHUP', 'SIGINT', 'SIGQUIT', 'S
 DEFAULTS += range(signal.SIGRTMIN, signal.SIGRTMAX + 1)
 for number in DEFAULTS:
     signal.signal(number, signal.SIG_IGN)
+# A task limit inside gVisor: the programs get EAGAIN from fork at the limit, where the host's
+# pids cgroup (counting the sentry's threads) would end the whole sandbox.
+if len(sys.argv) > 1:
+    try:
+        os.makedirs('/sys/fs/cgroup/pids/berth', exist_ok=True)
+        with open('/sys/fs/cgroup/pids/berth/pids.max', 'w') as limit:
+            limit.write(sys.argv[1])
+        with open('/sys/fs/cgroup/pids/berth/cgroup.procs', 'w') as procs:
+            procs.write(str(os.getpid()))
+    except OSError as error:
+        print('berth-launcher: no task limit:', error, file=sys.stderr, flush=True)
 server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
 server.bind('\0${SOCKET_NAME}')
 server.listen(128)
@@ -229,9 +240,14 @@ print STDERR "berth: the sandbox's launcher could not run it: $status\n";
 exit ${LAUNCHER_FAILED};
 `;
 
-/** The container's main process: the launcher, under its own name (see above). */
-export function launcherArgs(): string[] {
-  return ['/bin/bash', '-c', `exec -a ${SOCKET_NAME} python3 -I -S -c "$0"`, LAUNCHER_SOURCE];
+/**
+ * The container's main process: the launcher, under its own name (see above). With `tasksLimit`
+ * it puts itself, and so every program it starts, in a pids cgroup of gVisor's own with that
+ * limit (the sandbox must mount cgroupfs at /sys/fs/cgroup).
+ */
+export function launcherArgs(tasksLimit?: number): string[] {
+  const args = ['/bin/bash', '-c', `exec -a ${SOCKET_NAME} python3 -I -S -c "$0" "$@"`, LAUNCHER_SOURCE];
+  return tasksLimit === undefined ? args : [...args, String(tasksLimit)];
 }
 
 /** The argv that `runsc exec` runs to have the launcher start `argv` inside the sandbox. */

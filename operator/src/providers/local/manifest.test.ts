@@ -12,6 +12,7 @@ const spec = sandboxSpec({
   env: {},
   cpus: 1,
   memoryBytes: 1024 ** 3,
+  tmpBytes: 64 * 1024 ** 2,
 });
 const RUNTIME = 'runsc version v0.0.0-20260905035102-160fafc42237';
 const manifest = localManifest({ level: 'native', agentId: 'agt_1', spec, runtime: RUNTIME, createdAt: new Date('2026-01-02T03:04:05Z') });
@@ -26,6 +27,13 @@ describe('localManifest', () => {
       createdAt: '2026-01-02T03:04:05.000Z',
       sandbox: { image: 'browser', compute: 'node', rootfs: '/images/browser-abc/rootfs', runtime: RUNTIME, spec },
     });
+  });
+
+  it('keeps the names of secrets, never their values', () => {
+    const withSecret = sandboxSpec({ containerId: 'agt_1', image: 'python', compute: 'python', rootfs: '/r', workspace: '/w', execDir: '/e', env: { API_TOKEN: 'hunter2' }, cpus: 1, memoryBytes: 1024 ** 3, tmpBytes: 1024 ** 2 });
+    const recorded = localManifest({ level: 'native', agentId: 'agt_1', spec: withSecret, runtime: RUNTIME, createdAt: new Date() });
+    expect(JSON.stringify(recorded)).not.toContain('hunter2');
+    expect(recorded.sandbox!.spec.annotations).toMatchObject({ 'berth.dev/secret-env': 'API_TOKEN' });
   });
 
   it('reads back as written', () => {

@@ -1,5 +1,5 @@
 import type { SnapshotLevel } from '@berth/common';
-import { COMPUTE_ANNOTATION, IMAGE_ANNOTATION } from './bundle.js';
+import { COMPUTE_ANNOTATION, IMAGE_ANNOTATION, withoutSecretValues } from './bundle.js';
 
 /**
  * A snapshot archive is a compressed tar (see archive.ts) of `manifest.json` (first, so that a reader finds it early),
@@ -21,7 +21,10 @@ export interface SandboxRecord {
   rootfs: string;
   /** `runsc --version` of the runsc that checkpointed it: images are not portable across versions. */
   runtime: string;
-  /** The OCI spec it ran with; a restore runs the same one (see `restoreSpec`). */
+  /**
+   * The OCI spec it ran with, without the values of its secrets; a restore runs the same one with
+   * the secrets' current values (see `restoreSpec`).
+   */
   spec: Record<string, unknown>;
 }
 
@@ -34,7 +37,10 @@ export interface SnapshotManifest {
   sandbox?: SandboxRecord;
 }
 
-/** The manifest of a local sandbox's snapshot, from the spec it ran with. Pure. */
+/**
+ * The manifest of a local sandbox's snapshot, from the spec it ran with. Secrets' values stay out
+ * of it: an archive may be kept, copied and read long after the secret was rotated. Pure.
+ */
 export function localManifest(input: {
   level: SnapshotLevel;
   agentId: string;
@@ -56,7 +62,7 @@ export function localManifest(input: {
       compute: annotations[COMPUTE_ANNOTATION],
       rootfs: root.path,
       runtime: input.runtime,
-      spec,
+      spec: withoutSecretValues(spec),
     },
   };
 }

@@ -1,6 +1,6 @@
 import { createHash, randomUUID } from 'node:crypto';
 import { existsSync } from 'node:fs';
-import { mkdir, readFile, rename, rm, rmdir, writeFile } from 'node:fs/promises';
+import { chmod, mkdir, readFile, rename, rm, rmdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Compute, SandboxRef } from '@berth/crds';
 import {
@@ -39,6 +39,7 @@ import {
   type SnapshotManifest,
 } from './manifest.js';
 import { Runsc, RunscError } from './runsc.js';
+import { ensureVolume, unmountVolume } from './volume.js';
 
 export interface LocalProviderOptions {
   runsc: Runsc;
@@ -47,11 +48,18 @@ export interface LocalProviderOptions {
   sandboxDir: string;
   cpus: number;
   memoryBytes: number;
+  /** Size of each sandbox's /workspace filesystem (see volume.ts). */
+  workspaceBytes: number;
+  /** Largest the sandbox's in-memory root overlay (/tmp, /root, caches) may grow. */
+  overlayBytes: number;
   /** The image of browser agents, normally `browser`; browser agents are refused while unset. */
   browserImage?: string;
   maxOutputBytes?: number;
   log: Logger;
 }
+
+/** The exit status of runsc when it failed itself (rather than passing on the program's). */
+const RUNSC_FAILED = 128;
 
 const IMAGE_FOR_COMPUTE: Record<Compute, ImageName> = { python: 'python', node: 'node', go: 'go' };
 
@@ -63,6 +71,7 @@ export class LocalProvider implements SandboxProvider {
   readonly name = 'local';
   readonly capabilities: ProviderCapabilities;
   private readonly browserImage: ImageName | undefined;
+  private readonly sandboxListeners = new Set<(agentId: string) => void>();
 
   constructor(private readonly options: LocalProviderOptions) {
     if (options.browserImage !== undefined && !isImageName(options.browserImage)) {
@@ -97,11 +106,26 @@ export class LocalProvider implements SandboxProvider {
       root,
       bundle: join(root, 'bundle'),
       workspace: join(root, WORKSPACE_DIR),
+      /** The filesystem mounted at `workspace`. */
+      workspaceImage: join(root, 'workspace.ext4'),
       exec: join(root, 'exec'),
       console: join(root, 'console.log'),
       /** Where a snapshot archive is extracted before its parts are moved into place. */
       restoring: join(root, 'restoring'),
+      /** The workspace filesystem a restore fills, mounted at `restoring/workspace`. */
+      restoringImage: join(root, 'workspace.restoring.ext4'),
     };
+  }
+
+  /**
+   * Makes the sandbox's directory, readable by root only: it holds the bundle (the environment,
+   * with the agent's secrets), the workspace and checkpoint images (process memory).
+   */
+  private async makeRoot(agentId: string): Promise<void> {
+    await mkdir(this.options.sandboxDir, { recursive: true, mode: 0o700 });
+    await chmod(this.options.sandboxDir, 0o700);
+    await mkdir(this.paths(agentId).root, { recursive: true, mode: 0o700 });
+    await chmod(this.paths(agentId).root, 0o700);
   }
 
   async provision(request: ProvisionRequest): Promise<SandboxRef> {
@@ -126,7 +150,8 @@ export class LocalProvider implements SandboxProvider {
   private async start(request: ProvisionRequest, image: ImageName, rootfs: string): Promise<void> {
     const paths = this.paths(request.agentId);
     // The workspace outlives the container: a sandbox recreated after a host restart finds its files.
-    await mkdir(paths.workspace, { recursive: true });
+    await this.makeRoot(request.agentId);
+    await this.mountWorkspace(paths.workspaceImage, paths.workspace, request.agentId);
     const spec = sandboxSpec({
       containerId: request.agentId,
       image,
@@ -137,9 +162,18 @@ export class LocalProvider implements SandboxProvider {
       env: request.env,
       cpus: this.options.cpus,
       memoryBytes: this.options.memoryBytes,
+      tmpBytes: this.options.overlayBytes,
     });
     await this.launch(request.agentId, spec, (bundle) => this.options.runsc.run(request.agentId, bundle, paths.console));
     this.options.log.info({ agentId: request.agentId, image }, 'sandbox started');
+  }
+
+  private async mountWorkspace(image: string, mountPoint: string, agentId: string): Promise<void> {
+    try {
+      await ensureVolume(image, mountPoint, this.options.workspaceBytes);
+    } catch (error) {
+      throw new ProviderError(this.name, `could not mount the sandbox's workspace: ${(error as Error).message}`, { sandbox: agentId });
+    }
   }
 
   /** Writes the bundle and starts the container with `start`; a container that failed to start is removed. */
@@ -173,10 +207,15 @@ export class LocalProvider implements SandboxProvider {
     try {
       const notNative = source.level === 'native' ? await this.whyNotNative(manifest, paths.restoring) : 'files were asked for';
       const checkpointedSpec = notNative === undefined ? manifest?.sandbox?.spec : undefined;
+      // The restored filesystem takes the place of the workspace's.
+      await unmountVolume(paths.workspace);
       await rm(paths.workspace, { recursive: true, force: true });
-      await rename(join(paths.restoring, WORKSPACE_DIR), paths.workspace);
+      await rm(paths.workspaceImage, { force: true });
+      await unmountVolume(join(paths.restoring, WORKSPACE_DIR));
+      await rename(paths.restoringImage, paths.workspaceImage);
+      await this.mountWorkspace(paths.workspaceImage, paths.workspace, agentId);
       if (checkpointedSpec) {
-        await this.startFromCheckpoint(agentId, checkpointedSpec, join(paths.restoring, CHECKPOINT_DIR));
+        await this.startFromCheckpoint(agentId, checkpointedSpec, join(paths.restoring, CHECKPOINT_DIR), request.env);
       } else {
         if (source.level === 'native') {
           this.options.log.warn({ agentId, key, reason: notNative }, 'restoring the files of a native snapshot only');
@@ -189,8 +228,15 @@ export class LocalProvider implements SandboxProvider {
       const details = { sandbox: agentId, key };
       throw new ProviderError(this.name, `restoring snapshot archive ${key} failed: ${(error as Error).message}`, details);
     } finally {
-      await rm(paths.restoring, { recursive: true, force: true });
+      await this.discardRestoring(agentId);
     }
+  }
+
+  private async discardRestoring(agentId: string): Promise<void> {
+    const paths = this.paths(agentId);
+    await unmountVolume(join(paths.restoring, WORKSPACE_DIR));
+    await rm(paths.restoring, { recursive: true, force: true });
+    await rm(paths.restoringImage, { force: true });
   }
 
   /**
@@ -201,16 +247,20 @@ export class LocalProvider implements SandboxProvider {
    */
   private async extractSnapshot(agentId: string, { storage, archive }: RestoreSource): Promise<SnapshotManifest | undefined> {
     const paths = this.paths(agentId);
-    await rm(paths.restoring, { recursive: true, force: true }); // a crash's leftovers
-    await mkdir(paths.restoring, { recursive: true });
+    const existed = existsSync(paths.root);
+    await this.discardRestoring(agentId); // a crash's leftovers
     try {
+      await this.makeRoot(agentId);
+      await mkdir(paths.restoring, { mode: 0o700 });
+      // The workspace is extracted straight into a new filesystem of the workspace's size: an
+      // archive too large for it fails here, with the host disk untouched.
+      await ensureVolume(paths.restoringImage, join(paths.restoring, WORKSPACE_DIR), this.options.workspaceBytes);
       await extractArchive(await storage.get(archive.key), verifyArchive(archive.key, archive.sha256), paths.restoring);
-      await mkdir(join(paths.restoring, WORKSPACE_DIR), { recursive: true });
       const manifest = join(paths.restoring, MANIFEST_FILE);
       return existsSync(manifest) ? parseManifest(await readFile(manifest, 'utf8')) : undefined;
     } catch (error) {
-      await rm(paths.restoring, { recursive: true, force: true });
-      await rmdir(paths.root).catch(() => undefined); // only when empty: a sandbox that is not there yet
+      await this.discardRestoring(agentId).catch(() => undefined); // the first error is the one to report
+      if (!existed) await rmdir(paths.root).catch(() => undefined); // a sandbox that is not there yet
       const details = { sandbox: agentId, key: archive.key };
       if (error instanceof ArchiveIntegrityError) throw new ProviderError(this.name, error.message, { ...details, corrupted: true });
       if (error instanceof ArchiveNotFoundError) throw new ProviderError(this.name, error.message, details);
@@ -227,9 +277,14 @@ export class LocalProvider implements SandboxProvider {
   }
 
   /** Restores the checkpointed container, with the spec it ran with, as this agent's sandbox. */
-  private async startFromCheckpoint(agentId: string, checkpointedSpec: Record<string, unknown>, imageDir: string): Promise<void> {
+  private async startFromCheckpoint(
+    agentId: string,
+    checkpointedSpec: Record<string, unknown>,
+    imageDir: string,
+    env: Record<string, string>,
+  ): Promise<void> {
     const paths = this.paths(agentId);
-    const spec = restoreSpec(checkpointedSpec, { containerId: agentId, workspace: paths.workspace, execDir: paths.exec });
+    const spec = restoreSpec(checkpointedSpec, { containerId: agentId, workspace: paths.workspace, execDir: paths.exec, env });
     await this.launch(agentId, spec, (bundle) => this.options.runsc.restore(agentId, bundle, imageDir, paths.console));
   }
 
@@ -273,15 +328,34 @@ export class LocalProvider implements SandboxProvider {
       if (result.timedOut || stoppedByTimeout(result)) {
         throw new ExecTimeoutError(request.timeoutMs);
       }
-      if (/loading container|container .* (is not running|does not exist)|cannot exec in a stopped container/i.test(result.stderr)) {
-        if ((await this.state(ref)) !== 'running') throw new ProviderError(this.name, 'the sandbox is not running', { sandbox: ref.id });
-      }
       const failure = launcherFailure(result);
-      if (failure) throw new ProviderError(this.name, failure, { sandbox: ref.id });
+      // runsc exits 128 when it fails itself (a program may too, so the sandbox's state decides).
+      if (failure !== undefined || result.exitCode === RUNSC_FAILED || result.signal !== null) {
+        await this.assertRunning(ref);
+        if (failure !== undefined) throw new ProviderError(this.name, failure, { sandbox: ref.id });
+      }
       return { stdout: result.stdout, stderr: result.stderr, exitCode: result.exitCode, durationMs: result.durationMs };
     } finally {
       await rm(hostFile, { force: true });
     }
+  }
+
+  /**
+   * Throws when the sandbox is not running any more (ended by the host's OOM killer, a fork bomb
+   * that exhausted the sentry's threads, a kill from outside), and has its agent looked at now
+   * rather than at its next health check.
+   */
+  private async assertRunning(ref: SandboxRef): Promise<void> {
+    const state = await this.state(ref);
+    if (state === 'running') return;
+    for (const listener of this.sandboxListeners) listener(ref.id);
+    throw new ProviderError(this.name, `the sandbox is ${state === 'missing' ? 'gone' : 'not running'}`, { sandbox: ref.id, state });
+  }
+
+  /** Called with the agent's id when a sandbox is found dead outside a reconcile (see the operator). */
+  watchSandboxes(onChange: (agentId: string) => void): { stop(): void } {
+    this.sandboxListeners.add(onChange);
+    return { stop: () => this.sandboxListeners.delete(onChange) };
   }
 
   /**
@@ -312,7 +386,7 @@ export class LocalProvider implements SandboxProvider {
     }
     const started = performance.now();
     const scratch = join(paths.root, `checkpoint-${createHash('sha256').update(key).digest('hex').slice(0, 16)}`);
-    await mkdir(scratch, { recursive: true });
+    await mkdir(scratch, { recursive: true, mode: 0o700 });
     const level = await this.freeze(agentId, join(scratch, CHECKPOINT_DIR), native);
     const manifest = localManifest({
       level,
@@ -321,7 +395,7 @@ export class LocalProvider implements SandboxProvider {
       runtime: await this.options.runsc.version(),
       createdAt: new Date(),
     });
-    await writeFile(join(scratch, MANIFEST_FILE), JSON.stringify(manifest, null, 2));
+    await writeFile(join(scratch, MANIFEST_FILE), JSON.stringify(manifest, null, 2), { mode: 0o600 });
     const stored = await storage.put(
       key,
       packArchive([
@@ -377,6 +451,13 @@ export class LocalProvider implements SandboxProvider {
       if (!(error instanceof RunscError)) throw error;
       throw new ProviderError(this.name, error.message);
     }
-    await rm(this.paths(ref.id).root, { recursive: true, force: true });
+    const paths = this.paths(ref.id);
+    try {
+      await unmountVolume(join(paths.restoring, WORKSPACE_DIR));
+      await unmountVolume(paths.workspace);
+    } catch (error) {
+      throw new ProviderError(this.name, `could not unmount the sandbox's workspace: ${(error as Error).message}`, { sandbox: ref.id });
+    }
+    await rm(paths.root, { recursive: true, force: true });
   }
 }

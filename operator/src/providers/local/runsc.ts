@@ -19,6 +19,8 @@ export interface RunscOptions {
   /** runsc's state directory (`--root`); one per Berth data directory. */
   stateDir: string;
   network: 'none' | 'host';
+  /** Largest the in-memory writable layer over the image may grow; writes past it fail with ENOSPC. */
+  overlayBytes: number;
 }
 
 /** The runsc command line, one method per subcommand Berth uses. */
@@ -60,7 +62,7 @@ export class Runsc {
     try {
       const result = await runProcess(
         this.options.binary,
-        [...this.globalFlags(), '--overlay2=root:memory', subcommand, '--detach', ...args],
+        [...this.globalFlags(), `--overlay2=root:memory,size=${this.options.overlayBytes}`, subcommand, '--detach', ...args],
         { stdio: ['ignore', log, log], detached: true, timeoutMs: 60_000 },
       );
       if (result.exitCode !== 0) throw new RunscError(subcommand, { ...result, stderr: await tail(consoleLog) });
@@ -69,14 +71,20 @@ export class Runsc {
     }
   }
 
-  /** The container's status, or `undefined` when runsc does not know it. */
+  /**
+   * The container's status, or `undefined` when runsc does not know it. A sandbox whose process
+   * has died is `stopped`, whatever runsc says: runsc asks with signal 0, which a zombie answers,
+   * and a detached sandbox's parent is the host's init, which may reap it only many seconds later.
+   */
   async state(containerId: string): Promise<ContainerStatus | undefined> {
     const result = await runProcess(this.options.binary, [...this.globalFlags(), 'state', containerId], { timeoutMs: 30_000 });
     if (result.exitCode !== 0) {
       if (/does not exist|not found/i.test(result.stderr)) return undefined;
       throw new RunscError('state', result);
     }
-    return (JSON.parse(result.stdout) as { status: ContainerStatus }).status;
+    const { status, pid } = JSON.parse(result.stdout) as { status: ContainerStatus; pid?: number };
+    if (status === 'running' && pid !== undefined && !(await isAlive(pid))) return 'stopped';
+    return status;
   }
 
   exec(
@@ -109,6 +117,15 @@ export class Runsc {
     if (result.exitCode !== 0) throw new RunscError('--version', result);
     return result.stdout.split('\n')[0]?.trim() ?? '';
   }
+}
+
+/** Whether the process exists and is not a zombie, from its /proc/<pid>/stat. */
+async function isAlive(pid: number): Promise<boolean> {
+  const stat = await readFile(`/proc/${pid}/stat`, 'utf8').catch(() => undefined);
+  if (stat === undefined) return false;
+  // The state is the field after the command name, which is in parentheses and may hold anything.
+  const state = stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3);
+  return state !== 'Z' && state !== 'X';
 }
 
 async function tail(path: string): Promise<string> {

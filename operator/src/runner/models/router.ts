@@ -19,6 +19,14 @@ export class UnknownModelError extends Error {
   override name = 'UnknownModelError';
 }
 
+/** The vendor needs a key and neither the install nor the organization has one. */
+export class MissingModelKeyError extends ModelError {
+  override name = 'MissingModelKeyError';
+  constructor(message: string) {
+    super(message, 0, false);
+  }
+}
+
 const ADAPTERS: Record<ModelEndpoint['api'], ModelAdapter> = { openai: openAiAdapter, anthropic: anthropicAdapter };
 
 /**
@@ -46,6 +54,24 @@ export class ModelRouter {
     return undefined;
   }
 
+  /**
+   * Why the organization cannot call `model` at all now, or undefined: an unknown vendor, or a
+   * vendor whose platform key (`apiKeyEnv`) is not set and for which the organization has no
+   * key of its own (a BYOI model configuration). Checked before a run is queued, so that it is
+   * refused at once rather than retried. A BYOI configuration that cannot be used (its secret
+   * is gone) is left to the run, which fails naming the secret.
+   */
+  async unusableReason(organizationId: string, model: string): Promise<string | undefined> {
+    try {
+      await this.resolve(organizationId, model);
+      return undefined;
+    } catch (error) {
+      if (error instanceof UnknownModelError || error instanceof MissingModelKeyError) return error.message;
+      if (error instanceof ModelError) return undefined;
+      throw error;
+    }
+  }
+
   async resolve(organizationId: string, model: string): Promise<ModelRoute> {
     const slash = model.indexOf('/');
     const vendor = model.slice(0, slash);
@@ -53,11 +79,14 @@ export class ModelRouter {
     const configured = this.config.modelProviders[vendor];
     if (!configured) throw new UnknownModelError(this.problem(model));
     const own = await this.organizationEndpoint?.(organizationId, vendor);
-    const endpoint: ModelEndpoint = own ?? {
-      api: configured.api,
-      baseUrl: configured.baseUrl,
-      apiKey: configured.apiKeyEnv ? this.env[configured.apiKeyEnv] : undefined,
-    };
+    const platformKey = configured.apiKeyEnv ? this.env[configured.apiKeyEnv] : undefined;
+    if (!own && configured.apiKeyEnv && !platformKey) {
+      // Calling without the key would only be refused (or retried while the vendor is unreachable).
+      throw new MissingModelKeyError(
+        `no API key for model vendor "${vendor}": this install has none (${configured.apiKeyEnv} is not set) and the organization has configured none (PUT /v1/providers/${vendor})`,
+      );
+    }
+    const endpoint: ModelEndpoint = own ?? { api: configured.api, baseUrl: configured.baseUrl, apiKey: platformKey };
     const price = this.config.modelPrices[model];
     return {
       vendor,

@@ -1,0 +1,43 @@
+import { createServer, STATUS_CODES, type RequestListener, type Server } from 'node:http';
+import type { Duplex } from 'node:stream';
+import { ERROR_STATUS, newId, type ErrorCode } from '@berth/common';
+import type { ErrorEnvelope } from './errors.js';
+
+/**
+ * An HTTP server whose every answer is the error envelope, even those Node writes itself before
+ * a request reaches the app: headers over the 16 KiB limit (431), a request that is not HTTP
+ * (400), a request that took too long to arrive (408).
+ */
+export function createApiServer(listener: RequestListener): Server {
+  const server = createServer(listener);
+  server.on('clientError', (error: Error & { code?: string }, socket: Duplex) => {
+    if (error.code === 'ECONNRESET' || !socket.writable) {
+      socket.destroy();
+      return;
+    }
+    const [code, message]: [ErrorCode, string] =
+      error.code === 'HPE_HEADER_OVERFLOW'
+        ? ['headers_too_large', 'the request headers are larger than the 16 KiB limit']
+        : error.code === 'ERR_HTTP_REQUEST_TIMEOUT'
+          ? ['request_timeout', 'the request did not arrive in time']
+          : ['bad_request', 'the request is not valid HTTP'];
+    socket.end(rawErrorResponse(code, message));
+  });
+  return server;
+}
+
+function rawErrorResponse(code: ErrorCode, message: string): string {
+  const status = ERROR_STATUS[code];
+  const requestId = newId('req');
+  const envelope: ErrorEnvelope = { error: { code, message, details: {}, requestId } };
+  const body = JSON.stringify(envelope);
+  return [
+    `HTTP/1.1 ${status} ${STATUS_CODES[status]}`,
+    'Content-Type: application/json; charset=utf-8',
+    `Content-Length: ${Buffer.byteLength(body)}`,
+    `X-Request-Id: ${requestId}`,
+    'Connection: close',
+    '',
+    body,
+  ].join('\r\n');
+}
