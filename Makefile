@@ -3,7 +3,7 @@ SHELL := /bin/bash
 BERTH := node apiserver/dist/cli/main.js
 ARGS ?=
 
-.PHONY: help setup host deps build images cluster-binaries check-deps run test test-unit test-integration test-chart test-cluster bench e2e-kind generate clean
+.PHONY: help setup host deps build images cluster-binaries check-deps run test test-unit test-integration test-chart test-cluster test-fuzz bench e2e-kind generate clean
 
 help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-18s %s\n", $$1, $$2}'
@@ -37,8 +37,9 @@ run: setup ## run Berth on this machine: API, operator and gVisor sandboxes in o
 check-deps: deps ## every workspace package declares what it imports, and nothing it does not (knip)
 	npx knip --include dependencies,unlisted,unresolved,binaries
 
-test: setup cluster-binaries check-deps ## every test tier: unit, integration, chart, cluster
+test: setup cluster-binaries check-deps ## every test tier: unit, integration, chart, cluster, fuzz
 	npx vitest run
+	$(MAKE) --no-print-directory test-fuzz
 
 test-unit: deps ## unit tests only
 	npx vitest run --project unit
@@ -51,6 +52,9 @@ test-chart: build ## the Helm chart through the real helm
 
 test-cluster: build cluster-binaries ## cluster tier: a real control plane with berth apiserver and operator
 	npx vitest run --project cluster
+
+test-fuzz: setup ## schemathesis against a real berth up, with the test and the live key (a few minutes)
+	npx tsx test/fuzz/run.ts --st "$$(test/fuzz/install.sh)"
 
 bench: setup cluster-binaries ## latency and scale benchmarks against floors measured in the same run
 	npx tsx test/bench/local-sandbox.ts

@@ -96,7 +96,7 @@ export function createApp(deps: AppDeps): App {
   systemRoutes(routes, {
     pool: deps.pool,
     metrics: deps.metrics,
-    openapi: () => openapiDocument(routes, { version: API_VERSION, ...(deps.publicUrl ? { serverUrl: deps.publicUrl } : {}) }),
+    openapi: (requestOrigin) => openapiDocument(routes, { version: API_VERSION, serverUrl: deps.publicUrl ?? requestOrigin }),
     ready: deps.ready ?? (() => true),
   });
   sessionRoutes(routes, sessions);

@@ -420,11 +420,12 @@ describe('the OpenAPI document', () => {
     expect(paths['/v1/agent-definitions'].get.parameters).toEqual([
       expect.objectContaining({ name: 'includeArchived', in: 'query', required: false }),
     ]);
-    const created = paths['/v1/agent-definitions'].post.responses['201'].content['application/json'].schema;
+    expect(paths['/v1/agent-definitions'].post.responses['201'].content['application/json'].schema).toEqual({ $ref: '#/components/schemas/AgentDefinition' });
+    const created = body.components.schemas.AgentDefinition;
     expect(Object.keys(created.properties)).toEqual(
       expect.arrayContaining(['id', 'name', 'version', 'compute', 'model', 'systemPrompt', 'tools', 'browser', 'timeout', 'config', 'archived', 'createdAt', 'updatedAt']),
     );
-    const agent = paths['/v1/agents/{id}'].get.responses['200'].content['application/json'].schema;
+    const agent = body.components.schemas.Agent;
     expect(agent.properties.definitionVersion.type).toBe('integer');
   });
 });

@@ -1,4 +1,4 @@
-import { ApiError, ProviderError, ExecTimeoutError, type Logger } from '@berth/common';
+import { ApiError, ERROR_STATUS, ProviderError, ExecTimeoutError, type ErrorCode, type Logger } from '@berth/common';
 import type { ErrorRequestHandler, Request, RequestHandler } from 'express';
 import { z } from 'zod';
 
@@ -94,9 +94,10 @@ export const notFoundHandler: RequestHandler = (req, res) => {
 export const errorEnvelopeSchema = z
   .object({
     error: z.object({
-      code: z.string().describe('machine-readable error code; clients branch on it'),
+      code: z.enum(Object.keys(ERROR_STATUS) as [ErrorCode, ...ErrorCode[]]).describe('machine-readable error code; clients branch on it'),
       message: z.string().describe('what went wrong, for people'),
       details: z.record(z.string(), z.unknown()).describe('structured details; `fields` holds field-level errors of a 422'),
       requestId: z.string().describe('quote it in support requests'),
     }),
-  });
+  })
+  .meta({ id: 'Error', description: 'the body of every error response' });

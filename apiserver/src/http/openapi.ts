@@ -1,48 +1,130 @@
 import { ERROR_STATUS, type ErrorCode } from '@berth/common';
 import { z } from 'zod';
 import { errorEnvelopeSchema } from './errors.js';
-import { AUTH_ERRORS, type RouteTable } from './route.js';
+import { AUTH_ERRORS, type RouteSpec, type RouteTable } from './route.js';
+
+type AnyRoute = RouteSpec<any, any, any>;
+type JsonSchema = Record<string, unknown>;
+
+const COMPONENTS = '#/components/schemas/';
+
+/** Codes the HTTP layer answers whatever the route: a request it cannot read, and our own failures. */
+const ALWAYS: ErrorCode[] = ['bad_request', 'internal_error'];
+/** Codes of a request body it cannot take: too large, not JSON. */
+const BODY: ErrorCode[] = ['payload_too_large', 'unsupported_media_type', 'unprocessable_entity'];
+
+/** Every error code a route can answer with: those it names, plus those the HTTP layer adds. */
+export function routeErrorCodes(route: AnyRoute): ErrorCode[] {
+  return [
+    ...new Set<ErrorCode>([
+      ...(route.auth === false ? [] : AUTH_ERRORS),
+      ...ALWAYS,
+      ...(route.body ? BODY : []),
+      ...(route.params || route.query ? (['unprocessable_entity'] as const) : []),
+      ...route.errors,
+    ]),
+  ].filter((code) => code in ERROR_STATUS);
+}
+
+/**
+ * Turns zod schemas into JSON Schemas whose named parts (`.meta({ id })`) are components:
+ * each one is defined once under `components.schemas` and referenced with `$ref`. A schema
+ * reads differently as a request (defaults make fields optional) and as a response; where
+ * they differ, the request form is named `<id>Input`.
+ */
+class SchemaComponents {
+  readonly schemas: Record<string, JsonSchema> = {};
+
+  toSchema(schema: z.ZodType, io: 'input' | 'output'): JsonSchema {
+    const { $defs = {}, $schema: _, ...json } = convert(schema, io) as JsonSchema & { $defs?: Record<string, JsonSchema> };
+    const names = new Map<string, string>();
+    for (const [id, definition] of Object.entries($defs)) {
+      let name = id;
+      if (io === 'input') {
+        const registered = z.globalRegistry._idmap.get(id);
+        const outputForm = registered ? (convert(registered, 'output') as { $defs?: Record<string, unknown> }).$defs?.[id] : undefined;
+        if (!sameJson(outputForm, definition)) name = `${id}Input`;
+      }
+      names.set(id, name);
+    }
+    const rewrite = (value: unknown): unknown => {
+      if (Array.isArray(value)) return value.map(rewrite);
+      if (value === null || typeof value !== 'object') return value;
+      return Object.fromEntries(
+        Object.entries(value).map(([key, inner]) =>
+          key === '$ref' && typeof inner === 'string' && inner.startsWith('#/$defs/')
+            ? [key, COMPONENTS + names.get(inner.slice('#/$defs/'.length))!]
+            : [key, rewrite(inner)],
+        ),
+      );
+    };
+    for (const [id, definition] of Object.entries($defs)) {
+      const name = names.get(id)!;
+      const component = rewrite(definition) as JsonSchema;
+      const existing = this.schemas[name];
+      if (existing && !sameJson(existing, component)) throw new Error(`two different schemas are named ${name}`);
+      this.schemas[name] = component;
+    }
+    return rewrite(json) as JsonSchema;
+  }
+}
+
+function convert(schema: z.core.$ZodType, io: 'input' | 'output'): unknown {
+  return z.toJSONSchema(schema, { io, unrepresentable: 'any', target: 'draft-2020-12' });
+}
+
+function sameJson(a: unknown, b: unknown): boolean {
+  return JSON.stringify(a) === JSON.stringify(b);
+}
+
+export interface OpenapiInfo {
+  version: string;
+  /** Where clients reach the API: the install's public URL, or the origin a request came to; default `/`. */
+  serverUrl?: string | undefined;
+}
 
 /** The OpenAPI 3.1 document of a route table: the routes' own schemas, so the docs cannot drift from behaviour. */
-export function openapiDocument(table: RouteTable, info: { version: string; serverUrl?: string }): Record<string, unknown> {
+export function openapiDocument(table: RouteTable, info: OpenapiInfo): Record<string, unknown> {
+  const components = new SchemaComponents();
+  const errorRef = { $ref: `${COMPONENTS}Error` };
+  components.toSchema(errorEnvelopeSchema, 'output');
   const paths: Record<string, Record<string, unknown>> = {};
-  const toSchema = (schema: z.ZodType, io: 'input' | 'output') =>
-    z.toJSONSchema(schema, { io, unrepresentable: 'any', target: 'draft-2020-12' });
 
   for (const route of table.list()) {
     const openapiPath = route.path.replace(/:([A-Za-z]+)/g, '{$1}');
     const parameters: unknown[] = [];
     for (const [location, schema] of [['path', route.params], ['query', route.query]] as const) {
       if (!schema) continue;
-      const json = toSchema(schema, 'input') as { properties?: Record<string, unknown>; required?: string[] };
-      for (const [name, property] of Object.entries(json.properties ?? {})) {
+      const json = components.toSchema(schema, 'input') as { properties?: Record<string, JsonSchema>; required?: string[] };
+      for (const [name, { description, ...property }] of Object.entries(json.properties ?? {})) {
         parameters.push({
           name,
           in: location,
           required: location === 'path' || (json.required ?? []).includes(name),
+          ...(description ? { description } : {}),
           schema: property,
-          description: (property as { description?: string }).description,
         });
       }
     }
     const responses: Record<string, unknown> = {};
     for (const [status, response] of Object.entries(route.responses)) {
+      const example = response.example === undefined ? {} : { example: response.example };
       responses[status] = {
         description: response.description,
         ...(response.schema
-          ? { content: { [response.contentType ?? 'application/json']: { schema: toSchema(response.schema, 'output') } } }
+          ? { content: { [response.contentType ?? 'application/json']: { schema: components.toSchema(response.schema, 'output'), ...example } } }
           : response.contentType
-            ? { content: { [response.contentType]: { schema: { type: 'string' } } } }
+            ? { content: { [response.contentType]: { schema: { type: 'string' }, ...example } } }
             : {}),
       };
     }
-    const errorCodes = [...new Set([...(route.auth === false ? [] : AUTH_ERRORS), ...route.errors])];
     const byStatus = new Map<number, ErrorCode[]>();
-    for (const code of errorCodes) byStatus.set(ERROR_STATUS[code], [...(byStatus.get(ERROR_STATUS[code]) ?? []), code]);
-    for (const [status, codes] of byStatus) {
+    for (const code of routeErrorCodes(route)) byStatus.set(ERROR_STATUS[code], [...(byStatus.get(ERROR_STATUS[code]) ?? []), code]);
+    for (const [status, codes] of [...byStatus].sort(([a], [b]) => a - b)) {
       responses[String(status)] = {
         description: `error codes: ${codes.map((code) => `\`${code}\``).join(', ')}`,
-        content: { 'application/json': { schema: { $ref: '#/components/schemas/Error' } } },
+        ...(status === 429 ? { headers: { 'Retry-After': { description: 'seconds to wait', schema: { type: 'integer' } } } } : {}),
+        content: { 'application/json': { schema: errorRef, example: errorExample(codes[0]!) } },
       };
     }
     (paths[openapiPath] ??= {})[route.method] = {
@@ -52,10 +134,23 @@ export function openapiDocument(table: RouteTable, info: { version: string; serv
       description: route.description,
       ...(route.auth === false ? { security: [] } : {}),
       ...(parameters.length ? { parameters } : {}),
-      ...(route.body ? { requestBody: { required: true, content: { 'application/json': { schema: toSchema(route.body, 'input') } } } } : {}),
+      ...(route.body
+        ? {
+            requestBody: {
+              required: true,
+              content: {
+                'application/json': {
+                  schema: components.toSchema(route.body, 'input'),
+                  ...(route.requestExample === undefined ? {} : { example: route.requestExample }),
+                },
+              },
+            },
+          }
+        : {}),
       responses,
     };
   }
+  const tags = [...new Set(table.list().map((route) => route.tag))].sort().map((name) => ({ name, description: TAGS[name] ?? name }));
   return {
     openapi: '3.1.0',
     info: {
@@ -63,14 +158,56 @@ export function openapiDocument(table: RouteTable, info: { version: string; serv
       version: info.version,
       description:
         'Sandboxed compute for AI agents. Authenticate with `Authorization: Bearer <API key>`; ' +
-        '`svc_live_` keys run real sandboxes, `svc_test_` keys get realistic mock results and never touch a provider.',
+        '`svc_live_` keys run real sandboxes, `svc_test_` keys get realistic mock results and never touch a provider. ' +
+        'Every error has the body `{ error: { code, message, details, requestId } }` (the `Error` schema); clients branch on `error.code`. ' +
+        'A method a path does not list answers 405 `method_not_allowed` with an `Allow` header.',
     },
-    ...(info.serverUrl ? { servers: [{ url: info.serverUrl }] } : {}),
+    servers: [{ url: info.serverUrl ?? '/', description: info.serverUrl ? 'this install' : 'the host that served this document' }],
     security: [{ bearer: [] }],
+    tags,
+    paths,
     components: {
       securitySchemes: { bearer: { type: 'http', scheme: 'bearer', description: 'an API key: svc_live_… or svc_test_…' } },
-      schemas: { Error: toSchema(errorEnvelopeSchema, 'output') },
+      schemas: Object.fromEntries(Object.entries(components.schemas).sort(([a], [b]) => a.localeCompare(b))),
     },
-    paths,
   };
 }
+
+function errorExample(code: ErrorCode): unknown {
+  return {
+    error: {
+      code,
+      message: ERROR_MESSAGES[code] ?? code.replace(/_/g, ' '),
+      details: code === 'unprocessable_entity' ? { fields: { userId: ['Too small: expected string to have >=1 characters'] } } : {},
+      requestId: 'req_01jq3v9k2m8x7c4d5e6f7g8h9j',
+    },
+  };
+}
+
+const ERROR_MESSAGES: Partial<Record<ErrorCode, string>> = {
+  unauthorized: 'missing API key: send "Authorization: Bearer <API key>"',
+  'auth/invalid_key': 'the API key is not valid',
+  bad_request: 'the request could not be read',
+  not_found: 'agent agt_01jq3v9k2m8x7c4d5e6f7g8h9j not found',
+  conflict: 'the agent is not ready (status booting)',
+  payload_too_large: 'the request body is larger than the 2 MiB limit',
+  unsupported_media_type: 'the request body must be JSON, sent with "Content-Type: application/json"',
+  unprocessable_entity: 'invalid body: userId: Too small: expected string to have >=1 characters',
+  session_limit_exceeded: 'exec refused: the session reached its maxCost',
+  internal_error: 'an unexpected error occurred; quote the requestId when reporting it',
+  not_implemented: 'lifecycle policies (auto-pause, failure policy) are not enforced yet; remove "lifecycle"',
+  provider_error: 'provider "local" is unavailable',
+  timeout: 'the code did not finish within 120 s',
+};
+
+const TAGS: Record<string, string> = {
+  Sessions: 'One end-user of your application each; cost, limits and billing are scoped to them.',
+  Agents: 'Sandboxes with a model loop: create, exec, run, stream, pause, resume, terminate.',
+  'Agent definitions': 'Reusable, versioned agent configurations.',
+  Snapshots: 'Checkpoints of paused agents, resumable as new agents.',
+  Usage: 'Costs and usage, in integer cents.',
+  Secrets: 'Encrypted values injected into sandboxes as environment variables.',
+  Providers: 'Bring your own compute or model keys (BYOI).',
+  Webhooks: 'Signed event deliveries to your endpoints.',
+  System: 'Health, readiness, metrics and this document.',
+};

@@ -36,7 +36,10 @@ export interface RouteSpec<P extends z.ZodType, Q extends z.ZodType, B extends z
   params?: P;
   query?: Q;
   body?: B;
-  responses: Record<number, { description: string; schema?: z.ZodType; contentType?: string }>;
+  /** `example`: a realistic answer, shown in the OpenAPI document and checked against `schema` by the tests. */
+  responses: Record<number, { description: string; schema?: z.ZodType; contentType?: string; example?: unknown }>;
+  /** A realistic request body, shown in the OpenAPI document. */
+  requestExample?: z.input<B>;
   /** Error codes this route can answer with, for the docs. */
   errors: ErrorCode[];
   handler(context: HandlerContext<z.output<P>, z.output<Q>, z.output<B>>): Promise<Reply | void>;

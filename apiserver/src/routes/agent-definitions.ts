@@ -4,6 +4,7 @@ import { computeSchema } from '@berth/crds';
 import { defineRoute, type RouteTable } from '../http/route.js';
 import type { AgentDefinitionService } from '../services/agent-definitions.js';
 import { createAgentBody, idParam, okSchema } from './schemas.js';
+import { createDefinitionExample, definitionExample, definitionVersionsExample } from './examples.js';
 
 const NAME_RULE = '1–100 letters, digits, spaces, -, _ and ., starting with a letter or digit and not ending with a space';
 
@@ -53,7 +54,8 @@ const updateDefinitionBody = z
     message: 'give at least one field to change besides changelog',
   });
 
-export const agentDefinitionSchema = z.object({
+export const agentDefinitionSchema = z
+  .object({
   id: z.string().describe('`adef_…`'),
   name: z.string(),
   description: z.string().optional(),
@@ -68,14 +70,17 @@ export const agentDefinitionSchema = z.object({
   archived: z.boolean().describe('deleted: kept for its history, but no new agents can be created from it'),
   createdAt: z.string(),
   updatedAt: z.string().describe('the last update, rollback or archiving'),
-});
+  })
+  .meta({ id: 'AgentDefinition', description: 'a reusable agent configuration, at its current version' });
 
-const versionEntrySchema = z.object({
+const versionEntrySchema = z
+  .object({
   version: z.number().int(),
   createdAt: z.string(),
   changelog: z.string().describe('`created` for version 1'),
   createdBy: z.string().describe('id of the API key (`key_…`) that wrote the version'),
-});
+  })
+  .meta({ id: 'AgentDefinitionVersion' });
 
 const definitionParam = idParam('adef', 'agent definition');
 
@@ -91,7 +96,8 @@ export function agentDefinitionRoutes(table: RouteTable, definitions: AgentDefin
         'A reusable agent configuration at version 1. Agents are created from it with `definition` (its name or id) on `POST /v1/sessions/{id}/agents`. ' +
         'Fields are checked like those of agent creation: an unknown tool or model vendor, or a browser tool without `browser: true`, is 422; a timeout over 24h is capped. A name already used by a definition that is not archived is 409 `conflict`.',
       body: createDefinitionBody,
-      responses: { 201: { description: 'the definition, at version 1', schema: agentDefinitionSchema } },
+      requestExample: createDefinitionExample,
+      responses: { 201: { description: 'the definition, at version 1', schema: agentDefinitionSchema, example: { ...definitionExample, version: 1, updatedAt: definitionExample.createdAt } } },
       errors: ['unprocessable_entity', 'conflict'],
       handler: async ({ principal, body }) => ({ status: 201, body: await definitions.create(principal, body) }),
     }),
@@ -111,7 +117,7 @@ export function agentDefinitionRoutes(table: RouteTable, definitions: AgentDefin
             .describe('also list archived (deleted) definitions'),
         })
         .strict(),
-      responses: { 200: { description: 'the definitions', schema: z.object({ data: z.array(agentDefinitionSchema) }) } },
+      responses: { 200: { description: 'the definitions', schema: z.object({ data: z.array(agentDefinitionSchema) }), example: { data: [definitionExample] } } },
       errors: ['unprocessable_entity'],
       handler: async ({ principal, query }) => ({ status: 200, body: await definitions.list(principal, query) }),
     }),
@@ -123,7 +129,7 @@ export function agentDefinitionRoutes(table: RouteTable, definitions: AgentDefin
       summary: 'Get an agent definition',
       description: 'The definition at its current version (the latest one, unless rolled back). Archived definitions are found too (`archived: true`).',
       params: definitionParam,
-      responses: { 200: { description: 'the definition', schema: agentDefinitionSchema } },
+      responses: { 200: { description: 'the definition', schema: agentDefinitionSchema, example: definitionExample } },
       errors: ['not_found'],
       handler: async ({ principal, params }) => ({ status: 200, body: await definitions.get(principal, params.id) }),
     }),
@@ -139,7 +145,8 @@ export function agentDefinitionRoutes(table: RouteTable, definitions: AgentDefin
         'A body without a field to change is 422; an archived definition is 409 `conflict`. The name cannot be changed (duplicate instead).',
       params: definitionParam,
       body: updateDefinitionBody,
-      responses: { 200: { description: 'the definition at its new version', schema: agentDefinitionSchema } },
+      requestExample: { config: { temperature: 0.2 }, changelog: 'lower temperature' },
+      responses: { 200: { description: 'the definition at its new version', schema: agentDefinitionSchema, example: definitionExample } },
       errors: ['not_found', 'unprocessable_entity', 'conflict'],
       handler: async ({ principal, params, body }) => ({ status: 200, body: await definitions.update(principal, params.id, body) }),
     }),
@@ -152,7 +159,7 @@ export function agentDefinitionRoutes(table: RouteTable, definitions: AgentDefin
       description:
         'Archives it: it stays readable with its versions (listed with `includeArchived=true`), agents made from it are unaffected, and new agents can no longer be created from it. Its name can be used again. Archiving an archived definition changes nothing.',
       params: definitionParam,
-      responses: { 200: { description: 'archived', schema: okSchema } },
+      responses: { 200: { description: 'archived', schema: okSchema, example: { ok: true } } },
       errors: ['not_found'],
       handler: async ({ principal, params }) => ({ status: 200, body: await definitions.archive(principal, params.id) }),
     }),
@@ -164,7 +171,7 @@ export function agentDefinitionRoutes(table: RouteTable, definitions: AgentDefin
       summary: "List an agent definition's versions",
       description: 'Every version, newest first, including those after the current one when it was rolled back.',
       params: definitionParam,
-      responses: { 200: { description: 'the version history', schema: z.object({ data: z.array(versionEntrySchema) }) } },
+      responses: { 200: { description: 'the version history', schema: z.object({ data: z.array(versionEntrySchema) }), example: definitionVersionsExample } },
       errors: ['not_found'],
       handler: async ({ principal, params }) => ({ status: 200, body: await definitions.versions(principal, params.id) }),
     }),
@@ -178,7 +185,8 @@ export function agentDefinitionRoutes(table: RouteTable, definitions: AgentDefin
         'Makes an existing version current again; later versions are kept (the next update gets a number after the highest). A version that does not exist is 422 naming `version`; an archived definition is 409 `conflict`.',
       params: definitionParam,
       body: z.object({ version: z.number().int().positive().describe('an existing version') }).strict(),
-      responses: { 200: { description: 'the current version now', schema: z.object({ ok: z.literal(true), version: z.number().int() }) } },
+      requestExample: { version: 1 },
+      responses: { 200: { description: 'the current version now', schema: z.object({ ok: z.literal(true), version: z.number().int() }), example: { ok: true, version: 1 } } },
       errors: ['not_found', 'unprocessable_entity', 'conflict'],
       handler: async ({ principal, params, body }) => ({ status: 200, body: await definitions.rollback(principal, params.id, body.version) }),
     }),
@@ -192,7 +200,14 @@ export function agentDefinitionRoutes(table: RouteTable, definitions: AgentDefin
         "A new, independent definition at version 1 with the current version's fields (its changelog names the source and version). Archived definitions can be duplicated. A name already in use is 409 `conflict`.",
       params: definitionParam,
       body: z.object({ name: definitionNameSchema }).strict(),
-      responses: { 201: { description: 'the copy', schema: z.object({ id: z.string().describe('`adef_…`'), name: z.string() }) } },
+      requestExample: { name: 'sales analyst eu' },
+      responses: {
+        201: {
+          description: 'the copy',
+          schema: z.object({ id: z.string().describe('`adef_…`'), name: z.string() }),
+          example: { id: 'adef_01jq3vj0n2q4s6u8w0y2a4c6e8', name: 'sales analyst eu' },
+        },
+      },
       errors: ['not_found', 'unprocessable_entity', 'conflict'],
       handler: async ({ principal, params, body }) => ({ status: 201, body: await definitions.duplicate(principal, params.id, body.name) }),
     }),

@@ -16,6 +16,7 @@ import {
   idParam,
   okSchema,
 } from './schemas.js';
+import { agentExample, bootingAgentExample, createAgentExample, execExample, execResultExample } from './examples.js';
 
 /** How long `terminate` waits for the sandbox to be gone before answering anyway. */
 const TERMINATE_WAIT_MS = 15_000;
@@ -43,8 +44,9 @@ export function agentRoutes(
         'The agent shows the definition id and version it was made from (`definition`, `definitionVersion`); later updates of the definition do not change it.',
       params: idParam('ses', 'session'),
       body: createAgentBody.extend({ lifecycle: z.unknown().optional().describe('not enforced: supplying it answers 501') }),
-      responses: { 201: { description: 'the agent, booting', schema: agentSchema } },
-      errors: ['not_found', 'unprocessable_entity', 'not_implemented'],
+      requestExample: createAgentExample,
+      responses: { 201: { description: 'the agent, booting', schema: agentSchema, example: { ...bootingAgentExample, costCap: createAgentExample.costCap } } },
+      errors: ['not_found', 'unprocessable_entity', 'session_limit_exceeded', 'not_implemented'],
       handler: async ({ req, principal, params, body }) => {
         const { lifecycle, ...input } = body;
         refuseUnenforcedFields(body);
@@ -70,7 +72,7 @@ export function agentRoutes(
       description: 'Newest first; paginated like `GET /v1/sessions`.',
       params: idParam('ses', 'session'),
       query: paginationQuery,
-      responses: { 200: { description: 'one page of agents', schema: agentPage } },
+      responses: { 200: { description: 'one page of agents', schema: agentPage, example: { data: [agentExample], hasMore: false } } },
       errors: ['not_found', 'unprocessable_entity'],
       handler: async ({ principal, params, query }) => ({
         status: 200,
@@ -86,7 +88,7 @@ export function agentRoutes(
       description:
         '`status` is `booting` while the sandbox is provisioned, `idle` when it is ready, `terminated` after terminate, `failed` when provisioning failed or the timeout expired (`error` says why). `conditions` carry the details.',
       params: idParam('agt', 'agent'),
-      responses: { 200: { description: 'the agent', schema: agentSchema } },
+      responses: { 200: { description: 'the agent', schema: agentSchema, example: agentExample } },
       errors: ['not_found'],
       handler: async ({ principal, params }) => ({ status: 200, body: await agents.get(principal, params.id) }),
     }),
@@ -101,8 +103,9 @@ export function agentRoutes(
         `Runs longer than ${execSeconds} s are killed and answered with 504 \`timeout\`. On an agent that is still booting (just created or resuming), the exec waits for its sandbox, up to ${bootWaitSeconds} s, then runs. A paused, terminated or failed agent (or one that fails or is still booting when the wait ends) answers 409 \`conflict\` with \`details.status\`. stdout and stderr are each cut at 1 MiB with a marker.`,
       params: idParam('agt', 'agent'),
       body: execBody,
-      responses: { 200: { description: 'the result', schema: execResultSchema } },
-      errors: ['not_found', 'unprocessable_entity', 'conflict', 'timeout', 'provider_error'],
+      requestExample: execExample,
+      responses: { 200: { description: 'the result', schema: execResultSchema, example: execResultExample } },
+      errors: ['not_found', 'unprocessable_entity', 'conflict', 'session_limit_exceeded', 'timeout', 'provider_error'],
       handler: async ({ principal, params, body }) => ({
         status: 200,
         body: await agents.exec(principal, params.id, body),
@@ -118,7 +121,8 @@ export function agentRoutes(
         'Irreversible: the sandbox is ended and its files deleted. Answers once the sandbox is gone (or after 15 s, when it is released in the background). Terminating a terminated agent is a no-op.',
       params: idParam('agt', 'agent'),
       body: emptyBody,
-      responses: { 200: { description: 'terminated', schema: okSchema } },
+      requestExample: {},
+      responses: { 200: { description: 'terminated', schema: okSchema, example: { ok: true } } },
       errors: ['not_found', 'unprocessable_entity'],
       handler: async ({ principal, params }) => {
         await agents.terminate(principal, params.id, TERMINATE_WAIT_MS);

@@ -2,16 +2,19 @@ import { z } from 'zod';
 import { defineRoute, type RouteTable } from '../http/route.js';
 import { PROVIDER_NAME_PATTERN, PROVIDER_NAME_RULE, type ProviderService } from '../services/providers.js';
 import { SECRET_NAME_PATTERN, SECRET_NAME_RULE } from '@berth/common';
+import { providerConfigExample } from './examples.js';
 
 const MAX_CONFIG_BYTES = 16 * 1024;
 
-const providerConfigSchema = z.object({
+const providerConfigSchema = z
+  .object({
   provider: z.string(),
   enabled: z.boolean().describe('false keeps the configuration but runs the provider managed until it is enabled again'),
   credentialRef: z.string().describe('the name of the organization secret holding the credential; the value is never returned'),
   config: z.record(z.string(), z.unknown()).nullable(),
   createdAt: z.string().describe('ISO 8601'),
-});
+  })
+  .meta({ id: 'ProviderConfig', description: "an organization's configuration of a BYOI provider" });
 
 const providerParam = z
   .object({ provider: z.string().regex(PROVIDER_NAME_PATTERN, `must be ${PROVIDER_NAME_RULE}`).describe('`remote`, `kubernetes`, a model vendor of this install (`openai`, `anthropic`, …) or another name') })
@@ -53,7 +56,7 @@ export function providerRoutes(table: RouteTable, providers: ProviderService): v
       tag: 'Providers',
       summary: 'List BYOI provider configurations',
       description: `The organization's provider configurations for the calling key's mode, by name. ${MODES} Credentials are shown by the name of their secret, never by value.`,
-      responses: { 200: { description: 'the configured providers', schema: z.object({ data: z.array(providerConfigSchema) }) } },
+      responses: { 200: { description: 'the configured providers', schema: z.object({ data: z.array(providerConfigSchema) }), example: { data: [providerConfigExample] } } },
       errors: [],
       handler: async ({ principal }) => ({ status: 200, body: await providers.list(principal) }),
     }),
@@ -66,7 +69,8 @@ export function providerRoutes(table: RouteTable, providers: ProviderService): v
       description: `Creates or replaces the organization's configuration of \`provider\` (the name: ${PROVIDER_NAME_RULE}). ${MODES} ${CREDENTIALS} A \`credentialRef\` that names no organization secret is refused with 422. ${CONFIG} A model vendor's configuration applies from each agent's next run; a compute provider's from the next provisioning.`,
       params: providerParam,
       body: putBody,
-      responses: { 200: { description: 'configured', schema: modeReply('byoi') } },
+      requestExample: { credentialRef: 'OPENAI_API_KEY', config: { baseUrl: 'https://llm.example.com/v1' } },
+      responses: { 200: { description: 'configured', schema: modeReply('byoi'), example: { ok: true, provider: 'openai', mode: 'byoi' } } },
       errors: ['unprocessable_entity'],
       handler: async ({ principal, params, body }) => ({ status: 200, body: await providers.put(principal, params.provider, body) }),
     }),
@@ -79,7 +83,7 @@ export function providerRoutes(table: RouteTable, providers: ProviderService): v
       description:
         "Removes the organization's configuration of `provider`: it runs managed again for future provisioning and, for a model vendor, from each agent's next run. Agents in flight are untouched: a sandbox already running on the organization's infrastructure stays there until it ends. The credential's secret is kept (delete it with `DELETE /v1/secrets/{name}`). 404 when the provider was not configured.",
       params: providerParam,
-      responses: { 200: { description: 'removed', schema: modeReply('managed') } },
+      responses: { 200: { description: 'removed', schema: modeReply('managed'), example: { ok: true, provider: 'openai', mode: 'managed' } } },
       errors: ['not_found', 'unprocessable_entity'],
       handler: async ({ principal, params }) => ({ status: 200, body: await providers.delete(principal, params.provider) }),
     }),

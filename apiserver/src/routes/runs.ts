@@ -6,14 +6,16 @@ import type { AgentService } from '../services/agents.js';
 import type { RunService } from '../services/runs.js';
 import type { StreamHub } from '../services/stream-hub.js';
 import { idParam } from './schemas.js';
+import { runAcceptedExample, runExample, streamExample, taskExample } from './examples.js';
 
 const runBody = z
   .object({ task: z.string().min(1, 'must not be empty').max(100_000).describe('what the agent should do') })
   .strict();
 
-const runAccepted = z.object({ taskId: z.string().describe('`task_…`'), agentId: z.string() });
+const runAccepted = z.object({ taskId: z.string().describe('`task_…`'), agentId: z.string() }).meta({ id: 'RunAccepted' });
 
-export const taskSchema = z.object({
+export const taskSchema = z
+  .object({
   id: z.string(),
   agentId: z.string(),
   sessionId: z.string(),
@@ -27,7 +29,18 @@ export const taskSchema = z.object({
   createdAt: z.string(),
   startedAt: z.string().optional(),
   finishedAt: z.string().optional(),
-});
+  })
+  .meta({ id: 'Task', description: 'one run of the agent loop' });
+
+/** One server-sent event; OpenAPI 3.1 has the schema of an event stream describe each event. */
+const streamEventSchema = z
+  .object({
+    event: z.enum(['thinking', 'tool_call', 'tool_result', 'output', 'error', 'heartbeat']),
+    data: z.string().describe('the payload, as JSON'),
+    id: z.string().regex(/^\d+$/).optional().describe('the event id for Last-Event-ID; heartbeats have none'),
+    retry: z.number().int().optional().describe('reconnection delay in milliseconds, sent once when the stream opens'),
+  })
+  .meta({ id: 'StreamEvent', description: 'one event of an agent stream' });
 
 const STREAM_DESCRIPTION = `Server-sent events of the agent's runs, as they happen. Events (each \`data\` is JSON and carries \`taskId\`):
 - \`thinking\` \`{ text }\`: text the model streams while it works;
@@ -54,8 +67,9 @@ export function runRoutes(
         'One run at a time per agent: a second `run` while one is queued or running answers 409 `conflict` with `details.taskId`. On an agent that is still booting (just created or resuming), the request waits for it to be ready, up to 60 s (or `BERTH_EXEC_TIMEOUT` when shorter), then queues the task. A paused, terminated or failed agent (or one that fails or is still booting when the wait ends) answers 409 too, with `details.status`. A live agent whose model cannot be called (its vendor has no API key on this install and the organization configured none with `PUT /v1/providers/{vendor}`) answers 422 with `details.fields.model`, and nothing is queued.',
       params: idParam('agt', 'agent'),
       body: runBody,
-      responses: { 202: { description: 'queued', schema: runAccepted } },
-      errors: ['not_found', 'unprocessable_entity', 'conflict'],
+      requestExample: runExample,
+      responses: { 202: { description: 'queued', schema: runAccepted, example: runAcceptedExample } },
+      errors: ['not_found', 'unprocessable_entity', 'conflict', 'session_limit_exceeded'],
       handler: async ({ principal, params, body }) => ({ status: 202, body: await deps.runs.start(principal, params.id, body.task) }),
     }),
     defineRoute({
@@ -66,7 +80,7 @@ export function runRoutes(
       summary: 'Get a run',
       description: 'The state of a run: `queued`, `running`, then `completed` (with `output`), `failed` or `cancelled` (with `error`), its steps, tokens and cost so far.',
       params: idParam('task', 'task'),
-      responses: { 200: { description: 'the run', schema: taskSchema } },
+      responses: { 200: { description: 'the run', schema: taskSchema, example: taskExample } },
       errors: ['not_found'],
       handler: async ({ principal, params }) => ({ status: 200, body: await deps.runs.get(principal, params.id) }),
     }),
@@ -79,7 +93,7 @@ export function runRoutes(
       description: STREAM_DESCRIPTION,
       params: idParam('agt', 'agent'),
       query: z.object({ lastEventId: z.string().regex(/^\d+$/).optional().describe('same as the Last-Event-ID header') }).strict(),
-      responses: { 200: { description: 'an event stream', contentType: 'text/event-stream' } },
+      responses: { 200: { description: 'an event stream', contentType: 'text/event-stream', schema: streamEventSchema, example: streamExample } },
       errors: ['not_found', 'unprocessable_entity'],
       handler: async ({ req, res, principal, params, query }) => {
         const agent = await deps.agents.find(principal, params.id);

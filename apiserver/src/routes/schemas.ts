@@ -21,14 +21,16 @@ import { z } from 'zod';
 export const idParam = (prefix: string, what: string) =>
   z.object({ id: z.string().min(1).max(128).describe(`${what} id (\`${prefix}_…\`)`) }).strict();
 
-export const sessionSchema = z.object({
+export const sessionSchema = z
+  .object({
   id: z.string().describe('`ses_…`'),
   userId: z.string().describe("the customer's end-user identifier"),
   environment: environmentSchema,
   limits: sessionLimitsSchema.describe('per-session ceilings; `maxDuration` is the duration ceiling'),
   metadata: z.record(z.string(), z.string()),
   createdAt: z.string().describe('ISO 8601'),
-});
+  })
+  .meta({ id: 'Session', description: 'one end-user of your application' });
 
 const userIdSchema = z.string().min(1).max(256);
 
@@ -56,11 +58,13 @@ export const updateSessionBody = z
   .strict()
   .refine((body) => body.limits !== undefined || body.metadata !== undefined, { message: 'give limits, metadata or both' });
 
-export const sessionPage = z.object({
-  data: z.array(sessionSchema),
-  hasMore: z.boolean(),
-  cursor: z.string().optional().describe('pass as `cursor` for the next page; absent on the last page'),
-});
+export const sessionPage = z
+  .object({
+    data: z.array(sessionSchema),
+    hasMore: z.boolean(),
+    cursor: z.string().optional().describe('pass as `cursor` for the next page; absent on the last page'),
+  })
+  .meta({ id: 'SessionPage' });
 
 const providerName = z.string().min(1).max(64);
 const secretName = z
@@ -126,13 +130,16 @@ export const agentSchema = z
       .describe('why a paused (or pausing) agent is paused: asked through the API, a session limit reached, or its costCap spent'),
     cost: costSchema.optional().describe("the agent's spend so far (models, compute, storage), updated by the operator every BERTH_METER_INTERVAL; absent until its first charge"),
     conditions: z.array(conditionSchema).describe('details behind `status`, Kubernetes-style'),
-  });
+  })
+  .meta({ id: 'Agent', description: 'an agent: its creation fields and its status' });
 
-export const agentPage = z.object({
-  data: z.array(agentSchema),
-  hasMore: z.boolean(),
-  cursor: z.string().optional(),
-});
+export const agentPage = z
+  .object({
+    data: z.array(agentSchema),
+    hasMore: z.boolean(),
+    cursor: z.string().optional().describe('pass as `cursor` for the next page; absent on the last page'),
+  })
+  .meta({ id: 'AgentPage' });
 
 export const execBody = z
   .object({
@@ -141,13 +148,15 @@ export const execBody = z
   })
   .strict();
 
-export const execResultSchema = z.object({
-  stdout: z.string(),
-  stderr: z.string(),
-  exitCode: z.number().int(),
-  durationMs: z.number().int(),
-});
+export const execResultSchema = z
+  .object({
+    stdout: z.string(),
+    stderr: z.string(),
+    exitCode: z.number().int(),
+    durationMs: z.number().int(),
+  })
+  .meta({ id: 'ExecResult', description: 'what a program printed and how it ended; a non-zero exit code is a normal result' });
 
-export const okSchema = z.object({ ok: z.literal(true) });
+export const okSchema = z.object({ ok: z.literal(true) }).meta({ id: 'Ok' });
 
 export const emptyBody = z.object({}).strict();

@@ -3,6 +3,7 @@ import type { SessionService } from '../services/sessions.js';
 import { paginationQuery } from '../services/pagination.js';
 import { z } from 'zod';
 import { createSessionBody, idParam, sessionByUserBody, sessionPage, sessionSchema, updateSessionBody } from './schemas.js';
+import { createSessionExample, sessionExample } from './examples.js';
 
 export function sessionRoutes(table: RouteTable, sessions: SessionService): void {
   table.add(
@@ -15,7 +16,8 @@ export function sessionRoutes(table: RouteTable, sessions: SessionService): void
       description:
         "A session isolates one end-user of your application; cost, limits and billing are scoped to it. Every call creates a new session; the user's first session is also the one `by-user` returns.",
       body: createSessionBody,
-      responses: { 201: { description: 'the new session', schema: sessionSchema } },
+      requestExample: createSessionExample,
+      responses: { 201: { description: 'the new session', schema: sessionSchema, example: sessionExample } },
       errors: ['unprocessable_entity'],
       handler: async ({ principal, body }) => ({ status: 201, body: await sessions.create(principal, body) }),
     }),
@@ -29,9 +31,10 @@ export function sessionRoutes(table: RouteTable, sessions: SessionService): void
         'Idempotent get-or-create: returns the existing session of `userId` unchanged (200), or creates it with the given limits and metadata (201). Safe under concurrent calls: they all get the same session.',
       params: z.object({ userId: z.string().min(1).max(256).describe("the customer's end-user identifier") }).strict(),
       body: sessionByUserBody,
+      requestExample: { limits: createSessionExample.limits, metadata: createSessionExample.metadata },
       responses: {
-        200: { description: 'the existing session, unchanged', schema: sessionSchema },
-        201: { description: 'the session, just created', schema: sessionSchema },
+        200: { description: 'the existing session, unchanged', schema: sessionSchema, example: sessionExample },
+        201: { description: 'the session, just created', schema: sessionSchema, example: sessionExample },
       },
       errors: ['unprocessable_entity'],
       handler: async ({ principal, params, body }) => {
@@ -47,7 +50,7 @@ export function sessionRoutes(table: RouteTable, sessions: SessionService): void
       summary: 'List sessions',
       description: 'Newest first, in a stable order. Pass the returned `cursor` to get the next page; it is absent on the last page.',
       query: paginationQuery,
-      responses: { 200: { description: 'one page of sessions', schema: sessionPage } },
+      responses: { 200: { description: 'one page of sessions', schema: sessionPage, example: { data: [sessionExample], hasMore: false } } },
       errors: ['unprocessable_entity'],
       handler: async ({ principal, query }) => ({ status: 200, body: await sessions.list(principal, query) }),
     }),
@@ -59,7 +62,7 @@ export function sessionRoutes(table: RouteTable, sessions: SessionService): void
       summary: 'Get a session',
       description: 'The session as created: userId, environment, limits, metadata and creation time.',
       params: idParam('ses', 'session'),
-      responses: { 200: { description: 'the session', schema: sessionSchema } },
+      responses: { 200: { description: 'the session', schema: sessionSchema, example: sessionExample } },
       errors: ['not_found'],
       handler: async ({ principal, params }) => ({ status: 200, body: await sessions.get(principal, params.id) }),
     }),
@@ -73,7 +76,8 @@ export function sessionRoutes(table: RouteTable, sessions: SessionService): void
         'Not in the spec: replaces `limits` and/or `metadata` as a whole. Raising a limit the session has reached lets `run`, `exec`, `resume` and new agents through again (agents paused by the limit stay paused until resumed). Lowering one below what is used pauses the running agents on the operator\'s next billing pass.',
       params: idParam('ses', 'session'),
       body: updateSessionBody,
-      responses: { 200: { description: 'the session, updated', schema: sessionSchema } },
+      requestExample: { limits: { maxAgents: 5 } },
+      responses: { 200: { description: 'the session, updated', schema: sessionSchema, example: { ...sessionExample, limits: { maxAgents: 5 } } } },
       errors: ['not_found', 'unprocessable_entity'],
       handler: async ({ principal, params, body }) => ({ status: 200, body: await sessions.update(principal, params.id, body) }),
     }),

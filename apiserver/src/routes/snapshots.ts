@@ -4,10 +4,12 @@ import type { AgentService } from '../services/agents.js';
 import { resumeLevel, type SnapshotService } from '../services/snapshots.js';
 import type { ProviderRegistry } from '@berth/operator';
 import { agentSchema, emptyBody, idParam, okSchema } from './schemas.js';
+import { agentExample, snapshotExample, snapshotResumedExample } from './examples.js';
 
 const snapshotState = z.enum(['creating', 'ready', 'failed', 'deleting']);
 
-export const snapshotSchema = z.object({
+export const snapshotSchema = z
+  .object({
   id: z.string().describe('`snap_…`'),
   agentId: z.string(),
   sessionId: z.string(),
@@ -17,7 +19,8 @@ export const snapshotSchema = z.object({
   state: snapshotState.describe('creating → ready; deleting after DELETE; failed when the checkpoint failed'),
   level: z.enum(['native', 'filesystem']).optional().describe('native: processes, memory and files; filesystem: the /workspace files'),
   createdAt: z.string(),
-});
+  })
+  .meta({ id: 'Snapshot', description: 'a checkpoint of an agent' });
 
 /** Pause and resume: a paused agent has no compute; its state is in a snapshot. */
 const PAUSE_WAIT_MS = 120_000;
@@ -38,7 +41,8 @@ export function snapshotRoutes(
         "If a run's tool call is in progress it finishes first (the run then ends as cancelled). The sandbox is checkpointed into a snapshot (`type: pause`): on the local provider natively (processes, memory and files), on Kubernetes its /workspace files. The compute is released, the agent is `paused` and `agent.paused` is written. Answers with the agent once paused (within 2 minutes; otherwise as it is then). Pausing an agent that is not idle or running is 409 `conflict`.",
       params: idParam('agt', 'agent'),
       body: emptyBody,
-      responses: { 200: { description: 'the agent, paused', schema: agentSchema } },
+      requestExample: {},
+      responses: { 200: { description: 'the agent, paused', schema: agentSchema, example: { ...agentExample, status: 'paused', pauseReason: 'requested' } } },
       errors: ['not_found', 'conflict', 'unprocessable_entity'],
       handler: async ({ principal, params }) => ({ status: 200, body: await agents.pause(principal, params.id, PAUSE_WAIT_MS) }),
     }),
@@ -52,8 +56,9 @@ export function snapshotRoutes(
         "Restores the agent from its latest pause snapshot: natively where the provider can (its processes continue with their memory), else its /workspace files. Answers with the agent once it is ready (`idle`) again. Resuming an agent that is not paused is 409 `conflict`.",
       params: idParam('agt', 'agent'),
       body: emptyBody,
-      responses: { 200: { description: 'the agent, running again', schema: agentSchema } },
-      errors: ['not_found', 'conflict', 'unprocessable_entity'],
+      requestExample: {},
+      responses: { 200: { description: 'the agent, running again', schema: agentSchema, example: agentExample } },
+      errors: ['not_found', 'conflict', 'unprocessable_entity', 'session_limit_exceeded'],
       handler: async ({ principal, params }) => ({
         status: 200,
         body: await agents.resume(principal, params.id, PAUSE_WAIT_MS, async (snapshotId) => {
@@ -84,7 +89,7 @@ export function snapshotRoutes(
           state: snapshotState.optional(),
         })
         .strict(),
-      responses: { 200: { description: 'the snapshots', schema: z.object({ data: z.array(snapshotSchema) }) } },
+      responses: { 200: { description: 'the snapshots', schema: z.object({ data: z.array(snapshotSchema) }), example: { data: [snapshotExample] } } },
       errors: ['unprocessable_entity'],
       handler: async ({ principal, query }) => ({ status: 200, body: await snapshots.list(principal, query) }),
     }),
@@ -96,7 +101,7 @@ export function snapshotRoutes(
       summary: 'Get a snapshot',
       description: 'One snapshot.',
       params: idParam('snap', 'snapshot'),
-      responses: { 200: { description: 'the snapshot', schema: snapshotSchema } },
+      responses: { 200: { description: 'the snapshot', schema: snapshotSchema, example: snapshotExample } },
       errors: ['not_found'],
       handler: async ({ principal, params }) => ({ status: 200, body: await snapshots.get(principal, params.id) }),
     }),
@@ -119,16 +124,19 @@ export function snapshotRoutes(
             .describe('bring back only the /workspace files, even where a native resume is possible (beyond the spec)'),
         })
         .strict(),
+      requestExample: { provider: 'local', region: 'us-east-1' },
       responses: {
         201: {
           description: 'the new agent, booting',
+          example: snapshotResumedExample,
           schema: z.object({
             agentId: z.string(),
             provider: z.string(),
             region: z.string(),
             resumeLevel: z.enum(['native', 'filesystem']),
             status: z.literal('booting'),
-          }),
+          })
+          .meta({ id: 'SnapshotResumed' }),
         },
       },
       errors: ['not_found', 'conflict', 'unprocessable_entity'],
@@ -142,7 +150,7 @@ export function snapshotRoutes(
       summary: 'Delete a snapshot',
       description: 'Releases its stored archive; it can no longer be resumed (while deletion finishes it shows `deleting`, then 404).',
       params: idParam('snap', 'snapshot'),
-      responses: { 200: { description: 'deleted', schema: okSchema } },
+      responses: { 200: { description: 'deleted', schema: okSchema, example: { ok: true } } },
       errors: ['not_found', 'conflict'],
       handler: async ({ principal, params }) => {
         await snapshots.delete(principal, params.id);

@@ -3,6 +3,7 @@ import { z } from 'zod';
 import { defineRoute, type RouteTable } from '../http/route.js';
 import { PERIODS, type Period } from '../services/periods.js';
 import type { UsageService } from '../services/usage.js';
+import { dailyUsageExample, modelUsageExample, rangeSummaryExample, userUsageExample } from './examples.js';
 
 const PERIOD_MEANINGS =
   'UTC, from a midnight until now: `today`; `week` (from Monday); `last_7_days` and `last_30_days` (that many calendar days, today included); `month` (from the 1st)';
@@ -53,7 +54,7 @@ const rangeSummarySchema = z
     }),
     total: cost.describe('compute + models + storage, each rounded to cents first'),
   })
-  .describe('UsageSummary, range form');
+  .meta({ id: 'UsageRangeSummary', description: 'UsageSummary, range form' });
 
 const periodSummarySchema = z
   .object({
@@ -85,32 +86,38 @@ const periodSummarySchema = z
       })
       .describe('what you paid providers directly'),
   })
-  .describe('UsageSummary, period form');
+  .meta({ id: 'UsagePeriodSummary', description: 'UsageSummary, period form' });
 
-const dailyUsageSchema = z.object({
-  date: z.string().describe('the UTC day, YYYY-MM-DD'),
-  cost,
-  computeMinutes: z.number().describe('to 2 decimals'),
-  modelCalls: z.number().int(),
-  tokens: tokenCount.describe('input + output tokens'),
-});
+const dailyUsageSchema = z
+  .object({
+    date: z.string().describe('the UTC day, YYYY-MM-DD'),
+    cost,
+    computeMinutes: z.number().describe('to 2 decimals'),
+    modelCalls: z.number().int(),
+    tokens: tokenCount.describe('input + output tokens'),
+  })
+  .meta({ id: 'DailyUsage' });
 
 const dayTotalSchema = z.object({ date: z.string().describe('the UTC day, YYYY-MM-DD'), total: cost });
 
-const userUsageSchema = z.object({
+const userUsageSchema = z
+  .object({
   compute: z.object({ minutes: z.number().describe('to 2 decimals'), cost }),
   models: z.object({ calls: z.number().int(), tokens: z.object({ input: tokenCount, output: tokenCount }), cost }),
   storage: z.object({ gbHours: z.number().describe('GB-hours of snapshot archives charged, to 3 decimals'), cost }),
   total: cost.describe('compute + models + storage, each rounded to cents first'),
   breakdown: z.array(dayTotalSchema).describe('every UTC day of the period, oldest first, days without usage included'),
-});
+  })
+  .meta({ id: 'UserUsage' });
 
-const modelUsageSchema = z.object({
-  model: z.string().describe('`<vendor>/<model>`'),
-  calls: z.number().int(),
-  tokens: z.object({ input: tokenCount, output: tokenCount }),
-  cost,
-});
+const modelUsageSchema = z
+  .object({
+    model: z.string().describe('`<vendor>/<model>`'),
+    calls: z.number().int(),
+    tokens: z.object({ input: tokenCount, output: tokenCount }),
+    cost,
+  })
+  .meta({ id: 'ModelUsage' });
 
 const AMOUNTS =
   'Amounts are integer cents: each sum shown is rounded once from the exact charges. Test keys record no usage: they get the same shapes with zeros.';
@@ -131,7 +138,7 @@ export function usageRoutes(table: RouteTable, usage: UsageService): void {
       ].join('\n\n'),
       query: summaryQuery,
       responses: {
-        200: { description: 'the range form, or the period form', schema: z.union([rangeSummarySchema, periodSummarySchema]) },
+        200: { description: 'the range form, or the period form', schema: z.union([rangeSummarySchema, periodSummarySchema]), example: rangeSummaryExample },
       },
       errors: ['unprocessable_entity'],
       handler: async ({ principal, query }) => {
@@ -151,7 +158,7 @@ export function usageRoutes(table: RouteTable, usage: UsageService): void {
       summary: 'Usage per day',
       description: `A bare array: one entry per UTC calendar day of the period, oldest first, today included and days without usage as zeros. A day's cost is its charges' sum, rounded once. ${AMOUNTS}`,
       query: periodQuery('last_30_days'),
-      responses: { 200: { description: 'one entry per day', schema: z.array(dailyUsageSchema) } },
+      responses: { 200: { description: 'one entry per day', schema: z.array(dailyUsageSchema), example: dailyUsageExample } },
       errors: ['unprocessable_entity'],
       handler: async ({ principal, query }) => ({ status: 200, body: await usage.daily(principal, query.period) }),
     }),
@@ -164,7 +171,7 @@ export function usageRoutes(table: RouteTable, usage: UsageService): void {
       description: `The usage of one end-user (the sessions' \`userId\`) in the period, with a daily breakdown. A user without usage gets zeros, not 404: there is no list of users. ${AMOUNTS}`,
       params: z.object({ userId: z.string().min(1).max(256).describe("the customer's end-user identifier") }).strict(),
       query: periodQuery('month'),
-      responses: { 200: { description: "the user's usage", schema: userUsageSchema } },
+      responses: { 200: { description: "the user's usage", schema: userUsageSchema, example: userUsageExample } },
       errors: ['unprocessable_entity'],
       handler: async ({ principal, params, query }) => ({ status: 200, body: await usage.user(principal, params.userId, query.period) }),
     }),
@@ -176,7 +183,7 @@ export function usageRoutes(table: RouteTable, usage: UsageService): void {
       summary: 'Usage per model',
       description: `Calls, tokens and cost of each model used in the period (one model call is one charge), highest exact cost first, equal costs by model name. Calls on your own model keys are included. ${AMOUNTS}`,
       query: periodQuery('month'),
-      responses: { 200: { description: 'the models used', schema: z.object({ data: z.array(modelUsageSchema) }) } },
+      responses: { 200: { description: 'the models used', schema: z.object({ data: z.array(modelUsageSchema) }), example: modelUsageExample } },
       errors: ['unprocessable_entity'],
       handler: async ({ principal, query }) => ({ status: 200, body: await usage.models(principal, query.period) }),
     }),

@@ -4,18 +4,22 @@ import { defineRoute, type RouteTable } from '../http/route.js';
 import { WEBHOOK_EVENTS } from '@berth/common';
 import type { WebhookService } from '../services/webhooks.js';
 import { idParam, okSchema } from './schemas.js';
+import { deliveryExample, webhookExample, webhookTestExample } from './examples.js';
 
-const webhookSchema = z.object({
+const webhookSchema = z
+  .object({
   id: z.string().describe('`wh_…`'),
   url: z.string(),
   events: z.array(z.enum(WEBHOOK_EVENTS)),
   secret: z.string().describe('in full only in the response that created it; after that its first 8 characters and …'),
   createdAt: z.string(),
-});
+  })
+  .meta({ id: 'Webhook' });
 
 const deliveryState = z.enum(['pending', 'succeeded', 'failed', 'cancelled']);
 
-const deliverySchema = z.object({
+const deliverySchema = z
+  .object({
   id: z.string().describe('`del_…`, sent as X-Svc-Delivery on every attempt'),
   eventId: z.string().nullable().describe('the event delivered (the envelope `id`); null for the sample of /test'),
   event: z.string(),
@@ -29,7 +33,8 @@ const deliverySchema = z.object({
   history: z.array(
     z.object({ attempt: z.number().int(), at: z.string(), durationMs: z.number().int(), status: z.number().int().nullable(), error: z.string().nullable() }),
   ),
-});
+  })
+  .meta({ id: 'WebhookDelivery' });
 
 const SIGNING = 'Each delivery is a POST of `{ id, event, createdAt, data }` with `X-Svc-Signature: sha256=<hex HMAC-SHA256 of the raw body keyed by the secret>` and `X-Svc-Delivery: <delivery id>`.';
 
@@ -49,7 +54,14 @@ export function webhookRoutes(table: RouteTable, webhooks: WebhookService): void
           secret: z.string().min(16, 'at least 16 characters').max(256).optional().describe('default: generated (`whsec_…`)'),
         })
         .strict(),
-      responses: { 201: { description: 'the webhook, with its secret in full', schema: webhookSchema } },
+      requestExample: { url: 'https://hooks.example.com/berth', events: ['agent.completed', 'agent.failed'] },
+      responses: {
+        201: {
+          description: 'the webhook, with its secret in full',
+          schema: webhookSchema,
+          example: { ...webhookExample, secret: 'whsec_3fa85f6457174562b3fc2c963f66afa6' },
+        },
+      },
       errors: ['unprocessable_entity'],
       handler: async ({ principal, body }) => ({ status: 201, body: await webhooks.create(principal, body) }),
     }),
@@ -60,7 +72,7 @@ export function webhookRoutes(table: RouteTable, webhooks: WebhookService): void
       tag: 'Webhooks',
       summary: 'List webhooks',
       description: 'Newest first; secrets masked to their first 8 characters.',
-      responses: { 200: { description: 'the webhooks', schema: z.object({ data: z.array(webhookSchema) }) } },
+      responses: { 200: { description: 'the webhooks', schema: z.object({ data: z.array(webhookSchema) }), example: { data: [webhookExample] } } },
       errors: [],
       handler: async ({ principal }) => ({ status: 200, body: await webhooks.list(principal) }),
     }),
@@ -72,7 +84,7 @@ export function webhookRoutes(table: RouteTable, webhooks: WebhookService): void
       summary: 'Get a webhook',
       description: 'Its secret masked to the first 8 characters.',
       params: idParam('wh', 'webhook'),
-      responses: { 200: { description: 'the webhook', schema: webhookSchema } },
+      responses: { 200: { description: 'the webhook', schema: webhookSchema, example: webhookExample } },
       errors: ['not_found'],
       handler: async ({ principal, params }) => ({ status: 200, body: await webhooks.get(principal, params.id) }),
     }),
@@ -84,7 +96,7 @@ export function webhookRoutes(table: RouteTable, webhooks: WebhookService): void
       summary: 'Delete a webhook',
       description: 'No further events are sent to it; deliveries not made yet are cancelled (their log stays until the webhook is gone).',
       params: idParam('wh', 'webhook'),
-      responses: { 200: { description: 'deleted', schema: okSchema } },
+      responses: { 200: { description: 'deleted', schema: okSchema, example: { ok: true } } },
       errors: ['not_found'],
       handler: async ({ principal, params }) => ({ status: 200, body: await webhooks.delete(principal, params.id) }),
     }),
@@ -99,6 +111,7 @@ export function webhookRoutes(table: RouteTable, webhooks: WebhookService): void
       responses: {
         200: {
           description: 'what the receiver answered',
+          example: webhookTestExample,
           schema: z.object({
             deliveryId: z.string(),
             delivered: z.boolean().describe('true when the receiver answered 2xx within 10 s'),
@@ -126,7 +139,7 @@ export function webhookRoutes(table: RouteTable, webhooks: WebhookService): void
           state: deliveryState.optional(),
         })
         .strict(),
-      responses: { 200: { description: 'the deliveries', schema: z.object({ data: z.array(deliverySchema) }) } },
+      responses: { 200: { description: 'the deliveries', schema: z.object({ data: z.array(deliverySchema) }), example: { data: [deliveryExample] } } },
       errors: ['not_found', 'unprocessable_entity'],
       handler: async ({ principal, params, query }) => ({ status: 200, body: await webhooks.deliveries(principal, params.id, query) }),
     }),

@@ -1,0 +1,102 @@
+import { execFile } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { ERROR_STATUS, loadConfig, silentLogger, systemClock, type Pool, type ResourceStore } from '@berth/common';
+import { ModelRouter, type ProviderRegistry } from '@berth/operator';
+import { Registry } from 'prom-client';
+import { afterAll, describe, expect, it } from 'vitest';
+import { createApp } from '../app.js';
+import { openapiDocument, routeErrorCodes } from './openapi.js';
+
+const ROOT = join(import.meta.dirname, '..', '..', '..');
+
+// The route table only: nothing here is called, so the database and providers are never reached.
+const app = createApp({
+  pool: {} as Pool,
+  store: {} as ResourceStore,
+  providers: {} as ProviderRegistry,
+  clock: systemClock,
+  log: silentLogger,
+  metrics: new Registry(),
+  models: new ModelRouter(loadConfig({})),
+  connectionString: 'postgres://unused',
+  execTimeoutMs: 120_000,
+  defaultModel: 'openai/gpt-4o-mini',
+  currency: 'usd',
+});
+afterAll(() => app.close());
+
+const document = openapiDocument(app.routes, { version: '0.1.0' }) as any;
+const operations = Object.values(document.paths as Record<string, Record<string, any>>).flatMap((methods) => Object.values(methods));
+
+describe('the OpenAPI document', () => {
+  it('passes redocly lint with the repository rules', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'berth-openapi-'));
+    try {
+      const file = join(dir, 'openapi.json');
+      writeFileSync(file, JSON.stringify(document));
+      const lint = await promisify(execFile)(
+        join(ROOT, 'node_modules', '.bin', 'redocly'),
+        ['lint', file, '--config', join(ROOT, 'redocly.yaml'), '--format', 'json'],
+        { cwd: ROOT, maxBuffer: 64 * 1024 * 1024 },
+      ).catch((error: { stdout?: string; stderr?: string }) => {
+        throw new Error(`redocly lint failed:\n${error.stdout}\n${error.stderr}`);
+      });
+      const problems = (JSON.parse(lint.stdout) as { problems: { ruleId: string; severity: string; message: string }[] }).problems;
+      // Only the two spec paths beside `/v1/sessions/by-user/{userId}` (see redocly.yaml).
+      expect(problems.map((problem) => `${problem.severity} ${problem.ruleId}: ${problem.message}`)).toEqual([
+        'warn no-ambiguous-paths: Paths should resolve unambiguously. Found two ambiguous paths: `/v1/sessions/by-user/{userId}` and `/v1/sessions/{id}/agents`.',
+        'warn no-ambiguous-paths: Paths should resolve unambiguously. Found two ambiguous paths: `/v1/sessions/by-user/{userId}` and `/v1/sessions/{id}/secrets`.',
+      ]);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  }, 60_000);
+
+  it('names the main schemas as components and refers to them', () => {
+    const schemas = document.components.schemas;
+    for (const name of ['Agent', 'AgentPage', 'Session', 'SessionPage', 'Snapshot', 'ExecResult', 'Task', 'AgentDefinition', 'Webhook', 'Error']) {
+      expect(schemas[name], name).toBeDefined();
+    }
+    expect(schemas.Error.properties.error.properties.code.enum.sort()).toEqual(Object.keys(ERROR_STATUS).sort());
+    const getAgent = document.paths['/v1/agents/{id}'].get;
+    expect(getAgent.responses['200'].content['application/json'].schema).toEqual({ $ref: '#/components/schemas/Agent' });
+    expect(document.paths['/v1/sessions'].get.responses['200'].content['application/json'].schema).toEqual({ $ref: '#/components/schemas/SessionPage' });
+    expect(schemas.SessionPage.properties.data.items).toEqual({ $ref: '#/components/schemas/Session' });
+  });
+
+  it('lists the statuses the HTTP layer adds to every route', () => {
+    for (const operation of operations) {
+      const statuses = Object.keys(operation.responses);
+      expect(statuses, operation.operationId).toEqual(expect.arrayContaining(['400', '500']));
+      if (operation.security?.length !== 0) expect(statuses, operation.operationId).toContain('401');
+      if (operation.requestBody) expect(statuses, operation.operationId).toEqual(expect.arrayContaining(['413', '415', '422']));
+    }
+    const exec = document.paths['/v1/agents/{id}/exec'].post;
+    expect(Object.keys(exec.responses)).toEqual(expect.arrayContaining(['402', '404', '409', '502', '504']));
+    expect(exec.responses['401'].description).toContain('auth/key_revoked');
+  });
+
+  it('carries examples that match their schemas', () => {
+    for (const route of app.routes.list()) {
+      for (const [status, response] of Object.entries(route.responses)) {
+        expect(response.example, `${route.operationId} ${status}`).toBeDefined();
+        if (response.schema) expect(() => response.schema!.parse(response.example), `${route.operationId} ${status}`).not.toThrow();
+      }
+      if (route.body) {
+        expect(route.requestExample, route.operationId).toBeDefined();
+        expect(() => route.body.parse(route.requestExample), route.operationId).not.toThrow();
+      }
+      expect(routeErrorCodes(route).length, route.operationId).toBeGreaterThan(0);
+    }
+  });
+
+  it('names the server it was fetched from, or a relative one', () => {
+    expect(document.servers).toEqual([expect.objectContaining({ url: '/' })]);
+    expect(openapiDocument(app.routes, { version: '0.1.0', serverUrl: 'https://berth.example.com' }).servers).toEqual([
+      expect.objectContaining({ url: 'https://berth.example.com' }),
+    ]);
+  });
+});

@@ -1,0 +1,363 @@
+/**
+ * The fuzz tier: schemathesis against the OpenAPI document of a real `berth up`, once with
+ * the test key and once with the live key (real gVisor sandboxes, so a smaller budget).
+ *
+ * The server is kept off the internet: model vendors point at local fake servers, and a
+ * preloaded module (offline.mjs) refuses every connection that leaves this machine, so a
+ * fuzzed webhook URL or BYOI endpoint cannot reach anything. Real ids (a session, an agent,
+ * a task, a snapshot, ...) seeded before each pass are handed to schemathesis as
+ * dictionaries: about half the generated path ids are real ones, the rest random.
+ *
+ * Usage: tsx test/fuzz/run.ts [--st <path of schemathesis' st>] [--keys test,live]
+ * Environment: FUZZ_TEST_EXAMPLES, FUZZ_LIVE_EXAMPLES (cases per operation and phase),
+ * FUZZ_SEED, FUZZ_REPORT_DIR (kept; default a temporary directory, removed on success).
+ */
+import { execFileSync, spawn } from 'node:child_process';
+import { mkdirSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { parseArgs } from 'node:util';
+import { ROOT, startBerth, tempDir, type BerthProcess } from '../helpers/berth.js';
+import { startFakeAnthropic, startFakeOpenAI } from '../helpers/fake-models.js';
+import { eventually, type ApiClient } from '../helpers/http.js';
+import { removeDataDir } from '../helpers/runsc.js';
+
+type KeyName = 'test' | 'live';
+
+interface Pass {
+  key: KeyName;
+  /** Cases per operation in each generating phase. */
+  examples: number;
+  /** Whether to seed resources that need a sandbox of their own (a snapshot: pause and checkpoint). */
+  snapshots: boolean;
+  /** The seeded session's agent limit, which bounds the sandboxes the cases create. */
+  maxAgents: number;
+}
+
+const { values: args } = parseArgs({
+  options: {
+    st: { type: 'string' },
+    keys: { type: 'string', default: 'test,live' },
+  },
+});
+
+const PASSES: Pass[] = [
+  { key: 'test' as const, examples: Number(process.env.FUZZ_TEST_EXAMPLES ?? 40), snapshots: true, maxAgents: 5 },
+  // Live: each agent is a gVisor sandbox. The seeded session holds two and allows one more,
+  // so all but one positive `createAgent` case answer 402; exec and run reach a real sandbox.
+  { key: 'live' as const, examples: Number(process.env.FUZZ_LIVE_EXAMPLES ?? 12), snapshots: false, maxAgents: 3 },
+].filter((pass) => args.keys!.split(',').includes(pass.key));
+
+// unsupported_method: every path answers a method it does not take with 405 and Allow (OPTIONS too).
+const CHECKS = ['not_a_server_error', 'status_code_conformance', 'content_type_conformance', 'response_schema_conformance', 'unsupported_method'];
+
+/**
+ * Which path parameter of which operations takes ids of which dictionary. Operations that
+ * change what the others rely on get resources of their own: `updateSession` could lift the
+ * seeded session's agent limit, pause and terminate would leave no ready agent to exec in.
+ */
+const DISRUPTIVE_SESSION_OPERATIONS = ['updateSession'];
+const DISRUPTIVE_AGENT_OPERATIONS = ['pauseAgent', 'resumeAgent', 'terminateAgent'];
+const ID_BINDINGS: { dictionary: string; pathRegex?: string; operationIds?: string[]; excludeOperationIds?: string[]; parameter: string }[] = [
+  { dictionary: 'sessions', pathRegex: '^/v1/sessions/\\{id\\}', excludeOperationIds: DISRUPTIVE_SESSION_OPERATIONS, parameter: 'path.id' },
+  { dictionary: 'spareSessions', operationIds: DISRUPTIVE_SESSION_OPERATIONS, parameter: 'path.id' },
+  { dictionary: 'agents', pathRegex: '^/v1/agents/\\{id\\}', excludeOperationIds: DISRUPTIVE_AGENT_OPERATIONS, parameter: 'path.id' },
+  { dictionary: 'disposableAgents', operationIds: DISRUPTIVE_AGENT_OPERATIONS, parameter: 'path.id' },
+  { dictionary: 'tasks', pathRegex: '^/v1/tasks/\\{id\\}', parameter: 'path.id' },
+  { dictionary: 'snapshots', pathRegex: '^/v1/snapshots/\\{id\\}', parameter: 'path.id' },
+  { dictionary: 'definitions', pathRegex: '^/v1/agent-definitions/\\{id\\}', parameter: 'path.id' },
+  { dictionary: 'webhooks', pathRegex: '^/v1/webhooks/\\{id\\}', parameter: 'path.id' },
+  { dictionary: 'secrets', pathRegex: '^/v1/(sessions/\\{id\\}/)?secrets/\\{name\\}', parameter: 'path.name' },
+  { dictionary: 'users', pathRegex: '^/v1/(sessions/by-user|usage/users)/\\{userId\\}', parameter: 'path.userId' },
+  { dictionary: 'providers', pathRegex: '^/v1/providers/\\{provider\\}', parameter: 'path.provider' },
+  { dictionary: 'sessions', operationIds: ['listSnapshots'], parameter: 'query.sessionId' },
+  { dictionary: 'agents', operationIds: ['listSnapshots'], parameter: 'query.agentId' },
+];
+
+/** The dictionary of each bound parameter of each operation: schemathesis takes one `parameters` table per operation. */
+function bindings(document: { paths: Record<string, Record<string, { operationId: string }>> }): Map<string, Record<string, string>> {
+  const byOperation = new Map<string, Record<string, string>>();
+  for (const [path, methods] of Object.entries(document.paths)) {
+    for (const { operationId } of Object.values(methods)) {
+      for (const binding of ID_BINDINGS) {
+        if (binding.pathRegex && !new RegExp(binding.pathRegex).test(path)) continue;
+        if (binding.operationIds && !binding.operationIds.includes(operationId)) continue;
+        if (binding.excludeOperationIds?.includes(operationId)) continue;
+        byOperation.set(operationId, { ...byOperation.get(operationId), [binding.parameter]: binding.dictionary });
+      }
+    }
+  }
+  return byOperation;
+}
+
+interface Summary {
+  key: KeyName;
+  cases: number;
+  statuses: Record<string, number>;
+  failures: string[];
+  exitCode: number | null;
+  seconds: number;
+}
+
+async function main(): Promise<number> {
+  const st = args.st ?? execFileSync(join(ROOT, 'test', 'fuzz', 'install.sh'), { encoding: 'utf8' }).trim();
+  const reportRoot = process.env.FUZZ_REPORT_DIR ?? tempDir('berth-fuzz-');
+  mkdirSync(reportRoot, { recursive: true });
+
+  const reply = () => ({ text: 'Done: nothing else to do.' });
+  const openai = await startFakeOpenAI(reply);
+  const anthropic = await startFakeAnthropic(reply);
+  let berth: BerthProcess | undefined;
+  const summaries: Summary[] = [];
+  let serverErrors: string[] = [];
+  try {
+    berth = await startBerth({
+      env: {
+        NODE_OPTIONS: `${process.env.NODE_OPTIONS ?? ''} --import ${pathToFileURL(join(ROOT, 'test', 'fuzz', 'offline.mjs')).href}`.trim(),
+        BERTH_LOG_LEVEL: 'warn',
+        BERTH_MODEL_PROVIDERS: JSON.stringify({
+          openai: { api: 'openai', baseUrl: openai.baseUrl, apiKeyEnv: 'FUZZ_OPENAI_KEY' },
+          anthropic: { api: 'anthropic', baseUrl: anthropic.baseUrl, apiKeyEnv: 'FUZZ_ANTHROPIC_KEY' },
+        }),
+        FUZZ_OPENAI_KEY: 'sk-fuzz',
+        FUZZ_ANTHROPIC_KEY: 'sk-fuzz',
+        BERTH_DEFAULT_MODEL: 'openai/gpt-4o-mini',
+        BERTH_EXEC_TIMEOUT: '10s',
+        BERTH_RUN_MAX_STEPS: '2',
+        BERTH_RUNNER_WORKERS: '1',
+        BERTH_CONTROLLER_WORKERS: '2',
+        BERTH_STREAM_HEARTBEAT: '1s',
+        BERTH_SANDBOX_NETWORK: 'none',
+        BERTH_SANDBOX_MEMORY: '256Mi',
+        // Refused at registration: private and plain-http URLs (the defaults, stated for the reader).
+        BERTH_WEBHOOK_ALLOW_HTTP: 'false',
+        BERTH_WEBHOOK_ALLOW_PRIVATE: 'false',
+        BERTH_BYOI_ALLOW_HTTP: 'false',
+        BERTH_BYOI_ALLOW_PRIVATE: 'false',
+      },
+    });
+    for (const pass of PASSES) {
+      const key = pass.key === 'live' ? berth.liveKey : berth.testKey;
+      if (!key) throw new Error(`berth up printed no ${pass.key} key`);
+      const dictionaries = await seed(berth.api(key), pass);
+      const dir = join(reportRoot, pass.key);
+      mkdirSync(dir, { recursive: true });
+      // The operations that pause, end or change the seeded resources go last, so the others meet them ready.
+      const disruptive = [...DISRUPTIVE_SESSION_OPERATIONS, ...DISRUPTIVE_AGENT_OPERATIONS];
+      const first = await runSchemathesis(st, berth.baseUrl, key, pass, dictionaries, join(dir, 'most'), disruptive.flatMap((id) => ['--exclude-operation-id', id]));
+      const last = await runSchemathesis(st, berth.baseUrl, key, pass, dictionaries, join(dir, 'disruptive'), disruptive.flatMap((id) => ['--include-operation-id', id]));
+      summaries.push(merge(first, last));
+    }
+  } finally {
+    serverErrors = berth ? unhandledErrors(berth.stdout() + berth.stderr()) : [];
+    if (berth) {
+      await berth.stop();
+      removeDataDir(berth.dataDir);
+    }
+    await Promise.all([openai.close(), anthropic.close()]);
+    printSummary(summaries, serverErrors);
+  }
+  const failed =
+    summaries.length < PASSES.length || serverErrors.length > 0 || summaries.some((summary) => summary.exitCode !== 0 || summary.failures.length > 0);
+  if (failed) console.log(`\nreports kept in ${reportRoot}`);
+  else if (!process.env.FUZZ_REPORT_DIR) rmSync(reportRoot, { recursive: true, force: true });
+  return failed ? 1 : 0;
+}
+
+/** Real resources of the key, whose ids the cases use half of the time. */
+async function seed(api: ApiClient, pass: Pass): Promise<Record<string, (string | number)[]>> {
+  const must = async (what: string, call: Promise<{ status: number; body: any }>, expected: number[]) => {
+    const response = await call;
+    if (!expected.includes(response.status)) throw new Error(`seeding ${what}: ${response.status} ${JSON.stringify(response.body)}`);
+    return response.body;
+  };
+  const session = await must('a session', api.post('/v1/sessions', { userId: `fuzz-${pass.key}`, limits: { maxAgents: pass.maxAgents } }), [201]);
+  const spare = await must('a spare session', api.post('/v1/sessions', { userId: `fuzz-${pass.key}-spare` }), [201]);
+  const readyAgent = async (what: string) => {
+    const agent = await must(what, api.post(`/v1/sessions/${session.id}/agents`, { compute: 'python', timeout: '10m', tools: ['exec'] }), [201]);
+    await eventually(async () => ((await api.get(`/v1/agents/${agent.id}`)).body.status === 'idle' ? true : undefined), {
+      timeoutMs: 120_000,
+      intervalMs: 250,
+      what: `agent ${agent.id} to be idle`,
+    });
+    return agent as { id: string };
+  };
+  const agent = await readyAgent('an agent');
+  const disposable = await readyAgent('an agent to pause and terminate');
+  const task = await must('a task', api.post(`/v1/agents/${agent.id}/run`, { task: 'Say done.' }), [202]);
+  await must('secrets', api.post('/v1/secrets', { FUZZ_TOKEN: 'not-a-real-token' }), [200]);
+  await must('session secrets', api.post(`/v1/sessions/${session.id}/secrets`, { FUZZ_SESSION_TOKEN: 'not-a-real-token' }), [200]);
+  const definition = await must('a definition', api.post('/v1/agent-definitions', { name: `fuzz ${pass.key}`, compute: 'python' }), [201]);
+  // Registered, never delivered: its host does not resolve here, and offline.mjs refuses the rest.
+  const webhook = await must('a webhook', api.post('/v1/webhooks', { url: 'https://hooks.fuzz.invalid/berth', events: ['agent.completed'] }), [201]);
+  const dictionaries: Record<string, (string | number)[]> = {
+    sessions: [session.id],
+    spareSessions: [spare.id],
+    agents: [agent.id],
+    disposableAgents: [disposable.id],
+    tasks: [task.taskId],
+    definitions: [definition.id, definition.name],
+    webhooks: [webhook.id],
+    secrets: ['FUZZ_TOKEN', 'FUZZ_SESSION_TOKEN'],
+    users: [`fuzz-${pass.key}`],
+    providers: ['openai', 'remote', 'kubernetes'],
+    snapshots: ['snap_00000000000000000000000000'],
+  };
+  if (pass.snapshots) {
+    const paused = await readyAgent('an agent to snapshot');
+    await must('a pause', api.post(`/v1/agents/${paused.id}/pause`, {}), [200]);
+    const snapshots = await must('the snapshot list', api.get(`/v1/snapshots?agentId=${paused.id}`), [200]);
+    dictionaries.snapshots = snapshots.data.map((snapshot: { id: string }) => snapshot.id);
+    dictionaries.disposableAgents!.push(paused.id);
+  }
+  return dictionaries;
+}
+
+function schemathesisConfig(pass: Pass, dictionaries: Record<string, (string | number)[]>, operations: Map<string, Record<string, string>>): string {
+  const lines = [
+    `workers = 2`,
+    `request-timeout = 150`,
+    `max-stream-events = 2`,
+    // Its cache would land in the working directory, the repository.
+    `cache = { enabled = false }`,
+    `seed = ${Number(process.env.FUZZ_SEED ?? 20_260_301)}`,
+    ``,
+    `[generation]`,
+    `max-examples = ${pass.examples}`,
+    // NUL bytes in generated strings: the HTTP layer refuses them with 422 naming the field.
+    `allow-x00 = true`,
+    ``,
+    `[phases]`,
+    `stateful.enabled = false`,
+    ``,
+  ];
+  for (const [name, values] of Object.entries(dictionaries)) {
+    lines.push(`[dictionaries.${name}]`, `values = ${JSON.stringify(values)}`, ``);
+  }
+  for (const [operationId, parameters] of operations) {
+    const table = Object.entries(parameters).map(([parameter, dictionary]) => `${JSON.stringify(parameter)} = { dictionary = "${dictionary}", probability = 0.5 }`);
+    lines.push(`[[operations]]`, `include-operation-id = "${operationId}"`, `parameters = { ${table.join(', ')} }`, ``);
+  }
+  // The spec's answer to `lifecycle` on agent creation: documented, deliberate, not a crash.
+  lines.push(`[[operations]]`, `include-operation-id = "createAgent"`, `checks.not_a_server_error.expected-statuses = ["2xx", "3xx", "4xx", 501]`, ``);
+  return lines.join('\n');
+}
+
+async function runSchemathesis(
+  st: string,
+  baseUrl: string,
+  key: string,
+  pass: Pass,
+  dictionaries: Record<string, (string | number)[]>,
+  dir: string,
+  filters: string[],
+): Promise<Summary> {
+  mkdirSync(dir, { recursive: true });
+  const config = join(dir, 'schemathesis.toml');
+  const document = (await (await fetch(`${baseUrl}/v1/openapi.json`)).json()) as Parameters<typeof bindings>[0];
+  writeFileSync(config, schemathesisConfig(pass, dictionaries, bindings(document)));
+  const started = Date.now();
+  console.log(`\n=== fuzz: ${pass.key} key, ${pass.examples} cases per operation and phase, ${filters.join(' ')} ===`);
+  const exitCode = await new Promise<number | null>((resolve) => {
+    const child = spawn(
+      st,
+      [
+        '--config-file',
+        config,
+        'run',
+        `${baseUrl}/v1/openapi.json`,
+        '--checks',
+        CHECKS.join(','),
+        '--header',
+        `Authorization: Bearer ${key}`,
+        '--phases',
+        'examples,coverage,fuzzing',
+        '--report',
+        'ndjson,junit',
+        '--report-dir',
+        dir,
+        '--no-shrink',
+        '--output-truncate',
+        'true',
+        ...filters,
+      ],
+      { stdio: ['ignore', 'inherit', 'inherit'], env: { ...process.env, NO_COLOR: '1', SCHEMATHESIS_TELEMETRY: 'false' } },
+    );
+    child.on('close', resolve);
+  });
+  return { key: pass.key, exitCode, seconds: Math.round((Date.now() - started) / 1000), ...readEvents(dir) };
+}
+
+function merge(a: Summary, b: Summary): Summary {
+  const statuses = { ...a.statuses };
+  for (const [status, count] of Object.entries(b.statuses)) statuses[status] = (statuses[status] ?? 0) + count;
+  return {
+    key: a.key,
+    cases: a.cases + b.cases,
+    statuses,
+    failures: [...a.failures, ...b.failures],
+    exitCode: a.exitCode === 0 ? b.exitCode : a.exitCode,
+    seconds: a.seconds + b.seconds,
+  };
+}
+
+/** Cases and statuses from the ndjson event log of a run. */
+function readEvents(dir: string): Pick<Summary, 'cases' | 'statuses' | 'failures'> {
+  const statuses: Record<string, number> = {};
+  const failures = new Set<string>();
+  let cases = 0;
+  const file = readdirSync(dir).find((name) => name.endsWith('.ndjson'));
+  if (!file) return { cases, statuses, failures: ['no event log written'] };
+  for (const line of readFileSync(join(dir, file), 'utf8').split('\n')) {
+    if (!line.trim()) continue;
+    const event = JSON.parse(line) as Record<string, any>;
+    const scenario = event.ScenarioFinished;
+    if (!scenario) continue;
+    for (const item of Object.values((scenario.recorder?.interactions ?? {}) as Record<string, any>)) {
+      const status = item?.response?.status_code;
+      cases += 1;
+      const bucket = status === undefined ? 'no response' : String(status);
+      statuses[bucket] = (statuses[bucket] ?? 0) + 1;
+    }
+    for (const checks of Object.values((scenario.recorder?.checks ?? {}) as Record<string, any[]>)) {
+      for (const check of checks) {
+        if (check.status === 'failure') failures.add(`${scenario.recorder.label}: ${check.name}: ${check.failure_info?.failure?.title ?? ''}`.trim());
+      }
+    }
+  }
+  return { cases, statuses, failures: [...failures].sort() };
+}
+
+/** Errors the server logged as unhandled: each is a 500 somewhere, whatever the checks said. */
+function unhandledErrors(output: string): string[] {
+  return output
+    .split('\n')
+    .filter((line) => line.includes('"unhandled error"'))
+    .map((line) => {
+      try {
+        const entry = JSON.parse(line) as { err?: { message?: string }; method?: string; path?: string };
+        return `${entry.method ?? ''} ${entry.path ?? ''} ${entry.err?.message ?? ''}`.trim();
+      } catch {
+        return line;
+      }
+    });
+}
+
+function printSummary(summaries: Summary[], serverErrors: string[]): void {
+  console.log('\n=== fuzz summary ===');
+  for (const summary of summaries) {
+    const statuses = Object.entries(summary.statuses)
+      .sort(([a], [b]) => a.localeCompare(b))
+      .map(([status, count]) => `${status}×${count}`)
+      .join(' ');
+    console.log(`${summary.key} key: ${summary.cases} cases in ${summary.seconds} s, schemathesis exit ${summary.exitCode}; statuses ${statuses}`);
+    for (const failure of summary.failures) console.log(`  FAIL ${failure}`);
+  }
+  console.log(`total: ${summaries.reduce((sum, summary) => sum + summary.cases, 0)} cases`);
+  if (serverErrors.length) {
+    console.log(`the server logged ${serverErrors.length} unhandled errors, e.g.:`);
+    for (const error of [...new Set(serverErrors)].slice(0, 20)) console.log(`  ${error}`);
+  }
+}
+
+process.exitCode = await main();
