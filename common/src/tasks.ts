@@ -171,3 +171,24 @@ export async function releaseTask(db: Queryable, task: Pick<Task, 'id' | 'attemp
     [task.id, task.attempt],
   );
 }
+
+/** An agent's queued or running task as its reconciler sees it: whether a runner holds it, and for how long yet. */
+export interface TaskHold {
+  id: string;
+  state: 'queued' | 'running';
+  /** Running under a lease that has not run out, by the database's clock (the one claims go by). */
+  held: boolean;
+  /** How long the lease lasts yet; 0 when not held. */
+  leaseRemainingMs: number;
+}
+
+export async function taskHoldOf(db: Queryable, agentId: string): Promise<TaskHold | undefined> {
+  const { rows } = await db.query<{ id: string; state: 'queued' | 'running'; held: boolean; lease_remaining_ms: string }>(
+    `SELECT id, state, coalesce(state = 'running' AND lease_expires_at > now(), false) AS held,
+       greatest(0, coalesce(ceil(extract(epoch FROM lease_expires_at - now()) * 1000), 0))::bigint AS lease_remaining_ms
+     FROM tasks WHERE agent_id = $1 AND state IN ('queued', 'running')`,
+    [agentId],
+  );
+  const row = rows[0];
+  return row ? { id: row.id, state: row.state, held: row.held, leaseRemainingMs: row.held ? Number(row.lease_remaining_ms) : 0 } : undefined;
+}

@@ -113,9 +113,24 @@ export const agentStatusSchema = z.object({
 });
 export type AgentStatus = z.infer<typeof agentStatusSchema>;
 
-/** Condition types and reasons are constants so that tests and clients can match on them. */
+/**
+ * Condition types and reasons are constants so that tests and clients can match on them. The
+ * Agent reconciler computes them from what it observes and derives `status.phase` from them
+ * alone (ADR 18); `SandboxReady` comes first, the others follow in this order.
+ */
 export const AgentCondition = {
+  /** The sandbox is up (True), or why it is not. */
   SandboxReady: 'SandboxReady',
+  /** A run holds the agent: its task is claimed by a runner whose lease is fresh. */
+  Running: 'Running',
+  /** The agent's state is kept in a snapshot and it has no sandbox. */
+  Paused: 'Paused',
+  /** The agent is not stopped by its costCap or its session's limits. */
+  BudgetOK: 'BudgetOK',
+  /** Present once the agent was terminated; final. */
+  Terminated: 'Terminated',
+  /** Present once the agent failed (provisioning, restore, timeout); final. */
+  Failed: 'Failed',
 } as const;
 
 export const AgentReason = {
@@ -131,4 +146,20 @@ export const AgentReason = {
   RestoreFailed: 'RestoreFailed',
   /** The sandbox could not be ended (its provider unreachable or failing); retried with backoff. */
   ReleaseFailed: 'ReleaseFailed',
+  /** Running: a runner holds the agent's task under a fresh lease. */
+  RunInProgress: 'RunInProgress',
+  /** Running False: the agent's task waits for a runner. */
+  RunQueued: 'RunQueued',
+  /** Running False: the runner of the agent's task stopped renewing its lease; another may take it over. */
+  RunnerLost: 'RunnerLost',
+  /** Running False: no task of the agent is queued or running. */
+  NoRun: 'NoRun',
+  /** Paused False: the agent is not asked to pause. */
+  Active: 'Active',
+  /** BudgetOK True. */
+  WithinBudget: 'WithinBudget',
+  /** BudgetOK False: the agent's costCap is spent. */
+  CostCapReached: 'CostCapReached',
+  /** BudgetOK False: its session's maxCost for the period is reached. */
+  SessionLimitReached: 'SessionLimitReached',
 } as const;

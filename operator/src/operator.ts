@@ -1,4 +1,4 @@
-import { idToObjectName, resolveSecrets, type Clock, type ComputePrices, type Logger, type Pool, type ResourceStore, type SecretBox, type SnapshotStorage } from '@berth/common';
+import { NotificationListener, idToObjectName, resolveSecrets, type Clock, type ComputePrices, type Logger, type Pool, type ResourceStore, type SecretBox, type SnapshotStorage } from '@berth/common';
 import { BillingLoop } from './billing/loop.js';
 import type { Registry } from 'prom-client';
 import { createAgentMetrics, createAgentReconciler } from './controllers/agent.js';
@@ -14,6 +14,11 @@ export interface OperatorDeps {
   log: Logger;
   metrics: Registry;
   snapshots: SnapshotStorage;
+  /**
+   * Where to LISTEN for changes of tasks' states, which wake the reconcile of their agent at once;
+   * without it, an agent's Running condition follows on its periodic reconciles alone.
+   */
+  connectionString?: string;
   workers?: number;
   /** Decrypts the secrets agents name; without it, agents get none. */
   secretBox?: SecretBox;
@@ -78,17 +83,35 @@ export function createOperator(deps: OperatorDeps): Operator {
   });
   // Providers that can tell when a sandbox changes (a pod watch) wake its agent's reconcile.
   const sandboxWatches: { stop(): void }[] = [];
+  // A task claimed, finished or handed back wakes its agent's reconcile (ADR 18).
+  const taskStates = deps.connectionString
+    ? new NotificationListener({
+        connectionString: deps.connectionString,
+        channels: ['berth_task_states'],
+        name: 'agent-tasks',
+        log: deps.log,
+        metrics: deps.metrics,
+        onNotification: (_channel, agentId) => {
+          if (agentId) agents.enqueue(idToObjectName(agentId));
+        },
+        onReconnect: () => agents.resync(),
+      })
+    : undefined;
   return {
     async start() {
       await agents.start();
       await snapshots.start();
       billing.start();
+      // Not a reason to fail the start: the listener goes on trying, and reconciles of agents
+      // with a run come back when its lease would run out anyway.
+      await taskStates?.start().catch((error: unknown) => deps.log.warn({ err: error }, 'listening for task changes failed; retrying'));
       for (const provider of deps.providers.all()) {
         const watch = provider.watchSandboxes?.((agentId) => agents.enqueue(idToObjectName(agentId)));
         if (watch) sandboxWatches.push(watch);
       }
     },
     async stop() {
+      await taskStates?.close();
       for (const watch of sandboxWatches.splice(0)) watch.stop();
       await Promise.all([agents.stop(), snapshots.stop(), billing.stop()]);
     },

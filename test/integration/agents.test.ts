@@ -74,7 +74,13 @@ describe('an agent in a gVisor sandbox', () => {
       instructions: 'be brief',
     });
     const ready = await waitForStatus(agent.id, 'idle');
-    expect(ready.conditions).toEqual([expect.objectContaining({ type: 'SandboxReady', status: 'True', reason: 'Provisioned' })]);
+    // Phase idle, derived from these alone (ADR 18).
+    expect(ready.conditions).toEqual([
+      expect.objectContaining({ type: 'SandboxReady', status: 'True', reason: 'Provisioned', observedGeneration: 1 }),
+      expect.objectContaining({ type: 'Running', status: 'False', reason: 'NoRun', observedGeneration: 1 }),
+      expect.objectContaining({ type: 'Paused', status: 'False', reason: 'Active', observedGeneration: 1 }),
+      expect.objectContaining({ type: 'BudgetOK', status: 'True', reason: 'WithinBudget', observedGeneration: 1 }),
+    ]);
     expect(Date.parse(ready.expiresAt) - Date.parse(ready.startedAt)).toBe(10 * 60_000);
     expect(runscContainers(berth.dataDir)).toContainEqual({ id: agent.id, status: 'running' });
     const { rows } = await db.query('SELECT type, data FROM events WHERE subject_id = $1', [agent.id]);

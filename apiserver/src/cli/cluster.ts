@@ -70,7 +70,7 @@ export async function operatorCommand(config: BerthConfig, log: Logger, out: (li
   // Every replica sends webhooks, leader or not: deliveries are claimed one sender at a time.
   const webhooks = configuredWebhookSender(config, { pool: database.pool, clock: systemClock, log, metrics }, process.env.POD_NAME || `${hostname()}-${process.pid}`);
   webhooks.start();
-  const operator = configuredOperator(config, { store, pool: database.pool, providers, clock: systemClock, log, metrics, secretBox });
+  const operator = configuredOperator(config, { store, pool: database.pool, providers, clock: systemClock, log, metrics, secretBox, connectionString: database.connectionString });
   let stopElection: () => Promise<void> = async () => undefined;
   // The operator serves the remote provider protocol on its own provider, for other installs.
   const served = configuredProviderProtocol(

@@ -51,10 +51,11 @@ export function configuredApp(
 }
 
 /** The controllers and the billing pass, as configured. */
-export function configuredOperator(config: BerthConfig, deps: Deps): Operator {
+export function configuredOperator(config: BerthConfig, deps: Deps & { connectionString: string }): Operator {
   return createOperator({
     store: deps.store,
     db: deps.pool,
+    connectionString: deps.connectionString,
     providers: deps.providers,
     clock: deps.clock,
     log: deps.log,

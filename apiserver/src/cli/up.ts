@@ -61,7 +61,7 @@ export async function up(config: BerthConfig, log: Logger, out: (line: string) =
   const providers = new ProviderRegistry([local], config.defaultProvider ?? 'local').useByoi(
     byoiSource({ pool: database.pool, box: secretBox, config, log }),
   );
-  const operator = configuredOperator(config, { store, pool: database.pool, providers, clock, log, metrics, secretBox });
+  const operator = configuredOperator(config, { store, pool: database.pool, providers, clock, log, metrics, secretBox, connectionString: database.connectionString });
   await operator.start();
   const webhooks = configuredWebhookSender(config, { pool: database.pool, clock, log, metrics }, `${hostname()}-${process.pid}`);
   webhooks.start();

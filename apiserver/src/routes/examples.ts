@@ -45,14 +45,10 @@ export const agentExample = {
   expiresAt: '2026-03-01T09:45:02.412Z',
   cost: usd(3),
   conditions: [
-    {
-      type: 'Ready',
-      status: 'True',
-      reason: 'SandboxReady',
-      message: 'the sandbox is running',
-      lastTransitionTime: STARTED,
-      observedGeneration: 1,
-    },
+    { type: 'SandboxReady', status: 'True', reason: 'Provisioned', message: 'the sandbox is running', lastTransitionTime: STARTED, observedGeneration: 1 },
+    { type: 'Running', status: 'False', reason: 'NoRun', message: 'no run in progress', lastTransitionTime: STARTED, observedGeneration: 1 },
+    { type: 'Paused', status: 'False', reason: 'Active', message: 'not paused', lastTransitionTime: STARTED, observedGeneration: 1 },
+    { type: 'BudgetOK', status: 'True', reason: 'WithinBudget', message: 'within its costCap and its session limits', lastTransitionTime: STARTED, observedGeneration: 1 },
   ],
 };
 

@@ -1,5 +1,5 @@
 import { isDeepStrictEqual } from 'node:util';
-import { API_VERSION, AgentCondition, AgentReason, type AgentStatus, type Environment, type SandboxRef } from '@berth/crds';
+import { API_VERSION, AgentCondition, AgentReason, type AgentPhase, type AgentStatus, type Environment, type SandboxRef } from '@berth/crds';
 import {
   LATENCY_BUCKETS,
   Labels,
@@ -12,6 +12,7 @@ import {
   recordSnapshotStored,
   objectNameToId,
   recordEvent,
+  taskHoldOf,
   type Clock,
   type EventInput,
   type Logger,
@@ -21,12 +22,14 @@ import {
   type RestoreSource,
   type SandboxProvider,
   type SnapshotStorage,
+  type TaskHold,
 } from '@berth/common';
 import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
 import type { ProviderRegistry } from '../providers/registry.js';
 import type { ComputeMeter } from '../billing/meter.js';
 import type { ReconcileResult, Reconciler } from '../runtime/controller.js';
-import { setCondition } from './conditions.js';
+import { computeConditions, derivePhase, type AgentEnding, type AgentObservation } from './agent-status.js';
+import { findCondition } from './conditions.js';
 
 /** Keeps the sandbox until the operator has released it, whoever deletes the Agent. */
 export const SANDBOX_FINALIZER = 'berth.dev/sandbox';
@@ -37,6 +40,11 @@ export const HEALTH_CHECK_INTERVAL_MS = 30_000;
 export const PENDING_RECHECK_MS = 2_000;
 /** A sandbox that cannot be provisioned within this long fails the agent. */
 export const PROVISION_DEADLINE_MS = 10 * 60_000;
+/**
+ * A run's lease is looked at again this long after it would run out: a runner renews it well
+ * before, so a lease found ended then means the runner is gone (ADR 18).
+ */
+export const LEASE_RECHECK_MARGIN_MS = 250;
 
 export interface AgentMetrics {
   provisionDuration: Histogram<'provider' | 'result'>;
@@ -122,6 +130,7 @@ export function createAgentReconciler(deps: AgentReconcilerDeps): Reconciler {
       return {};
     }
     const previous = agent.status ?? initialStatus();
+    const task = await taskHoldOf(deps.db, objectNameToId(name));
     let provider: SandboxProvider | undefined;
     let unavailable: string | undefined;
     try {
@@ -130,9 +139,9 @@ export function createAgentReconciler(deps: AgentReconcilerDeps): Reconciler {
       unavailable = (error as Error).message;
     }
 
-    if (agent.metadata.deletionTimestamp) return finalize(agent, previous, provider, unavailable, log);
+    if (agent.metadata.deletionTimestamp) return finalize(agent, previous, provider, unavailable, task, log);
 
-    const step = new ReconcileStep(agent, previous, clock.now());
+    const step = new ReconcileStep(agent, previous, clock.now(), task);
     let result: ReconcileResult = {};
     let failure: unknown;
     try {
@@ -142,7 +151,7 @@ export function createAgentReconciler(deps: AgentReconcilerDeps): Reconciler {
         const providerName = step.status.provider ?? agent.spec.provider;
         if (agent.spec.desiredState === 'terminated' && step.status.sandbox) {
           metrics.releaseFailures.inc({ provider: providerName });
-          step.condition('False', AgentReason.ReleaseFailed, `terminating: provider ${providerName} is unavailable, retrying: ${unavailable}`);
+          step.observeSandbox(false, AgentReason.ReleaseFailed, `terminating: provider ${providerName} is unavailable, retrying: ${unavailable}`);
         }
         throw new ProviderError(providerName, unavailable);
       }
@@ -150,6 +159,7 @@ export function createAgentReconciler(deps: AgentReconcilerDeps): Reconciler {
     } catch (error) {
       failure = error;
     }
+    step.settle();
     for (const event of step.events) await recordEvent(deps.db, event, step.now);
     if (!isDeepStrictEqual(step.status, previous)) {
       await store.updateStatus('Agent', name, step.status, { resourceVersion: agent.metadata.resourceVersion });
@@ -158,7 +168,7 @@ export function createAgentReconciler(deps: AgentReconcilerDeps): Reconciler {
     // Test keys' agents run on a mock and use no compute: counting them would inflate capacity dashboards.
     if (agent.spec.mode === 'live') metrics.phases.set(name, { provider: agent.spec.provider, phase: step.status.phase });
     if (failure) throw failure;
-    return result;
+    return untilLeaseEnds(result, task);
   };
 
   /**
@@ -167,7 +177,14 @@ export function createAgentReconciler(deps: AgentReconcilerDeps): Reconciler {
    * finalizer: the error retries with the work queue's backoff and the reason shows in a
    * condition. A sandbox its provider no longer knows counts as ended.
    */
-  async function finalize(agent: AgentResource, previous: AgentStatus, provider: SandboxProvider | undefined, unavailable: string | undefined, log: Logger): Promise<ReconcileResult> {
+  async function finalize(
+    agent: AgentResource,
+    previous: AgentStatus,
+    provider: SandboxProvider | undefined,
+    unavailable: string | undefined,
+    task: TaskHold | undefined,
+    log: Logger,
+  ): Promise<ReconcileResult> {
     const name = agent.metadata.name;
     if (agent.metadata.finalizers.includes(SANDBOX_FINALIZER)) {
       const providerName = previous.provider ?? agent.spec.provider;
@@ -178,16 +195,11 @@ export function createAgentReconciler(deps: AgentReconcilerDeps): Reconciler {
       } catch (error) {
         metrics.releaseFailures.inc({ provider: providerName });
         const message = `deleting: the sandbox could not be ended, retrying (the finalizer ${SANDBOX_FINALIZER} stays until it is): ${(error as Error).message}`;
-        const status: AgentStatus = {
-          ...previous,
-          conditions: setCondition(
-            previous.conditions,
-            { type: AgentCondition.SandboxReady, status: 'False', reason: AgentReason.ReleaseFailed, message, observedGeneration: agent.metadata.generation },
-            clock.now(),
-          ),
-        };
-        if (!isDeepStrictEqual(status, previous)) {
-          await store.updateStatus('Agent', name, status, { resourceVersion: agent.metadata.resourceVersion }).catch((writeError: unknown) => {
+        const step = new ReconcileStep(agent, previous, clock.now(), task);
+        step.observeSandbox(false, AgentReason.ReleaseFailed, message);
+        step.settle();
+        if (!isDeepStrictEqual(step.status, previous)) {
+          await store.updateStatus('Agent', name, step.status, { resourceVersion: agent.metadata.resourceVersion }).catch((writeError: unknown) => {
             if (!isStoreError(writeError, 'Conflict') && !isStoreError(writeError, 'NotFound')) throw writeError;
           });
         }
@@ -222,22 +234,14 @@ export function createAgentReconciler(deps: AgentReconcilerDeps): Reconciler {
    */
   async function pause(step: ReconcileStep, provider: SandboxProvider, log: Logger): Promise<ReconcileResult> {
     const { agent, status } = step;
-    if (status.phase === 'paused') {
-      await step.release(provider);
-      return {};
-    }
     if (!status.sandbox) {
-      // Nothing ran yet: there is nothing to keep.
-      status.phase = 'paused';
-      step.condition('False', AgentReason.Paused, 'paused before its sandbox started');
+      // Paused already, or nothing ran yet: there is nothing to keep.
+      if (step.previousPhase !== 'paused') step.observeSandbox(false, AgentReason.Paused, 'paused before its sandbox started');
       return {};
     }
+    // The Paused condition says that the pause waits for the run.
+    if (step.task?.state === 'running') return { requeueAfterMs: PAUSE_WAIT_MS };
     const agentId = objectNameToId(agent.metadata.name);
-    const { rows } = await deps.db.query<{ id: string }>("SELECT id FROM tasks WHERE agent_id = $1 AND state = 'running'", [agentId]);
-    if (rows[0]) {
-      step.condition('True', AgentReason.Pausing, `pausing: waiting for run ${rows[0].id} to finish its tool call`);
-      return { requeueAfterMs: PAUSE_WAIT_MS };
-    }
     const snapshotId = snapshotIdFor(agent);
     const snapshot = await ensureSnapshot(agent, snapshotId, provider);
     const timer = metrics.checkpointDuration.startTimer({ provider: provider.name });
@@ -272,9 +276,8 @@ export function createAgentReconciler(deps: AgentReconcilerDeps): Reconciler {
     delete status.sandbox;
     delete status.expiresAt;
     status.computeEndedAt = readyAt.toISOString();
-    status.phase = 'paused';
     status.snapshot = snapshotId;
-    step.condition('False', AgentReason.Paused, `paused; snapshot ${snapshotId} (${result.level}, ${result.sizeBytes} bytes)`);
+    step.observeSandbox(false, AgentReason.Paused, `paused; snapshot ${snapshotId} (${result.level}, ${result.sizeBytes} bytes)`);
     step.emit('agent.paused', { snapshotId, reason: agent.spec.pauseReason ?? 'requested', level: result.level, sizeBytes: result.sizeBytes }, String(agent.metadata.generation));
     log.info({ snapshotId, level: result.level, sizeBytes: result.sizeBytes }, 'agent paused');
     return {};
@@ -340,8 +343,9 @@ export function createAgentReconciler(deps: AgentReconcilerDeps): Reconciler {
   async function converge(step: ReconcileStep, provider: SandboxProvider, log: Logger): Promise<ReconcileResult> {
     const { agent, status, now } = step;
 
-    if (status.phase === 'terminated' || status.phase === 'failed') {
+    if (step.previousPhase === 'terminated' || step.previousPhase === 'failed') {
       await step.release(provider);
+      step.keepEnding();
       return {};
     }
     if (agent.spec.desiredState === 'terminated') {
@@ -349,18 +353,19 @@ export function createAgentReconciler(deps: AgentReconcilerDeps): Reconciler {
         await step.release(provider, { unrecorded: true });
       } catch (error) {
         metrics.releaseFailures.inc({ provider: provider.name });
-        step.condition('False', AgentReason.ReleaseFailed, `terminating: the sandbox could not be ended, retrying: ${(error as Error).message}`);
+        step.observeSandbox(false, AgentReason.ReleaseFailed, `terminating: the sandbox could not be ended, retrying: ${(error as Error).message}`);
         throw error;
       }
       await deleteSnapshotsOf(agent);
-      status.phase = 'terminated';
       status.endedAt = now.toISOString();
-      step.condition('False', AgentReason.Terminated, 'the agent was terminated; its sandbox and files are gone');
+      const message = 'the agent was terminated; its sandbox and files are gone';
+      step.observeSandbox(false, AgentReason.Terminated, message);
+      step.end({ outcome: 'terminated', message });
       log.info('agent terminated');
       return {};
     }
     // A paused agent has no sandbox, so no deadline runs; resuming starts a new lifetime.
-    if (status.phase !== 'paused' && status.expiresAt && now.getTime() >= Date.parse(status.expiresAt)) {
+    if (step.previousPhase !== 'paused' && status.expiresAt && now.getTime() >= Date.parse(status.expiresAt)) {
       await step.release(provider, { unrecorded: true });
       log.info({ timeout: agent.spec.timeout }, 'agent timeout expired');
       return step.fail('timeout', `the agent's timeout of ${agent.spec.timeout} expired; its sandbox was ended`, AgentReason.DeadlineExceeded);
@@ -375,7 +380,7 @@ export function createAgentReconciler(deps: AgentReconcilerDeps): Reconciler {
       return step.fail('timeout', `the agent's timeout of ${agent.spec.timeout} expired; its sandbox was ended`, AgentReason.DeadlineExceeded);
     }
     if (sandboxState === 'pending') {
-      step.condition('False', AgentReason.Provisioning, 'the sandbox is starting');
+      step.observeSandbox(false, AgentReason.Provisioning, 'the sandbox is starting');
       return { requeueAfterMs: PENDING_RECHECK_MS };
     }
     if (sandboxState !== 'running') {
@@ -401,7 +406,7 @@ export function createAgentReconciler(deps: AgentReconcilerDeps): Reconciler {
         const message = (error as Error).message;
         if (error instanceof SandboxNotReadyError) {
           timer({ result: 'pending' });
-          step.condition('False', AgentReason.Provisioning, message);
+          step.observeSandbox(false, AgentReason.Provisioning, message);
           return { requeueAfterMs: error.retryAfterMs };
         }
         timer({ result: 'error' });
@@ -413,29 +418,27 @@ export function createAgentReconciler(deps: AgentReconcilerDeps): Reconciler {
         if (now.getTime() - Date.parse(agent.metadata.creationTimestamp) > PROVISION_DEADLINE_MS) {
           return step.fail('provider_error', `provisioning did not succeed within ${PROVISION_DEADLINE_MS / 60_000} minutes: ${message}`, AgentReason.ProvisionFailed);
         }
-        step.condition('False', AgentReason.ProvisionFailed, `provisioning failed, retrying: ${message}`);
+        step.observeSandbox(false, AgentReason.ProvisionFailed, `provisioning failed, retrying: ${message}`);
         throw error;
       }
       status.sandbox = sandbox;
       const readyAt = clock.now();
       if (restore) {
         status.restoredFrom = agent.spec.restoreFrom!.snapshotId;
-        step.condition('True', AgentReason.Restored, `restored from snapshot ${status.restoredFrom} (${restore.level} level)`);
-        if (status.phase === 'paused') status.phase = 'idle';
+        step.observeSandbox(true, AgentReason.Restored, `restored from snapshot ${status.restoredFrom} (${restore.level} level)`);
       } else if (lost) {
         log.warn('sandbox was gone; recreated it with the same workspace');
-        step.condition('True', AgentReason.SandboxLost, 'the sandbox was gone and has been recreated');
+        step.observeSandbox(true, AgentReason.SandboxLost, 'the sandbox was gone and has been recreated');
       } else if (status.provider !== undefined && status.provider !== agent.spec.provider) {
-        step.condition('True', AgentReason.Provisioned, `the sandbox is running on the fallback ${status.provider} (${status.fallbackReason})`);
+        step.observeSandbox(true, AgentReason.Provisioned, `the sandbox is running on the fallback ${status.provider} (${status.fallbackReason})`);
       } else {
-        step.condition('True', AgentReason.Provisioned, 'the sandbox is running');
+        step.observeSandbox(true, AgentReason.Provisioned, 'the sandbox is running');
       }
       if (restore || !status.startedAt) {
         status.startedAt = readyAt.toISOString();
         status.expiresAt = new Date(readyAt.getTime() + agent.spec.timeoutSeconds * 1000).toISOString();
       }
-      if (status.phase === 'booting' || status.phase === 'paused') {
-        status.phase = 'idle';
+      if (step.previousPhase === 'booting' || step.previousPhase === 'paused') {
         const onFallback = status.provider !== undefined && status.provider !== agent.spec.provider;
         step.emit('agent.started', {
           provider: sandbox.provider === 'mock' ? (status.provider ?? agent.spec.provider) : sandbox.provider,
@@ -459,8 +462,15 @@ function useFallback(step: ReconcileStep, reason: string): boolean {
   if (!spec.providerFallback || step.status.provider === spec.providerFallback || step.status.sandbox) return false;
   step.status.provider = spec.providerFallback;
   step.status.fallbackReason = `provider ${spec.provider} is unavailable: ${reason}`;
-  step.condition('False', AgentReason.Provisioning, `${step.status.fallbackReason}; provisioning on the fallback ${spec.providerFallback}`);
+  step.observeSandbox(false, AgentReason.Provisioning, `${step.status.fallbackReason}; provisioning on the fallback ${spec.providerFallback}`);
   return true;
+}
+
+/** While a runner holds the agent's task, its lease is looked at again when it would run out. */
+function untilLeaseEnds(result: ReconcileResult, task: TaskHold | undefined): ReconcileResult {
+  if (!task?.held) return result;
+  const leaseEnds = task.leaseRemainingMs + LEASE_RECHECK_MARGIN_MS;
+  return { requeueAfterMs: Math.min(result.requeueAfterMs ?? leaseEnds, leaseEnds) };
 }
 
 /** Ends a sandbox; one its provider answers "not found" for is already ended. */
@@ -478,26 +488,61 @@ function sandboxOf(agent: AgentResource, provider: SandboxProvider): SandboxRef 
   return { provider: provider.name, id: objectNameToId(agent.metadata.name) };
 }
 
-/** The status being computed in one reconcile, and the events it will record. */
+/**
+ * One reconcile of an agent: the status it computes, what it observed and did, and the events it
+ * will record. Conditions and phase are computed once, at the end, from the observation (`settle`).
+ */
 class ReconcileStep {
   readonly status: AgentStatus;
   readonly events: EventInput[] = [];
+  /** The phase the agent had when the reconcile began. */
+  readonly previousPhase: AgentPhase;
+  private sandboxWord: AgentObservation['sandbox'];
+  private ending: AgentEnding | undefined;
 
   constructor(
     readonly agent: AgentResource,
-    previous: AgentStatus,
+    private readonly previous: AgentStatus,
     readonly now: Date,
+    /** The agent's queued or running task, read before anything else in this reconcile. */
+    readonly task: TaskHold | undefined,
   ) {
     this.status = structuredClone(previous);
     this.status.observedGeneration = agent.metadata.generation;
+    this.previousPhase = previous.phase;
   }
 
-  condition(state: 'True' | 'False', reason: string, message: string): void {
-    this.status.conditions = setCondition(
-      this.status.conditions,
-      { type: AgentCondition.SandboxReady, status: state, reason, message, observedGeneration: this.agent.metadata.generation },
-      this.now,
-    );
+  /** The word on the sandbox: what this reconcile found it in, or did to it. */
+  observeSandbox(ready: boolean, reason: string, message: string): void {
+    this.sandboxWord = { ready, reason, message };
+  }
+
+  end(ending: AgentEnding): void {
+    this.ending = ending;
+  }
+
+  /**
+   * An agent that ended before its status had the Terminated or Failed condition (written by an
+   * earlier version) keeps its ending: the phase it had then is the record of it.
+   */
+  keepEnding(): void {
+    const last = findCondition(this.previous.conditions, AgentCondition.SandboxReady);
+    if (findCondition(this.previous.conditions, AgentCondition.Terminated) || findCondition(this.previous.conditions, AgentCondition.Failed)) return;
+    if (this.previousPhase === 'terminated') this.end({ outcome: 'terminated', message: last?.message ?? 'the agent was terminated' });
+    else this.end({ outcome: 'failed', reason: last?.reason ?? AgentReason.ProvisionFailed, message: this.previous.error?.message ?? last?.message ?? 'the agent failed' });
+  }
+
+  /** Computes the conditions from what was observed, and the phase from them: the only place either is written. */
+  settle(): void {
+    const observed: AgentObservation = {
+      ...(this.sandboxWord ? { sandbox: this.sandboxWord } : {}),
+      ...(this.ending ? { ended: this.ending } : {}),
+      hasSandbox: this.status.sandbox !== undefined,
+      snapshot: this.status.snapshot,
+      task: this.task,
+    };
+    this.status.conditions = computeConditions(observed, { metadata: this.agent.metadata, spec: this.agent.spec, status: this.previous }, this.now);
+    this.status.phase = derivePhase(this.status.conditions);
   }
 
   /** `instance` tells repeated occurrences apart (each pause of an agent is one). */
@@ -515,10 +560,10 @@ class ReconcileStep {
   }
 
   fail(code: string, message: string, reason: string = AgentReason.ProvisionFailed): ReconcileResult {
-    this.status.phase = 'failed';
     this.status.error = { code, message };
     this.status.endedAt = this.now.toISOString();
-    this.condition('False', reason, message);
+    this.observeSandbox(false, reason, message);
+    this.end({ outcome: 'failed', reason, message });
     this.emit('agent.failed', { error: { code, message } });
     return {};
   }

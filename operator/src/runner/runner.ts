@@ -11,7 +11,6 @@ import {
   computeTotalNanocents,
   finishTask,
   idToObjectName,
-  isStoreError,
   nanocentsToCents,
   recordEvent,
   recordUsage,
@@ -111,6 +110,8 @@ const FINAL_PHASES: ReadonlySet<AgentPhase> = new Set(['terminated', 'failed']);
  * Runner workers: each claims a queued task (or one whose runner died), runs the agent loop on
  * it, and finishes it with its events in one transaction. Any number of workers in any number
  * of processes can run; the claim's lease and attempt number keep each task with one of them.
+ * Runners never write the Agent: its reconciler learns of every claim and end of a task from the
+ * database (`berth_task_states`) and derives `running` or `idle` itself (ADR 18).
  */
 export class Runner {
   private readonly metrics: ReturnType<typeof createRunnerMetrics>;
@@ -264,7 +265,6 @@ export class Runner {
       await this.finish(task, end, undefined);
       return end.state;
     }
-    await this.setPhase(agent.metadata.name, 'idle', 'running');
     const end = await runLoop(task, agent, { route, provider, sandbox }, this.loopIo(task, agent, route, signal), {
       maxSteps: this.options.maxSteps,
       modelTimeoutMs: this.options.modelTimeoutMs,
@@ -278,7 +278,6 @@ export class Runner {
       onToolCall: (tool, seconds, isError) => this.metrics.toolCalls.observe({ tool, result: isError ? 'error' : 'ok' }, seconds),
     });
     await this.finish(task, end, { agent, route, provider, sandbox });
-    await this.setPhase(agent.metadata.name, 'running', 'idle');
     log.info({ state: end.state, ...(end.state === 'completed' ? {} : { code: end.error.code }) }, 'run finished');
     return end.state;
   }
@@ -433,20 +432,6 @@ export class Runner {
       }
       for (const lifecycle of events) await recordEvent(tx, lifecycle, finishedAt);
     });
-  }
-
-  /** Moves the agent's phase between idle and running, unless something else moved it meanwhile. */
-  private async setPhase(name: string, from: AgentPhase, to: AgentPhase): Promise<void> {
-    for (let attempt = 0; attempt < 5; attempt++) {
-      const agent = await this.options.store.get('Agent', name);
-      if (!agent?.status || agent.status.phase !== from) return;
-      try {
-        await this.options.store.updateStatus('Agent', name, { ...agent.status, phase: to }, { resourceVersion: agent.metadata.resourceVersion });
-        return;
-      } catch (error) {
-        if (!isStoreError(error, 'Conflict')) throw error;
-      }
-    }
   }
 }
 

@@ -87,6 +87,11 @@ export class Controller {
     this.queue.add(name);
   }
 
+  /** Asks for a reconcile of every object, e.g. after notifications about them may have been missed. */
+  resync(): void {
+    void this.enqueueAll();
+  }
+
   private async enqueueAll(): Promise<void> {
     try {
       const { items } = await this.options.store.list(this.options.kind);
