@@ -14,6 +14,7 @@ import {
   SandboxNotReadyError,
   UnsupportedRequestError,
   createOrganization,
+  insertTask,
   listEvents,
   silentLogger,
   type CheckpointResult,
@@ -24,7 +25,7 @@ import {
   type SandboxProvider,
   type SandboxState,
 } from '../../common/src/index.js';
-import { PROVISION_DEADLINE_MS, SANDBOX_FINALIZER, createAgentMetrics, createAgentReconciler } from '../../operator/src/controllers/agent.js';
+import { LEASE_RECHECK_MARGIN_MS, PROVISION_DEADLINE_MS, SANDBOX_FINALIZER, createAgentMetrics, createAgentReconciler } from '../../operator/src/controllers/agent.js';
 import { ProviderRegistry } from '../../operator/src/providers/registry.js';
 import { startTestApi, type TestApi } from '../helpers/app.js';
 import type { ApiClient } from '../helpers/http.js';
@@ -221,6 +222,41 @@ describe('the Agent reconciler', () => {
     await reconcile(name, silentLogger);
     expect(await store.get('Agent', name)).toBeUndefined();
     expect(provider.terminations).toContain(id);
+  });
+
+  it('derives running and idle from the task alone: held, lease run out, ended', async () => {
+    const { id, name } = await newAgent();
+    await reconcile(name, silentLogger);
+    const runningOf = async () => {
+      const agent = (await store.get('Agent', name))!;
+      return { phase: agent.status!.phase, running: agent.status!.conditions.find((condition) => condition.type === 'Running')!.reason };
+    };
+    expect(await runningOf()).toEqual({ phase: 'idle', running: 'NoRun' });
+
+    const task = await insertTask(pool, { id: `task_${id.slice(4)}`, organizationId: 'org', mode: 'live', sessionId, agentId: id, input: 'x' });
+    await reconcile(name, silentLogger);
+    expect(await runningOf()).toEqual({ phase: 'idle', running: 'RunQueued' });
+
+    // A runner claims it under a 5 s lease: the reconcile comes back when the lease would end.
+    await pool.query("UPDATE tasks SET state = 'running', attempt = 1, claimed_by = 'r1', lease_expires_at = now() + interval '5 seconds' WHERE id = $1", [task.id]);
+    const held = await reconcile(name, silentLogger);
+    expect(await runningOf()).toEqual({ phase: 'running', running: 'RunInProgress' });
+    expect(held.requeueAfterMs).toBeGreaterThan(3_000);
+    expect(held.requeueAfterMs).toBeLessThanOrEqual(5_000 + LEASE_RECHECK_MARGIN_MS);
+
+    // The runner died: its lease ran out and nobody took the task over.
+    await pool.query("UPDATE tasks SET lease_expires_at = now() - interval '1 second' WHERE id = $1", [task.id]);
+    const lost = await reconcile(name, silentLogger);
+    expect(await runningOf()).toEqual({ phase: 'idle', running: 'RunnerLost' });
+    expect(lost.requeueAfterMs).toBe(30_000);
+
+    await pool.query("UPDATE tasks SET state = 'completed', lease_expires_at = NULL, finished_at = now() WHERE id = $1", [task.id]);
+    await reconcile(name, silentLogger);
+    expect(await runningOf()).toEqual({ phase: 'idle', running: 'NoRun' });
+    const settled = (await store.get('Agent', name))!.metadata.resourceVersion;
+    await reconcile(name, silentLogger);
+    expect((await store.get('Agent', name))!.metadata.resourceVersion).toBe(settled);
+    expect((await api.get(`/v1/agents/${id}`)).body.status).toBe('idle');
   });
 
   it('does not write a status computed from a stale read', async () => {
