@@ -3,7 +3,7 @@ SHELL := /bin/bash
 BERTH := node apiserver/dist/cli/main.js
 ARGS ?=
 
-.PHONY: help setup host deps build images cluster-binaries check-deps run test test-unit test-integration test-chart test-cluster test-fuzz bench e2e-kind generate clean
+.PHONY: help setup host deps build images cluster-binaries check-deps run test test-unit bench-smoke test-integration test-chart test-cluster test-fuzz bench e2e-kind generate clean
 
 help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-18s %s\n", $$1, $$2}'
@@ -40,6 +40,7 @@ check-deps: deps ## every workspace package declares what it imports, and nothin
 test: setup cluster-binaries check-deps ## every test tier: unit, integration, chart, cluster, fuzz
 	npx vitest run
 	$(MAKE) --no-print-directory test-fuzz
+	$(MAKE) --no-print-directory bench-smoke
 
 test-unit: deps ## unit tests only
 	npx vitest run --project unit
@@ -61,6 +62,9 @@ bench: setup cluster-binaries ## latency and scale benchmarks against floors mea
 	npx tsx test/bench/agent-loop.ts
 	npx tsx test/bench/cluster-scale.ts
 	npx tsx test/bench/pause-resume.ts
+
+bench-smoke: setup cluster-binaries ## every bench at a tiny size: each must finish and print its table (part of make test)
+	test/bench/smoke.sh
 
 e2e-kind: ## end to end on a kind cluster with real containers (needs Docker and kind)
 	test/e2e/kind.sh
