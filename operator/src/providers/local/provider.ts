@@ -24,6 +24,7 @@ import {
   type SnapshotLevel,
   type SnapshotStorage,
 } from '@berth/common';
+import { GUEST_DIR } from '../../guest.js';
 import { INTERPRETERS, stoppedByTimeout } from '../program.js';
 import { extractArchive, packArchive, readMember } from './archive.js';
 import { EXEC_MOUNT, restoreSpec, sandboxSpec } from './bundle.js';
@@ -55,6 +56,8 @@ export interface LocalProviderOptions {
   /** The image of browser agents, normally `browser`; browser agents are refused while unset. */
   browserImage?: string;
   maxOutputBytes?: number;
+  /** The guest programs' folder on this host (sandbox-images/guest by default). */
+  guestDir?: string;
   log: Logger;
 }
 
@@ -161,6 +164,7 @@ export class LocalProvider implements SandboxProvider {
       rootfs,
       workspace: paths.workspace,
       execDir: paths.exec,
+      guestDir: this.options.guestDir ?? GUEST_DIR,
       env: request.env,
       cpus: this.options.cpus,
       memoryBytes: this.options.memoryBytes,
@@ -286,7 +290,7 @@ export class LocalProvider implements SandboxProvider {
     env: Record<string, string>,
   ): Promise<void> {
     const paths = this.paths(agentId);
-    const spec = restoreSpec(checkpointedSpec, { containerId: agentId, workspace: paths.workspace, execDir: paths.exec, env });
+    const spec = restoreSpec(checkpointedSpec, { containerId: agentId, workspace: paths.workspace, execDir: paths.exec, guestDir: this.options.guestDir ?? GUEST_DIR, env });
     await this.launch(agentId, spec, (bundle) => this.options.runsc.restore(agentId, bundle, imageDir, paths.console));
   }
 
