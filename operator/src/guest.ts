@@ -19,3 +19,23 @@ export function guestSource(name: string): string {
   }
   return source;
 }
+
+/**
+ * The one record a guest program answers with: the JSON text's length in bytes (decimal), a
+ * newline, then the JSON, and nothing after it. Returns the parsed value, or undefined when `data`
+ * is not exactly one whole record (nothing written, cut short, or something else around it).
+ */
+export function parseRecord(data: Buffer | string): unknown {
+  const bytes = typeof data === 'string' ? Buffer.from(data, 'utf8') : data;
+  const newline = bytes.indexOf(0x0a);
+  if (newline < 1 || newline > 12) return undefined;
+  const header = bytes.subarray(0, newline).toString('latin1');
+  if (!/^\d+$/.test(header)) return undefined;
+  const body = bytes.subarray(newline + 1);
+  if (body.length !== Number(header)) return undefined;
+  try {
+    return JSON.parse(body.toString('utf8')) as unknown;
+  } catch {
+    return undefined;
+  }
+}

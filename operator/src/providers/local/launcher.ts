@@ -19,10 +19,12 @@
  * and sends their descriptor numbers. The launcher reads the client's argv (after `--`),
  * environment and working directory from /proc, opens the two pipes through /proc/<pid>/fd,
  * starts the program in a session of its own with stdin from /dev/null (execs never get input),
- * says `started`, and later sends its exit status. The client copies the pipes to its own stdout
- * and stderr (runsc's connections to the host, which are sockets: /proc cannot open those) until
- * the status comes, then takes what is already in the pipes (a background child may keep them
- * open for hours) and exits with the status. If the client goes away (the host gave up on it),
+ * says `started`, and later sends how the program ended as one line of JSON. The client copies the
+ * pipes to its own stdout and stderr (runsc's connections to the host, which are sockets: /proc
+ * cannot open those) until the outcome comes, then takes what is already in the pipes (a
+ * background child may keep them open for hours), and writes the outcome as one length-prefixed
+ * JSON record on descriptor 3, a pipe of the host's passed in with `runsc exec --pass-fd`: never in
+ * the program's output, where a program could forge it. If the client goes away (the host gave up on it),
  * the launcher kills the program's process group.
  *
  * As PID 1 it also reaps orphans (what tini did). It must never exit, or the sandbox ends. Unlike
@@ -40,13 +42,11 @@
  * packages, no PYTHON* variables: a fast start), and it spawns with vfork.
  */
 
-import { guestSource } from '../../guest.js';
+import { z } from 'zod';
+import { guestSource, parseRecord } from '../../guest.js';
 
 /** The launcher's name in the sandbox, and its socket's in the abstract namespace (launcher.py). */
 export const LAUNCHER_NAME = 'berth-launcher';
-
-/** Exit status of the client when the launcher could not run the program at all. */
-const LAUNCHER_FAILED = 255;
 
 /** Where the sandbox sees the guest folder (read-only). */
 export const GUEST_MOUNT = '/run/berth/guest';
@@ -68,17 +68,35 @@ export function viaLauncher(argv: readonly string[]): string[] {
 
 /**
  * The exec's environment entry that has the launcher stop the program after `timeoutMs`: TERM
- * to its process group, KILL two seconds later, and the client then exits as timeout(1) would
- * (124, or 137 after KILL, with its notice last on stderr). A launcher from before this ignores
- * it and leaves the limit to the host-side timer.
+ * to its process group, KILL two seconds later; its outcome then says `timedOut`. A launcher from
+ * before this ignores it and leaves the limit to the host-side timer.
  */
 export function launcherLimit(timeoutMs: number): Record<string, string> {
   return { BERTH_EXEC_LIMIT_MS: String(Math.max(1, Math.ceil(timeoutMs))) };
 }
 
-/** What the client said when the launcher could not run the program, or undefined when it ran. */
-export function launcherFailure(result: { exitCode: number; stderr: string }): string | undefined {
-  if (result.exitCode !== LAUNCHER_FAILED) return undefined;
-  const last = result.stderr.trimEnd().split('\n').at(-1) ?? '';
-  return /^berth: (the sandbox's launcher .*)$/.exec(last)?.[1];
+/** The descriptor on which the client writes the outcome record, in the client and on the host. */
+export const OUTCOME_FD = 3;
+
+const outcomeSchema = z.discriminatedUnion('outcome', [
+  /** The program exited by itself. */
+  z.object({ outcome: z.literal('exited'), exitCode: z.number().int() }),
+  /** A signal ended it; exitCode is 128 + signal, as a shell says. */
+  z.object({ outcome: z.literal('signaled'), signal: z.number().int(), exitCode: z.number().int() }),
+  /** The launcher stopped it at its limit; `signal` is the last one sent (a launcher before records does not say). */
+  z.object({ outcome: z.literal('timedOut'), signal: z.number().int().optional(), exitCode: z.number().int() }),
+  /** The launcher could not run it, or the client could not reach the launcher. */
+  z.object({ outcome: z.literal('failed'), error: z.string() }),
+]);
+
+/** How an exec'd program ended, as the launcher reported it on its own channel. */
+export type ExecOutcome = z.infer<typeof outcomeSchema>;
+
+/**
+ * The outcome record the client wrote on descriptor 3, or undefined when there is none (the client
+ * never ran or died: runsc failed, the sandbox is dying) or it is not one.
+ */
+export function parseOutcome(channel: Buffer): ExecOutcome | undefined {
+  const parsed = outcomeSchema.safeParse(parseRecord(channel));
+  return parsed.success ? parsed.data : undefined;
 }
