@@ -39,3 +39,26 @@ export function parseRecord(data: Buffer | string): unknown {
     return undefined;
   }
 }
+
+/** A guest tool program's answer: its result, or why the tool failed (for the model to read). */
+export type GuestAnswer = { ok: true; result: unknown } | { ok: false; error: string };
+
+/**
+ * The code that runs the guest program `name` (a `.py` or `.mjs` file) with `request`: the program,
+ * after one line that sets `BERTH_REQUEST` to the request's JSON as a string literal (a JSON
+ * string is a valid Python and JavaScript string literal, so no argument is ever spliced into code).
+ */
+export function guestCode(name: string, request: unknown): string {
+  const literal = JSON.stringify(JSON.stringify(request));
+  const prelude = name.endsWith('.py') ? `BERTH_REQUEST = ${literal}\n` : `globalThis.BERTH_REQUEST = ${literal};\n`;
+  return prelude + guestSource(name);
+}
+
+/** The answer record a guest tool program wrote as its whole stdout, or undefined when there is none. */
+export function parseAnswer(stdout: string): GuestAnswer | undefined {
+  const value = parseRecord(stdout) as { ok?: unknown; result?: unknown; error?: unknown } | undefined;
+  if (typeof value !== 'object' || value === null) return undefined;
+  if (value.ok === true && 'result' in value) return { ok: true, result: value.result };
+  if (value.ok === false && typeof value.error === 'string') return { ok: false, error: value.error };
+  return undefined;
+}
