@@ -3,7 +3,7 @@ SHELL := /bin/bash
 BERTH := node apiserver/dist/cli/main.js
 ARGS ?=
 
-.PHONY: help setup host deps build images cluster-binaries check-deps run test test-unit test-integration test-chart test-cluster test-fuzz bench e2e-kind generate clean
+.PHONY: help setup host deps build images cluster-binaries lint-guest check-deps run test test-unit bench-smoke test-integration test-chart test-cluster test-fuzz bench e2e-kind generate clean
 
 help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-18s %s\n", $$1, $$2}'
@@ -34,14 +34,20 @@ generate: deps ## regenerate the CRDs and the chart's CRD templates from the zod
 run: setup ## run Berth on this machine: API, operator and gVisor sandboxes in one process (ARGS="--port 9000")
 	$(BERTH) up $(ARGS)
 
+lint-guest: ## pyflakes for the programs that run inside sandboxes (sandbox-images/guest), in a cached venv; the unit tests run it
+	@test -x node_modules/.cache/berth-guest-lint/bin/python3 || python3 -m venv node_modules/.cache/berth-guest-lint
+	@node_modules/.cache/berth-guest-lint/bin/python3 -m pyflakes --version >/dev/null 2>&1 || node_modules/.cache/berth-guest-lint/bin/pip install -q pyflakes==4.1.0
+	node_modules/.cache/berth-guest-lint/bin/python3 -m pyflakes sandbox-images/guest/*.py
+
 check-deps: deps ## every workspace package declares what it imports, and nothing it does not
 	npx tsx test/check-deps.ts
 
-test: setup cluster-binaries check-deps ## every test tier: unit, integration, chart, cluster, fuzz
+test: setup cluster-binaries check-deps lint-guest ## every test tier: unit, integration, chart, cluster, fuzz
 	npx vitest run
 	$(MAKE) --no-print-directory test-fuzz
+	$(MAKE) --no-print-directory bench-smoke
 
-test-unit: deps ## unit tests only
+test-unit: deps lint-guest ## unit tests only
 	npx vitest run --project unit
 
 test-integration: setup ## integration tests: real PostgreSQL, runsc, berth processes
@@ -61,6 +67,9 @@ bench: setup cluster-binaries ## latency and scale benchmarks against floors mea
 	npx tsx test/bench/agent-loop.ts
 	npx tsx test/bench/cluster-scale.ts
 	npx tsx test/bench/pause-resume.ts
+
+bench-smoke: setup cluster-binaries ## every bench at a tiny size: each must finish and print its table (part of make test)
+	test/bench/smoke.sh
 
 e2e-kind: ## end to end on a kind cluster with real containers (needs Docker and kind)
 	test/e2e/kind.sh

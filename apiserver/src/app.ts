@@ -71,6 +71,7 @@ export interface App {
 
 /** Builds the HTTP API without listening: `main` listens, tests listen on port 0. */
 export function createApp(deps: AppDeps): App {
+  const limits = createLimitGuard({ pool: deps.pool, store: deps.store, clock: deps.clock });
   const secretBox = deps.secretBox ?? new SecretBox(randomBytes(32));
   const cursors = new CursorCodec(secretBox.subkey('berth/cursors'));
   const sessions = createSessionService({ store: deps.store, pool: deps.pool, clock: deps.clock, cursors, currency: deps.currency });
@@ -79,7 +80,7 @@ export function createApp(deps: AppDeps): App {
     store: deps.store,
     providers: deps.providers,
     sessions,
-    limits: createLimitGuard({ pool: deps.pool, store: deps.store, clock: deps.clock }),
+    limits,
     secrets,
     clock: deps.clock,
     metrics: deps.metrics,
@@ -104,7 +105,7 @@ export function createApp(deps: AppDeps): App {
   agentDefinitionRoutes(routes, definitions);
   agentRoutes(routes, agents, { execTimeoutMs: deps.execTimeoutMs, definitions });
   runRoutes(routes, { runs, agents, hub, heartbeatMs: deps.streamHeartbeatMs ?? HEARTBEAT_MS });
-  const snapshots = createSnapshotService({ store: deps.store, providers: deps.providers, clock: deps.clock });
+  const snapshots = createSnapshotService({ store: deps.store, providers: deps.providers, clock: deps.clock, limits });
   snapshotRoutes(routes, { snapshots, agents, providers: deps.providers });
   usageRoutes(routes, createUsageService({ pool: deps.pool, clock: deps.clock, currency: deps.currency }));
   secretRoutes(routes, secrets);

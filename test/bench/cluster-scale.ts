@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 /**
  * `make bench` (cluster part): how long until N Agent custom resources are N Running pods on
  * KWOK nodes and N idle agents, against a floor measured in the same run on the same control
@@ -80,6 +81,8 @@ async function main(): Promise<void> {
         BERTH_METRICS_PORT: '0',
         BERTH_LEADER_ELECTION: 'false',
         BERTH_LOG_LEVEL: 'warn',
+        // Cluster mode refuses to start without the key that encrypts secrets at rest.
+        BERTH_SECRETS_KEY: randomBytes(32).toString('base64'),
       },
       stdio: ['ignore', 'pipe', 'inherit'],
     });

@@ -164,6 +164,15 @@ describe('an agent in a gVisor sandbox', () => {
     expect(after.body.stdout).toBe('none\n');
   });
 
+  it("reports a program's own exit 124 or 137 after a `timeout:` line as its result, not as a timeout", async () => {
+    const notice = "timeout: sending signal TERM to command 'python3'";
+    for (const status of [124, 137]) {
+      const response = await exec(agent.id, 'bash', `echo partial; echo "${notice}" >&2; exit ${status}`);
+      expect(response.status, JSON.stringify(response.body)).toBe(200);
+      expect(response.body).toMatchObject({ exitCode: status, stdout: 'partial\n', stderr: `${notice}\n` });
+    }
+  });
+
   it.each([
     [{ language: 'ruby', code: 'puts 1' }, 'language'],
     [{ language: 'python' }, 'code'],

@@ -149,6 +149,17 @@ describe('pause and resume of an agent', () => {
   it('refuses an unknown provider on resume (422)', async () => {
     expectError(await live.post(`/v1/snapshots/${snapshot.id}/resume`, { provider: 'elsewhere' }), 422, 'unprocessable_entity');
   });
+
+  it("counts a snapshot resumed as a new agent against its session's maxAgents (402), creating nothing", async () => {
+    const limited = (await live.post('/v1/sessions', { userId: 'one-agent', limits: { maxAgents: 1 } })).body;
+    const only = (await live.post(`/v1/sessions/${limited.id}/agents`, { timeout: '10m' })).body;
+    await eventually(async () => ((await live.get(`/v1/agents/${only.id}`)).body.status === 'idle' ? true : undefined));
+    expect((await live.post(`/v1/agents/${only.id}/pause`)).body.status).toBe('paused');
+    const [paused] = (await live.get(`/v1/snapshots?agentId=${only.id}`)).body.data;
+    expectError(await live.post(`/v1/snapshots/${paused.id}/resume`, {}), 402, 'session_limit_exceeded');
+    expect((await live.get(`/v1/sessions/${limited.id}/agents`)).body.data.map((agent: { id: string }) => agent.id)).toEqual([only.id]);
+    await live.post(`/v1/agents/${only.id}/terminate`);
+  });
 });
 
 describe('snapshot storage and integrity', () => {

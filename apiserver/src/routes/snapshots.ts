@@ -112,7 +112,7 @@ export function snapshotRoutes(
       tag: 'Snapshots',
       summary: 'Resume a snapshot as a new agent',
       description:
-        "Creates a new agent with the settings of the snapshot's agent, started from the snapshot: `native` (processes, memory and files) on the provider that made it when it can restore natively, `filesystem` (the /workspace files) on any other. Only `ready` snapshots (else 409 `conflict`); a deleted snapshot is 404. Poll the new agent until it is `idle`.",
+        "Creates a new agent with the settings of the snapshot's agent, started from the snapshot: `native` (processes, memory and files) on the provider that made it when it can restore natively, `filesystem` (the /workspace files) on any other. Only `ready` snapshots (else 409 `conflict`); a deleted snapshot is 404. The new agent counts against its session's limits like a created one: 402 `session_limit_exceeded` while the session has reached a limit or holds `maxAgents` agents. Poll the new agent until it is `idle`.",
       params: idParam('snap', 'snapshot'),
       body: z
         .object({
@@ -139,7 +139,7 @@ export function snapshotRoutes(
           .meta({ id: 'SnapshotResumed' }),
         },
       },
-      errors: ['not_found', 'conflict', 'unprocessable_entity'],
+      errors: ['not_found', 'conflict', 'unprocessable_entity', 'session_limit_exceeded'],
       handler: async ({ principal, params, body }) => ({ status: 201, body: await snapshots.resume(principal, params.id, body) }),
     }),
     defineRoute({

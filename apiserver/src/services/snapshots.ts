@@ -13,6 +13,7 @@ import {
 import type { AgentSpec } from '@berth/crds';
 import { SANDBOX_FINALIZER, type ProviderRegistry } from '@berth/operator';
 import type { Principal } from '../http/context.js';
+import type { LimitGuard } from './limits.js';
 import { findOwned } from './scope.js';
 
 export type SnapshotState = 'creating' | 'ready' | 'failed' | 'deleting';
@@ -44,7 +45,7 @@ export function resumeLevel(snapshot: Resource<'Snapshot'>, provider: string, pr
   return native ? 'native' : 'filesystem';
 }
 
-export function createSnapshotService(deps: { store: ResourceStore; providers: ProviderRegistry; clock: Clock }) {
+export function createSnapshotService(deps: { store: ResourceStore; providers: ProviderRegistry; clock: Clock; limits: LimitGuard }) {
   const { store, providers, clock } = deps;
   const find = (principal: Principal, id: string) => findOwned(store, 'Snapshot', 'snap', principal, id);
 
@@ -93,8 +94,12 @@ export function createSnapshotService(deps: { store: ResourceStore; providers: P
         region: body.region,
         restoreFrom: { snapshotId: id, level },
       };
+      // A resumed agent is a new agent of the session: its limits apply as to a created one.
+      const session = await store.get('Session', idToObjectName(source.spec.sessionId));
+      if (!session) throw new ApiError('conflict', `the session snapshot ${id} was taken in is gone; the snapshot cannot be resumed`);
+      await deps.limits.assertWithin(session, 'resuming a snapshot');
       try {
-        await store.create('Agent', {
+        await deps.limits.withAgentSlot(session, () => store.create('Agent', {
           name: idToObjectName(agentId),
           labels: {
             [Labels.organization]: principal.organizationId,
@@ -105,7 +110,7 @@ export function createSnapshotService(deps: { store: ResourceStore; providers: P
           finalizers: [SANDBOX_FINALIZER],
           spec,
           status: { phase: 'booting', observedGeneration: 0, conditions: [] },
-        });
+        }));
       } catch (error) {
         if (isStoreError(error, 'AlreadyExists')) throw new ApiError('conflict', `agent ${agentId} already exists`);
         throw error;

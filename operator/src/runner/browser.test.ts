@@ -34,10 +34,16 @@ function tool(name: string) {
 /** The request a generated program carries, evaluated from its first line as Node would. */
 function embeddedRequest(program: string): unknown {
   const firstLine = program.slice(0, program.indexOf('\n'));
-  return new Function(`${firstLine}\nreturn REQUEST;`)();
+  const scope: { BERTH_REQUEST?: string } = {};
+  new Function('globalThis', firstLine)(scope);
+  return JSON.parse(scope.BERTH_REQUEST!);
 }
 
-const answer = (result: Record<string, unknown>) => ({ stdout: `${JSON.stringify(result)}\n` });
+const record = (value: unknown) => {
+  const json = JSON.stringify(value);
+  return `${Buffer.byteLength(json)}\n${json}`;
+};
+const answer = (result: Record<string, unknown>) => ({ stdout: record({ ok: true, result }) });
 const page = { url: 'file:///workspace/page.html', title: 'Test page' };
 
 describe('BROWSER_TOOLS', () => {
@@ -69,6 +75,7 @@ describe('browserProgram', () => {
     // Function parses without running; the module's imports are the only syntax it does not take.
     const body = browserProgram('text', {}, 30_000).replace(/^import .*;$/gm, '');
     expect(() => new Function(`'use strict';\n${body}`)).not.toThrow();
+    expect(body).toContain('globalThis.BERTH_REQUEST ?? process.argv[2]');
   });
 
   it('keeps back time to report what it was doing before the exec limit', () => {
@@ -93,17 +100,19 @@ describe('a browser tool call', () => {
     expect(outcome.output).toBe(`Opened ${page.url}\nTitle: "Test page"\nThe page had not finished loading when time ran out; it may still be incomplete.`);
   });
 
-  it('answers a failed program with its message as an error', async () => {
-    const stderr = 'no element matches the CSS selector "#missing" on file:///workspace/page.html\n';
-    const { context } = recordingContext({ stderr, exitCode: 1 });
-    expect(await tool('browser_click').run({ selector: '#missing' }, context)).toEqual({ output: stderr.trim(), isError: true, exitCode: 1 });
+  it("answers the program's failure record with its message as an error", async () => {
+    const error = 'no element matches the CSS selector "#missing" on file:///workspace/page.html';
+    const { context } = recordingContext({ stdout: record({ ok: false, error }), stderr: 'a warning\n', exitCode: 1 });
+    expect(await tool('browser_click').run({ selector: '#missing' }, context)).toEqual({ output: error, isError: true, exitCode: 1 });
   });
 
-  it('answers a program that printed no result as an error', async () => {
-    const { context } = recordingContext({ stdout: 'something else\n' });
+  it('answers a program that crashed, or gave no record, with its stderr or what it printed', async () => {
+    const crashed = recordingContext({ stderr: 'SyntaxError: boom\n', exitCode: 1 });
+    expect(await tool('browser_text').run({}, crashed.context)).toEqual({ output: 'SyntaxError: boom', isError: true, exitCode: 1 });
+    const { context } = recordingContext({ stdout: '{"url": "looks like a result, without its length"}\n' });
     const outcome = await tool('browser_text').run({}, context);
     expect(outcome.isError).toBe(true);
-    expect(outcome.output).toContain('printed no result');
+    expect(outcome.output).toContain('gave no answer');
   });
 
   it.each([

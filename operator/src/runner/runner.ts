@@ -34,6 +34,7 @@ import { agentsOf, enforceCostCap, enforceSessionLimit } from '../billing/limits
 import { budgetStop } from './budget.js';
 import { runLoop, type LoopEnd, type LoopIo } from './loop.js';
 import { mockModelAdapter } from './mock-model.js';
+import { runFileAction } from './tools.js';
 import { billingModeOf, modelCostNanocents, type ModelRoute, type ModelRouter } from './models/router.js';
 import { ModelError } from './models/types.js';
 
@@ -435,33 +436,12 @@ export class Runner {
   }
 }
 
-/** Files under /workspace written since the run started: the run's artifacts. */
+/** Files under /workspace written since the run started: the run's artifacts (files.py's changed_files). */
 async function changedFiles(provider: SandboxProvider, sandbox: SandboxRef, since: string | null): Promise<string[]> {
   if (!since) return [];
-  const result = await provider
-    .exec(sandbox, {
-      language: 'python',
-      timeoutMs: 30_000,
-      code: `import json, os
-since = ${Date.parse(since) / 1000 - 1}
-found = []
-for directory, dirs, files in os.walk('/workspace'):
-    dirs[:] = [d for d in dirs if not d.startswith('.')]
-    for name in files:
-        path = os.path.join(directory, name)
-        try:
-            if os.path.getmtime(path) >= since:
-                found.append(path)
-        except OSError:
-            pass
-print(json.dumps(sorted(found)[:1000]))
-`,
-    })
-    .catch(() => undefined);
-  try {
-    const parsed = JSON.parse(result?.stdout ?? '') as unknown;
-    return Array.isArray(parsed) ? parsed.filter((entry): entry is string => typeof entry === 'string') : [];
-  } catch {
-    return [];
-  }
+  // A second of slack: file times and the database's clock need not agree to the millisecond.
+  const args = { since: Date.parse(since) / 1000 - 1, limit: 1000 };
+  const answer = await runFileAction<{ paths: unknown }>({ provider, sandbox, timeoutMs: 30_000 }, 'changed_files', args).catch(() => undefined);
+  if (answer === undefined || 'failure' in answer || !Array.isArray(answer.result.paths)) return [];
+  return answer.result.paths.filter((entry): entry is string => typeof entry === 'string');
 }

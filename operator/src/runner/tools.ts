@@ -1,5 +1,6 @@
 import type { SandboxRef } from '@berth/crds';
 import { EXEC_LANGUAGES, type ExecResult, type SandboxProvider } from '@berth/common';
+import { guestCode, parseAnswer } from '../guest.js';
 import { BROWSER_TOOLS } from './browser.js';
 import type { ToolDefinition } from './models/types.js';
 
@@ -43,18 +44,6 @@ function stringField(input: Record<string, unknown>, name: string, optional = fa
   return value;
 }
 
-/**
- * A Python program with the tool's arguments embedded as a JSON string (a valid Python string
- * literal), so that no argument is ever spliced into code unescaped.
- */
-function pythonWithArgs(args: Record<string, unknown>, body: string): string {
-  return `import json, os, sys\nARGS = json.loads(${JSON.stringify(JSON.stringify(args))})\n${body}`;
-}
-
-const RESOLVE_PATH = `def resolve(path):
-    return path if os.path.isabs(path) else os.path.join('/workspace', path)
-`;
-
 export function formatExecResult(result: ExecResult): string {
   const parts = [`exit code ${result.exitCode}`];
   if (result.stdout) parts.push(`stdout:\n${result.stdout}`);
@@ -62,13 +51,43 @@ export function formatExecResult(result: ExecResult): string {
   return parts.join('\n');
 }
 
-async function runPython(context: ToolContext, code: string): Promise<ToolOutcome> {
-  const result = await context.provider.exec(context.sandbox, { language: 'python', code, timeoutMs: context.timeoutMs });
-  if (result.exitCode !== 0) return { output: result.stderr.trim() || `failed with exit code ${result.exitCode}`, isError: true, exitCode: result.exitCode };
-  return { output: result.stdout, isError: false, exitCode: 0 };
+/**
+ * Runs one action of the guest file tools (sandbox-images/guest/files.py) in the sandbox: its
+ * result, or a tool failure whose text the model reads.
+ */
+export async function runFileAction<Result>(
+  context: Pick<ToolContext, 'provider' | 'sandbox' | 'timeoutMs'>,
+  action: string,
+  args: Record<string, unknown>,
+): Promise<{ result: Result } | { failure: ToolOutcome }> {
+  const code = guestCode('files.py', { action, args });
+  const run = await context.provider.exec(context.sandbox, { language: 'python', code, timeoutMs: context.timeoutMs });
+  const answer = parseAnswer(run.stdout);
+  if (answer?.ok === true) return { result: answer.result as Result };
+  const output = answer?.error ?? (run.stderr.trim() || `failed with exit code ${run.exitCode}`);
+  return { failure: { output, isError: true, exitCode: run.exitCode } };
+}
+
+async function fileTool<Result>(
+  context: ToolContext,
+  action: string,
+  args: Record<string, unknown>,
+  describe: (result: Result) => string,
+): Promise<ToolOutcome> {
+  const answer = await runFileAction<Result>(context, action, args);
+  if ('failure' in answer) return answer.failure;
+  return { output: describe(answer.result), isError: false, exitCode: 0 };
 }
 
 const FILE_READ_LIMIT = 256 * 1024;
+
+/** list_files' answer: one line per entry, as `ls`-like text. */
+export function describeListing(result: { entries: { path: string; bytes?: number | null }[]; more: number }): string {
+  const lines = result.entries.map((entry) => (entry.path.endsWith('/') ? entry.path : `${entry.path}  ${entry.bytes ?? '?'} bytes`));
+  if (result.more > 0) lines.push(`[${result.more} more entries not shown]`);
+  if (lines.length === 0) lines.push('(empty)');
+  return `${lines.join('\n')}\n`;
+}
 
 const BASE_TOOLS: ToolSpec[] = [
   {
@@ -109,17 +128,11 @@ const BASE_TOOLS: ToolSpec[] = [
     },
     needsBrowser: false,
     run: (input, context) =>
-      runPython(
+      fileTool<{ text: string; truncated: boolean; limit: number }>(
         context,
-        pythonWithArgs(
-          { path: stringField(input, 'path'), limit: FILE_READ_LIMIT },
-          `${RESOLVE_PATH}with open(resolve(ARGS['path']), 'rb') as f:
-    data = f.read(ARGS['limit'] + 1)
-sys.stdout.write(data[:ARGS['limit']].decode('utf-8', 'replace'))
-if len(data) > ARGS['limit']:
-    sys.stdout.write('\\n[file truncated after %d bytes]' % ARGS['limit'])
-`,
-        ),
+        'read_file',
+        { path: stringField(input, 'path'), limit: FILE_READ_LIMIT },
+        (result) => result.text + (result.truncated ? `\n[file truncated after ${result.limit} bytes]` : ''),
       ),
   },
   {
@@ -136,18 +149,11 @@ if len(data) > ARGS['limit']:
     },
     needsBrowser: false,
     run: (input, context) =>
-      runPython(
+      fileTool<{ path: string; bytes: number }>(
         context,
-        pythonWithArgs(
-          { path: stringField(input, 'path'), content: stringField(input, 'content') },
-          `${RESOLVE_PATH}path = resolve(ARGS['path'])
-os.makedirs(os.path.dirname(path) or '.', exist_ok=True)
-data = ARGS['content'].encode('utf-8')
-with open(path, 'wb') as f:
-    f.write(data)
-print('wrote %d bytes to %s' % (len(data), path))
-`,
-        ),
+        'write_file',
+        { path: stringField(input, 'path'), content: stringField(input, 'content') },
+        (result) => `wrote ${result.bytes} bytes to ${result.path}\n`,
       ),
   },
   {
@@ -163,31 +169,11 @@ print('wrote %d bytes to %s' % (len(data), path))
     },
     needsBrowser: false,
     run: (input, context) =>
-      runPython(
+      fileTool<{ entries: { path: string; bytes?: number | null }[]; more: number }>(
         context,
-        pythonWithArgs(
-          { path: stringField(input, 'path', true) || '.', recursive: input.recursive === true, limit: 500 },
-          `${RESOLVE_PATH}root = resolve(ARGS['path'])
-entries = []
-for directory, dirs, files in os.walk(root):
-    dirs.sort()
-    for name in sorted(dirs):
-        entries.append(os.path.relpath(os.path.join(directory, name), root) + '/')
-    for name in sorted(files):
-        full = os.path.join(directory, name)
-        entries.append('%s  %d bytes' % (os.path.relpath(full, root), os.path.getsize(full)))
-    if not ARGS['recursive']:
-        break
-if not os.path.isdir(root):
-    sys.exit('not a directory: %s' % root)
-for entry in entries[:ARGS['limit']]:
-    print(entry)
-if len(entries) > ARGS['limit']:
-    print('[%d more entries not shown]' % (len(entries) - ARGS['limit']))
-if not entries:
-    print('(empty)')
-`,
-        ),
+        'list_files',
+        { path: stringField(input, 'path', true) || '.', recursive: input.recursive === true, limit: 500 },
+        describeListing,
       ),
   },
 ];

@@ -9,6 +9,7 @@ const input = {
   rootfs: '/images/base/rootfs',
   workspace: '/data/sandboxes/agt_1/workspace',
   execDir: '/data/sandboxes/agt_1/exec',
+  guestDir: '/opt/berth/sandbox-images/guest',
   env: { EXTRA: 'yes' },
   cpus: 1.5,
   memoryBytes: 512 * 1024 ** 2,
@@ -23,6 +24,11 @@ describe('sandboxSpec', () => {
     expect(spec.mounts).toContainEqual({ destination: '/workspace', type: 'bind', source: input.workspace, options: ['rbind', 'rw'] });
     expect(spec.mounts).toContainEqual({ destination: '/run/berth/exec', type: 'bind', source: input.execDir, options: ['rbind', 'ro'] });
     expect(spec.process.cwd).toBe('/workspace');
+  });
+
+  it('runs the launcher from the guest folder, mounted read-only', () => {
+    expect(spec.mounts).toContainEqual({ destination: '/run/berth/guest', type: 'bind', source: input.guestDir, options: ['rbind', 'ro'] });
+    expect(spec.process.args[3]).toBe('/run/berth/guest/launcher.py');
   });
 
   it('limits CPU, memory, the sentry threads on the host, and /tmp', () => {
@@ -63,21 +69,28 @@ describe('sandboxSpec', () => {
 
 describe('restoreSpec', () => {
   const saved = sandboxSpec(input);
-  const place = { containerId: 'agt_2', workspace: '/data/sandboxes/agt_2/workspace', execDir: '/data/sandboxes/agt_2/exec', env: { EXTRA: 'yes' } };
+  const place = { containerId: 'agt_2', workspace: '/data/sandboxes/agt_2/workspace', execDir: '/data/sandboxes/agt_2/exec', guestDir: '/srv/berth/guest', env: { EXTRA: 'yes' } };
   const restored = restoreSpec(saved, place) as any;
 
   it("moves the host directories and the cgroup to the restored sandbox's", () => {
     expect(restored.mounts).toContainEqual({ destination: '/workspace', type: 'bind', source: place.workspace, options: ['rbind', 'rw'] });
     expect(restored.mounts).toContainEqual({ destination: '/run/berth/exec', type: 'bind', source: place.execDir, options: ['rbind', 'ro'] });
+    expect(restored.mounts).toContainEqual({ destination: '/run/berth/guest', type: 'bind', source: place.guestDir, options: ['rbind', 'ro'] });
     expect(restored.linux.cgroupsPath).toBe('/berth/agt_2');
+  });
+
+  it('restores a sandbox checkpointed before the guest folder was mounted without one', () => {
+    const old = structuredClone(saved) as any;
+    old.mounts = old.mounts.filter((mount: any) => mount.destination !== '/run/berth/guest');
+    expect((restoreSpec(old, place) as any).mounts.map((mount: any) => mount.destination)).not.toContain('/run/berth/guest');
   });
 
   it('keeps everything else as the checkpointed sandbox ran it', () => {
     const { mounts, linux, ...rest } = restored;
     const { mounts: savedMounts, linux: savedLinux, ...savedRest } = saved as any;
     expect(rest).toEqual(savedRest);
-    expect(mounts.filter((mount: any) => !['/workspace', '/run/berth/exec'].includes(mount.destination))).toEqual(
-      savedMounts.filter((mount: any) => !['/workspace', '/run/berth/exec'].includes(mount.destination)),
+    expect(mounts.filter((mount: any) => !['/workspace', '/run/berth/exec', '/run/berth/guest'].includes(mount.destination))).toEqual(
+      savedMounts.filter((mount: any) => !['/workspace', '/run/berth/exec', '/run/berth/guest'].includes(mount.destination)),
     );
     expect(linux.resources).toEqual(savedLinux.resources);
   });

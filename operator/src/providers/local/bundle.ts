@@ -1,5 +1,5 @@
 import type { Compute } from '@berth/crds';
-import { launcherArgs } from './launcher.js';
+import { GUEST_MOUNT, launcherArgs } from './launcher.js';
 
 /** What one local sandbox looks like; `sandboxSpec` turns it into an OCI runtime spec. */
 export interface SandboxSpecInput {
@@ -11,6 +11,8 @@ export interface SandboxSpecInput {
   workspace: string;
   /** Host directory the provider writes exec'd programs into, mounted read-only. */
   execDir: string;
+  /** Host directory of the guest programs (the launcher among them), mounted read-only. */
+  guestDir: string;
   env: Record<string, string>;
   cpus: number;
   memoryBytes: number;
@@ -83,6 +85,7 @@ export function sandboxSpec(input: SandboxSpecInput): Record<string, unknown> {
       { destination: '/tmp', type: 'tmpfs', source: 'tmpfs', options: ['nosuid', 'nodev', 'mode=1777', `size=${input.tmpBytes}`] },
       { destination: WORKSPACE, type: 'bind', source: input.workspace, options: ['rbind', 'rw'] },
       { destination: EXEC_MOUNT, type: 'bind', source: input.execDir, options: ['rbind', 'ro'] },
+      { destination: GUEST_MOUNT, type: 'bind', source: input.guestDir, options: ['rbind', 'ro'] },
     ],
     annotations: {
       [IMAGE_ANNOTATION]: input.image,
@@ -106,6 +109,7 @@ export interface SandboxPlace {
   containerId: string;
   workspace: string;
   execDir: string;
+  guestDir: string;
   env: Record<string, string>;
 }
 
@@ -138,7 +142,9 @@ export function withoutSecretValues(spec: Record<string, unknown>): Record<strin
  */
 export function restoreSpec(saved: Record<string, unknown>, place: SandboxPlace): Record<string, unknown> {
   const spec = withoutSecretValues(saved) as Record<string, unknown> & SavedSpec;
-  const sources: Record<string, string> = { [WORKSPACE]: place.workspace, [EXEC_MOUNT]: place.execDir };
+  // A sandbox checkpointed before the guest folder was mounted has no such mount, and needs none:
+  // its launcher came in its command line and is restored from its memory.
+  const sources: Record<string, string> = { [WORKSPACE]: place.workspace, [EXEC_MOUNT]: place.execDir, [GUEST_MOUNT]: place.guestDir };
   for (const mount of spec.mounts ?? []) {
     const source = sources[mount.destination];
     if (source !== undefined) mount.source = source;

@@ -8,7 +8,7 @@ const spec = sandboxSpec({
   compute: 'node',
   rootfs: '/images/browser-abc/rootfs',
   workspace: '/data/sandboxes/agt_1/workspace',
-  execDir: '/data/sandboxes/agt_1/exec',
+  execDir: '/data/sandboxes/agt_1/exec', guestDir: '/opt/berth/guest',
   env: {},
   cpus: 1,
   memoryBytes: 1024 ** 3,
@@ -30,7 +30,7 @@ describe('localManifest', () => {
   });
 
   it('keeps the names of secrets, never their values', () => {
-    const withSecret = sandboxSpec({ containerId: 'agt_1', image: 'python', compute: 'python', rootfs: '/r', workspace: '/w', execDir: '/e', env: { API_TOKEN: 'hunter2' }, cpus: 1, memoryBytes: 1024 ** 3, tmpBytes: 1024 ** 2 });
+    const withSecret = sandboxSpec({ containerId: 'agt_1', image: 'python', compute: 'python', rootfs: '/r', workspace: '/w', execDir: '/e', guestDir: '/opt/berth/guest', env: { API_TOKEN: 'hunter2' }, cpus: 1, memoryBytes: 1024 ** 3, tmpBytes: 1024 ** 2 });
     const recorded = localManifest({ level: 'native', agentId: 'agt_1', spec: withSecret, runtime: RUNTIME, createdAt: new Date() });
     expect(JSON.stringify(recorded)).not.toContain('hunter2');
     expect(recorded.sandbox!.spec.annotations).toMatchObject({ 'berth.dev/secret-env': 'API_TOKEN' });

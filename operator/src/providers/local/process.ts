@@ -8,6 +8,8 @@ export interface RunOptions {
   maxOutputBytes?: number;
   detached?: boolean;
   stdio?: SpawnOptions['stdio'];
+  /** Gives the program a fourth pipe (descriptor 3) for a result of its own: its bytes come back in `channel`. */
+  channel?: boolean;
   /** Called with each complete line of stderr as it arrives (progress of long commands). */
   onStderrLine?: (line: string) => void;
 }
@@ -19,17 +21,20 @@ export interface RunResult {
   signal: NodeJS.Signals | null;
   timedOut: boolean;
   durationMs: number;
+  /** What the program wrote on descriptor 3, with `channel` (at most 64 KiB). */
+  channel?: Buffer;
 }
 
 const DEFAULT_MAX_OUTPUT = 1024 * 1024;
 const DRAIN_AFTER_EXIT_MS = 50;
+const MAX_CHANNEL_BYTES = 64 * 1024;
 
 /** Runs a program to completion, with its output bounded and a hard time limit. */
 export function runProcess(command: string, args: readonly string[], options: RunOptions = {}): Promise<RunResult> {
   const started = performance.now();
   return new Promise((resolve, reject) => {
     const child = spawn(command, args, {
-      stdio: options.stdio ?? ['pipe', 'pipe', 'pipe'],
+      stdio: options.stdio ?? (options.channel ? ['pipe', 'pipe', 'pipe', 'pipe'] : ['pipe', 'pipe', 'pipe']),
       detached: options.detached ?? false,
     });
     const limit = options.maxOutputBytes ?? DEFAULT_MAX_OUTPUT;
@@ -37,6 +42,13 @@ export function runProcess(command: string, args: readonly string[], options: Ru
     const stderr = new OutputLimit(limit);
     child.stdout?.on('data', (chunk: Buffer) => stdout.push(chunk));
     child.stderr?.on('data', (chunk: Buffer) => stderr.push(chunk));
+    const channelStream = options.channel ? child.stdio[3] : undefined;
+    const channel: Buffer[] = [];
+    let channelBytes = 0;
+    channelStream?.on('data', (chunk: Buffer) => {
+      if (channelBytes + chunk.length <= MAX_CHANNEL_BYTES) channel.push(chunk);
+      channelBytes += chunk.length;
+    });
     if (options.onStderrLine) {
       let pending = '';
       child.stderr?.on('data', (chunk: Buffer) => {
@@ -66,6 +78,7 @@ export function runProcess(command: string, args: readonly string[], options: Ru
       clearTimeout(timer);
       child.stdout?.destroy();
       child.stderr?.destroy();
+      channelStream?.destroy();
       resolve({
         stdout: stdout.text(),
         stderr: stderr.text(),
@@ -73,6 +86,7 @@ export function runProcess(command: string, args: readonly string[], options: Ru
         signal,
         timedOut,
         durationMs: Math.round(performance.now() - started),
+        ...(channelStream ? { channel: Buffer.concat(channel) } : {}),
       });
     };
     child.on('close', finish);

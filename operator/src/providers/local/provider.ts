@@ -24,11 +24,12 @@ import {
   type SnapshotLevel,
   type SnapshotStorage,
 } from '@berth/common';
-import { INTERPRETERS, stoppedByTimeout } from '../program.js';
+import { GUEST_DIR } from '../../guest.js';
+import { INTERPRETERS } from '../program.js';
 import { extractArchive, packArchive, readMember } from './archive.js';
 import { EXEC_MOUNT, restoreSpec, sandboxSpec } from './bundle.js';
 import { isImageName, type ImageName, type ImageStore } from './images.js';
-import { launcherFailure, launcherLimit, viaLauncher } from './launcher.js';
+import { launcherLimit, parseOutcome, viaLauncher } from './launcher.js';
 import {
   CHECKPOINT_DIR,
   localManifest,
@@ -55,11 +56,11 @@ export interface LocalProviderOptions {
   /** The image of browser agents, normally `browser`; browser agents are refused while unset. */
   browserImage?: string;
   maxOutputBytes?: number;
+  /** The guest programs' folder on this host (sandbox-images/guest by default). */
+  guestDir?: string;
   log: Logger;
 }
 
-/** The exit status of runsc when it failed itself (rather than passing on the program's). */
-const RUNSC_FAILED = 128;
 /** How long a sandbox that stopped answering gets to end before it is reported anyway. */
 const DYING_WAIT_MS = 3_000;
 
@@ -161,6 +162,7 @@ export class LocalProvider implements SandboxProvider {
       rootfs,
       workspace: paths.workspace,
       execDir: paths.exec,
+      guestDir: this.options.guestDir ?? GUEST_DIR,
       env: request.env,
       cpus: this.options.cpus,
       memoryBytes: this.options.memoryBytes,
@@ -286,7 +288,7 @@ export class LocalProvider implements SandboxProvider {
     env: Record<string, string>,
   ): Promise<void> {
     const paths = this.paths(agentId);
-    const spec = restoreSpec(checkpointedSpec, { containerId: agentId, workspace: paths.workspace, execDir: paths.exec, env });
+    const spec = restoreSpec(checkpointedSpec, { containerId: agentId, workspace: paths.workspace, execDir: paths.exec, guestDir: this.options.guestDir ?? GUEST_DIR, env });
     await this.launch(agentId, spec, (bundle) => this.options.runsc.restore(agentId, bundle, imageDir, paths.console));
   }
 
@@ -325,18 +327,20 @@ export class LocalProvider implements SandboxProvider {
           // The in-sandbox timeout fires first; this one covers a sandbox that stops answering.
           timeoutMs: request.timeoutMs + 5_000,
           maxOutputBytes: this.options.maxOutputBytes ?? 1024 * 1024,
+          channel: true,
         },
       );
-      if (result.timedOut || stoppedByTimeout(result)) {
-        throw new ExecTimeoutError(request.timeoutMs);
-      }
-      const failure = launcherFailure(result);
-      // runsc exits 128 when it fails itself (a program may too, so the sandbox's state decides).
-      if (failure !== undefined || result.exitCode === RUNSC_FAILED || result.signal !== null) {
+      if (result.timedOut) throw new ExecTimeoutError(request.timeoutMs);
+      const outcome = parseOutcome(result.channel ?? Buffer.alloc(0));
+      if (outcome?.outcome === 'timedOut') throw new ExecTimeoutError(request.timeoutMs);
+      if (outcome === undefined || outcome.outcome === 'failed') {
+        // No outcome: the client never ran or did not finish (runsc failed, the sandbox is dying),
+        // or it could not reach the launcher. The sandbox's state decides what to report.
         await this.assertAnswering(ref);
-        if (failure !== undefined) throw new ProviderError(this.name, failure, { sandbox: ref.id });
+        const why = outcome?.error ?? `the exec gave no outcome (runsc exit ${result.exitCode}${result.signal ? `, ${result.signal}` : ''}): ${lastLine(result.stderr)}`;
+        throw new ProviderError(this.name, why, { sandbox: ref.id });
       }
-      return { stdout: result.stdout, stderr: result.stderr, exitCode: result.exitCode, durationMs: result.durationMs };
+      return { stdout: result.stdout, stderr: result.stderr, exitCode: outcome.exitCode, durationMs: result.durationMs };
     } finally {
       await rm(hostFile, { force: true });
     }
@@ -475,4 +479,8 @@ export class LocalProvider implements SandboxProvider {
     }
     await rm(paths.root, { recursive: true, force: true });
   }
+}
+
+function lastLine(text: string): string {
+  return text.trimEnd().split('\n').at(-1) ?? '';
 }

@@ -90,13 +90,22 @@ export class Runsc {
   exec(
     containerId: string,
     argv: readonly string[],
-    options: { cwd: string; env: Record<string, string>; stdin: string; timeoutMs: number; maxOutputBytes: number },
+    options: {
+      cwd: string;
+      env: Record<string, string>;
+      stdin: string;
+      timeoutMs: number;
+      maxOutputBytes: number;
+      /** Passes a pipe in as the program's descriptor 3, whose bytes come back in the result's `channel`. */
+      channel?: boolean;
+    },
   ): Promise<RunResult> {
     const env = Object.entries(options.env).flatMap(([key, value]) => ['--env', `${key}=${value}`]);
+    const channel = options.channel ? ['--pass-fd=3:3'] : [];
     return runProcess(
       this.options.binary,
-      [...this.globalFlags(), 'exec', `--cwd=${options.cwd}`, ...env, containerId, ...argv],
-      { stdin: options.stdin, timeoutMs: options.timeoutMs, maxOutputBytes: options.maxOutputBytes },
+      [...this.globalFlags(), 'exec', `--cwd=${options.cwd}`, ...env, ...channel, containerId, ...argv],
+      { stdin: options.stdin, timeoutMs: options.timeoutMs, maxOutputBytes: options.maxOutputBytes, channel: options.channel },
     );
   }
 

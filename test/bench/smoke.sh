@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Every bench at a tiny size, so that none rots unseen: each must finish and print its table
+# (its lines against the floor measured in the same run); the numbers of so few runs mean nothing and are not checked.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+export BENCH_RUNS=2 BENCH_LOOP_STEPS=2 BENCH_LOOP_RUNS=1 BENCH_PAUSE_RUNS=2 BENCH_CLUSTER_SIZES=5
+failed=0
+for bench in local-sandbox agent-loop pause-resume cluster-scale; do
+  started=$SECONDS
+  if output=$(npx tsx "test/bench/$bench.ts" 2>&1) && grep -q 'floor' <<<"$output"; then
+    echo "bench-smoke: $bench printed its table in $((SECONDS - started)) s"
+  else
+    echo "bench-smoke: $bench FAILED after $((SECONDS - started)) s:" >&2
+    tail -n 40 <<<"$output" >&2
+    failed=1
+  fi
+done
+exit $failed
