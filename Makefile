@@ -67,6 +67,7 @@ bench: setup cluster-binaries ## latency and scale benchmarks against floors mea
 	npx tsx test/bench/agent-loop.ts
 	npx tsx test/bench/cluster-scale.ts
 	npx tsx test/bench/pause-resume.ts
+	npx tsx test/bench/memory.ts
 
 bench-smoke: setup cluster-binaries ## every bench at a tiny size: each must finish and print its table (part of make test)
 	test/bench/smoke.sh
