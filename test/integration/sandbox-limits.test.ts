@@ -1,5 +1,5 @@
 import { execFileSync } from 'node:child_process';
-import { statSync } from 'node:fs';
+import { readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startBerth, type BerthProcess } from '../helpers/berth.js';
@@ -9,7 +9,7 @@ import { removeDataDir } from '../helpers/runsc.js';
 
 /**
  * The limits of local sandboxes, against a real `berth up` with small ones: a program that goes
- * past a limit gets an error, its sandbox (or, for memory, its agent) lives on, and so does the
+ * past a limit gets an error (or, for memory, is killed), its sandbox lives on, and so does the
  * neighbour. The figures each limit gave are printed for the record.
  */
 const MiB = 1024 ** 2;
@@ -138,25 +138,31 @@ describe('local sandbox limits', () => {
     await expectAlive(neighbourId);
   });
 
-  it('answers a memory hog that ends its sandbox with 502 provider_error, and recovers the agent at once; the neighbour lives on', async () => {
+  it('kills a memory hog as Linux would (exit 137) at the memory limit; the sandbox, its other programs and the neighbour live on', async () => {
     const pid = sandboxPid(agentId);
+    const background = await exec(agentId, 'nohup sleep 600 >/dev/null 2>&1 & echo $!');
+    expect(background.body.exitCode).toBe(0);
+    const sleeper = background.body.stdout.trim();
     const started = Date.now();
     const hog = await exec(agentId, `x = bytearray(${2 * MEMORY_BYTES})\nprint('allocated')`, 'python');
     const answeredMs = Date.now() - started;
-    if (hog.status === 200) {
-      // An allocation refused inside the sandbox is as good: the program errs, the sandbox lives.
-      expect(hog.body.exitCode).not.toBe(0);
-      expect(hog.body.stderr).toContain('MemoryError');
-      await expectAlive(agentId);
-      record('memory hog', { answeredMs, outcome: 'MemoryError' });
-    } else {
-      expect(hog.status, JSON.stringify(hog.body)).toBe(502);
-      expect(hog.body.error.code).toBe('provider_error');
-      const recoveredMs = await recovered(agentId, pid, Date.now());
-      record('memory hog', { answeredMs, outcome: 'sandbox ended by the host OOM killer', recoveredMsAfterAnswer: recoveredMs });
-      expect(recoveredMs).toBeLessThan(5_000);
-      expect((await exec(agentId, 'cat /workspace/kept.txt')).body.stdout).toBe('kept\n');
-    }
+    expect(hog.status, JSON.stringify(hog.body)).toBe(200);
+    expect(hog.body.stdout).not.toContain('allocated');
+    expect(hog.body.exitCode).toBe(137);
+    expect(hog.body.stderr).toMatch(/out of memory: killed python3/);
+    const survivors = await exec(agentId, `kill -0 ${sleeper} && echo "sleep lives"; cat /workspace/kept.txt`);
+    expect(survivors.body).toMatchObject({ stdout: 'sleep lives\nkept\n', exitCode: 0 });
+    expect(sandboxPid(agentId)).toBe(pid);
+    // The limit is back: a second hog is killed as the first was.
+    const again = await exec(agentId, `x = bytearray(${2 * MEMORY_BYTES})`, 'python');
+    expect(again.body.exitCode).toBe(137);
+    // It went past its limit by a headroom while the killed program ended; the limit is back soon after.
+    const limitFile = `/sys/fs/cgroup/memory/berth/${agentId}/memory.limit_in_bytes`;
+    await eventually(async () => (Number(readFileSync(limitFile, 'utf8')) === MEMORY_BYTES ? true : undefined), { timeoutMs: 5_000, what: 'the memory limit back' });
+    const guardLog = (berth.stdout() + berth.stderr()).split('\n').filter((line) => line.includes('out of memory: killed'));
+    record('memory hog', { answeredMs, exitCode: hog.body.exitCode, stderr: hog.body.stderr.trim(), secondMs: again.body.durationMs, guardLog });
+    await exec(agentId, `kill ${sleeper}`);
+    await expectAlive(agentId);
     await expectAlive(neighbourId);
   });
 

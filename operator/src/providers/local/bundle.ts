@@ -159,6 +159,7 @@ export function restoreSpec(saved: Record<string, unknown>, place: SandboxPlace)
   return spec;
 }
 
-function cgroupsPath(containerId: string): string {
+/** The sandbox's cgroup, under each controller's hierarchy of the host. */
+export function cgroupsPath(containerId: string): string {
   return `/berth/${containerId}`;
 }

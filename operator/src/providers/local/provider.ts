@@ -39,6 +39,7 @@ import {
   whyNotNative,
   type SnapshotManifest,
 } from './manifest.js';
+import { MemoryGuard } from './memory.js';
 import { Runsc, RunscError } from './runsc.js';
 import { ensureVolume, unmountVolume } from './volume.js';
 
@@ -75,6 +76,7 @@ export class LocalProvider implements SandboxProvider {
   readonly capabilities: ProviderCapabilities;
   private readonly browserImage: ImageName | undefined;
   private readonly sandboxListeners = new Set<(agentId: string) => void>();
+  private readonly memory: MemoryGuard;
 
   constructor(private readonly options: LocalProviderOptions) {
     if (options.browserImage !== undefined && !isImageName(options.browserImage)) {
@@ -84,6 +86,13 @@ export class LocalProvider implements SandboxProvider {
       );
     }
     this.browserImage = options.browserImage;
+    this.memory = new MemoryGuard({
+      runsc: options.runsc,
+      log: options.log,
+      onLost: (agentId) => {
+        for (const listener of this.sandboxListeners) listener(agentId);
+      },
+    });
     this.capabilities = {
       computes: ['python', 'node', 'go'],
       browser: this.browserImage !== undefined,
@@ -141,12 +150,30 @@ export class LocalProvider implements SandboxProvider {
     const ref: SandboxRef = { provider: this.name, id: containerId, details: { image } };
     // Adopt the sandbox a previous process started (or restored: the restore is done then).
     const status = await this.options.runsc.state(containerId);
-    if (status === 'running') return ref;
+    if (status === 'running') {
+      await this.guardMemory(containerId);
+      return ref;
+    }
     if (status !== undefined) await this.options.runsc.delete(containerId);
 
     if (request.restore) await this.restore(request, request.restore, image);
     else await this.start(request, image, await this.options.images.ready(image));
+    await this.guardMemory(containerId);
     return ref;
+  }
+
+  /**
+   * Has a program that exhausts the sandbox's memory killed, rather than the sandbox (see
+   * memory.ts), at the limit the sandbox was started with (a restored one keeps its own).
+   */
+  private async guardMemory(containerId: string): Promise<void> {
+    type Spec = { linux?: { resources?: { memory?: { limit?: number } } } };
+    const spec = await readFile(join(this.paths(containerId).bundle, 'config.json'), 'utf8')
+      .then((text) => JSON.parse(text) as Spec)
+      .catch(() => undefined);
+    const limit = spec?.linux?.resources?.memory?.limit;
+    if (limit === undefined) this.options.log.warn({ agentId: containerId }, 'no memory limit in the sandbox\'s bundle: its memory is not guarded');
+    else this.memory.watch(containerId, limit);
   }
 
   /** Starts a new sandbox on the image, with whatever its workspace directory holds. */
@@ -314,6 +341,7 @@ export class LocalProvider implements SandboxProvider {
     } catch (error) {
       throw new ProviderError(this.name, `the sandbox's files are gone: ${(error as Error).message}`, { sandbox: ref.id });
     }
+    const started = performance.now();
     try {
       const result = await this.options.runsc.exec(
         ref.id,
@@ -340,10 +368,23 @@ export class LocalProvider implements SandboxProvider {
         const why = outcome?.error ?? `the exec gave no outcome (runsc exit ${result.exitCode}${result.signal ? `, ${result.signal}` : ''}): ${lastLine(result.stderr)}`;
         throw new ProviderError(this.name, why, { sandbox: ref.id });
       }
-      return { stdout: result.stdout, stderr: result.stderr, exitCode: outcome.exitCode, durationMs: result.durationMs };
+      return {
+        stdout: result.stdout,
+        stderr: result.stderr + this.outOfMemoryNotice(ref.id, outcome.exitCode, started),
+        exitCode: outcome.exitCode,
+        durationMs: result.durationMs,
+      };
     } finally {
       await rm(hostFile, { force: true });
     }
+  }
+
+  /** What the program did not see itself: that it was killed because the sandbox ran out of memory. */
+  private outOfMemoryNotice(containerId: string, exitCode: number, since: number): string {
+    const kill = this.memory.lastKill(containerId);
+    if (exitCode !== 128 + 9 || kill === undefined || kill.at < since) return '';
+    const mib = (bytes: number) => Math.round(bytes / 1024 ** 2);
+    return `berth: out of memory: killed ${kill.command} (pid ${kill.pid}, ${mib(kill.residentBytes)} MiB resident) at the sandbox's limit of ${mib(kill.limitBytes)} MiB\n`;
   }
 
   /**
@@ -374,6 +415,11 @@ export class LocalProvider implements SandboxProvider {
   /** Called with the agent's id when a sandbox is found dead outside a reconcile (see the operator). */
   watchSandboxes(onChange: (agentId: string) => void): { stop(): void } {
     this.sandboxListeners.add(onChange);
+    // The sandboxes a previous Berth process started are guarded too, before any reconcile adopts them.
+    this.options.runsc
+      .running()
+      .then((running) => Promise.all(running.map((containerId) => this.guardMemory(containerId))))
+      .catch((error: unknown) => this.options.log.warn({ err: error }, 'could not list the running sandboxes to guard their memory'));
     return { stop: () => this.sandboxListeners.delete(onChange) };
   }
 
@@ -463,6 +509,7 @@ export class LocalProvider implements SandboxProvider {
   }
 
   async terminate(ref: SandboxRef): Promise<void> {
+    this.memory.unwatch(ref.id);
     try {
       await this.options.runsc.kill(ref.id);
       await this.options.runsc.delete(ref.id);

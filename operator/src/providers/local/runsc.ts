@@ -109,6 +109,36 @@ export class Runsc {
     );
   }
 
+  /** The ids of the containers in this state directory that runsc says are running. */
+  async running(): Promise<string[]> {
+    const result = await runProcess(this.options.binary, [...this.globalFlags(), 'list', '--format=json'], { timeoutMs: 30_000 });
+    if (result.exitCode !== 0) throw new RunscError('list', result);
+    const containers = (JSON.parse(result.stdout || '[]') ?? []) as { id: string; status: ContainerStatus }[];
+    return containers.filter((container) => container.status === 'running').map((container) => container.id);
+  }
+
+  /** The pids of the container's processes, as the sandbox numbers them. */
+  async processes(containerId: string): Promise<number[]> {
+    const result = await runProcess(this.options.binary, [...this.globalFlags(), 'ps', '--format=json', containerId], { timeoutMs: 10_000 });
+    if (result.exitCode !== 0) throw new RunscError('ps', result);
+    return JSON.parse(result.stdout) as number[];
+  }
+
+  /**
+   * A file of the sandbox, read by the sentry itself: no process is started in the sandbox, so it
+   * answers while the sandbox's programs wait for memory. Undefined when it cannot be read.
+   */
+  async readFile(containerId: string, path: string): Promise<string | undefined> {
+    const result = await runProcess(this.options.binary, [...this.globalFlags(), 'read', containerId, path], { timeoutMs: 10_000 });
+    return result.exitCode === 0 ? result.stdout : undefined;
+  }
+
+  /** Sends a signal to one process of the container (a pid as the sandbox numbers it). */
+  async killProcess(containerId: string, pid: number, signal = 'KILL'): Promise<void> {
+    const result = await runProcess(this.options.binary, [...this.globalFlags(), 'kill', `--pid=${pid}`, containerId, signal], { timeoutMs: 10_000 });
+    if (result.exitCode !== 0) throw new RunscError('kill', result);
+  }
+
   async kill(containerId: string, signal = 'KILL'): Promise<void> {
     await runProcess(this.options.binary, [...this.globalFlags(), 'kill', '--all', containerId, signal], { timeoutMs: 30_000 });
   }
