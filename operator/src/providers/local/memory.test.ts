@@ -16,9 +16,9 @@ describe('parseStat', () => {
 
 describe('headroomFor', () => {
   it.each([
-    [128 * MiB, 64 * MiB],
-    [512 * MiB, 128 * MiB],
-    [1024 * MiB, 256 * MiB],
+    [64 * MiB, 64 * MiB],
+    [512 * MiB, 256 * MiB],
+    [1024 * MiB, 512 * MiB],
   ])('a limit of %d bytes gets %d', (limit, headroom) => {
     expect(headroomFor(limit)).toBe(headroom);
   });

@@ -54,11 +54,12 @@ const HELPER_RESTART_MS = 1_000;
 const INIT_PID = 1;
 
 /**
- * What the cgroup may hold past its limit while the guard chooses and kills a program: a quarter,
- * at least 64 MiB (a program that allocates as fast as gVisor lets it, ~1 GB/s here, takes that
- * in 60-130 ms; choosing and killing took 30-50 ms).
+ * What the cgroup may hold past its limit while the guard chooses and kills a program: half, at
+ * least 64 MiB. A program that allocates as fast as gVisor lets it (~1 GB/s here) crosses a
+ * quarter in 60-130 ms, and on a loaded host choosing and killing took up to 660 ms: with a
+ * quarter, a hog after a fork loop used both headrooms first and its sandbox ended.
  */
-export const headroomFor = (limitBytes: number) => Math.max(64 * 1024 ** 2, Math.floor(limitBytes / 4));
+export const headroomFor = (limitBytes: number) => Math.max(64 * 1024 ** 2, Math.floor(limitBytes / 2));
 
 /** The command name and resident bytes in a line of /proc/<pid>/stat, or undefined for a zombie. Pure. */
 export function parseStat(stat: string): { command: string; residentBytes: number } | undefined {
