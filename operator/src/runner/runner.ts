@@ -338,7 +338,12 @@ export class Runner {
       },
       stopReason: async (_where, next) => {
         throwIfAborted();
-        const current = await store.get('Agent', agent.metadata.name);
+        // The session (for its limits) is read beside the agent rather than after it: one round
+        // trip's wait instead of two.
+        const [current, sessionAtClaim] = await Promise.all([
+          store.get('Agent', agent.metadata.name),
+          live ? store.get('Session', idToObjectName(agent.spec.sessionId)) : undefined,
+        ]);
         if (!current || current.metadata.deletionTimestamp || current.spec.desiredState === 'terminated' || FINAL_PHASES.has(current.status?.phase ?? 'idle')) {
           return { state: 'cancelled', code: 'cancelled', message: 'the agent was terminated during the run' };
         }
@@ -346,7 +351,8 @@ export class Runner {
           return { state: 'cancelled', code: 'cancelled', message: 'the agent was paused during the run' };
         }
         if (!live) return undefined;
-        const session = await store.get('Session', idToObjectName(current.spec.sessionId));
+        const session =
+          current.spec.sessionId === agent.spec.sessionId ? sessionAtClaim : await store.get('Session', idToObjectName(current.spec.sessionId));
         const now = clock.now();
         const nextCost = next ? modelCostNanocents(route, next) : 0n;
         const budget = await budgetStop(pool, current, session, now, nextCost);
