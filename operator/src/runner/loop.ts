@@ -38,7 +38,7 @@ export interface LoopIo {
   emit(type: 'thinking', data: Record<string, unknown>): Promise<void>;
   /**
    * Saves progress with the step's events and charge, all or none (one transaction); throws
-   * when this runner lost the task, and then writes nothing.
+   * when this runner lost the task, and then writes only the charge (the call was made).
    */
   checkpoint(progress: LoopProgress, writes: StepWrites): Promise<void>;
   /**
