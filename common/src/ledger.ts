@@ -28,32 +28,43 @@ export interface LedgerEntry {
   at: Date;
 }
 
+/** The ledger's columns in the order of `ledgerRow`, for statements that insert charges. */
+export const LEDGER_COLUMNS = `organization_id, session_id, user_id, agent_id, task_id, kind, provider, model,
+  input_tokens, output_tokens, quantity, amount_nanocents, currency, billing_mode, occurred_at, dedupe_key, environment`;
+
+/** A charge as the parameters of one row of `LEDGER_COLUMNS`. */
+export function ledgerRow(entry: LedgerEntry): unknown[] {
+  return [
+    entry.organizationId,
+    entry.sessionId,
+    entry.userId,
+    entry.agentId ?? null,
+    entry.taskId ?? null,
+    entry.kind,
+    entry.provider,
+    entry.model ?? null,
+    entry.inputTokens ?? 0,
+    entry.outputTokens ?? 0,
+    entry.quantity ?? 0,
+    entry.amountNanocents.toString(),
+    entry.currency,
+    entry.billingMode,
+    entry.at,
+    entry.dedupeKey,
+    entry.environment,
+  ];
+}
+
+/** `$first, ..., $(first + 16)`: the placeholders of one ledger row. */
+export function ledgerPlaceholders(first: number): string {
+  return Array.from({ length: 17 }, (_, index) => `$${first + index}`).join(', ');
+}
+
 /** Appends a charge unless this dedupe key was charged already; returns whether it was new. */
 export async function recordUsage(db: Queryable, entry: LedgerEntry): Promise<boolean> {
   const result = await db.query(
-    `INSERT INTO usage_ledger (organization_id, session_id, user_id, agent_id, task_id, kind, provider, model,
-       input_tokens, output_tokens, quantity, amount_nanocents, currency, billing_mode, occurred_at, dedupe_key, environment)
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)
-     ON CONFLICT (dedupe_key) DO NOTHING`,
-    [
-      entry.organizationId,
-      entry.sessionId,
-      entry.userId,
-      entry.agentId ?? null,
-      entry.taskId ?? null,
-      entry.kind,
-      entry.provider,
-      entry.model ?? null,
-      entry.inputTokens ?? 0,
-      entry.outputTokens ?? 0,
-      entry.quantity ?? 0,
-      entry.amountNanocents.toString(),
-      entry.currency,
-      entry.billingMode,
-      entry.at,
-      entry.dedupeKey,
-      entry.environment,
-    ],
+    `INSERT INTO usage_ledger (${LEDGER_COLUMNS}) VALUES (${ledgerPlaceholders(1)}) ON CONFLICT (dedupe_key) DO NOTHING`,
+    ledgerRow(entry),
   );
   return (result.rowCount ?? 0) > 0;
 }

@@ -1,5 +1,7 @@
 import type { Mode } from '@berth/crds';
 import type { Queryable } from './db/index.js';
+import { LEDGER_COLUMNS, ledgerPlaceholders, ledgerRow, type LedgerEntry } from './ledger.js';
+import type { StreamEventType } from './stream.js';
 
 export type TaskState = 'queued' | 'running' | 'completed' | 'failed' | 'cancelled';
 
@@ -135,18 +137,60 @@ export class LostClaimError extends Error {
   }
 }
 
-/** Saves the loop's progress; throws `LostClaimError` when this runner no longer holds the task. */
+/** What one step of the loop writes with its checkpoint. */
+export interface StepWrites {
+  /** The step's stream events, stored in this order. */
+  events?: { type: StreamEventType; data: Record<string, unknown> }[];
+  /** The step's model call, charged once under its dedupe key. */
+  charge?: LedgerEntry;
+}
+
+/**
+ * Saves the loop's progress together with what the step streamed and charged, in one statement:
+ * all of it is written or none of it, so a runner that dies mid-step leaves neither an event
+ * nor a charge that its checkpoint does not account for, and one commit (one WAL flush) serves
+ * the whole step. Throws `LostClaimError` when this runner no longer holds the task; then only
+ * the charge is written.
+ */
 export async function checkpointTask(
   db: Queryable,
   task: Pick<Task, 'id' | 'attempt'>,
   progress: { conversation: unknown[]; steps: number; inputTokens: number; outputTokens: number },
+  writes: StepWrites = {},
 ): Promise<void> {
-  const result = await db.query(
-    `UPDATE tasks SET conversation = $3, steps = $4, input_tokens = $5, output_tokens = $6
-     WHERE id = $1 AND attempt = $2 AND state = 'running'`,
-    [task.id, task.attempt, JSON.stringify(progress.conversation), progress.steps, progress.inputTokens, progress.outputTokens],
-  );
-  if ((result.rowCount ?? 0) === 0) throw new LostClaimError(task.id);
+  const params: unknown[] = [task.id, task.attempt, JSON.stringify(progress.conversation), progress.steps, progress.inputTokens, progress.outputTokens];
+  const statements = [
+    `checkpoint AS (
+       UPDATE tasks SET conversation = $3, steps = $4, input_tokens = $5, output_tokens = $6
+       WHERE id = $1 AND attempt = $2 AND state = 'running'
+       RETURNING id, agent_id)`,
+  ];
+  if (writes.events?.length) {
+    // Rows are numbered in the order of the array; the sort is in a subquery, so each row's
+    // sequence number is drawn after it, in that order (it is the SSE id clients replay from).
+    params.push(JSON.stringify(writes.events));
+    statements.push(
+      `stream AS (
+         INSERT INTO stream_events (agent_id, task_id, type, data)
+         SELECT agent_id, id, type, data FROM (
+           SELECT checkpoint.agent_id, checkpoint.id, event.value->>'type' AS type, event.value->'data' AS data
+           FROM checkpoint, jsonb_array_elements($${params.length}::jsonb) WITH ORDINALITY AS event(value, position)
+           ORDER BY event.position) AS ordered)`,
+    );
+  }
+  if (writes.charge) {
+    const first = params.length + 1;
+    params.push(...ledgerRow(writes.charge));
+    // The model call was made whether or not this runner still holds the task: it is charged
+    // either way, once under its key (a runner that redoes the step charges the same key).
+    statements.push(
+      `charge AS (
+         INSERT INTO usage_ledger (${LEDGER_COLUMNS}) VALUES (${ledgerPlaceholders(first)})
+         ON CONFLICT (dedupe_key) DO NOTHING)`,
+    );
+  }
+  const { rows } = await db.query<{ held: boolean }>(`WITH ${statements.join(',\n')} SELECT count(*) > 0 AS held FROM checkpoint`, params);
+  if (!rows[0]?.held) throw new LostClaimError(task.id);
 }
 
 /** Ends the task in a final state; throws `LostClaimError` when this runner no longer holds it. */

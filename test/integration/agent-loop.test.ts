@@ -289,7 +289,8 @@ describe('failures', () => {
     expect(runEvents(stream.events).at(-1)!.data).toMatchObject({ taskId, code: 'provider_error', upstreamStatus: 401 });
     const { rows } = await db.query("SELECT data FROM events WHERE subject_id = $1 AND type = 'agent.failed'", [agent.id]);
     expect(rows).toEqual([{ data: expect.objectContaining({ taskId, error: { code: 'provider_error', message: expect.stringContaining('401') } }) }]);
-    expect((await live.get(`/v1/agents/${agent.id}`)).body.status).toBe('idle');
+    // The agent's reconciler derives idle from the finished task on its next pass (ADR 18).
+    await eventually(async () => ((await live.get(`/v1/agents/${agent.id}`)).body.status === 'idle' ? true : undefined), { what: 'the agent to be idle' });
     expect(unauthorized.requests).toHaveLength(1); // 401 is not retried
   });
 

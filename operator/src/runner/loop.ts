@@ -17,13 +17,30 @@ export interface LoopProgress {
   outputTokens: number;
 }
 
+export type LoopEventType = 'thinking' | 'tool_call' | 'tool_result';
+
+export interface LoopEvent {
+  type: LoopEventType;
+  data: Record<string, unknown>;
+}
+
+/** What a checkpoint writes with the progress: the step's stream events and its charge. */
+export interface StepWrites {
+  /** Stream events since the last write, in order. */
+  events: LoopEvent[];
+  /** The model call to charge (the runner writes the ledger row), after a model answer. */
+  charge?: { step: number; response: ModelResponse };
+}
+
 /** What the loop needs from the runner around it. */
 export interface LoopIo {
-  emit(type: 'thinking' | 'tool_call' | 'tool_result', data: Record<string, unknown>): Promise<void>;
-  /** Saves progress; throws when this runner lost the task. */
-  checkpoint(progress: LoopProgress): Promise<void>;
-  /** Charges one model call (the runner writes the ledger). */
-  charge(step: number, response: ModelResponse): Promise<void>;
+  /** Streams text while the model is still answering. */
+  emit(type: 'thinking', data: Record<string, unknown>): Promise<void>;
+  /**
+   * Saves progress with the step's events and charge, all or none (one transaction); throws
+   * when this runner lost the task, and then writes only the charge (the call was made).
+   */
+  checkpoint(progress: LoopProgress, writes: StepWrites): Promise<void>;
   /**
    * Why the loop must stop now (agent paused, terminated, over budget), or undefined. Before a
    * model call, `next` estimates that call's tokens, so that a cost cap stops the loop before
@@ -102,6 +119,20 @@ class ThinkingBuffer {
     }
     return this.pending;
   }
+  /**
+   * Once the answer is complete: waits for what was streamed, and returns the text not streamed
+   * yet, for the step's checkpoint to write with the rest of the step.
+   */
+  async rest(): Promise<LoopEvent[]> {
+    await this.pending;
+    const text = this.text;
+    this.text = '';
+    return text ? [{ type: 'thinking', data: { text } }] : [];
+  }
+}
+
+function toolCallEvent(call: ToolCall): LoopEvent {
+  return { type: 'tool_call', data: { id: call.id, tool: call.name, input: call.input } };
 }
 
 /**
@@ -197,19 +228,22 @@ async function loop(
       }
       throw error;
     }
-    await thinking.flush();
+    // The answer, its charge, the rest of its text and the first tool call it asks for are
+    // written together: one transaction after the model call, one after each tool call.
+    const events = await thinking.rest();
     progress.steps += 1;
     progress.inputTokens += response.usage.inputTokens;
     progress.outputTokens += response.usage.outputTokens;
-    await io.charge(progress.steps, response);
     progress.conversation.push({ role: 'assistant', content: response.text, toolCalls: response.toolCalls });
     last = response.usage;
     addedSince = 1;
-    await io.checkpoint(progress);
+    const [first] = response.toolCalls;
+    if (first) events.push(toolCallEvent(first));
+    await io.checkpoint(progress, { events, charge: { step: progress.steps, response } });
     if (response.toolCalls.length === 0) return { state: 'completed', output: response.text };
 
-    for (const call of response.toolCalls) {
-      const outcome = await runTool(call, agent, context, io, settings);
+    for (const [index, call] of response.toolCalls.entries()) {
+      const { outcome, result } = await runTool(call, agent, context, settings);
       progress.conversation.push({
         role: 'tool',
         toolCallId: call.id,
@@ -218,22 +252,23 @@ async function loop(
         isError: outcome.isError,
       });
       addedSince++;
-      await io.checkpoint(progress);
-      // A pause or terminate waits for the tool call in flight, then stops the loop.
-      const after = await io.stopReason('after_tool_call');
+      // A pause or terminate waits for the tool call in flight, then stops the loop. After the
+      // last call of an answer, the check before the next model call is this check.
+      const next = response.toolCalls[index + 1];
+      const after = next ? await io.stopReason('after_tool_call') : undefined;
+      await io.checkpoint(progress, { events: next && !after ? [result, toolCallEvent(next)] : [result] });
       if (after) return { state: after.state, error: { code: after.code, message: after.message } };
     }
   }
 }
 
+/** Runs one tool call (its `tool_call` event is written before); returns its outcome and `tool_result` event. */
 async function runTool(
   call: ToolCall,
   agent: Resource<'Agent'>,
   context: { provider: SandboxProvider; sandbox: SandboxRef },
-  io: LoopIo,
   settings: LoopSettings,
-): Promise<ToolOutcome> {
-  await io.emit('tool_call', { id: call.id, tool: call.name, input: call.input });
+): Promise<{ outcome: ToolOutcome; result: LoopEvent }> {
   const started = performance.now();
   let outcome: ToolOutcome;
   const tool = TOOLS.get(call.name);
@@ -252,13 +287,9 @@ async function runTool(
   }
   const durationMs = Math.round(performance.now() - started);
   settings.onToolCall?.(call.name, durationMs / 1000, outcome.isError);
-  await io.emit('tool_result', {
-    id: call.id,
-    tool: call.name,
-    output: limitToolOutput(outcome.output),
-    exitCode: outcome.exitCode ?? null,
-    durationMs,
-    isError: outcome.isError,
-  });
-  return outcome;
+  const result: LoopEvent = {
+    type: 'tool_result',
+    data: { id: call.id, tool: call.name, output: limitToolOutput(outcome.output), exitCode: outcome.exitCode ?? null, durationMs, isError: outcome.isError },
+  };
+  return { outcome, result };
 }

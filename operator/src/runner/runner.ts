@@ -13,7 +13,6 @@ import {
   idToObjectName,
   nanocentsToCents,
   recordEvent,
-  recordUsage,
   releaseTask,
   renewTaskLease,
   taskCost,
@@ -21,6 +20,7 @@ import {
   type Clock,
   type ComputePrices,
   type EventInput,
+  type LedgerEntry,
   type Logger,
   type Pool,
   type Resource,
@@ -36,7 +36,7 @@ import { runLoop, type LoopEnd, type LoopIo } from './loop.js';
 import { mockModelAdapter } from './mock-model.js';
 import { runFileAction } from './tools.js';
 import { billingModeOf, modelCostNanocents, type ModelRoute, type ModelRouter } from './models/router.js';
-import { ModelError } from './models/types.js';
+import { ModelError, type ModelResponse } from './models/types.js';
 
 export interface RunnerOptions {
   pool: Pool;
@@ -302,6 +302,24 @@ export class Runner {
     let environment: Promise<Environment> | undefined;
     const sessionEnvironment = () =>
       (environment ??= store.get('Session', idToObjectName(agent.spec.sessionId)).then((session) => session?.spec.environment ?? 'production'));
+    const modelCharge = async (step: number, response: ModelResponse): Promise<LedgerEntry> => ({
+      organizationId: agent.spec.organizationId,
+      sessionId: agent.spec.sessionId,
+      userId: agent.spec.userId,
+      environment: await sessionEnvironment(),
+      agentId: task.agentId,
+      taskId: task.id,
+      kind: 'model',
+      provider: route.vendor,
+      model: `${route.vendor}/${route.model}`,
+      inputTokens: response.usage.inputTokens,
+      outputTokens: response.usage.outputTokens,
+      amountNanocents: modelCostNanocents(route, response.usage),
+      currency: this.options.currency,
+      billingMode: billingModeOf(route),
+      dedupeKey: `${task.id}/model/${step}`,
+      at: clock.now(),
+    });
     const throwIfAborted = () => {
       if (signal.aborted) throw signal.reason instanceof Error ? signal.reason : new RunnerStopping('aborted');
     };
@@ -310,34 +328,22 @@ export class Runner {
       emit: async (type, data) => {
         await appendStreamEvent(pool, { agentId: task.agentId, taskId: task.id, type, data: { taskId: task.id, ...data } });
       },
-      checkpoint: async (progress) => {
+      checkpoint: async (progress, { events, charge }) => {
         throwIfAborted();
-        await checkpointTask(pool, task, progress);
-      },
-      charge: async (step, response) => {
-        if (!live) return; // test keys record no usage
-        await recordUsage(pool, {
-          organizationId: agent.spec.organizationId,
-          sessionId: agent.spec.sessionId,
-          userId: agent.spec.userId,
-          environment: await sessionEnvironment(),
-          agentId: task.agentId,
-          taskId: task.id,
-          kind: 'model',
-          provider: route.vendor,
-          model: `${route.vendor}/${route.model}`,
-          inputTokens: response.usage.inputTokens,
-          outputTokens: response.usage.outputTokens,
-          amountNanocents: modelCostNanocents(route, response.usage),
-          currency: this.options.currency,
-          billingMode: billingModeOf(route),
-          dedupeKey: `${task.id}/model/${step}`,
-          at: clock.now(),
+        await checkpointTask(pool, task, progress, {
+          events: events.map(({ type, data }) => ({ type, data: { taskId: task.id, ...data } })),
+          // Test keys record no usage.
+          ...(charge && live ? { charge: await modelCharge(charge.step, charge.response) } : {}),
         });
       },
       stopReason: async (_where, next) => {
         throwIfAborted();
-        const current = await store.get('Agent', agent.metadata.name);
+        // The session (for its limits) is read beside the agent rather than after it: one round
+        // trip's wait instead of two.
+        const [current, sessionAtClaim] = await Promise.all([
+          store.get('Agent', agent.metadata.name),
+          live ? store.get('Session', idToObjectName(agent.spec.sessionId)) : undefined,
+        ]);
         if (!current || current.metadata.deletionTimestamp || current.spec.desiredState === 'terminated' || FINAL_PHASES.has(current.status?.phase ?? 'idle')) {
           return { state: 'cancelled', code: 'cancelled', message: 'the agent was terminated during the run' };
         }
@@ -345,7 +351,8 @@ export class Runner {
           return { state: 'cancelled', code: 'cancelled', message: 'the agent was paused during the run' };
         }
         if (!live) return undefined;
-        const session = await store.get('Session', idToObjectName(current.spec.sessionId));
+        const session =
+          current.spec.sessionId === agent.spec.sessionId ? sessionAtClaim : await store.get('Session', idToObjectName(current.spec.sessionId));
         const now = clock.now();
         const nextCost = next ? modelCostNanocents(route, next) : 0n;
         const budget = await budgetStop(pool, current, session, now, nextCost);
