@@ -65,3 +65,14 @@ export function recordingClient(client: ApiClient, into: string[]): ApiClient {
     raw: (path, init) => keep(client.raw(path, init)),
   };
 }
+
+/** Polls a task until it is completed, failed or cancelled, and returns it. */
+export function taskFinished(client: ApiClient, taskId: string): Promise<any> {
+  return eventually(
+    async () => {
+      const task = (await client.get(`/v1/tasks/${taskId}`)).body;
+      return ['completed', 'failed', 'cancelled'].includes(task.status) ? task : undefined;
+    },
+    { timeoutMs: 60_000, what: `task ${taskId} to finish` },
+  );
+}

@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { PostgresResourceStore, silentLogger, systemClock } from '../../common/src/index.js';
 import { startBerth, type BerthProcess } from '../helpers/berth.js';
 import { startFakeAnthropic, startFakeOpenAI, type FakeModelServer, type FakeTurn } from '../helpers/fake-models.js';
-import { eventually, type ApiClient } from '../helpers/http.js';
+import { eventually, taskFinished, type ApiClient } from '../helpers/http.js';
 import { createTestDatabase } from '../helpers/postgres.js';
 import { metricValue, parsePrometheus } from '../helpers/prometheus.js';
 import { removeDataDir } from '../helpers/runsc.js';
@@ -119,15 +119,7 @@ async function readyAgent(body: Record<string, unknown>, client = live) {
   return { session, agent };
 }
 
-async function finished(taskId: string, client = live) {
-  return eventually(
-    async () => {
-      const task = (await client.get(`/v1/tasks/${taskId}`)).body;
-      return ['completed', 'failed', 'cancelled'].includes(task.status) ? task : undefined;
-    },
-    { timeoutMs: 60_000, what: `task ${taskId} to finish` },
-  );
-}
+const finished = (taskId: string, client = live) => taskFinished(client, taskId);
 
 describe('a run against an OpenAI-compatible model', () => {
   let agent: any;

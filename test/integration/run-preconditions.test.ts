@@ -2,7 +2,7 @@ import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startBerth, type BerthProcess } from '../helpers/berth.js';
 import { startFakeOpenAI, type FakeModelServer } from '../helpers/fake-models.js';
-import { eventually, type ApiClient } from '../helpers/http.js';
+import { eventually, taskFinished, type ApiClient } from '../helpers/http.js';
 import { createTestDatabase } from '../helpers/postgres.js';
 import { removeDataDir } from '../helpers/runsc.js';
 
@@ -55,14 +55,7 @@ async function createAgent(body: Record<string, unknown> = {}) {
   return response.body.id as string;
 }
 
-const finished = (taskId: string) =>
-  eventually(
-    async () => {
-      const task = (await live.get(`/v1/tasks/${taskId}`)).body;
-      return ['completed', 'failed', 'cancelled'].includes(task.status) ? task : undefined;
-    },
-    { timeoutMs: 60_000, what: `task ${taskId} to finish` },
-  );
+const finished = (taskId: string) => taskFinished(live, taskId);
 
 describe('exec and run on an agent that is still booting', () => {
   let agentId: string;
