@@ -29,6 +29,7 @@ const WORKSPACES: { dir: string; sources: string[] }[] = [
   { dir: '.', sources: ['test', 'vitest.config.ts'] },
   { dir: 'crds', sources: ['crds/src'] },
   { dir: 'common', sources: ['common/src'] },
+  { dir: 'providers', sources: ['providers/src'] },
   { dir: 'operator', sources: ['operator/src'] },
   { dir: 'apiserver', sources: ['apiserver/src', 'apiserver/bin'] },
 ];

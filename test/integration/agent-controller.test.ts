@@ -27,7 +27,7 @@ import {
   type SandboxState,
 } from '../../common/src/index.js';
 import { LEASE_RECHECK_MARGIN_MS, PROVISION_DEADLINE_MS, createAgentMetrics, createAgentReconciler } from '../../operator/src/controllers/agent.js';
-import { ProviderRegistry } from '../../operator/src/providers/registry.js';
+import { ProviderRegistry } from '../../providers/src/registry.js';
 import { startTestApi, type TestApi } from '../helpers/app.js';
 import type { ApiClient } from '../helpers/http.js';
 

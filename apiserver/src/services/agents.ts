@@ -15,7 +15,8 @@ import {
   type SandboxProvider,
 } from '@berth/common';
 import { SANDBOX_FINALIZER, formatDuration, parseDuration, type AgentSpec, type ByoiRef, type Compute, type Cost, type ModelSettings } from '@berth/crds';
-import type { ModelRouter, ProviderRegistry } from '@berth/operator';
+import type { ModelRouter } from '@berth/operator';
+import type { ProviderRegistry } from '@berth/providers';
 import { Histogram, type Registry } from 'prom-client';
 import type { Principal } from '../http/context.js';
 import { listPage, type CursorCodec, type PageRequest } from './pagination.js';

@@ -11,7 +11,7 @@ import {
   type SnapshotLevel,
 } from '@berth/common';
 import { SANDBOX_FINALIZER, type AgentSpec } from '@berth/crds';
-import type { ProviderRegistry } from '@berth/operator';
+import type { ProviderRegistry } from '@berth/providers';
 import type { Principal } from '../http/context.js';
 import type { LimitGuard } from './limits.js';
 import { findOwned } from './scope.js';

@@ -25,7 +25,7 @@ import {
   type TaskHold,
 } from '@berth/common';
 import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
-import type { ProviderRegistry } from '../providers/registry.js';
+import type { ProviderRegistry } from '@berth/providers';
 import type { ComputeMeter } from '../billing/meter.js';
 import type { ReconcileResult, Reconciler } from '../runtime/controller.js';
 import { computeConditions, derivePhase, type AgentEnding, type AgentObservation } from './agent-status.js';

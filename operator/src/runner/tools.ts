@@ -1,6 +1,6 @@
 import type { SandboxRef } from '@berth/crds';
 import { EXEC_LANGUAGES, type ExecResult, type SandboxProvider } from '@berth/common';
-import { guestCode, parseAnswer } from '../guest.js';
+import { guestCode, parseAnswer } from '@berth/providers';
 import { BROWSER_TOOLS } from './browser.js';
 import type { ToolDefinition } from './models/types.js';
 
