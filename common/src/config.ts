@@ -17,13 +17,15 @@ interface Setting<T> {
   /** Shown in help; `undefined` means unset unless given. */
   defaultText?: string;
   schema: z.ZodType<T>;
+  /** The value when neither flag nor variable gives one and it depends on the environment (read when the configuration is loaded, never at import). */
+  fallback?: (env: NodeJS.ProcessEnv) => string;
 }
 
-const xdg = (variable: string, fallback: string) => process.env[variable] || join(homedir(), fallback);
-const isRoot = process.getuid?.() === 0;
+const xdg = (env: NodeJS.ProcessEnv, variable: string, fallback: string) => env[variable] || join(homedir(), fallback);
+const isRoot = () => process.getuid?.() === 0;
 /** Root runs Berth as a system service would keep its state; other users keep it in their home. */
-const DEFAULT_DATA_DIR = isRoot ? '/var/lib/berth' : join(xdg('XDG_DATA_HOME', '.local/share'), 'berth');
-const DEFAULT_IMAGE_DIR = isRoot ? '/var/cache/berth/images' : join(xdg('XDG_CACHE_HOME', '.cache'), 'berth', 'images');
+const defaultDataDir = (env: NodeJS.ProcessEnv) => (isRoot() ? '/var/lib/berth' : join(xdg(env, 'XDG_DATA_HOME', '.local/share'), 'berth'));
+const defaultImageDir = (env: NodeJS.ProcessEnv) => (isRoot() ? '/var/cache/berth/images' : join(xdg(env, 'XDG_CACHE_HOME', '.cache'), 'berth', 'images'));
 
 function byteSize(text: string): number | undefined {
   const match = /^(\d+)(Ki|Mi|Gi)?$/.exec(text);
@@ -165,7 +167,8 @@ export const SETTINGS = {
     flag: 'data-dir',
     description: 'where embedded mode keeps its PostgreSQL data, sandboxes and workspaces',
     defaultText: '/var/lib/berth as root, else ~/.local/share/berth',
-    schema: z.string().min(1).default(DEFAULT_DATA_DIR),
+    schema: z.string().min(1),
+    fallback: defaultDataDir,
   },
   databaseUrl: {
     env: 'DATABASE_URL',
@@ -196,7 +199,8 @@ export const SETTINGS = {
     env: 'BERTH_IMAGE_DIR',
     description: 'where root filesystems of the local sandbox images are built and kept',
     defaultText: '/var/cache/berth/images as root, else ~/.cache/berth/images',
-    schema: z.string().min(1).default(DEFAULT_IMAGE_DIR),
+    schema: z.string().min(1),
+    fallback: defaultImageDir,
   },
   sandboxNetwork: {
     env: 'BERTH_SANDBOX_NETWORK',
@@ -565,7 +569,7 @@ export function loadConfig(
   const config: Record<string, unknown> = {};
   const problems: string[] = [];
   for (const [key, setting] of Object.entries(SETTINGS) as [keyof Settings, Setting<unknown>][]) {
-    const raw = (setting.flag !== undefined ? flags[setting.flag] : undefined) ?? emptyToUndefined(env[setting.env]);
+    const raw = (setting.flag !== undefined ? flags[setting.flag] : undefined) ?? emptyToUndefined(env[setting.env]) ?? setting.fallback?.(env);
     const parsed = setting.schema.safeParse(raw);
     if (parsed.success) {
       config[key] = parsed.data;

@@ -24,3 +24,5 @@ export * from './limits.js';
 export * from './webhooks.js';
 export * from './secrets.js';
 export * from './provider-configs.js';
+export * from './tool-catalogue.js';
+export * from './webhook-post.js';

@@ -18,4 +18,5 @@ export function createLogger(options: { level?: LevelWithSilent; name?: string }
   );
 }
 
-export const silentLogger: Logger = pino({ level: 'silent' });
+/** Writes nothing, and (unlike pino's default destination) opens no stream and hooks no process exit when it is made. */
+export const silentLogger: Logger = pino({ level: 'silent' }, { write: () => undefined });

@@ -7,3 +7,4 @@ export * from './schedule.js';
 export * from './fleet.js';
 export * from './kinds.js';
 export * from './crd.js';
+export * from './finalizers.js';

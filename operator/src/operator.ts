@@ -3,7 +3,7 @@ import { BillingLoop } from './billing/loop.js';
 import type { Registry } from 'prom-client';
 import { createAgentMetrics, createAgentReconciler } from './controllers/agent.js';
 import { createSnapshotReconciler } from './controllers/snapshot.js';
-import type { ProviderRegistry } from './providers/registry.js';
+import type { ProviderRegistry } from '@berth/providers';
 import { Controller, createControllerMetrics } from './runtime/controller.js';
 
 export interface OperatorDeps {

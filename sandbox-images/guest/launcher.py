@@ -1,7 +1,7 @@
 """The launcher: PID 1 of a local sandbox, which starts the programs Berth execs (ADR 5).
 
 Run as `python3 -I -S launcher.py [tasks limit]` under the name berth-launcher. Why it exists, and
-why it ignores signals, is told in operator/src/providers/local/launcher.ts.
+why it ignores signals, is told in providers/src/local/launcher.ts.
 
 Its protocol with the client (launcher-client.pl), over an abstract unix socket: the client sends
 one line, the descriptor numbers of its two output pipes (`<stdout fd> <stderr fd>`); the launcher

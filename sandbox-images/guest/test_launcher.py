@@ -1,4 +1,4 @@
-"""Unit tests of the launcher's pure parts; operator/src/providers/local/launcher.test.ts runs it with its client."""
+"""Unit tests of the launcher's pure parts; providers/src/local/launcher.test.ts runs it with its client."""
 import os
 import signal
 import subprocess

@@ -12,7 +12,7 @@ import { join } from 'node:path';
 import { CoreV1Api, CustomObjectsApi, KubeConfig, type V1Pod } from '@kubernetes/client-node';
 import { DEFAULT_GPU_TABLE, createLogger, idToObjectName, newId } from '../../common/src/index.js';
 import { startEmbeddedPostgres } from '../../apiserver/src/embedded/postgres.js';
-import { desiredPod } from '../../operator/src/providers/kubernetes/pod.js';
+import { desiredPod } from '../../providers/src/kubernetes/pod.js';
 import { startTestCluster } from '../cluster/cluster.js';
 import { BERTH_BIN, ROOT } from '../helpers/berth.js';
 import { metricValue, parsePrometheus } from '../helpers/prometheus.js';

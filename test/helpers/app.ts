@@ -4,7 +4,7 @@ import { PostgresResourceStore, createApiKey, createPool, migrate, silentLogger,
 import { loadConfig } from '../../common/src/config.js';
 import { createApp, type App, type AppDeps } from '../../apiserver/src/app.js';
 import { createApiServer } from '../../apiserver/src/http/server.js';
-import type { ProviderRegistry } from '../../operator/src/providers/registry.js';
+import type { ProviderRegistry } from '../../providers/src/registry.js';
 import { ModelRouter } from '../../operator/src/runner/models/router.js';
 import { Registry } from 'prom-client';
 import { apiClient, type ApiClient } from './http.js';

@@ -7,6 +7,7 @@ import type pg from 'pg';
 import { Registry } from 'prom-client';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import type { SandboxRef } from '../../crds/src/agent.js';
+import { SANDBOX_FINALIZER } from '../../crds/src/finalizers.js';
 import {
   ManualClock,
   PostgresResourceStore,
@@ -25,8 +26,8 @@ import {
   type SandboxProvider,
   type SandboxState,
 } from '../../common/src/index.js';
-import { LEASE_RECHECK_MARGIN_MS, PROVISION_DEADLINE_MS, SANDBOX_FINALIZER, createAgentMetrics, createAgentReconciler } from '../../operator/src/controllers/agent.js';
-import { ProviderRegistry } from '../../operator/src/providers/registry.js';
+import { LEASE_RECHECK_MARGIN_MS, PROVISION_DEADLINE_MS, createAgentMetrics, createAgentReconciler } from '../../operator/src/controllers/agent.js';
+import { ProviderRegistry } from '../../providers/src/registry.js';
 import { startTestApi, type TestApi } from '../helpers/app.js';
 import type { ApiClient } from '../helpers/http.js';
 

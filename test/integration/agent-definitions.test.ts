@@ -9,7 +9,7 @@ import {
   type SandboxProvider,
   type SandboxState,
 } from '../../common/src/index.js';
-import { ProviderRegistry } from '../../operator/src/providers/registry.js';
+import { ProviderRegistry } from '../../providers/src/registry.js';
 import { startTestApi, type TestApi } from '../helpers/app.js';
 import type { ApiClient, ApiResponse } from '../helpers/http.js';
 

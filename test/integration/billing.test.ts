@@ -25,7 +25,7 @@ import type { PostgresResourceStore } from '../../common/src/index.js';
 import { BillingLoop } from '../../operator/src/billing/loop.js';
 import { ComputeMeter } from '../../operator/src/billing/meter.js';
 import { createAgentMetrics, createAgentReconciler } from '../../operator/src/controllers/agent.js';
-import { ProviderRegistry } from '../../operator/src/providers/registry.js';
+import { ProviderRegistry } from '../../providers/src/registry.js';
 import { DirectoryStorage } from '../../operator/src/snapshots/directory.js';
 import { startTestApi, type TestApi } from '../helpers/app.js';
 import type { ApiClient } from '../helpers/http.js';

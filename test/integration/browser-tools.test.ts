@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { SandboxRef } from '../../crds/src/index.js';
 import { loadConfig } from '../../common/src/config.js';
 import { createLogger } from '../../common/src/log.js';
-import { createLocalProvider, ImageStore, type LocalProvider } from '../../operator/src/providers/local/index.js';
+import { createLocalProvider, ImageStore, type LocalProvider } from '../../providers/src/local/index.js';
 import { BROWSER_TOOLS } from '../../operator/src/runner/browser.js';
 import type { ToolOutcome } from '../../operator/src/runner/tools.js';
 import { removeDataDir } from '../helpers/runsc.js';

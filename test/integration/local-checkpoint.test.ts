@@ -13,7 +13,7 @@ import {
 } from '../../common/src/index.js';
 import { loadConfig } from '../../common/src/config.js';
 import { createLogger } from '../../common/src/log.js';
-import { createLocalProvider, type LocalProvider } from '../../operator/src/providers/local/index.js';
+import { createLocalProvider, type LocalProvider } from '../../providers/src/local/index.js';
 import { DirectoryStorage } from '../../operator/src/snapshots/directory.js';
 import { removeDataDir, runscContainers } from '../helpers/runsc.js';
 

@@ -1,8 +1,8 @@
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ManualClock, SecretBox, createOrganization } from '../../common/src/index.js';
-import { MockProvider } from '../../operator/src/providers/mock.js';
-import { ProviderRegistry } from '../../operator/src/providers/registry.js';
+import { MockProvider } from '../../providers/src/mock.js';
+import { ProviderRegistry } from '../../providers/src/registry.js';
 import { startTestApi, type TestApi } from '../helpers/app.js';
 import { recordingClient, type ApiClient } from '../helpers/http.js';
 

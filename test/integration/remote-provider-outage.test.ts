@@ -1,7 +1,7 @@
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ManualClock, PostgresResourceStore, idToObjectName, silentLogger } from '../../common/src/index.js';
-import { SANDBOX_FINALIZER } from '../../operator/src/controllers/agent.js';
+import { SANDBOX_FINALIZER } from '../../crds/src/finalizers.js';
 import { startBerth, tempDir, type BerthProcess } from '../helpers/berth.js';
 import { eventually, type ApiClient } from '../helpers/http.js';
 import { createTestDatabase } from '../helpers/postgres.js';

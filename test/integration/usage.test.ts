@@ -2,8 +2,8 @@ import type pg from 'pg';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import type { Environment } from '../../crds/src/common.js';
 import { ManualClock, createOrganization, type BillingMode } from '../../common/src/index.js';
-import { MockProvider } from '../../operator/src/providers/mock.js';
-import { ProviderRegistry } from '../../operator/src/providers/registry.js';
+import { MockProvider } from '../../providers/src/mock.js';
+import { ProviderRegistry } from '../../providers/src/registry.js';
 import { startTestApi, type TestApi } from '../helpers/app.js';
 import type { ApiClient, ApiResponse } from '../helpers/http.js';
 

@@ -13,9 +13,10 @@ import {
   verifySignature,
   type EventInput,
 } from '../../common/src/index.js';
-import { ProviderRegistry } from '../../operator/src/providers/registry.js';
-import { MockProvider } from '../../operator/src/providers/mock.js';
-import { WebhookSender, postWebhook } from '../../operator/src/webhooks/sender.js';
+import { ProviderRegistry } from '../../providers/src/registry.js';
+import { MockProvider } from '../../providers/src/mock.js';
+import { postWebhook } from '../../common/src/webhook-post.js';
+import { WebhookSender } from '../../operator/src/webhooks/sender.js';
 import { startTestApi, type TestApi } from '../helpers/app.js';
 import { apiClient, type ApiClient } from '../helpers/http.js';
 import { metricValue, parsePrometheus } from '../helpers/prometheus.js';

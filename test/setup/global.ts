@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import type { TestProject } from 'vitest/node';
 import { createLogger } from '../../common/src/log.js';
 import { loadConfig } from '../../common/src/config.js';
-import { ImageStore } from '../../operator/src/providers/local/images.js';
+import { ImageStore } from '../../providers/src/local/images.js';
 import { startEmbeddedPostgres } from '../../apiserver/src/embedded/postgres.js';
 
 declare module 'vitest' {

@@ -1,5 +1,5 @@
 import type { BerthConfig, Logger } from '@berth/common';
-import { ImageStore, type ImageName } from '@berth/operator';
+import { ImageStore, type ImageName } from '@berth/providers';
 import { CliError } from './keys.js';
 
 const IMAGES: ImageName[] = ['python', 'node', 'go', 'browser'];

@@ -1,13 +1,6 @@
 import type { BerthConfig, Clock, Logger, Pool, ResourceStore, SandboxProvider, SecretBox, SnapshotStorage } from '@berth/common';
-import {
-  WebhookSender,
-  createOperator,
-  createSnapshotStorage,
-  remoteProviderRouter,
-  type ModelRouter,
-  type Operator,
-  type ProviderRegistry,
-} from '@berth/operator';
+import { WebhookSender, createOperator, createSnapshotStorage, type ModelRouter, type Operator } from '@berth/operator';
+import { remoteProviderRouter, type ProviderRegistry } from '@berth/providers';
 import { createApp, type App, type AppDeps } from '../app.js';
 import type { Router } from 'express';
 import type { Registry } from 'prom-client';

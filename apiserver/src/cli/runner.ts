@@ -1,7 +1,8 @@
 import { existsSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { PostgresResourceStore, createMetricsRegistry, systemClock, type BerthConfig, type Logger } from '@berth/common';
-import { ModelRouter, ProviderRegistry, Runner, byoiModelEndpoints, createLocalProvider, type RunnerOptions } from '@berth/operator';
+import { ModelRouter, Runner, byoiModelEndpoints, type RunnerOptions } from '@berth/operator';
+import { ProviderRegistry, createLocalProvider } from '@berth/providers';
 import { openDatabase } from './database.js';
 import { CliError } from './keys.js';
 import { loadSecretBox, secretsKeyFile } from './secrets.js';

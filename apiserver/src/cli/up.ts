@@ -9,7 +9,8 @@ import {
   type BerthConfig,
   type Logger,
 } from '@berth/common';
-import { DirectoryStorage, ModelRouter, ProviderRegistry, byoiModelEndpoints, byoiSource, createLocalProvider } from '@berth/operator';
+import { DirectoryStorage, ModelRouter, byoiModelEndpoints } from '@berth/operator';
+import { ProviderRegistry, byoiSource, createLocalProvider } from '@berth/providers';
 import { bootstrap } from './bootstrap.js';
 import { configuredApp, configuredOperator, configuredProviderProtocol, configuredWebhookSender } from './parts.js';
 import { loadSecretBox } from './secrets.js';

@@ -2,7 +2,7 @@ import { z } from 'zod';
 import { defineRoute, type RouteTable } from '../http/route.js';
 import type { AgentService } from '../services/agents.js';
 import { resumeLevel, type SnapshotService } from '../services/snapshots.js';
-import type { ProviderRegistry } from '@berth/operator';
+import type { ProviderRegistry } from '@berth/providers';
 import { agentSchema, emptyBody, idParam, okSchema } from './schemas.js';
 import { agentExample, snapshotExample, snapshotResumedExample } from './examples.js';
 

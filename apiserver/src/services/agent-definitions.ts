@@ -1,6 +1,6 @@
-import { ApiError, isId, isUniqueViolation, newId, withTransaction, type Clock, type Pool, type PoolClient, type Queryable } from '@berth/common';
+import { ApiError, isId, isUniqueViolation, newId, toolListProblem, withTransaction, type Clock, type Pool, type PoolClient, type Queryable } from '@berth/common';
 import { formatDuration, parseDuration, type Compute } from '@berth/crds';
-import { toolListProblem, type ModelRouter } from '@berth/operator';
+import type { ModelRouter } from '@berth/operator';
 import type { Principal } from '../http/context.js';
 import { MAX_TIMEOUT_SECONDS } from './agents.js';
 

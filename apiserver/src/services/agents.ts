@@ -5,6 +5,7 @@ import {
   idToObjectName,
   newId,
   objectNameToId,
+  toolListProblem,
   unsupportedReason,
   type Clock,
   type ExecLanguage,
@@ -13,8 +14,9 @@ import {
   type ResourceStore,
   type SandboxProvider,
 } from '@berth/common';
-import { formatDuration, parseDuration, type AgentSpec, type ByoiRef, type Compute, type Cost, type ModelSettings } from '@berth/crds';
-import { SANDBOX_FINALIZER, toolListProblem, type ModelRouter, type ProviderRegistry } from '@berth/operator';
+import { SANDBOX_FINALIZER, formatDuration, parseDuration, type AgentSpec, type ByoiRef, type Compute, type Cost, type ModelSettings } from '@berth/crds';
+import type { ModelRouter } from '@berth/operator';
+import type { ProviderRegistry } from '@berth/providers';
 import { Histogram, type Registry } from 'prom-client';
 import type { Principal } from '../http/context.js';
 import { listPage, type CursorCodec, type PageRequest } from './pagination.js';

@@ -10,8 +10,8 @@ import {
   type ResourceStore,
   type SnapshotLevel,
 } from '@berth/common';
-import type { AgentSpec } from '@berth/crds';
-import { SANDBOX_FINALIZER, type ProviderRegistry } from '@berth/operator';
+import { SANDBOX_FINALIZER, type AgentSpec } from '@berth/crds';
+import type { ProviderRegistry } from '@berth/providers';
 import type { Principal } from '../http/context.js';
 import type { LimitGuard } from './limits.js';
 import { findOwned } from './scope.js';

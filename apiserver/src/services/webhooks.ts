@@ -4,6 +4,7 @@ import {
   isId,
   maskSecret,
   newId,
+  postWebhook,
   signPayload,
   webhookUrlProblem,
   withTransaction,
@@ -11,7 +12,6 @@ import {
   type Pool,
   type UrlPolicy,
 } from '@berth/common';
-import { postWebhook } from '@berth/operator';
 import type { Principal } from '../http/context.js';
 
 interface WebhookRow {

@@ -1,5 +1,5 @@
 import { isDeepStrictEqual } from 'node:util';
-import { API_VERSION, AgentCondition, AgentReason, type AgentPhase, type AgentStatus, type Environment, type SandboxRef } from '@berth/crds';
+import { API_VERSION, AgentCondition, AgentReason, SANDBOX_FINALIZER, type AgentPhase, type AgentStatus, type Environment, type SandboxRef } from '@berth/crds';
 import {
   LATENCY_BUCKETS,
   Labels,
@@ -25,14 +25,11 @@ import {
   type TaskHold,
 } from '@berth/common';
 import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
-import type { ProviderRegistry } from '../providers/registry.js';
+import type { ProviderRegistry } from '@berth/providers';
 import type { ComputeMeter } from '../billing/meter.js';
 import type { ReconcileResult, Reconciler } from '../runtime/controller.js';
 import { computeConditions, derivePhase, type AgentEnding, type AgentObservation } from './agent-status.js';
 import { findCondition } from './conditions.js';
-
-/** Keeps the sandbox until the operator has released it, whoever deletes the Agent. */
-export const SANDBOX_FINALIZER = 'berth.dev/sandbox';
 
 /** How often a ready sandbox is checked for life when nothing else happens. */
 export const HEALTH_CHECK_INTERVAL_MS = 30_000;

@@ -1,4 +1,4 @@
-import { guestCode, parseAnswer } from '../guest.js';
+import { guestCode, parseAnswer } from '@berth/providers';
 import type { ToolContext, ToolOutcome, ToolSpec } from './tools.js';
 
 /*

@@ -29,7 +29,7 @@ import {
   type Task,
 } from '@berth/common';
 import type { AgentPhase, Environment } from '@berth/crds';
-import type { ProviderRegistry } from '../providers/registry.js';
+import type { ProviderRegistry } from '@berth/providers';
 import { agentsOf, enforceCostCap, enforceSessionLimit } from '../billing/limits.js';
 import { budgetStop } from './budget.js';
 import { runLoop, type LoopEnd, type LoopIo } from './loop.js';

@@ -1,6 +1,6 @@
 import type { SandboxRef } from '@berth/crds';
 import { EXEC_LANGUAGES, type ExecResult, type SandboxProvider } from '@berth/common';
-import { guestCode, parseAnswer } from '../guest.js';
+import { guestCode, parseAnswer } from '@berth/providers';
 import { BROWSER_TOOLS } from './browser.js';
 import type { ToolDefinition } from './models/types.js';
 
@@ -179,14 +179,3 @@ const BASE_TOOLS: ToolSpec[] = [
 ];
 
 export const TOOLS: ReadonlyMap<string, ToolSpec> = new Map([...BASE_TOOLS, ...BROWSER_TOOLS].map((tool) => [tool.name, tool]));
-
-export const TOOL_NAMES = [...TOOLS.keys()];
-
-/** Why an agent's `tools` list is not acceptable, or undefined when it is. */
-export function toolListProblem(tools: readonly string[], browser: boolean): string | undefined {
-  const unknown = tools.filter((name) => !TOOLS.has(name));
-  if (unknown.length > 0) return `unknown tool${unknown.length > 1 ? 's' : ''} ${unknown.join(', ')}; valid tools: ${TOOL_NAMES.join(', ')}`;
-  const browserOnly = tools.filter((name) => TOOLS.get(name)!.needsBrowser);
-  if (browserOnly.length > 0 && !browser) return `${browserOnly.join(', ')} need${browserOnly.length > 1 ? '' : 's'} a browser agent (browser: true)`;
-  return undefined;
-}

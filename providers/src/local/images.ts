@@ -6,7 +6,7 @@ import { fileURLToPath } from 'node:url';
 import { ProviderError, SandboxNotReadyError, type Logger } from '@berth/common';
 import { runProcess } from './process.js';
 
-export const BUILD_SCRIPT = fileURLToPath(new URL('../../../../sandbox-images/local/build-rootfs.sh', import.meta.url));
+export const BUILD_SCRIPT = fileURLToPath(new URL('../../../sandbox-images/local/build-rootfs.sh', import.meta.url));
 
 /** The images of sandbox-images/, which the Dockerfiles build for clusters too. */
 export const IMAGE_NAMES = ['python', 'node', 'go', 'browser'] as const;

@@ -1,6 +1,6 @@
 import { execFileSync, spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { GUEST_DIR } from '../../guest.js';
+import { GUEST_DIR } from '../guest.js';
 import { launcherArgs, launcherLimit, parseOutcome, viaLauncher, type ExecOutcome } from './launcher.js';
 
 describe('the launcher', () => {

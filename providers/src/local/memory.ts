@@ -44,7 +44,7 @@ export interface OutOfMemoryKill {
   at: number;
 }
 
-const HELPER = fileURLToPath(new URL('../../../helpers/memory-events.py', import.meta.url));
+const HELPER = fileURLToPath(new URL('../../helpers/memory-events.py', import.meta.url));
 const PAGE_BYTES = 4096;
 /** How long a killed program's memory gets to come back to the host before the limit is left raised. */
 const LIMIT_BACK_MS = 5_000;

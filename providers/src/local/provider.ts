@@ -24,7 +24,7 @@ import {
   type SnapshotLevel,
   type SnapshotStorage,
 } from '@berth/common';
-import { GUEST_DIR } from '../../guest.js';
+import { GUEST_DIR } from '../guest.js';
 import { INTERPRETERS } from '../program.js';
 import { extractArchive, packArchive, readMember } from './archive.js';
 import { EXEC_MOUNT, restoreSpec, sandboxSpec } from './bundle.js';

@@ -43,7 +43,7 @@
  */
 
 import { z } from 'zod';
-import { guestSource, parseRecord } from '../../guest.js';
+import { guestSource, parseRecord } from '../guest.js';
 
 /** The launcher's name in the sandbox, and its socket's in the abstract namespace (launcher.py). */
 export const LAUNCHER_NAME = 'berth-launcher';
