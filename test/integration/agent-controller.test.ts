@@ -1,12 +1,10 @@
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Readable } from 'node:stream';
 import { DirectoryStorage } from '../../operator/src/snapshots/directory.js';
 import type pg from 'pg';
 import { Registry } from 'prom-client';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import type { SandboxRef } from '../../crds/src/agent.js';
 import { SANDBOX_FINALIZER } from '../../crds/src/finalizers.js';
 import {
   ManualClock,
@@ -18,17 +16,11 @@ import {
   insertTask,
   listEvents,
   silentLogger,
-  type CheckpointResult,
-  type CheckpointTarget,
-  type ExecResult,
-  type ProviderCapabilities,
-  type ProvisionRequest,
-  type SandboxProvider,
-  type SandboxState,
 } from '../../common/src/index.js';
 import { LEASE_RECHECK_MARGIN_MS, PROVISION_DEADLINE_MS, createAgentMetrics, createAgentReconciler } from '../../operator/src/controllers/agent.js';
 import { ProviderRegistry } from '../../providers/src/registry.js';
 import { startTestApi, type TestApi } from '../helpers/app.js';
+import { ScriptedProvider } from '../helpers/fake-providers.js';
 import type { ApiClient } from '../helpers/http.js';
 
 /**
@@ -36,37 +28,6 @@ import type { ApiClient } from '../helpers/http.js';
  * a scripted provider standing in for compute elsewhere, plus the API answering from the
  * states the reconciler leaves.
  */
-class ScriptedProvider implements SandboxProvider {
-  readonly name = 'scripted';
-  readonly capabilities: ProviderCapabilities = { computes: ['python', 'node', 'go'], browser: false, gpuTypes: [], storage: false, checkpoint: 'none' };
-  sandboxes = new Map<string, SandboxState>();
-  nextProvisionError: Error | undefined;
-  provisions = 0;
-  terminations: string[] = [];
-
-  async provision(request: ProvisionRequest): Promise<SandboxRef> {
-    this.provisions++;
-    if (this.nextProvisionError) throw this.nextProvisionError;
-    this.sandboxes.set(request.agentId, 'running');
-    return { provider: this.name, id: request.agentId };
-  }
-  async state(ref: SandboxRef): Promise<SandboxState> {
-    return this.sandboxes.get(ref.id) ?? 'missing';
-  }
-  async exec(): Promise<ExecResult> {
-    return { stdout: '', stderr: '', exitCode: 0, durationMs: 1 };
-  }
-  async terminate(ref: SandboxRef): Promise<void> {
-    this.terminations.push(ref.id);
-    this.sandboxes.delete(ref.id);
-  }
-  async checkpoint(ref: SandboxRef, target: CheckpointTarget): Promise<CheckpointResult> {
-    const stored = await target.storage.put(target.key, Readable.from([Buffer.from(`workspace of ${ref.id}`)]));
-    this.sandboxes.delete(ref.id);
-    return { ...stored, level: 'filesystem' };
-  }
-}
-
 let testApi: TestApi;
 let pool: pg.Pool;
 let store: PostgresResourceStore;

@@ -1,16 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { SandboxRef } from '../../crds/src/agent.js';
-import {
-  ManualClock,
-  createOrganization,
-  type CheckpointResult,
-  type ExecResult,
-  type ProviderCapabilities,
-  type SandboxProvider,
-  type SandboxState,
-} from '../../common/src/index.js';
+import { ManualClock, createOrganization } from '../../common/src/index.js';
 import { ProviderRegistry } from '../../providers/src/registry.js';
 import { startTestApi, type TestApi } from '../helpers/app.js';
+import { IdleProvider } from '../helpers/fake-providers.js';
 import type { ApiClient, ApiResponse } from '../helpers/http.js';
 
 /**
@@ -18,24 +10,6 @@ import type { ApiClient, ApiResponse } from '../helpers/http.js';
  * on a manual clock. Agents are created but never reconciled: what matters here is the agent
  * resource written from a definition, so the provider only has to exist.
  */
-class IdleProvider implements SandboxProvider {
-  readonly name = 'idle';
-  readonly capabilities: ProviderCapabilities = { computes: ['python', 'node', 'go'], browser: false, gpuTypes: [], storage: false, checkpoint: 'none' };
-  async provision(): Promise<SandboxRef> {
-    throw new Error('not reconciled in this test');
-  }
-  async state(): Promise<SandboxState> {
-    return 'missing';
-  }
-  async exec(): Promise<ExecResult> {
-    throw new Error('not reconciled in this test');
-  }
-  async terminate(): Promise<void> {}
-  async checkpoint(): Promise<CheckpointResult> {
-    throw new Error('not reconciled in this test');
-  }
-}
-
 let api: TestApi;
 let live: ApiClient;
 let liveKeyId: string;

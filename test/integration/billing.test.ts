@@ -1,11 +1,9 @@
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Readable } from 'node:stream';
 import type pg from 'pg';
 import { Registry } from 'prom-client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { SandboxRef } from '../../crds/src/agent.js';
 import {
   DEFAULT_COMPUTE_PRICES,
   ManualClock,
@@ -13,13 +11,6 @@ import {
   recordUsage,
   sessionSpend,
   silentLogger,
-  type CheckpointResult,
-  type CheckpointTarget,
-  type ExecResult,
-  type ProviderCapabilities,
-  type ProvisionRequest,
-  type SandboxProvider,
-  type SandboxState,
 } from '../../common/src/index.js';
 import type { PostgresResourceStore } from '../../common/src/index.js';
 import { BillingLoop } from '../../operator/src/billing/loop.js';
@@ -28,6 +19,7 @@ import { createAgentMetrics, createAgentReconciler } from '../../operator/src/co
 import { ProviderRegistry } from '../../providers/src/registry.js';
 import { DirectoryStorage } from '../../operator/src/snapshots/directory.js';
 import { startTestApi, type TestApi } from '../helpers/app.js';
+import { ScriptedProvider } from '../helpers/fake-providers.js';
 import type { ApiClient } from '../helpers/http.js';
 
 /**
@@ -35,30 +27,6 @@ import type { ApiClient } from '../helpers/http.js';
  * billing loop as the operator runs it, the Agent reconciler with a provider standing in for
  * compute, and the API answering from what they leave.
  */
-class FakeCompute implements SandboxProvider {
-  readonly name = 'fake';
-  readonly capabilities: ProviderCapabilities = { computes: ['python', 'node', 'go'], browser: false, gpuTypes: ['t4'], storage: false, checkpoint: 'none' };
-  private readonly running = new Set<string>();
-  async provision(request: ProvisionRequest): Promise<SandboxRef> {
-    this.running.add(request.agentId);
-    return { provider: this.name, id: request.agentId };
-  }
-  async state(ref: SandboxRef): Promise<SandboxState> {
-    return this.running.has(ref.id) ? 'running' : 'missing';
-  }
-  async exec(): Promise<ExecResult> {
-    return { stdout: 'ok\n', stderr: '', exitCode: 0, durationMs: 1 };
-  }
-  async terminate(ref: SandboxRef): Promise<void> {
-    this.running.delete(ref.id);
-  }
-  async checkpoint(ref: SandboxRef, target: CheckpointTarget): Promise<CheckpointResult> {
-    const stored = await target.storage.put(target.key, Readable.from([Buffer.from(`workspace of ${ref.id}`)]));
-    this.running.delete(ref.id);
-    return { ...stored, level: 'filesystem' };
-  }
-}
-
 const CENT = 1_000_000_000n;
 const MINUTE = 60_000;
 /** $0.0010 a minute (python), $0.0100 a minute more with a t4: the built-in list prices. */
@@ -71,7 +39,7 @@ let live: ApiClient;
 let test: ApiClient;
 let organizationId: string;
 const clock = new ManualClock('2026-05-31T20:00:00Z');
-const providers = new ProviderRegistry([new FakeCompute()], 'fake');
+const providers = new ProviderRegistry([new ScriptedProvider({ name: 'fake', capabilities: { gpuTypes: ['t4'] }, execResult: { stdout: 'ok\n' } })], 'fake');
 let reconcile: ReturnType<typeof createAgentReconciler>;
 
 /** A billing loop as a (re)started operator has it: nothing in memory from before. */
