@@ -107,7 +107,20 @@ describe('a PostgreSQL restart under a running berth up', () => {
     await eventually(async () => (seen.includes(idToObjectName(created.body.id)) ? true : undefined), { what: 'a watch event after the restart' });
     watch.stop();
 
-    const samples = parsePrometheus(await (await fetch(`${berth.baseUrl}/metrics`)).text());
+    // Each listener reconnects on its own backoff (up to 10 s between tries): one may still be
+    // waiting for its next try when the others have caught up, so the metrics are awaited.
+    const samples = await eventually(
+      async () => {
+        const current = parsePrometheus(await (await fetch(`${berth.baseUrl}/metrics`)).text());
+        const settled = ['stream-hub', 'runner', 'resource-watch'].every(
+          (listener) =>
+            metricValue(current, 'berth_database_listener_reconnects_total', { listener }) >= 1 &&
+            metricValue(current, 'berth_database_listener_connected', { listener }) === 1,
+        );
+        return settled ? current : undefined;
+      },
+      { timeoutMs: 20_000, intervalMs: 250, what: 'every LISTEN connection to be back' },
+    );
     for (const listener of ['stream-hub', 'runner', 'resource-watch']) {
       expect(metricValue(samples, 'berth_database_listener_reconnects_total', { listener }), listener).toBeGreaterThanOrEqual(1);
       expect(metricValue(samples, 'berth_database_listener_connected', { listener }), listener).toBe(1);
