@@ -189,7 +189,12 @@ async function main(): Promise<void> {
     for (const row of rows) console.log(row);
     console.log('\nfloor = the same pods created directly until Running; ratio = agent pods running / floor.');
   } finally {
-    operator?.kill('SIGTERM');
+    // The operator drains before the control plane goes, or its reconciles fail loudly against a stopped API server.
+    if (operator && operator.exitCode === null) {
+      const exited = new Promise((resolve) => operator!.once('exit', resolve));
+      operator.kill('SIGTERM');
+      await Promise.race([exited, new Promise((resolve) => setTimeout(resolve, 15_000))]);
+    }
     await cluster.stop();
     await postgres.stop();
     rmSync(pgDir, { recursive: true, force: true });
