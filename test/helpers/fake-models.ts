@@ -3,9 +3,10 @@
  * protocols, streamed as the vendors stream them, answering from a script. Integration tests
  * run the whole agent loop against them; the adapters' unit tests use them as the upstream.
  */
-import { createServer, type IncomingHttpHeaders, type IncomingMessage, type ServerResponse } from 'node:http';
+import { createServer, type IncomingHttpHeaders, type IncomingMessage, type RequestListener, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { ModelError } from '../../operator/src/runner/models/types.js';
 
 export interface FakeToolCall {
   /** Defaults to `call_fake_<request>_<n>` (OpenAI) or `toolu_fake_<request>_<n>` (Anthropic). */
@@ -71,6 +72,34 @@ export function startFakeAnthropic(script: FakeScript, options: FakeModelOptions
 }
 
 /** The bearer token of an `Authorization` header, as an OpenAI-compatible server reads it. */
+/**
+ * A server that answers with exactly what `listener` writes, for wire-level cases the fakes do not
+ * produce (a garbled stream, a body that is not JSON). Resolves with its base URL and a close that
+ * cuts open connections.
+ */
+export async function startRawServer(listener: RequestListener): Promise<{ url: string; close(): Promise<void> }> {
+  const server = createServer(listener);
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return {
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    async close() {
+      server.closeAllConnections();
+      await new Promise((resolve) => server.close(resolve));
+    },
+  };
+}
+
+/** The ModelError a model call fails with; fails the test when it succeeds or fails otherwise. */
+export async function modelFailure(promise: Promise<unknown>): Promise<ModelError> {
+  const error = await promise.then(
+    () => undefined,
+    (error: unknown) => error,
+  );
+  // Not vitest's expect: the fuzz tier and the benches load this module outside vitest.
+  if (!(error instanceof ModelError)) throw new Error(`expected a ModelError, got ${error === undefined ? 'success' : String(error)}`);
+  return error;
+}
+
 export function bearerToken(headers: IncomingHttpHeaders): string | undefined {
   return /^Bearer (.+)$/.exec(headers.authorization ?? '')?.[1];
 }

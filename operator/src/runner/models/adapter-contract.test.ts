@@ -1,9 +1,10 @@
-import { createServer, type RequestListener } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import type { RequestListener } from 'node:http';
 import { afterEach, describe, expect, it } from 'vitest';
 import {
   startFakeAnthropic,
   startFakeOpenAI,
+  modelFailure,
+  startRawServer,
   type FakeModelOptions,
   type FakeModelServer,
   type FakeScript,
@@ -76,14 +77,7 @@ afterEach(async () => {
   await Promise.all(cleanups.splice(0).map((close) => close()));
 });
 
-async function failure(promise: Promise<unknown>): Promise<ModelError> {
-  const error = await promise.then(
-    () => undefined,
-    (error: unknown) => error,
-  );
-  expect(error).toBeInstanceOf(ModelError);
-  return error as ModelError;
-}
+const failure = modelFailure;
 
 describe.each(adapters)('$name', (subject) => {
   const { adapter, callId, stopReasons } = subject;
@@ -96,13 +90,9 @@ describe.each(adapters)('$name', (subject) => {
 
   /** A server that answers every request with exactly what the listener writes, for streams the fake does not produce. */
   async function rawServer(listener: RequestListener): Promise<string> {
-    const server = createServer(listener);
-    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-    cleanups.push(async () => {
-      server.closeAllConnections();
-      await new Promise((resolve) => server.close(resolve));
-    });
-    return `http://127.0.0.1:${(server.address() as AddressInfo).port}${subject.basePath}`;
+    const server = await startRawServer(listener);
+    cleanups.push(server.close);
+    return `${server.url}${subject.basePath}`;
   }
 
   function endpoint(baseUrl: string, apiKey = subject.apiKey): ModelEndpoint {

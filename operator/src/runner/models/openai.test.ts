@@ -1,9 +1,8 @@
-import { createServer, type RequestListener } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import type { RequestListener } from 'node:http';
 import { afterEach, describe, expect, it } from 'vitest';
-import { startFakeOpenAI, type FakeModelOptions, type FakeScript } from '../../../../test/helpers/fake-models.js';
+import { startFakeOpenAI, modelFailure, startRawServer, type FakeModelOptions, type FakeScript } from '../../../../test/helpers/fake-models.js';
 import { openAiAdapter } from './openai.js';
-import { ModelError, type ModelEndpoint, type ModelRequest } from './types.js';
+import type { ModelEndpoint, ModelRequest } from './types.js';
 
 /** What only the OpenAI wire format has; what every adapter must do is in adapter-contract.test.ts. */
 const cleanups: (() => Promise<void>)[] = [];
@@ -19,13 +18,9 @@ async function fakeOpenAI(script: FakeScript, options?: FakeModelOptions) {
 
 /** A server that answers every request with exactly this status, headers and body, for streams the fake does not produce. */
 async function rawServer(listener: RequestListener): Promise<string> {
-  const server = createServer(listener);
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  cleanups.push(async () => {
-    server.closeAllConnections();
-    await new Promise((resolve) => server.close(resolve));
-  });
-  return `http://127.0.0.1:${(server.address() as AddressInfo).port}/v1`;
+  const server = await startRawServer(listener);
+  cleanups.push(server.close);
+  return `${server.url}/v1`;
 }
 
 function sseServer(body: string): Promise<string> {
@@ -43,14 +38,7 @@ function request(overrides: Partial<ModelRequest> = {}): ModelRequest {
   return { model: 'gpt-test', messages: [{ role: 'user', content: 'Hello' }], tools: [], ...overrides };
 }
 
-async function failure(promise: Promise<unknown>): Promise<ModelError> {
-  const error = await promise.then(
-    () => undefined,
-    (error: unknown) => error,
-  );
-  expect(error).toBeInstanceOf(ModelError);
-  return error as ModelError;
-}
+const failure = modelFailure;
 
 describe('openAiAdapter: answers', () => {
   it('counts zero tokens when the server sends no usage, and makes up ids a server leaves out', async () => {
