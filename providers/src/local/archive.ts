@@ -1,8 +1,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { createHash } from 'node:crypto';
 import { Transform, Writable, type Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
-import { detectCompression } from '@berth/common';
+import { detectCompression, meterArchive } from '@berth/common';
 
 /**
  * Snapshot archives as compressed tars, made and read by the system `tar` as child processes
@@ -59,17 +58,9 @@ export async function extractArchive(source: Readable, check: Transform, dir: st
 
 /** One file of the archive `source`, with the SHA-256 and size of the whole archive. */
 export async function readMember(source: Readable, name: string): Promise<{ content: string; sha256: string; sizeBytes: number }> {
-  const hash = createHash('sha256');
-  let sizeBytes = 0;
-  const digest = new Transform({
-    transform(chunk: Buffer, _encoding, done) {
-      hash.update(chunk);
-      sizeBytes += chunk.length;
-      done(null, chunk);
-    },
-  });
-  const content = await intoTar(source, digest, ['--extract', '--file=-', '--to-stdout', name]);
-  return { content, sha256: hash.digest('hex'), sizeBytes };
+  const meter = meterArchive();
+  const content = await intoTar(source, meter.stream, ['--extract', '--file=-', '--to-stdout', name]);
+  return { content, ...meter.result() };
 }
 
 /**
