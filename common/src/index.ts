@@ -1,4 +1,5 @@
 export * from './clock.js';
+export * from './cron.js';
 export * from './config.js';
 export * from './db/index.js';
 export * from './db/migrate.js';
