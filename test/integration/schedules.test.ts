@@ -89,8 +89,8 @@ describe('the API', () => {
   });
 
   it('defaults the time zone to UTC and takes text as input', async () => {
-    const response = await api.post('/v1/schedules', { agent: 'reporter', userId: 'u1', cron: '0 * * * *', input: 'count the files' });
-    expect(response.body).toMatchObject({ timezone: 'UTC', input: 'count the files', name: null, nextRunAt: '2026-01-01T01:00:00.000Z' });
+    const response = await api.post('/v1/schedules', { agent: 'reporter', userId: 'u1', cron: ' 0  * * * * ', input: 'count the files' });
+    expect(response.body).toMatchObject({ cron: '0 * * * *', timezone: 'UTC', input: 'count the files', name: null, nextRunAt: '2026-01-01T01:00:00.000Z' });
   });
 
   it.each([

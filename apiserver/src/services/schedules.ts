@@ -7,6 +7,7 @@ import {
   listScheduleExecutions,
   newId,
   nextCronTime,
+  normalizeCron,
   objectNameToId,
   parseCron,
   resolveDefinition,
@@ -94,7 +95,8 @@ export function createScheduleService(deps: { store: ResourceStore; pool: Pool; 
   return {
     async create(principal: Principal, input: ScheduleInput & { agent: string; userId: string; cron: string }): Promise<ScheduleView> {
       const timezone = input.timezone ?? 'UTC';
-      assertEvaluable(input.cron, timezone);
+      const cron = normalizeCron(input.cron);
+      assertEvaluable(cron, timezone);
       const definition = await resolveDefinition(pool, principal, input.agent, 'agent');
       const now = clock.now();
       const spec: ScheduleSpec = {
@@ -104,7 +106,7 @@ export function createScheduleService(deps: { store: ResourceStore; pool: Pool; 
         definitionId: definition.id,
         userId: input.userId,
         ...(input.name !== undefined ? { name: input.name } : {}),
-        cron: input.cron,
+        cron,
         timezone,
         ...(input.input !== undefined ? { input: input.input } : {}),
         paused: false,
@@ -132,7 +134,7 @@ export function createScheduleService(deps: { store: ResourceStore; pool: Pool; 
      */
     async update(principal: Principal, id: string, input: ScheduleInput): Promise<ScheduleView> {
       const schedule = await find(principal, id);
-      const cron = input.cron ?? schedule.spec.cron;
+      const cron = input.cron === undefined ? schedule.spec.cron : normalizeCron(input.cron);
       const timezone = input.timezone ?? schedule.spec.timezone;
       assertEvaluable(cron, timezone);
       const definition = input.agent === undefined ? undefined : await resolveDefinition(pool, principal, input.agent, 'agent');
