@@ -67,6 +67,8 @@ const ID_BINDINGS: { dictionary: string; pathRegex?: string; operationIds?: stri
   { dictionary: 'snapshots', pathRegex: '^/v1/snapshots/\\{id\\}', parameter: 'path.id' },
   { dictionary: 'definitions', pathRegex: '^/v1/agent-definitions/\\{id\\}', parameter: 'path.id' },
   { dictionary: 'webhooks', pathRegex: '^/v1/webhooks/\\{id\\}', parameter: 'path.id' },
+  { dictionary: 'schedules', pathRegex: '^/v1/schedules/\\{id\\}', excludeOperationIds: ['deleteSchedule'], parameter: 'path.id' },
+  { dictionary: 'spareSchedules', operationIds: ['deleteSchedule'], parameter: 'path.id' },
   { dictionary: 'secrets', pathRegex: '^/v1/(sessions/\\{id\\}/)?secrets/\\{name\\}', parameter: 'path.name' },
   { dictionary: 'users', pathRegex: '^/v1/(sessions/by-user|usage/users)/\\{userId\\}', parameter: 'path.userId' },
   { dictionary: 'providers', pathRegex: '^/v1/providers/\\{provider\\}', parameter: 'path.provider' },
@@ -190,6 +192,9 @@ async function seed(api: ApiClient, pass: Pass): Promise<Record<string, (string 
   const definition = await must('a definition', api.post('/v1/agent-definitions', { name: `fuzz ${pass.key}`, compute: 'python' }), [201]);
   // Registered, never delivered: its host does not resolve here, and offline.mjs refuses the rest.
   const webhook = await must('a webhook', api.post('/v1/webhooks', { url: 'https://hooks.fuzz.invalid/berth', events: ['agent.completed'] }), [201]);
+  // Yearly, so that the cases meet a real schedule that does not fire during the run (unless a PUT makes it).
+  const schedule = await must('a schedule', api.post('/v1/schedules', { agent: definition.id, userId: `fuzz-${pass.key}`, cron: '0 0 1 1 *', input: 'Say done.' }), [201]);
+  const spareSchedule = await must('a schedule to delete', api.post('/v1/schedules', { agent: definition.id, userId: `fuzz-${pass.key}`, cron: '0 0 1 1 *' }), [201]);
   const dictionaries: Record<string, (string | number)[]> = {
     sessions: [session.id],
     spareSessions: [spare.id],
@@ -198,6 +203,8 @@ async function seed(api: ApiClient, pass: Pass): Promise<Record<string, (string 
     tasks: [task.taskId],
     definitions: [definition.id, definition.name],
     webhooks: [webhook.id],
+    schedules: [schedule.id],
+    spareSchedules: [spareSchedule.id],
     secrets: ['FUZZ_TOKEN', 'FUZZ_SESSION_TOKEN'],
     users: [`fuzz-${pass.key}`],
     providers: ['openai', 'remote', 'kubernetes'],

@@ -190,11 +190,14 @@ export class JobExecutor {
     }
   }
 
-  /** Writes fields of a claimed job; false when the claim was lost (another executor has it). */
+  /**
+   * Writes fields of a claimed, open job; false when the claim was lost (another executor has it)
+   * or the job was cancelled meanwhile (its schedule deleted): then it is left as it is.
+   */
   private async update(job: Job, fields: Record<string, unknown>): Promise<boolean> {
     const names = Object.keys(fields);
     const sets = names.map((name, i) => `${name} = $${i + 3}`).join(', ');
-    const result = await this.options.pool.query(`UPDATE jobs SET ${sets} WHERE id = $1 AND claimed_by = $2`, [
+    const result = await this.options.pool.query(`UPDATE jobs SET ${sets} WHERE id = $1 AND claimed_by = $2 AND state IN ('queued', 'running')`, [
       job.id,
       this.options.identity,
       ...names.map((name) => fields[name]),
