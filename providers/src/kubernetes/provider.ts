@@ -27,22 +27,10 @@ import {
   type SandboxState,
   type StoredArchive,
 } from '@berth/common';
-import { INTERPRETERS, stoppedByTimeout, timeoutPrefix } from '../program.js';
+import { INTERPRETERS } from '../program.js';
+import { EXEC_SCRIPT, execNonce, execStdin, takeTimeoutLine } from './exec-script.js';
 import { execInPod, streamInPod } from './exec.js';
 import { SANDBOX_CONTAINER, SandboxLabels, desiredPod, type PodSettings } from './pod.js';
-
-/**
- * Inside the pod: the program arrives on stdin, goes to a file in /tmp and runs under
- * `timeout`, which stops it and its children when time is up. Pods have no host mount to
- * hand the file over through, and a shell there costs little (unlike in a local gVisor sandbox).
- */
-const EXEC_SCRIPT = `cd "\${BERTH_WORKSPACE:-/workspace}" 2>/dev/null
-dir=$(mktemp -d "\${TMPDIR:-/tmp}/berth-exec.XXXXXX") || exit 125
-trap 'rm -rf "$dir"' EXIT
-file="$dir/main.$1"
-cat >"$file" || exit 125
-shift
-"$@" "$file" </dev/null`;
 
 /** The three steps of a workspace restore, in the pod (see restoreWorkspace). */
 const RESTORE_SCRATCH = '.berth-restore';
@@ -158,21 +146,24 @@ export class KubernetesProvider implements SandboxProvider {
 
   async exec(ref: SandboxRef, request: ExecRequest): Promise<ExecResult> {
     const interpreter = INTERPRETERS[request.language];
+    const nonce = execNonce();
+    const limitSeconds = String(Math.max(1, Math.ceil(request.timeoutMs / 1000)));
     let result;
     try {
       result = await execInPod(
         this.options.kubeConfig,
         { namespace: this.namespace, pod: idToObjectName(ref.id), container: SANDBOX_CONTAINER },
-        ['sh', '-c', EXEC_SCRIPT, 'berth-exec', interpreter.extension, ...timeoutPrefix(request.timeoutMs), ...interpreter.argv],
-        { stdin: request.code, timeoutMs: request.timeoutMs + 10_000, maxOutputBytes: this.options.maxOutputBytes ?? 1024 * 1024 },
+        ['sh', '-c', EXEC_SCRIPT, 'berth-exec', interpreter.extension, limitSeconds, ...interpreter.argv],
+        { stdin: execStdin(nonce, request.code), timeoutMs: request.timeoutMs + 10_000, maxOutputBytes: this.options.maxOutputBytes ?? 1024 * 1024 },
       );
     } catch (error) {
       throw new ProviderError(this.name, `exec in pod ${idToObjectName(ref.id)}: ${(error as Error).message}`, { sandbox: ref.id });
     }
-    if (result.timedOut || stoppedByTimeout(result)) {
+    const stderr = takeTimeoutLine(result.stderr, result.stderrTail, nonce);
+    if (result.timedOut || stderr.timedOut) {
       throw new ExecTimeoutError(request.timeoutMs);
     }
-    return { stdout: result.stdout, stderr: result.stderr, exitCode: result.exitCode, durationMs: result.durationMs };
+    return { stdout: result.stdout, stderr: stderr.stderr, exitCode: result.exitCode, durationMs: result.durationMs };
   }
 
   async terminate(ref: SandboxRef): Promise<void> {
