@@ -70,7 +70,7 @@ function provision(agentId: string, restore?: Restore): Promise<SandboxRef> {
     compute: 'python',
     browser: false,
     env: {},
-    ...(restore ? { restore: { storage: restore.storage ?? storage, archive: restore.archive, level: restore.level } } : {}),
+    ...(restore ? { restore: { storage: restore.storage ?? storage, key: restore.archive.key, archive: restore.archive, level: restore.level } } : {}),
   });
 }
 
