@@ -33,9 +33,16 @@ async function runsc(args: string[]): Promise<number> {
   const started = performance.now();
   await new Promise<void>((resolve, reject) => {
     // A detached restore keeps its stdio for the sandbox's lifetime: give it none of ours.
-    const child = spawn('runsc', args, { stdio: 'ignore', timeout: 120_000 });
+    const child = spawn('runsc', args, { stdio: ['ignore', 'ignore', 'pipe'], timeout: 120_000 });
+    let stderr = '';
+    child.stderr!.on('data', (chunk: Buffer) => (stderr = (stderr + chunk.toString()).slice(-2000)));
+    // A detached restore's sandbox inherits stderr: stop reading it once runsc itself has exited.
     child.on('error', reject);
-    child.on('exit', (code) => (code === 0 ? resolve() : reject(new Error(`runsc ${args.join(' ')} exited ${code}`))));
+    child.on('exit', (code) => {
+      child.stderr!.destroy();
+      if (code === 0) resolve();
+      else reject(new Error(`runsc ${args.join(' ')} exited ${code}: ${stderr.trim()}`));
+    });
   });
   return performance.now() - started;
 }

@@ -307,8 +307,6 @@ export function createAgentReconciler(deps: AgentReconcilerDeps): Reconciler {
     status: SnapshotStatus = { state: 'creating', observedGeneration: 0, conditions: [] },
   ): Promise<Resource<'Snapshot'>> {
     const name = idToObjectName(snapshotId);
-    const existing = await store.get('Snapshot', name);
-    if (existing) return existing;
     try {
       return await store.create('Snapshot', {
         name,

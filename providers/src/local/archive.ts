@@ -26,9 +26,11 @@ const MEMBER_LIMIT_BYTES = 4 * 1024 * 1024;
  * when `signal` aborts (tar is killed).
  */
 export function packArchive(parts: readonly ArchivePart[], signal?: AbortSignal): Readable {
+  // At a lower priority: archives are made in the background (after the pause answered), and
+  // zstd's threads would otherwise take the cores from the sandboxes and requests in the foreground.
   const tar = spawn(
-    'tar',
-    ['--create', '--use-compress-program=zstd -3 -T0 -q', '--file=-', '--numeric-owner', ...parts.flatMap(({ dir, names }) => ['--directory', dir, ...names])],
+    'nice',
+    ['-n', '10', 'tar', '--create', '--use-compress-program=zstd -3 -T0 -q', '--file=-', '--numeric-owner', ...parts.flatMap(({ dir, names }) => ['--directory', dir, ...names])],
     { stdio: ['ignore', 'pipe', 'pipe'] },
   );
   const exited = exitOf(tar);
