@@ -19,6 +19,11 @@ export function flushDirectory(dir: string): Promise<void> {
   return flushPath(dir);
 }
 
+/** fsyncs one file. */
+export function flushFile(path: string): Promise<void> {
+  return flushPath(path);
+}
+
 async function flushPath(path: string): Promise<void> {
   const handle = await open(path, 'r');
   try {

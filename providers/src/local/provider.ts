@@ -44,7 +44,7 @@ import {
 import { MemoryGuard } from './memory.js';
 import { Runsc, RunscError } from './runsc.js';
 import { ensureVolume, isMountPoint, unmountVolume } from './volume.js';
-import { copyImage, flushDirectory, flushTree, syncFilesystem } from './flush.js';
+import { copyImage, flushDirectory, flushFile, flushTree, syncFilesystem } from './flush.js';
 
 export interface LocalProviderOptions {
   runsc: Runsc;
@@ -517,9 +517,16 @@ export class LocalProvider implements SandboxProvider {
           log.warn({ agentId, error: (error as Error).message }, 'checkpoint failed: the snapshot keeps the files only');
         }
       }
-      // The compute goes while the image is flushed: after a checkpoint runsc still says running for a moment.
+      // The compute goes while the image and the workspace are flushed: after a checkpoint runsc
+      // still says running for a moment. The workspace's filesystem is written out to its image
+      // file, and that to disk, as the archive in storage was before the pause answered.
       await Promise.all([
         runsc.delete(agentId),
+        (async () => {
+          if (!(await isMountPoint(paths.workspace))) return;
+          await syncFilesystem(paths.workspace);
+          await flushFile(paths.workspaceImage);
+        })(),
         (async () => {
           const manifest = localManifest({
             level,
