@@ -70,6 +70,12 @@ export interface CheckpointResult extends StoredArchive {
   level: SnapshotLevel;
 }
 
+/** Where `archiveCheckpoint` stores the archive of a checkpoint kept on the host (its level is the checkpoint's). */
+export interface ArchiveTarget {
+  storage: SnapshotStorage;
+  key: string;
+}
+
 /** Where `checkpointLocally` keeps a checkpoint on the host, and whether processes and memory should be kept. */
 export interface LocalCheckpointTarget {
   key: string;
@@ -118,7 +124,7 @@ export interface SandboxProvider {
    * an archive already stored is taken as done. Throws `ProviderError` with `details.lost` when
    * neither the kept checkpoint nor a stored archive exists.
    */
-  archiveCheckpoint?(agentId: string, target: CheckpointTarget): Promise<CheckpointResult>;
+  archiveCheckpoint?(agentId: string, target: ArchiveTarget): Promise<CheckpointResult>;
   /** Drops the checkpoint kept on the host under `key`, if any (true then); its archive stays. */
   discardCheckpoint?(agentId: string, key: string): Promise<boolean>;
   /**

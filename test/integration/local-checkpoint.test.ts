@@ -262,9 +262,9 @@ describe('local sandboxes checkpointed into snapshot storage and restored', () =
     await run(restored, 'bash', 'echo after > /workspace/state.txt');
 
     // The archive made now holds the workspace as it was paused, not as the restored sandbox changed it.
-    const archived = await provider.archiveCheckpoint(agentId, { storage, key, native: true });
+    const archived = await provider.archiveCheckpoint(agentId, { storage, key });
     expect(archived.level).toBe('native');
-    expect(await provider.archiveCheckpoint(agentId, { storage, key, native: true })).toEqual(archived);
+    expect(await provider.archiveCheckpoint(agentId, { storage, key })).toEqual(archived);
     const copy = newAgentId();
     const fromArchive = await provision(copy, { archive: archived, level: 'native' });
     expect(await run(fromArchive, 'bash', 'cat /workspace/state.txt')).toBe('before\n');
@@ -277,9 +277,33 @@ describe('local sandboxes checkpointed into snapshot storage and restored', () =
     await provider.terminate(restored);
   });
 
+  it('cancel an archive in progress when the sandbox is restored from its kept checkpoint, and archive the paused workspace after', async () => {
+    const agentId = newAgentId();
+    const sandbox = await provision(agentId);
+    // 64 MB of random files: the archive is still being made when the restore comes.
+    await run(sandbox, 'bash', 'head -c 67108864 /dev/urandom > /workspace/random.bin && echo paused > /workspace/state.txt');
+    const key = `agents/${agentId}/race.tar.zst`;
+    await provider.checkpointLocally(sandbox, { key, native: true });
+
+    const archiving = provider.archiveCheckpoint(agentId, { storage, key }).then(
+      () => 'stored',
+      (error: unknown) => (error as Error).message,
+    );
+    const restored = await provision(agentId, { key, level: 'native' });
+    await run(restored, 'bash', 'echo resumed > /workspace/state.txt && rm /workspace/random.bin');
+    expect(await archiving).toMatch(/stored|cancelled/);
+
+    const archived = await provider.archiveCheckpoint(agentId, { storage, key });
+    const copy = newAgentId();
+    const fromArchive = await provision(copy, { archive: archived, level: 'filesystem' });
+    expect(await run(fromArchive, 'bash', 'cat /workspace/state.txt; stat -c %s /workspace/random.bin')).toBe('paused\n67108864\n');
+    await provider.terminate(fromArchive);
+    await provider.terminate(restored);
+  });
+
   it('report a kept checkpoint that is gone and was never archived as lost', async () => {
     const agentId = newAgentId();
-    const error = await provider.archiveCheckpoint(agentId, { storage, key: `agents/${agentId}/never.tar.zst`, native: true }).catch((caught: unknown) => caught);
+    const error = await provider.archiveCheckpoint(agentId, { storage, key: `agents/${agentId}/never.tar.zst` }).catch((caught: unknown) => caught);
     expect(error).toBeInstanceOf(ProviderError);
     expect((error as ProviderError).details.lost).toBe(true);
   });

@@ -113,11 +113,7 @@ export function createSnapshotReconciler(deps: SnapshotReconcilerDeps): Reconcil
     const timer = metrics.archiveDuration.startTimer({ provider: provider.name });
     let result;
     try {
-      result = await provider.archiveCheckpoint!(snapshot.spec.agentId, {
-        storage: deps.storage,
-        key: archiveKey(snapshotId),
-        native: snapshot.status?.level !== 'filesystem',
-      });
+      result = await provider.archiveCheckpoint!(snapshot.spec.agentId, { storage: deps.storage, key: archiveKey(snapshotId) });
       timer({ result: 'success' });
     } catch (error) {
       if (error instanceof ProviderError && error.details.lost === true) {

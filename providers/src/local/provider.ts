@@ -13,6 +13,7 @@ import {
   storedArchiveOf,
   verifyArchive,
   type CheckpointResult,
+  type ArchiveTarget,
   type CheckpointTarget,
   type LocalCheckpointTarget,
   type ExecRequest,
@@ -85,6 +86,7 @@ export class LocalProvider implements SandboxProvider {
   private readonly memory: MemoryGuard;
   /** Archives of kept checkpoints in progress, by agent: a restore of the agent cancels its own. */
   private readonly archiving = new Map<string, { cancel: AbortController; done: Promise<void> }>();
+  private readonly workspaceTurns = new Map<string, Promise<void>>();
   private runtimeVersionOnce: Promise<string> | undefined;
 
   constructor(private readonly options: LocalProviderOptions) {
@@ -286,7 +288,7 @@ export class LocalProvider implements SandboxProvider {
     try {
       const manifest = parseManifest(await readFile(join(kept, MANIFEST_FILE), 'utf8'));
       const notNative = source.level === 'native' ? await this.whyNotNative(manifest, kept) : 'files were asked for';
-      if (!source.archive) await this.keepWorkspaceCopy(agentId, kept);
+      if (!source.archive) await this.inTurn(agentId, () => this.keepWorkspaceCopy(agentId, kept));
       await this.mountWorkspace(paths.workspaceImage, paths.workspace, agentId);
       if (notNative === undefined && manifest.sandbox) {
         await this.startFromCheckpoint(agentId, manifest.sandbox.spec, join(kept, CHECKPOINT_DIR), request.env);
@@ -555,7 +557,7 @@ export class LocalProvider implements SandboxProvider {
    * that came before the archive left beside the checkpoint (`keepWorkspaceCopy`). A restore of
    * the sandbox cancels an archive in progress, which then fails and is made again from the copy.
    */
-  async archiveCheckpoint(agentId: string, { storage, key }: CheckpointTarget): Promise<CheckpointResult> {
+  async archiveCheckpoint(agentId: string, { storage, key }: ArchiveTarget): Promise<CheckpointResult> {
     const paths = this.paths(agentId);
     const kept = this.keptDir(agentId, key);
     const details = { sandbox: agentId, key };
@@ -566,14 +568,19 @@ export class LocalProvider implements SandboxProvider {
       }
       const started = performance.now();
       const level = await this.keptLevel(kept);
-      const copy = existsSync(join(kept, KEPT_WORKSPACE_IMAGE));
-      // Mounted again after a host restart; a copy is mounted for as long as the archive reads it.
-      const workspaceDir = copy ? kept : paths.root;
-      if (copy) await this.mountWorkspace(join(kept, KEPT_WORKSPACE_IMAGE), join(kept, WORKSPACE_DIR), agentId);
-      else await this.mountWorkspace(paths.workspaceImage, paths.workspace, agentId);
       const cancel = new AbortController();
       let finished: () => void = () => undefined;
-      this.archiving.set(agentId, { cancel, done: new Promise<void>((resolve) => (finished = resolve)) });
+      // Which workspace to read is decided in turn with a restore's copy (`keepWorkspaceCopy`), so
+      // that the archive never begins on a workspace a restored sandbox is changing.
+      const copy = await this.inTurn(agentId, async () => {
+        const copied = existsSync(join(kept, KEPT_WORKSPACE_IMAGE));
+        // Mounted again after a host restart; a copy is mounted for as long as the archive reads it.
+        if (copied) await this.mountWorkspace(join(kept, KEPT_WORKSPACE_IMAGE), join(kept, WORKSPACE_DIR), agentId);
+        else await this.mountWorkspace(paths.workspaceImage, paths.workspace, agentId);
+        this.archiving.set(agentId, { cancel, done: new Promise<void>((resolve) => (finished = resolve)) });
+        return copied;
+      });
+      const workspaceDir = copy ? kept : paths.root;
       try {
         const stored = await storage.put(
           key,
@@ -634,6 +641,22 @@ export class LocalProvider implements SandboxProvider {
     if (await isMountPoint(paths.workspace)) await syncFilesystem(paths.workspace);
     await copyImage(paths.workspaceImage, `${copy}.partial`);
     await rename(`${copy}.partial`, copy);
+  }
+
+  /** Runs `work` after the agent's earlier turns (archives choosing their workspace, restores copying it) ended. */
+  private async inTurn<T>(agentId: string, work: () => Promise<T>): Promise<T> {
+    const previous = this.workspaceTurns.get(agentId) ?? Promise.resolve();
+    let release: () => void = () => undefined;
+    const gate = new Promise<void>((resolve) => (release = resolve));
+    const mine = previous.then(() => gate);
+    this.workspaceTurns.set(agentId, mine);
+    await previous;
+    try {
+      return await work();
+    } finally {
+      release();
+      if (this.workspaceTurns.get(agentId) === mine) this.workspaceTurns.delete(agentId);
+    }
   }
 
   /** `runsc --version`, asked once: runsc is installed before Berth starts and not replaced under it. */
