@@ -19,9 +19,6 @@ import { Counter, Histogram, type Registry } from 'prom-client';
 import type { ReconcileResult, Reconciler } from '../runtime/controller.js';
 import { ARCHIVE_FINALIZER, archiveKey } from './agent.js';
 
-/** How soon a `creating` snapshot whose agent has not finished its checkpoint yet is looked at again. */
-export const CHECKPOINT_WAIT_MS = 1_000;
-
 export interface SnapshotMetrics {
   archiveDuration: Histogram<'provider' | 'result'>;
   keptDiscarded: Counter<'provider'>;
@@ -86,8 +83,7 @@ export function createSnapshotReconciler(deps: SnapshotReconcilerDeps): Reconcil
     const agent = await store.get('Agent', idToObjectName(agentId));
     const state = snapshot.status?.state ?? 'creating';
     if (state === 'creating') {
-      // The agent names its snapshot once the checkpoint is on disk; until then there is nothing to archive.
-      if (agent?.status?.snapshot !== objectNameToId(name)) return { requeueAfterMs: CHECKPOINT_WAIT_MS };
+      if (!checkpointOnDisk(snapshot, agent)) return {}; // the agent's reconcile asks again once it is
       await archive(snapshot, provider, agent, log);
       return {};
     }
@@ -108,7 +104,7 @@ export function createSnapshotReconciler(deps: SnapshotReconcilerDeps): Reconcil
     return provider?.archiveCheckpoint ? provider : undefined;
   }
 
-  async function archive(snapshot: Resource<'Snapshot'>, provider: SandboxProvider, agent: Resource<'Agent'>, log: Logger): Promise<void> {
+  async function archive(snapshot: Resource<'Snapshot'>, provider: SandboxProvider, agent: Resource<'Agent'> | undefined, log: Logger): Promise<void> {
     const snapshotId = objectNameToId(snapshot.metadata.name);
     const timer = metrics.archiveDuration.startTimer({ provider: provider.name });
     let result;
@@ -141,14 +137,15 @@ export function createSnapshotReconciler(deps: SnapshotReconcilerDeps): Reconcil
       sha256: result.sha256,
       readyAt: readyAt.toISOString(),
     });
-    const session = await store.get('Session', idToObjectName(agent.spec.sessionId));
+    const { spec } = snapshot;
+    const session = await store.get('Session', idToObjectName(spec.sessionId));
     await recordSnapshotStored(deps.db, {
       snapshotId,
-      organizationId: agent.spec.organizationId,
-      mode: agent.spec.mode,
-      sessionId: agent.spec.sessionId,
-      agentId: snapshot.spec.agentId,
-      userId: agent.spec.userId,
+      organizationId: spec.organizationId,
+      mode: spec.mode,
+      sessionId: spec.sessionId,
+      agentId: spec.agentId,
+      userId: agent?.spec.userId ?? session?.spec.userId ?? '',
       environment: session?.spec.environment ?? 'production',
       sizeBytes: result.sizeBytes,
       at: readyAt,
@@ -159,6 +156,16 @@ export function createSnapshotReconciler(deps: SnapshotReconcilerDeps): Reconcil
   async function writeStatus(snapshot: Resource<'Snapshot'>, status: SnapshotStatus): Promise<void> {
     await store.updateStatus('Snapshot', snapshot.metadata.name, status, { resourceVersion: snapshot.metadata.resourceVersion });
   }
+}
+
+/**
+ * Whether the checkpoint of a `creating` snapshot is on the host's disk, ready to archive: the
+ * Agent reconciler creates the Snapshot, with the level reached, only after it is; and the agent
+ * names its snapshot only after it is (a Snapshot made before a checkpoint that was cut short).
+ * Pure.
+ */
+export function checkpointOnDisk(snapshot: Pick<Resource<'Snapshot'>, 'metadata' | 'status'>, agent: Pick<Resource<'Agent'>, 'status'> | undefined): boolean {
+  return snapshot.status?.level !== undefined || agent?.status?.snapshot === objectNameToId(snapshot.metadata.name);
 }
 
 /**
