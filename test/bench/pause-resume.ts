@@ -6,7 +6,7 @@
  * without Berth's flush, archive, storage or bookkeeping.
  */
 import { spawn } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { startBerth, tempDir } from '../helpers/berth.js';
 import type { ApiClient } from '../helpers/http.js';
@@ -135,6 +135,10 @@ async function main(): Promise<void> {
         'resume: from the checkpoint kept on the host, once the archive is stored.',
     );
   } catch (error) {
+    for (const dir of readdirSync(join(dataDir, 'sandboxes'), { withFileTypes: true }).filter((entry) => entry.isDirectory())) {
+      const log = join(dataDir, 'sandboxes', dir.name, 'console.log');
+      if (existsSync(log)) process.stderr.write(`console of ${dir.name}:\n${readFileSync(log, 'utf8').split('\n').slice(-15).join('\n')}\n`);
+    }
     process.stderr.write(`berth output:\n${berth.stderr().split('\n').filter((line) => !line.includes('"level":"info"')).slice(-20).join('\n')}\n`);
     throw error;
   } finally {
