@@ -28,7 +28,7 @@ export function createSnapshotMetrics(registry: Registry): SnapshotMetrics {
   return {
     archiveDuration: new Histogram({
       name: 'berth_snapshot_archive_duration_seconds',
-      help: 'Time to pack, hash and store the archive of a checkpoint kept on the host, after its agent was paused',
+      help: 'Time to pack, hash and store the archive of a checkpoint kept on the host, after its agent was paused; result success, error, cancelled (by a resume of the agent, made again) or lost',
       labelNames: ['provider', 'result'],
       buckets: LATENCY_BUCKETS,
       registers: [registry],
@@ -84,8 +84,7 @@ export function createSnapshotReconciler(deps: SnapshotReconcilerDeps): Reconcil
     const state = snapshot.status?.state ?? 'creating';
     if (state === 'creating') {
       if (!checkpointOnDisk(snapshot, agent)) return {}; // the agent's reconcile asks again once it is
-      await archive(snapshot, provider, agent, log);
-      return {};
+      return (await archive(snapshot, provider, agent, log)) ? { requeueAfterMs: 0 } : {};
     }
     if (state === 'ready' && !neededOnHost(snapshot, agent)) {
       const discarded = await provider.discardCheckpoint?.(agentId, archiveKey(objectNameToId(name)));
@@ -104,7 +103,8 @@ export function createSnapshotReconciler(deps: SnapshotReconcilerDeps): Reconcil
     return provider?.archiveCheckpoint ? provider : undefined;
   }
 
-  async function archive(snapshot: Resource<'Snapshot'>, provider: SandboxProvider, agent: Resource<'Agent'> | undefined, log: Logger): Promise<void> {
+  /** Archives the snapshot and makes it ready (or failed, when its checkpoint is lost); true when it must be tried again at once. */
+  async function archive(snapshot: Resource<'Snapshot'>, provider: SandboxProvider, agent: Resource<'Agent'> | undefined, log: Logger): Promise<boolean> {
     const snapshotId = objectNameToId(snapshot.metadata.name);
     const timer = metrics.archiveDuration.startTimer({ provider: provider.name });
     let result;
@@ -121,7 +121,12 @@ export function createSnapshotReconciler(deps: SnapshotReconcilerDeps): Reconcil
           error: { code: 'snapshot_lost', message: error.message },
         });
         log.error({ err: error }, 'the checkpoint kept on the host is gone and was never archived: the snapshot failed');
-        return;
+        return false;
+      }
+      if (error instanceof ProviderError && error.details.cancelled === true) {
+        timer({ result: 'cancelled' });
+        log.info({ snapshotId }, 'archive cancelled by a resume of its agent; made again from the workspace as it was paused');
+        return true;
       }
       timer({ result: 'error' });
       throw error; // retried with backoff: the kept checkpoint is still there
@@ -151,6 +156,7 @@ export function createSnapshotReconciler(deps: SnapshotReconcilerDeps): Reconcil
       at: readyAt,
     });
     log.info({ snapshotId, level: result.level, sizeBytes: result.sizeBytes }, 'snapshot archived; ready');
+    return false;
   }
 
   async function writeStatus(snapshot: Resource<'Snapshot'>, status: SnapshotStatus): Promise<void> {

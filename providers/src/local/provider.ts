@@ -85,7 +85,9 @@ export class LocalProvider implements SandboxProvider {
   private readonly sandboxListeners = new Set<(agentId: string) => void>();
   private readonly memory: MemoryGuard;
   /** Archives of kept checkpoints in progress, by agent: a restore of the agent cancels its own. */
-  private readonly archiving = new Map<string, { cancel: AbortController; done: Promise<void> }>();
+  private readonly archiving = new Map<string, { key: string; cancel: AbortController; done: Promise<void> }>();
+  /** `<agent id>/<key>` of archives a restore cancelled, so that their failure says so. */
+  private readonly cancelled = new Set<string>();
   private readonly workspaceTurns = new Map<string, Promise<void>>();
   private runtimeVersionOnce: Promise<string> | undefined;
 
@@ -577,7 +579,7 @@ export class LocalProvider implements SandboxProvider {
         // Mounted again after a host restart; a copy is mounted for as long as the archive reads it.
         if (copied) await this.mountWorkspace(join(kept, KEPT_WORKSPACE_IMAGE), join(kept, WORKSPACE_DIR), agentId);
         else await this.mountWorkspace(paths.workspaceImage, paths.workspace, agentId);
-        this.archiving.set(agentId, { cancel, done: new Promise<void>((resolve) => (finished = resolve)) });
+        this.archiving.set(agentId, { key, cancel, done: new Promise<void>((resolve) => (finished = resolve)) });
         return copied;
       });
       const workspaceDir = copy ? kept : paths.root;
@@ -601,6 +603,9 @@ export class LocalProvider implements SandboxProvider {
       }
     } catch (error) {
       if (error instanceof ProviderError) throw error;
+      if (this.cancelled.delete(`${agentId}/${key}`)) {
+        throw new ProviderError(this.name, 'the archive was cancelled by a restore of its sandbox; it is made again from the workspace as it was paused', { ...details, cancelled: true });
+      }
       throw new ProviderError(this.name, `archiving the kept checkpoint failed: ${(error as Error).message}`, details);
     }
   }
@@ -633,6 +638,7 @@ export class LocalProvider implements SandboxProvider {
     const paths = this.paths(agentId);
     const running = this.archiving.get(agentId);
     if (running) {
+      this.cancelled.add(`${agentId}/${running.key}`);
       running.cancel.abort();
       await running.done;
     }
