@@ -15,7 +15,7 @@ export const snapshotSchema = z
   sessionId: z.string(),
   provider: z.string().describe('the provider that made it'),
   type: z.enum(['pause', 'manual']),
-  sizeBytes: z.number().int().describe('size of the stored archive'),
+  sizeBytes: z.number().int().describe('size of the stored archive; 0 while the snapshot is creating'),
   state: snapshotState.describe('creating (the checkpoint is on the host; its archive is being stored; the agent can already be resumed on that host) → ready (archived; resumable as a new agent); deleting after DELETE; failed when the checkpoint was lost before it was archived'),
   level: z.enum(['native', 'filesystem']).optional().describe('native: processes, memory and files; filesystem: the /workspace files'),
   createdAt: z.string(),
