@@ -105,11 +105,19 @@ async function main(): Promise<void> {
         resume.push(resumed);
         archived.push(archiveReady);
       }
-      // Floor: the same running sandbox, checkpointed and restored by runsc alone.
-      const bundle = join(dataDir, 'sandboxes', agentId, 'bundle');
+      // Floor: the same sandbox, checkpointed and restored by runsc alone. The agent is paused
+      // first, so that Berth leaves its container alone (a sandbox that ends under a running
+      // agent is recreated by its reconcile); runsc brings it back from the kept checkpoint.
+      const sandboxDir = join(dataDir, 'sandboxes', agentId);
+      const bundle = join(sandboxDir, 'bundle');
       const checkpointFloor: number[] = [];
       const restoreFloor: number[] = [];
       process.stderr.write(`[bench] ${label}: pause ${percentile(pause, 50).toFixed(0)} ms, resume ${percentile(resume, 50).toFixed(0)} ms; now the runsc floor\n`);
+      await api.post(`/v1/agents/${agentId}/pause`);
+      await readySnapshot(api, agentId); // its archive would compete with the floor for the cores
+      const kept = readdirSync(sandboxDir).find((name) => name.startsWith('kept-'));
+      if (!kept) throw new Error(`no kept checkpoint in ${sandboxDir}`);
+      await runsc([root, '--network=none', '--overlay2=root:memory', 'restore', '--detach', `--image-path=${join(sandboxDir, kept, 'checkpoint')}`, `--bundle=${bundle}`, agentId]);
       for (let i = 0; i < RUNS; i++) {
         const image = mkdtempSync(join(dataDir, 'floor-'));
         checkpointFloor.push(await runsc([root, 'checkpoint', `--image-path=${image}`, agentId]));
@@ -119,6 +127,7 @@ async function main(): Promise<void> {
         );
         rmSync(image, { recursive: true, force: true });
       }
+      await runsc([root, 'delete', '--force', agentId]);
       const line = (what: string, samples: number[], floorName: string, floor: number[]) =>
         `${`${label}: ${what}`.padEnd(34)}${percentile(samples, 50).toFixed(0).padStart(8)}${percentile(samples, 95).toFixed(0).padStart(8)}   ${floorName.padEnd(18)}${percentile(floor, 50).toFixed(0).padStart(8)}${percentile(floor, 95).toFixed(0).padStart(8)}${`${(percentile(samples, 50) / percentile(floor, 50)).toFixed(2)}x`.padStart(9)}`;
       rows.push(line('pause', pause, 'runsc checkpoint', checkpointFloor));
