@@ -251,8 +251,8 @@ export function createAgentReconciler(deps: AgentReconcilerDeps): Reconciler {
     const timer = metrics.checkpointDuration.startTimer({ provider: provider.name });
     if (provider.checkpointLocally) {
       const { level } = await provider.checkpointLocally(status.sandbox, { key: archiveKey(snapshotId), native });
-      await ensureSnapshot(agent, snapshotId, provider, { state: 'creating', observedGeneration: 0, conditions: [], level });
       timer();
+      await ensureSnapshot(agent, snapshotId, provider, { state: 'creating', observedGeneration: 0, conditions: [], level });
       paused(step, snapshotId, { level });
       step.wakeSnapshot(snapshotId);
       log.info({ snapshotId, level }, 'agent paused; its checkpoint is on disk, the archive follows');

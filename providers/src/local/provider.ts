@@ -596,16 +596,19 @@ export class LocalProvider implements SandboxProvider {
         );
         this.options.log.info({ agentId, key, level, sizeBytes: stored.sizeBytes, ms: Math.round(performance.now() - started) }, 'kept checkpoint archived');
         return { ...stored, level };
+      } catch (error) {
+        if (this.cancelled.has(`${agentId}/${key}`)) {
+          throw new ProviderError(this.name, 'the archive was cancelled by a restore of its sandbox; it is made again from the workspace as it was paused', { ...details, cancelled: true });
+        }
+        throw error;
       } finally {
+        this.cancelled.delete(`${agentId}/${key}`);
         this.archiving.delete(agentId);
         finished();
         if (copy) await unmountVolume(join(kept, WORKSPACE_DIR));
       }
     } catch (error) {
       if (error instanceof ProviderError) throw error;
-      if (this.cancelled.delete(`${agentId}/${key}`)) {
-        throw new ProviderError(this.name, 'the archive was cancelled by a restore of its sandbox; it is made again from the workspace as it was paused', { ...details, cancelled: true });
-      }
       throw new ProviderError(this.name, `archiving the kept checkpoint failed: ${(error as Error).message}`, details);
     }
   }
