@@ -2,7 +2,7 @@ import { NotificationListener, idToObjectName, resolveSecrets, type Clock, type 
 import { BillingLoop } from './billing/loop.js';
 import type { Registry } from 'prom-client';
 import { createAgentMetrics, createAgentReconciler } from './controllers/agent.js';
-import { createSnapshotReconciler } from './controllers/snapshot.js';
+import { createSnapshotMetrics, createSnapshotReconciler } from './controllers/snapshot.js';
 import type { ProviderRegistry } from '@berth/providers';
 import { Controller, createControllerMetrics } from './runtime/controller.js';
 
@@ -65,6 +65,7 @@ export function createOperator(deps: OperatorDeps): Operator {
       metrics: createAgentMetrics(deps.metrics),
       snapshots: deps.snapshots,
       meter: billing.compute,
+      onSnapshotChange: (snapshotName) => snapshots.enqueue(snapshotName),
       ...(deps.secretBox
         ? {
             secrets: (agent) =>
@@ -79,7 +80,14 @@ export function createOperator(deps: OperatorDeps): Operator {
     log: deps.log.child({ controller: 'snapshot' }),
     metrics: controllerMetrics,
     workers: 2,
-    reconcile: createSnapshotReconciler({ store: deps.store, db: deps.db, storage: deps.snapshots, clock: deps.clock }),
+    reconcile: createSnapshotReconciler({
+      store: deps.store,
+      db: deps.db,
+      storage: deps.snapshots,
+      providers: deps.providers,
+      clock: deps.clock,
+      metrics: createSnapshotMetrics(deps.metrics),
+    }),
   });
   // Providers that can tell when a sandbox changes (a pod watch) wake its agent's reconcile.
   const sandboxWatches: { stop(): void }[] = [];

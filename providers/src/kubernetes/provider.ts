@@ -13,6 +13,7 @@ import {
   idToObjectName,
   objectNameToId,
   unsupportedReason,
+  storedArchiveOf,
   verifyArchive,
   type ArchiveCompression,
   type ExecRequest,
@@ -107,9 +108,9 @@ export class KubernetesProvider implements SandboxProvider {
     const state = existing ? podState(existing) : 'missing';
     if (state === 'running') {
       const restore = request.restore;
-      if (restore && existing!.metadata?.annotations?.[RESTORED_ANNOTATION] !== restore.archive.key) {
+      if (restore && existing!.metadata?.annotations?.[RESTORED_ANNOTATION] !== restore.key) {
         await this.restoreWorkspace(name, restore);
-        await this.annotate(name, { [RESTORED_ANNOTATION]: restore.archive.key });
+        await this.annotate(name, { [RESTORED_ANNOTATION]: restore.key });
       }
       return ref;
     }
@@ -216,8 +217,9 @@ export class KubernetesProvider implements SandboxProvider {
    */
   private async restoreWorkspace(pod: string, restore: RestoreSource): Promise<void> {
     const target = { namespace: this.namespace, pod, container: SANDBOX_CONTAINER };
-    const { compression, stream } = await detectCompression(await restore.storage.get(restore.archive.key));
-    const source = stream.pipe(verifyArchive(restore.archive.key, restore.archive.sha256));
+    const archive = storedArchiveOf(this.name, restore);
+    const { compression, stream } = await detectCompression(await restore.storage.get(archive.key));
+    const source = stream.pipe(verifyArchive(archive.key, archive.sha256));
     const verified = new Promise<Error | undefined>((resolve) => {
       source.on('error', resolve);
       source.on('end', () => resolve(undefined));
