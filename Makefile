@@ -42,10 +42,13 @@ lint-guest: ## pyflakes for the programs that run inside sandboxes (sandbox-imag
 check-deps: deps ## every workspace package declares what it imports, and nothing it does not
 	npx tsx test/check-deps.ts
 
-test: setup cluster-binaries check-deps lint-guest ## every test tier: unit, integration, chart, cluster, fuzz
-	npx vitest run
-	$(MAKE) --no-print-directory test-fuzz
-	$(MAKE) --no-print-directory bench-smoke
+# Each tier writes its counts to .test-results/; the last line totals them ("total: N passed, N failed").
+test: setup cluster-binaries check-deps lint-guest ## every test tier: unit, integration, chart, cluster, fuzz, bench smoke
+	rm -rf .test-results && mkdir -p .test-results
+	npx vitest run --reporter=default --reporter=json --outputFile.json=.test-results/vitest.json
+	BERTH_TEST_RESULTS=.test-results $(MAKE) --no-print-directory test-fuzz
+	BERTH_TEST_RESULTS=.test-results $(MAKE) --no-print-directory bench-smoke
+	npx tsx test/summary.ts .test-results
 
 test-unit: deps lint-guest ## unit tests only
 	npx vitest run --project unit

@@ -39,12 +39,24 @@ export interface ProvisionRequest {
  */
 export type SnapshotLevel = 'native' | 'filesystem';
 
-/** A snapshot archive to start a sandbox from, and how much of it to bring back. */
+/** A snapshot to start a sandbox from, and how much of it to bring back. */
 export interface RestoreSource {
   storage: SnapshotStorage;
-  archive: StoredArchive;
+  /** The snapshot's archive key: also names the checkpoint a provider may still keep on its host (`checkpointLocally`). */
+  key: string;
+  /**
+   * The stored archive; absent while the snapshot is still `creating`, when only the provider
+   * that keeps its checkpoint on this host can restore it (others answer `SandboxNotReadyError`).
+   */
+  archive?: StoredArchive;
   /** `native`: processes and memory too (same provider, which made it natively); `filesystem`: /workspace only. */
   level: SnapshotLevel;
+}
+
+/** The stored archive of `source`; a snapshot not archived yet is asked for again later. */
+export function storedArchiveOf(provider: string, source: RestoreSource): StoredArchive {
+  if (source.archive) return source.archive;
+  throw new SandboxNotReadyError(provider, `snapshot archive ${source.key} is still being stored`, 1_000);
 }
 
 /** Where a checkpoint goes, and whether processes and memory should be kept if the provider can. */
@@ -56,6 +68,18 @@ export interface CheckpointTarget {
 
 export interface CheckpointResult extends StoredArchive {
   level: SnapshotLevel;
+}
+
+/** Where `archiveCheckpoint` stores the archive of a checkpoint kept on the host (its level is the checkpoint's). */
+export interface ArchiveTarget {
+  storage: SnapshotStorage;
+  key: string;
+}
+
+/** Where `checkpointLocally` keeps a checkpoint on the host, and whether processes and memory should be kept. */
+export interface LocalCheckpointTarget {
+  key: string;
+  native: boolean;
 }
 
 export type SandboxState = 'running' | 'pending' | 'stopped' | 'expired' | 'missing';
@@ -88,6 +112,21 @@ export interface SandboxProvider {
    * Idempotent: after a crash half-way, calling it again finishes the job.
    */
   checkpoint(ref: SandboxRef, target: CheckpointTarget): Promise<CheckpointResult>;
+  /**
+   * The first half of a two-step pause, for providers that can keep a checkpoint on their host:
+   * checkpoints the sandbox to the host's disk (durably), under `target.key`, and releases its
+   * compute; returns the level reached. Idempotent. The checkpoint stays until `discardCheckpoint`
+   * (or the sandbox's `terminate`); a restore of `key` on this host uses it without the archive.
+   */
+  checkpointLocally?(ref: SandboxRef, target: LocalCheckpointTarget): Promise<{ level: SnapshotLevel }>;
+  /**
+   * The second half: packs the checkpoint kept under `target.key` into `target.storage`. Idempotent:
+   * an archive already stored is taken as done. Throws `ProviderError` with `details.lost` when
+   * neither the kept checkpoint nor a stored archive exists.
+   */
+  archiveCheckpoint?(agentId: string, target: ArchiveTarget): Promise<CheckpointResult>;
+  /** Drops the checkpoint kept on the host under `key`, if any (true then); its archive stays. */
+  discardCheckpoint?(agentId: string, key: string): Promise<boolean>;
   /**
    * Calls `onChange` with the agent id whenever one of the provider's sandboxes changes, for
    * providers that can tell (a pod watch); the controller reconciles that agent then.

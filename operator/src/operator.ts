@@ -2,7 +2,7 @@ import { NotificationListener, createLimitGuard, idToObjectName, resolveSecrets,
 import { BillingLoop } from './billing/loop.js';
 import type { Registry } from 'prom-client';
 import { createAgentMetrics, createAgentReconciler } from './controllers/agent.js';
-import { createSnapshotReconciler } from './controllers/snapshot.js';
+import { createSnapshotMetrics, createSnapshotReconciler } from './controllers/snapshot.js';
 import { createScheduleMetrics, createScheduleReconciler } from './controllers/schedule.js';
 import type { ProviderRegistry } from '@berth/providers';
 import { Controller, createControllerMetrics, type Reconciler } from './runtime/controller.js';
@@ -78,6 +78,7 @@ export function createOperator(deps: OperatorDeps): Operator {
       metrics: createAgentMetrics(deps.metrics),
       snapshots: deps.snapshots,
       meter: billing.compute,
+      onSnapshotChange: (snapshotName) => snapshots.enqueue(snapshotName),
       ...(deps.secretBox
         ? {
             secrets: (agent) =>
@@ -86,7 +87,18 @@ export function createOperator(deps: OperatorDeps): Operator {
         : {}),
     }),
   );
-  const snapshots = controllerOf('Snapshot', 2, createSnapshotReconciler({ store: deps.store, db: deps.db, storage: deps.snapshots, clock: deps.clock }));
+  const snapshots = controllerOf(
+    'Snapshot',
+    2,
+    createSnapshotReconciler({
+      store: deps.store,
+      db: deps.db,
+      storage: deps.snapshots,
+      providers: deps.providers,
+      clock: deps.clock,
+      metrics: createSnapshotMetrics(deps.metrics),
+    }),
+  );
   const limits = createLimitGuard({ pool: deps.db, store: deps.store, clock: deps.clock });
   const jobs = new JobExecutor({
     pool: deps.db,

@@ -8,6 +8,7 @@ import {
   ProviderError,
   UnsupportedRequestError,
   unsupportedReason,
+  storedArchiveOf,
   verifyArchive,
   type CheckpointResult,
   type CheckpointTarget,
@@ -38,7 +39,9 @@ export class MockProvider implements SandboxProvider {
   }
 
   /** Reads the archive through its digest check, as a real restore does, so that corruption fails the same way. */
-  private async readSnapshot({ storage, archive }: RestoreSource): Promise<void> {
+  private async readSnapshot(source: RestoreSource): Promise<void> {
+    const { storage } = source;
+    const archive = storedArchiveOf(this.name, source);
     try {
       const discard = new Writable({ write: (_chunk, _encoding, done) => done() });
       await pipeline(await storage.get(archive.key), verifyArchive(archive.key, archive.sha256), discard);

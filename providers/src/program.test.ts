@@ -1,22 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { OutputLimit, stoppedByTimeout, timeoutPrefix } from './program.js';
-
-describe('timeoutPrefix', () => {
-  it('rounds the limit up to whole seconds, at least one', () => {
-    expect(timeoutPrefix(120_000)).toEqual(['timeout', '--verbose', '--kill-after=2', '120']);
-    expect(timeoutPrefix(1_500)).toEqual(['timeout', '--verbose', '--kill-after=2', '2']);
-    expect(timeoutPrefix(10)).toEqual(['timeout', '--verbose', '--kill-after=2', '1']);
-  });
-});
-
-describe('stoppedByTimeout', () => {
-  it("tells timeout's stop from a program that exits 124 itself", () => {
-    expect(stoppedByTimeout({ exitCode: 124, stderr: "partial\ntimeout: sending signal TERM to command 'python3'\n" })).toBe(true);
-    expect(stoppedByTimeout({ exitCode: 137, stderr: "timeout: sending signal KILL to command 'bash'\n" })).toBe(true);
-    expect(stoppedByTimeout({ exitCode: 124, stderr: 'my own error\n' })).toBe(false);
-    expect(stoppedByTimeout({ exitCode: 1, stderr: "timeout: sending signal TERM to command 'x'\n" })).toBe(false);
-  });
-});
+import { OutputLimit } from './program.js';
 
 describe('OutputLimit', () => {
   it('keeps everything under the limit', () => {
@@ -32,5 +15,14 @@ describe('OutputLimit', () => {
     output.push(Buffer.from('67890'));
     output.push(Buffer.from('abc'));
     expect(output.text()).toBe('12345678\n[output truncated: 5 more bytes not shown]\n');
+  });
+
+  it('keeps the last bytes of the stream past the limit', () => {
+    const output = new OutputLimit(4);
+    output.push(Buffer.from('x'.repeat(10_000)));
+    output.push(Buffer.from('\nthe end\n'));
+    expect(output.text()).toBe('xxxx\n[output truncated: 10005 more bytes not shown]\n');
+    expect(output.tail()).toHaveLength(4096);
+    expect(output.tail().endsWith('x\nthe end\n')).toBe(true);
   });
 });

@@ -2,8 +2,8 @@ import type { ExecLanguage } from '@berth/common';
 
 /**
  * How every provider runs an exec'd program: written to a file with the language's extension
- * (Node decides TypeScript by it), started by the interpreter under coreutils' `timeout`, which
- * stops the program and its process group when its time is up, inside the sandbox.
+ * (Node decides TypeScript by it) and started by the interpreter, with its limit enforced inside
+ * the sandbox (the local launcher's timer; `timeout` in a pod, see kubernetes/exec-script.ts).
  */
 export const INTERPRETERS: Record<ExecLanguage, { extension: string; argv: readonly string[] }> = {
   python: { extension: 'py', argv: ['python3', '-u'] },
@@ -11,28 +11,24 @@ export const INTERPRETERS: Record<ExecLanguage, { extension: string; argv: reado
   bash: { extension: 'sh', argv: ['bash'] },
 };
 
-/** The `timeout` prefix for a limit in milliseconds (whole seconds, at least one). */
-export function timeoutPrefix(timeoutMs: number): string[] {
-  return ['timeout', '--verbose', '--kill-after=2', String(Math.max(1, Math.ceil(timeoutMs / 1000)))];
-}
+/** How many of a stream's last bytes `OutputLimit.tail` keeps, whatever the limit cut. */
+const TAIL_BYTES = 4096;
 
-/** What `timeout --verbose` prints when it has to stop the program. */
-const TIMEOUT_NOTICE = /timeout: sending signal \w+ to command [^\n]*\n?$/;
-
-/** Whether `timeout` ended the program (124 after TERM, 137 after KILL, with its notice last on stderr). */
-export function stoppedByTimeout(result: { exitCode: number; stderr: string }): boolean {
-  return (result.exitCode === 124 || result.exitCode === 137) && TIMEOUT_NOTICE.test(result.stderr);
-}
-
-/** Keeps the first `limit` bytes of a stream and says how many more there were. */
+/**
+ * Keeps the first `limit` bytes of a stream and says how many more there were; keeps its last
+ * few kilobytes apart too, where a wrapper's closing record is found after any amount of output.
+ */
 export class OutputLimit {
   private readonly chunks: Buffer[] = [];
   private kept = 0;
   private dropped = 0;
+  private last = Buffer.alloc(0);
 
   constructor(private readonly limit: number) {}
 
   push(chunk: Buffer): void {
+    this.last = Buffer.concat([this.last, chunk]);
+    if (this.last.length > TAIL_BYTES) this.last = this.last.subarray(this.last.length - TAIL_BYTES);
     const room = Math.max(0, this.limit - this.kept);
     const part = chunk.length > room ? chunk.subarray(0, room) : chunk;
     if (part.length > 0) {
@@ -40,6 +36,11 @@ export class OutputLimit {
       this.kept += part.length;
     }
     this.dropped += chunk.length - part.length;
+  }
+
+  /** The stream's last bytes (up to 4 KiB), as text. */
+  tail(): string {
+    return this.last.toString('utf8');
   }
 
   text(): string {

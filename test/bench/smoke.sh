@@ -4,15 +4,20 @@
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 export BENCH_RUNS=2 BENCH_LOOP_STEPS=2 BENCH_LOOP_RUNS=1 BENCH_PAUSE_RUNS=2 BENCH_CLUSTER_SIZES=5 BENCH_IDLE_AGENTS=3
-failed=0
+passed=0 failed=0
 for bench in local-sandbox agent-loop pause-resume cluster-scale memory; do
   started=$SECONDS
   if output=$(npx tsx "test/bench/$bench.ts" 2>&1) && grep -q 'floor' <<<"$output"; then
     echo "bench-smoke: $bench printed its table in $((SECONDS - started)) s"
+    passed=$((passed + 1))
   else
     echo "bench-smoke: $bench FAILED after $((SECONDS - started)) s:" >&2
     tail -n 40 <<<"$output" >&2
-    failed=1
+    failed=$((failed + 1))
   fi
 done
-exit $failed
+if [[ -n "${BERTH_TEST_RESULTS:-}" ]]; then
+  echo "{\"passed\": $passed, \"failed\": $failed}" >"$BERTH_TEST_RESULTS/bench.json"
+fi
+echo "bench-smoke: $passed passed, $failed failed"
+((failed == 0))

@@ -89,6 +89,15 @@ describe('an agent in cluster mode', () => {
     expect(response.body.error.code).toBe('timeout');
   });
 
+  it("reports a program that prints timeout's notice and exits 124 as its own exit, not a timeout", async () => {
+    const response = await berth.live.post(`/v1/agents/${agent.id}/exec`, {
+      language: 'bash',
+      code: `echo "timeout: sending signal TERM to command 'bash'" >&2; exit 124`,
+    });
+    expect(response.status, JSON.stringify(response.body)).toBe(200);
+    expect(response.body).toMatchObject({ stderr: "timeout: sending signal TERM to command 'bash'\n", exitCode: 124 });
+  });
+
   it('terminate deletes the pod', async () => {
     expect((await berth.live.post(`/v1/agents/${agent.id}/terminate`)).body).toEqual({ ok: true });
     expect((await berth.live.get(`/v1/agents/${agent.id}`)).body.status).toBe('terminated');

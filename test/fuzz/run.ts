@@ -15,6 +15,7 @@
 import { execFileSync, spawn } from 'node:child_process';
 import { mkdirSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { createInterface } from 'node:readline';
 import { pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
 import { ROOT, startBerth, tempDir, type BerthProcess } from '../helpers/berth.js';
@@ -161,6 +162,15 @@ async function main(): Promise<number> {
   }
   const failed =
     summaries.length < PASSES.length || serverErrors.length > 0 || summaries.some((summary) => summary.exitCode !== 0 || summary.failures.length > 0);
+  // A failed check, an unhandled server error, or a pass that ended badly or never ran is one failure each.
+  const failures =
+    summaries.reduce((sum, summary) => sum + Math.max(summary.failures.length, summary.exitCode === 0 ? 0 : 1), 0) +
+    new Set(serverErrors).size +
+    (PASSES.length - summaries.length);
+  const cases = summaries.reduce((sum, summary) => sum + summary.cases, 0);
+  const counts = { passed: Math.max(0, cases - failures), failed: failures };
+  if (process.env.BERTH_TEST_RESULTS) writeFileSync(join(process.env.BERTH_TEST_RESULTS, 'fuzz.json'), JSON.stringify(counts));
+  console.log(`fuzz: ${counts.passed} passed, ${counts.failed} failed`);
   if (failed) console.log(`\nreports kept in ${reportRoot}`);
   else if (!process.env.FUZZ_REPORT_DIR) rmSync(reportRoot, { recursive: true, force: true });
   return failed ? 1 : 0;
@@ -288,11 +298,24 @@ async function runSchemathesis(
         'true',
         ...filters,
       ],
-      { stdio: ['ignore', 'inherit', 'inherit'], env: { ...process.env, NO_COLOR: '1', SCHEMATHESIS_TELEMETRY: 'false' } },
+      { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, NO_COLOR: '1', SCHEMATHESIS_TELEMETRY: 'false' } },
     );
+    relay(child.stdout, process.stdout);
+    relay(child.stderr, process.stderr);
     child.on('close', resolve);
   });
   return { key: pass.key, exitCode, seconds: Math.round((Date.now() - started) / 1000), ...readEvents(dir) };
+}
+
+/**
+ * Copies schemathesis's output line by line, with its section rules in dashes: its closing
+ * line (`=== 2 warnings in 3.1s ===`) has pytest's shape, and a reader of the run's last lines
+ * would take it for a test run that ran nothing. The counts that matter are the summary's.
+ */
+function relay(from: NodeJS.ReadableStream, to: NodeJS.WritableStream): void {
+  createInterface({ input: from, crlfDelay: Infinity }).on('line', (line) => {
+    to.write(`${line.replace(/^=+( .* )=+$/, '---$1---')}\n`);
+  });
 }
 
 function merge(a: Summary, b: Summary): Summary {

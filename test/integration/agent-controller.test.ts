@@ -131,6 +131,36 @@ describe('the Agent reconciler', () => {
     expect(agent.conditions[0]).toMatchObject({ reason: 'Provisioning', status: 'False', message: 'building sandbox image base' });
   });
 
+  it('has a resume from a snapshot still being archived wait for it, on a provider that keeps no checkpoint of it', async () => {
+    const { id, name } = await newAgent();
+    const agent = (await store.get('Agent', name))!;
+    const snapshotId = 'snap_01m84b8rkt4ayjqkyg2qm7rpvh';
+    const snapshotName = snapshotId.replace('_', '-');
+    // Made by the local provider on another host: only its archive can bring it here.
+    await store.create('Snapshot', {
+      name: snapshotName,
+      labels: {},
+      ownerReferences: [{ kind: 'Agent', name, uid: agent.metadata.uid, controller: true }],
+      finalizers: [],
+      spec: { organizationId: agent.spec.organizationId, mode: 'live', agentId: id, sessionId, provider: 'local', type: 'pause' },
+      status: { state: 'creating', observedGeneration: 0, conditions: [], level: 'native' },
+    });
+    await store.updateSpec('Agent', name, (current) => ({ ...current.spec, restoreFrom: { snapshotId, level: 'filesystem' } }));
+
+    expect(await reconcile(name, silentLogger)).toEqual({ requeueAfterMs: 1_000 });
+    const waiting = (await api.get(`/v1/agents/${id}`)).body;
+    expect(waiting.status).toBe('booting');
+    expect(waiting.conditions[0]).toMatchObject({ reason: 'Provisioning', message: `waiting for the archive of snapshot ${snapshotId}` });
+    expect(provider.sandboxes.has(id)).toBe(false);
+
+    const snapshot = (await store.get('Snapshot', snapshotName))!;
+    await store.updateStatus('Snapshot', snapshotName, { ...snapshot.status!, state: 'ready', sizeBytes: 10, location: snapshotId, sha256: 'a'.repeat(64) });
+    await reconcile(name, silentLogger);
+    const resumed = (await api.get(`/v1/agents/${id}`)).body;
+    expect(resumed.status).toBe('idle');
+    expect(resumed.conditions[0]).toMatchObject({ reason: 'Restored', message: expect.stringContaining(snapshotId) });
+  });
+
   it('retries a failing provision with backoff, then fails the agent after the deadline', async () => {
     const { id, name } = await newAgent();
     provider.nextProvisionError = new ProviderError('scripted', 'the node is on fire');

@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { chmodSync, closeSync, existsSync, mkdtempSync, openSync, readFileSync, readSync, statSync, writeSync } from 'node:fs';
+import { chmodSync, closeSync, existsSync, mkdtempSync, openSync, readdirSync, readFileSync, readSync, statSync, writeSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -56,11 +56,7 @@ afterAll(() => {
 const newAgentId = () => `agt_${randomBytes(6).toString('hex')}`;
 const sandboxDir = (agentId: string) => join(dataDir, 'sandboxes', agentId);
 
-interface Restore {
-  archive: CheckpointResult;
-  level: SnapshotLevel;
-  storage?: SnapshotStorage;
-}
+type Restore = { level: SnapshotLevel; storage?: SnapshotStorage } & ({ archive: CheckpointResult } | { key: string });
 
 function provision(agentId: string, restore?: Restore): Promise<SandboxRef> {
   return provider.provision({
@@ -70,7 +66,15 @@ function provision(agentId: string, restore?: Restore): Promise<SandboxRef> {
     compute: 'python',
     browser: false,
     env: {},
-    ...(restore ? { restore: { storage: restore.storage ?? storage, archive: restore.archive, level: restore.level } } : {}),
+    ...(restore
+      ? {
+          restore: {
+            storage: restore.storage ?? storage,
+            level: restore.level,
+            ...('archive' in restore ? { key: restore.archive.key, archive: restore.archive } : { key: restore.key }),
+          },
+        }
+      : {}),
   });
 }
 
@@ -234,6 +238,74 @@ describe('local sandboxes checkpointed into snapshot storage and restored', () =
     const after = await waitForCount(agentId, before.count + 5);
     expect(after.pid).toBe(before.pid);
     await provider.terminate(sandbox);
+  });
+
+  it('keep a checkpoint on disk, restore from it before its archive exists, and archive it as it was paused', async () => {
+    const agentId = newAgentId();
+    const sandbox = await provision(agentId);
+    await run(sandbox, 'bash', 'echo before > /workspace/state.txt');
+    await startCounter(sandbox, 1);
+    const before = await waitForCount(agentId, 3);
+    const key = `agents/${agentId}/kept.tar.zst`;
+
+    expect(await provider.checkpointLocally(sandbox, { key, native: true })).toEqual({ level: 'native' });
+    expect(runscKnows(agentId)).toBe(false);
+    const kept = readdirSync(sandboxDir(agentId)).filter((name) => name.startsWith('kept-'));
+    expect(kept).toHaveLength(1);
+    expect(statSync(join(sandboxDir(agentId), kept[0]!)).mode & 0o777).toBe(0o700);
+    expect(await provider.checkpointLocally(sandbox, { key, native: true })).toEqual({ level: 'native' }); // taken as done
+    expect(await storage.exists(key)).toBe(false);
+
+    // No archive: the kept checkpoint is the only source, and the process comes back from it.
+    const restored = await provision(agentId, { key, level: 'native' });
+    expect((await waitForCount(agentId, before.count + 5)).pid).toBe(before.pid);
+    await run(restored, 'bash', 'echo after > /workspace/state.txt');
+
+    // The archive made now holds the workspace as it was paused, not as the restored sandbox changed it.
+    const archived = await provider.archiveCheckpoint(agentId, { storage, key });
+    expect(archived.level).toBe('native');
+    expect(await provider.archiveCheckpoint(agentId, { storage, key })).toEqual(archived);
+    const copy = newAgentId();
+    const fromArchive = await provision(copy, { archive: archived, level: 'native' });
+    expect(await run(fromArchive, 'bash', 'cat /workspace/state.txt')).toBe('before\n');
+    expect((await waitForCount(copy, 1)).pid).toBe(before.pid);
+    await provider.terminate(fromArchive);
+
+    expect(await provider.discardCheckpoint(agentId, key)).toBe(true);
+    expect(await provider.discardCheckpoint(agentId, key)).toBe(false);
+    expect(readdirSync(sandboxDir(agentId)).filter((name) => name.startsWith('kept-'))).toEqual([]);
+    await provider.terminate(restored);
+  });
+
+  it('cancel an archive in progress when the sandbox is restored from its kept checkpoint, and archive the paused workspace after', async () => {
+    const agentId = newAgentId();
+    const sandbox = await provision(agentId);
+    // 64 MB of random files: the archive is still being made when the restore comes.
+    await run(sandbox, 'bash', 'head -c 67108864 /dev/urandom > /workspace/random.bin && echo paused > /workspace/state.txt');
+    const key = `agents/${agentId}/race.tar.zst`;
+    await provider.checkpointLocally(sandbox, { key, native: true });
+
+    const archiving = provider.archiveCheckpoint(agentId, { storage, key }).then(
+      () => 'stored',
+      (error: unknown) => (error as Error).message,
+    );
+    const restored = await provision(agentId, { key, level: 'native' });
+    await run(restored, 'bash', 'echo resumed > /workspace/state.txt && rm /workspace/random.bin');
+    expect(await archiving).toMatch(/stored|cancelled/);
+
+    const archived = await provider.archiveCheckpoint(agentId, { storage, key });
+    const copy = newAgentId();
+    const fromArchive = await provision(copy, { archive: archived, level: 'filesystem' });
+    expect(await run(fromArchive, 'bash', 'cat /workspace/state.txt; stat -c %s /workspace/random.bin')).toBe('paused\n67108864\n');
+    await provider.terminate(fromArchive);
+    await provider.terminate(restored);
+  });
+
+  it('report a kept checkpoint that is gone and was never archived as lost', async () => {
+    const agentId = newAgentId();
+    const error = await provider.archiveCheckpoint(agentId, { storage, key: `agents/${agentId}/never.tar.zst` }).catch((caught: unknown) => caught);
+    expect(error).toBeInstanceOf(ProviderError);
+    expect((error as ProviderError).details.lost).toBe(true);
   });
 
   it('checkpoint and restore a sandbox holding 200 MB of Python memory', async () => {

@@ -39,6 +39,14 @@ async function idleAgent(client = live) {
   return { session, agent };
 }
 
+/** The agent's pause snapshot once its archive is stored (it is `creating` until then). */
+async function archived(agentId: string, client = live) {
+  return eventually(async () => {
+    const [snapshot] = (await client.get(`/v1/snapshots?agentId=${agentId}`)).body.data;
+    return snapshot?.state === 'ready' ? snapshot : undefined;
+  }, { what: `the snapshot of ${agentId} to be archived` });
+}
+
 const exec = (id: string, code: string, language = 'bash') => live.post(`/v1/agents/${id}/exec`, { language, code });
 
 // A process that counts in memory and writes the count every 100 ms; its pid goes to a file.
@@ -75,13 +83,15 @@ describe('pause and resume of an agent', () => {
     expect(before.alive).toBe(true);
   });
 
-  it('checkpoints the sandbox into a ready pause snapshot, releases the compute and writes agent.paused', async () => {
+  it('checkpoints the sandbox into a pause snapshot, releases the compute, writes agent.paused, then archives it', async () => {
     const paused = await live.post(`/v1/agents/${agent.id}/pause`);
     expect(paused.status).toBe(200);
     expect(paused.body).toMatchObject({ id: agent.id, status: 'paused' });
+    expect(runscContainers(berth.dataDir).map((container) => container.id)).not.toContain(agent.id);
     const list = (await live.get(`/v1/snapshots?agentId=${agent.id}`)).body.data;
     expect(list).toHaveLength(1);
-    snapshot = list[0];
+    expect(list[0]).toMatchObject({ state: expect.stringMatching(/^(creating|ready)$/), level: 'native' });
+    snapshot = await archived(agent.id);
     expect(snapshot).toEqual({
       id: expect.stringMatching(/^snap_[0-9a-z]{26}$/),
       agentId: agent.id,
@@ -95,7 +105,6 @@ describe('pause and resume of an agent', () => {
     });
     expect(snapshot.sizeBytes).toBeGreaterThan(10_000);
     expect((await live.get(`/v1/snapshots/${snapshot.id}`)).body).toEqual(snapshot);
-    expect(runscContainers(berth.dataDir).map((container) => container.id)).not.toContain(agent.id);
     const archives = readdirSync(join(berth.dataDir, 'snapshots'));
     expect(archives).toContain(snapshot.id);
     const { rows } = await db.query("SELECT data FROM events WHERE subject_id = $1 AND type = 'agent.paused'", [agent.id]);
@@ -155,10 +164,93 @@ describe('pause and resume of an agent', () => {
     const only = (await live.post(`/v1/sessions/${limited.id}/agents`, { timeout: '10m' })).body;
     await eventually(async () => ((await live.get(`/v1/agents/${only.id}`)).body.status === 'idle' ? true : undefined));
     expect((await live.post(`/v1/agents/${only.id}/pause`)).body.status).toBe('paused');
-    const [paused] = (await live.get(`/v1/snapshots?agentId=${only.id}`)).body.data;
+    const paused = await archived(only.id);
     expectError(await live.post(`/v1/snapshots/${paused.id}/resume`, {}), 402, 'session_limit_exceeded');
     expect((await live.get(`/v1/sessions/${limited.id}/agents`)).body.data.map((agent: { id: string }) => agent.id)).toEqual([only.id]);
     await live.post(`/v1/agents/${only.id}/terminate`);
+  });
+});
+
+/** The checkpoints kept on the host in the agent's sandbox directory (ADR 21). */
+function keptCheckpoints(agentId: string): string[] {
+  const dir = join(berth.dataDir, 'sandboxes', agentId);
+  return existsSync(dir) ? readdirSync(dir).filter((name) => name.startsWith('kept-')) : [];
+}
+
+// 200 MB of random bytes held in memory: an archive that takes long enough to resume before it is stored.
+const HOLD_RANDOM = `nohup python3 -c '
+import os, time
+block = os.urandom(200 * 1024 * 1024)
+open("/workspace/holding", "w").write("ok")
+while True:
+    time.sleep(1)
+' >/dev/null 2>&1 &
+while [ ! -f /workspace/holding ]; do sleep 0.1; done; echo holding`;
+
+describe('two-step pause: checkpoint on the host first, archive after', () => {
+  it('resumes from a creating snapshot on the same host, and archives the workspace as it was paused', async () => {
+    const { agent } = await idleAgent();
+    expect((await exec(agent.id, 'echo paused > /workspace/state.txt')).body.exitCode).toBe(0);
+    expect((await exec(agent.id, HOLD_RANDOM)).body.stdout).toBe('holding\n');
+    expect((await exec(agent.id, COUNTER)).body.stdout).toBe('started\n');
+    const before = await counterState(agent.id);
+
+    expect((await live.post(`/v1/agents/${agent.id}/pause`)).body.status).toBe('paused');
+    const [creating] = (await live.get(`/v1/snapshots?agentId=${agent.id}`)).body.data;
+    expect(creating).toMatchObject({ state: 'creating', level: 'native', sizeBytes: 0 });
+    expectError(await live.post(`/v1/snapshots/${creating.id}/resume`, {}), 409, 'conflict');
+    expectError(await live.raw(`/v1/snapshots/${creating.id}`, { method: 'DELETE' }), 409, 'conflict');
+
+    const resumed = await live.post(`/v1/agents/${agent.id}/resume`);
+    expect(resumed.body.status).toBe('idle');
+    expect(await counterState(agent.id)).toMatchObject({ pid: before.pid, alive: true });
+    expect((await exec(agent.id, 'echo resumed > /workspace/state.txt')).body.exitCode).toBe(0);
+
+    const ready = await archived(agent.id);
+    expect(ready.sizeBytes).toBeGreaterThan(100 * 1024 * 1024); // random memory does not compress
+    const copy = await live.post(`/v1/snapshots/${ready.id}/resume`, {});
+    expect(copy.body.resumeLevel).toBe('native');
+    await eventually(async () => ((await live.get(`/v1/agents/${copy.body.agentId}`)).body.status === 'idle' ? true : undefined));
+    expect((await exec(copy.body.agentId, 'cat /workspace/state.txt')).body.stdout).toBe('paused\n');
+    expect((await counterState(copy.body.agentId)).alive).toBe(true);
+    // Archived, and the agent was resumed from it: the kept checkpoint has no use left.
+    await eventually(async () => (keptCheckpoints(agent.id).length === 0 ? true : undefined), { what: 'the kept checkpoint to be removed' });
+    await live.post(`/v1/agents/${copy.body.agentId}/terminate`);
+    await live.post(`/v1/agents/${agent.id}/terminate`);
+  });
+
+  it('resumes from the checkpoint kept on the host without reading the archive, then removes it', async () => {
+    const { agent } = await idleAgent();
+    await exec(agent.id, 'echo kept > /workspace/file.txt');
+    await live.post(`/v1/agents/${agent.id}/pause`);
+    const snapshot = await archived(agent.id);
+    expect(keptCheckpoints(agent.id)).toHaveLength(1); // paused on it: a resume here still needs it
+    const archive = join(berth.dataDir, 'snapshots', snapshot.id);
+    const bytes = readFileSync(archive);
+    bytes[Math.floor(bytes.length / 2)] ^= 0xff;
+    writeFileSync(archive, bytes);
+
+    expect((await live.post(`/v1/agents/${agent.id}/resume`)).body.status).toBe('idle');
+    expect((await exec(agent.id, 'cat /workspace/file.txt')).body.stdout).toBe('kept\n');
+    await eventually(async () => (keptCheckpoints(agent.id).length === 0 ? true : undefined), { what: 'the kept checkpoint to be removed' });
+    // The archive was corrupt all along: a resume that must read it says so.
+    const fromArchive = await live.post(`/v1/snapshots/${snapshot.id}/resume`, {});
+    const failed = await eventually(async () => {
+      const current = (await live.get(`/v1/agents/${fromArchive.body.agentId}`)).body;
+      return current.status === 'failed' ? current : undefined;
+    });
+    expect(failed.error.code).toBe('snapshot_corrupted');
+    await live.post(`/v1/agents/${agent.id}/terminate`);
+  });
+
+  it('removes the kept checkpoint with the agent when it is terminated while paused', async () => {
+    const { agent } = await idleAgent();
+    await live.post(`/v1/agents/${agent.id}/pause`);
+    await archived(agent.id);
+    expect(keptCheckpoints(agent.id)).toHaveLength(1);
+    await live.post(`/v1/agents/${agent.id}/terminate`);
+    expect(existsSync(join(berth.dataDir, 'sandboxes', agent.id))).toBe(false);
+    await eventually(async () => ((await live.get(`/v1/snapshots?agentId=${agent.id}`)).body.data.length === 0 ? true : undefined));
   });
 });
 
@@ -167,7 +259,7 @@ describe('snapshot storage and integrity', () => {
     const { agent } = await idleAgent();
     await exec(agent.id, 'echo data > /workspace/file.txt');
     await live.post(`/v1/agents/${agent.id}/pause`);
-    const [snapshot] = (await live.get(`/v1/snapshots?agentId=${agent.id}`)).body.data;
+    const snapshot = await archived(agent.id);
     const archive = join(berth.dataDir, 'snapshots', snapshot.id);
     const bytes = readFileSync(archive);
     bytes[Math.floor(bytes.length / 2)] ^= 0xff;
@@ -184,7 +276,7 @@ describe('snapshot storage and integrity', () => {
   it('deletes a snapshot: its archive goes and it can no longer be resumed', async () => {
     const { agent } = await idleAgent();
     await live.post(`/v1/agents/${agent.id}/pause`);
-    const [snapshot] = (await live.get(`/v1/snapshots?agentId=${agent.id}`)).body.data;
+    const snapshot = await archived(agent.id);
     expect((await live.raw(`/v1/snapshots/${snapshot.id}`, { method: 'DELETE' })).body).toEqual({ ok: true });
     await eventually(async () => ((await live.get(`/v1/snapshots/${snapshot.id}`)).status === 404 ? true : undefined));
     expect(existsSync(join(berth.dataDir, 'snapshots', snapshot.id))).toBe(false);
@@ -210,6 +302,7 @@ describe('snapshot routes', () => {
     await live.post(`/v1/agents/${agent.id}/pause`);
     await live.post(`/v1/agents/${agent.id}/resume`);
     await live.post(`/v1/agents/${agent.id}/pause`);
+    await eventually(async () => ((await live.get(`/v1/snapshots?sessionId=${session.id}&state=ready`)).body.data.length === 2 ? true : undefined));
     const bySession = (await live.get(`/v1/snapshots?sessionId=${session.id}`)).body.data;
     expect(bySession).toHaveLength(2);
     expect(Date.parse(bySession[0].createdAt)).toBeGreaterThanOrEqual(Date.parse(bySession[1].createdAt));

@@ -135,7 +135,15 @@ describe('secrets', () => {
     for (const dir of sandboxDirs) expect(statSync(dir).mode & 0o077, dir).toBe(0);
 
     expect((await live.post(`/v1/agents/${agent}/pause`)).body.status).toBe('paused');
-    const [snapshot] = (await live.get(`/v1/snapshots?agentId=${agent}`)).body.data;
+    // The checkpoint kept beside the sandbox until it is resumed (ADR 21) is as private as the rest.
+    const kept = findAll(dataDir, (path) => path.includes(`/${agent}/`) && /\/kept-[0-9a-f]+$/.test(path));
+    expect(kept).toHaveLength(1);
+    expect(statSync(kept[0]!).mode & 0o077).toBe(0);
+    // Archived after the pause answered: `ready` once it is stored.
+    const snapshot = await eventually(async () => {
+      const [current] = (await live.get(`/v1/snapshots?agentId=${agent}`)).body.data;
+      return current?.state === 'ready' ? current : undefined;
+    });
     const snapshotsDir = join(dataDir, 'snapshots');
     const archives = findAll(snapshotsDir, (path) => path.includes(snapshot.id) && statSync(path).isFile());
     expect(archives).toHaveLength(1);

@@ -15,8 +15,8 @@ export const snapshotSchema = z
   sessionId: z.string(),
   provider: z.string().describe('the provider that made it'),
   type: z.enum(['pause', 'manual']),
-  sizeBytes: z.number().int().describe('size of the stored archive'),
-  state: snapshotState.describe('creating → ready; deleting after DELETE; failed when the checkpoint failed'),
+  sizeBytes: z.number().int().describe('size of the stored archive; 0 while the snapshot is creating'),
+  state: snapshotState.describe('creating (the checkpoint is on the host; its archive is being stored; the agent can already be resumed on that host) → ready (archived; resumable as a new agent); deleting after DELETE; failed when the checkpoint was lost before it was archived'),
   level: z.enum(['native', 'filesystem']).optional().describe('native: processes, memory and files; filesystem: the /workspace files'),
   createdAt: z.string(),
   })
@@ -38,7 +38,7 @@ export function snapshotRoutes(
       tag: 'Agents',
       summary: 'Pause an agent',
       description:
-        "If a run's tool call is in progress it finishes first (the run then ends as cancelled). The sandbox is checkpointed into a snapshot (`type: pause`): on the local provider natively (processes, memory and files), on Kubernetes its /workspace files. The compute is released, the agent is `paused` and `agent.paused` is written. Answers with the agent once paused (within 2 minutes; otherwise as it is then). Pausing an agent that is not idle or running is 409 `conflict`.",
+        "If a run's tool call is in progress it finishes first (the run then ends as cancelled). The sandbox is checkpointed into a snapshot (`type: pause`): on the local provider natively (processes, memory and files), on Kubernetes its /workspace files. The compute is released, the agent is `paused` and `agent.paused` is written. On the local provider the agent is paused as soon as the checkpoint is on the host's disk: its snapshot is `creating` until the archive is stored, then `ready`. Answers with the agent once paused (within 2 minutes; otherwise as it is then). Pausing an agent that is not idle or running is 409 `conflict`.",
       params: idParam('agt', 'agent'),
       body: emptyBody,
       requestExample: {},
@@ -53,7 +53,7 @@ export function snapshotRoutes(
       tag: 'Agents',
       summary: 'Resume a paused agent',
       description:
-        "Restores the agent from its latest pause snapshot: natively where the provider can (its processes continue with their memory), else its /workspace files. Answers with the agent once it is ready (`idle`) again. Resuming an agent that is not paused is 409 `conflict`.",
+        "Restores the agent from its latest pause snapshot: natively where the provider can (its processes continue with their memory), else its /workspace files. On the host that paused it, the checkpoint kept there is restored, without waiting for the snapshot's archive; elsewhere the resume waits until the snapshot is `ready`. Answers with the agent once it is ready (`idle`) again. Resuming an agent that is not paused is 409 `conflict`.",
       params: idParam('agt', 'agent'),
       body: emptyBody,
       requestExample: {},

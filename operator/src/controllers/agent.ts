@@ -1,5 +1,5 @@
 import { isDeepStrictEqual } from 'node:util';
-import { API_VERSION, AgentCondition, AgentReason, SANDBOX_FINALIZER, type AgentPhase, type AgentStatus, type Environment, type SandboxRef } from '@berth/crds';
+import { API_VERSION, AgentCondition, AgentReason, SANDBOX_FINALIZER, type AgentPhase, type AgentStatus, type Environment, type SandboxRef, type SnapshotStatus } from '@berth/crds';
 import {
   LATENCY_BUCKETS,
   Labels,
@@ -97,6 +97,8 @@ export interface AgentReconcilerDeps {
   snapshots: SnapshotStorage;
   /** Charges a sandbox's last minutes as soon as it is released (the billing loop does the rest). */
   meter?: ComputeMeter;
+  /** Asks for a reconcile of a Snapshot whose agent's status this reconcile changed (ADR 21). */
+  onSnapshotChange?: (snapshotName: string) => void;
   /** The values of the secrets an agent names, for its sandbox's environment. */
   secrets?: (agent: Resource<'Agent'>) => Promise<Record<string, string>>;
 }
@@ -106,6 +108,8 @@ export const ARCHIVE_FINALIZER = 'berth.dev/archive';
 
 /** How soon a pause waiting for a run's tool call looks again. */
 export const PAUSE_WAIT_MS = 500;
+/** How soon a resume waiting for its snapshot's archive (on a host without its checkpoint) looks again. */
+export const SNAPSHOT_WAIT_MS = 1_000;
 
 type AgentResource = Resource<'Agent'>;
 
@@ -162,6 +166,8 @@ export function createAgentReconciler(deps: AgentReconcilerDeps): Reconciler {
       await store.updateStatus('Agent', name, step.status, { resourceVersion: agent.metadata.resourceVersion });
       if (previous.sandbox && !step.status.sandbox) await settleCompute(agent, step.status, step.now, log);
     }
+    // After the status write: the Snapshot reconciler reads the agent's status to know what to do.
+    for (const snapshotId of step.snapshotsToWake) deps.onSnapshotChange?.(idToObjectName(snapshotId));
     // Test keys' agents run on a mock and use no compute: counting them would inflate capacity dashboards.
     if (agent.spec.mode === 'live') metrics.phases.set(name, { provider: agent.spec.provider, phase: step.status.phase });
     if (failure) throw failure;
@@ -226,8 +232,10 @@ export function createAgentReconciler(deps: AgentReconcilerDeps): Reconciler {
 
   /**
    * Pausing: wait for a run's tool call in flight (the runner stops after it), checkpoint the
-   * sandbox into a Snapshot, release the compute. Each step is idempotent, so a crash half-way
-   * ends the same way on the next reconcile.
+   * sandbox, release the compute. A provider that can keep the checkpoint on its host does so, and
+   * the agent is paused as soon as it is on disk: the Snapshot reconciler archives it afterwards
+   * (ADR 21). Others store the archive here, before the compute goes. Each step is idempotent, so
+   * a crash half-way ends the same way on the next reconcile.
    */
   async function pause(step: ReconcileStep, provider: SandboxProvider, log: Logger): Promise<ReconcileResult> {
     const { agent, status } = step;
@@ -238,15 +246,20 @@ export function createAgentReconciler(deps: AgentReconcilerDeps): Reconciler {
     }
     // The Paused condition says that the pause waits for the run.
     if (step.task?.state === 'running') return { requeueAfterMs: PAUSE_WAIT_MS };
-    const agentId = objectNameToId(agent.metadata.name);
     const snapshotId = snapshotIdFor(agent);
-    const snapshot = await ensureSnapshot(agent, snapshotId, provider);
+    const native = provider.capabilities.checkpoint === 'native';
     const timer = metrics.checkpointDuration.startTimer({ provider: provider.name });
-    const result = await provider.checkpoint(status.sandbox, {
-      storage: deps.snapshots,
-      key: archiveKey(snapshotId),
-      native: provider.capabilities.checkpoint === 'native',
-    });
+    if (provider.checkpointLocally) {
+      const { level } = await provider.checkpointLocally(status.sandbox, { key: archiveKey(snapshotId), native });
+      timer();
+      await ensureSnapshot(agent, snapshotId, provider, { state: 'creating', observedGeneration: 0, conditions: [], level });
+      paused(step, snapshotId, { level });
+      step.wakeSnapshot(snapshotId);
+      log.info({ snapshotId, level }, 'agent paused; its checkpoint is on disk, the archive follows');
+      return {};
+    }
+    const snapshot = await ensureSnapshot(agent, snapshotId, provider);
+    const result = await provider.checkpoint(status.sandbox, { storage: deps.snapshots, key: archiveKey(snapshotId), native });
     timer();
     const readyAt = clock.now();
     await store.updateStatus('Snapshot', snapshot.metadata.name, {
@@ -264,26 +277,36 @@ export function createAgentReconciler(deps: AgentReconcilerDeps): Reconciler {
       organizationId: agent.spec.organizationId,
       mode: agent.spec.mode,
       sessionId: agent.spec.sessionId,
-      agentId,
+      agentId: objectNameToId(agent.metadata.name),
       userId: agent.spec.userId,
       environment: await sessionEnvironment(agent),
       sizeBytes: result.sizeBytes,
       at: readyAt,
     });
-    delete status.sandbox;
-    delete status.expiresAt;
-    status.computeEndedAt = readyAt.toISOString();
-    status.snapshot = snapshotId;
-    step.observeSandbox(false, AgentReason.Paused, `paused; snapshot ${snapshotId} (${result.level}, ${result.sizeBytes} bytes)`);
-    step.emit('agent.paused', { snapshotId, reason: agent.spec.pauseReason ?? 'requested', level: result.level, sizeBytes: result.sizeBytes }, String(agent.metadata.generation));
+    paused(step, snapshotId, { level: result.level, sizeBytes: result.sizeBytes });
     log.info({ snapshotId, level: result.level, sizeBytes: result.sizeBytes }, 'agent paused');
     return {};
   }
 
-  async function ensureSnapshot(agent: AgentResource, snapshotId: string, provider: SandboxProvider): Promise<Resource<'Snapshot'>> {
+  /** The sandbox is checkpointed and gone: the agent is paused into `snapshotId`. */
+  function paused(step: ReconcileStep, snapshotId: string, saved: { level: string; sizeBytes?: number }): void {
+    const { agent, status } = step;
+    delete status.sandbox;
+    delete status.expiresAt;
+    status.computeEndedAt = clock.now().toISOString();
+    status.snapshot = snapshotId;
+    const size = saved.sizeBytes === undefined ? 'archive being stored' : `${saved.sizeBytes} bytes`;
+    step.observeSandbox(false, AgentReason.Paused, `paused; snapshot ${snapshotId} (${saved.level}, ${size})`);
+    step.emit('agent.paused', { snapshotId, reason: agent.spec.pauseReason ?? 'requested', ...saved }, String(agent.metadata.generation));
+  }
+
+  async function ensureSnapshot(
+    agent: AgentResource,
+    snapshotId: string,
+    provider: SandboxProvider,
+    status: SnapshotStatus = { state: 'creating', observedGeneration: 0, conditions: [] },
+  ): Promise<Resource<'Snapshot'>> {
     const name = idToObjectName(snapshotId);
-    const existing = await store.get('Snapshot', name);
-    if (existing) return existing;
     try {
       return await store.create('Snapshot', {
         name,
@@ -303,7 +326,7 @@ export function createAgentReconciler(deps: AgentReconcilerDeps): Reconciler {
           provider: provider.name === 'mock' ? agent.spec.provider : provider.name,
           type: 'pause',
         },
-        status: { state: 'creating', observedGeneration: 0, conditions: [] },
+        status,
       });
     } catch (error) {
       if (!isStoreError(error, 'AlreadyExists')) throw error;
@@ -322,16 +345,29 @@ export function createAgentReconciler(deps: AgentReconcilerDeps): Reconciler {
     }
   }
 
-  /** The snapshot to provision from, when the spec asks for one not restored yet. */
+  /**
+   * The snapshot to provision from, when the spec asks for one not restored yet. A snapshot still
+   * `creating` is restored by the provider that keeps its checkpoint on this host, from there;
+   * anywhere else the resume waits for its archive.
+   */
   async function restoreSource(agent: AgentResource, status: AgentStatus, provider: SandboxProvider): Promise<RestoreSource | undefined> {
     const wanted = agent.spec.restoreFrom;
     if (!wanted || status.restoredFrom === wanted.snapshotId) return undefined;
     const snapshot = await store.get('Snapshot', idToObjectName(wanted.snapshotId));
-    if (!snapshot?.status || snapshot.status.state !== 'ready' || !snapshot.status.location || !snapshot.status.sha256) {
-      throw new UnsupportedRequestError(provider.name, `snapshot ${wanted.snapshotId} is ${snapshot?.status?.state ?? 'gone'}; it cannot be restored`);
+    const state = snapshot?.metadata.deletionTimestamp ? 'deleting' : snapshot?.status?.state;
+    const key = archiveKey(wanted.snapshotId);
+    if (state === 'creating' && provider.checkpointLocally && snapshot!.spec.provider === provider.name) {
+      return { storage: deps.snapshots, key, level: wanted.level };
+    }
+    if (state === 'creating') {
+      throw new SandboxNotReadyError(provider.name, `waiting for the archive of snapshot ${wanted.snapshotId}`, SNAPSHOT_WAIT_MS);
+    }
+    if (!snapshot?.status || state !== 'ready' || !snapshot.status.location || !snapshot.status.sha256) {
+      throw new UnsupportedRequestError(provider.name, `snapshot ${wanted.snapshotId} is ${state ?? 'gone'}; it cannot be restored`);
     }
     return {
       storage: deps.snapshots,
+      key,
       archive: { key: snapshot.status.location, sizeBytes: snapshot.status.sizeBytes ?? 0, sha256: snapshot.status.sha256 },
       level: wanted.level,
     };
@@ -384,7 +420,14 @@ export function createAgentReconciler(deps: AgentReconcilerDeps): Reconciler {
       const lost = status.sandbox !== undefined;
       const timer = metrics.provisionDuration.startTimer({ provider: provider.name });
       let sandbox: SandboxRef;
-      const restore = await restoreSource(agent, status, provider);
+      let restore: RestoreSource | undefined;
+      try {
+        restore = await restoreSource(agent, status, provider);
+      } catch (error) {
+        if (!(error instanceof SandboxNotReadyError)) throw error;
+        step.observeSandbox(false, AgentReason.Provisioning, error.message);
+        return { requeueAfterMs: error.retryAfterMs };
+      }
       try {
         sandbox = await provider.provision({
           ...(restore ? { restore } : {}),
@@ -422,6 +465,8 @@ export function createAgentReconciler(deps: AgentReconcilerDeps): Reconciler {
       const readyAt = clock.now();
       if (restore) {
         status.restoredFrom = agent.spec.restoreFrom!.snapshotId;
+        // Its checkpoint kept on this host may go now (once archived): the Snapshot reconciler decides.
+        step.wakeSnapshot(status.restoredFrom);
         step.observeSandbox(true, AgentReason.Restored, `restored from snapshot ${status.restoredFrom} (${restore.level} level)`);
       } else if (lost) {
         log.warn('sandbox was gone; recreated it with the same workspace');
@@ -492,6 +537,8 @@ function sandboxOf(agent: AgentResource, provider: SandboxProvider): SandboxRef 
 class ReconcileStep {
   readonly status: AgentStatus;
   readonly events: EventInput[] = [];
+  /** Snapshots whose reconcile this one's outcome concerns (a checkpoint to archive or to discard). */
+  readonly snapshotsToWake: string[] = [];
   /** The phase the agent had when the reconcile began. */
   readonly previousPhase: AgentPhase;
   private sandboxWord: AgentObservation['sandbox'];
@@ -512,6 +559,10 @@ class ReconcileStep {
   /** The word on the sandbox: what this reconcile found it in, or did to it. */
   observeSandbox(ready: boolean, reason: string, message: string): void {
     this.sandboxWord = { ready, reason, message };
+  }
+
+  wakeSnapshot(snapshotId: string): void {
+    this.snapshotsToWake.push(snapshotId);
   }
 
   end(ending: AgentEnding): void {

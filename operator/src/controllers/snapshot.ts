@@ -1,29 +1,186 @@
-import { recordSnapshotDeleted, type Clock, type Logger, type Queryable, type ResourceStore, type SnapshotStorage } from '@berth/common';
-import { objectNameToId } from '@berth/common';
+import {
+  LATENCY_BUCKETS,
+  ProviderError,
+  idToObjectName,
+  objectNameToId,
+  recordSnapshotDeleted,
+  recordSnapshotStored,
+  type Clock,
+  type Logger,
+  type Queryable,
+  type Resource,
+  type ResourceStore,
+  type SandboxProvider,
+  type SnapshotStorage,
+} from '@berth/common';
+import type { SnapshotStatus } from '@berth/crds';
+import type { ProviderRegistry } from '@berth/providers';
+import { Counter, Histogram, type Registry } from 'prom-client';
 import type { ReconcileResult, Reconciler } from '../runtime/controller.js';
-import { ARCHIVE_FINALIZER } from './agent.js';
+import { ARCHIVE_FINALIZER, archiveKey } from './agent.js';
+
+export interface SnapshotMetrics {
+  archiveDuration: Histogram<'provider' | 'result'>;
+  keptDiscarded: Counter<'provider'>;
+}
+
+export function createSnapshotMetrics(registry: Registry): SnapshotMetrics {
+  return {
+    archiveDuration: new Histogram({
+      name: 'berth_snapshot_archive_duration_seconds',
+      help: 'Time to pack, hash and store the archive of a checkpoint kept on the host, after its agent was paused; result success, error, cancelled (by a resume of the agent, made again) or lost',
+      labelNames: ['provider', 'result'],
+      buckets: LATENCY_BUCKETS,
+      registers: [registry],
+    }),
+    keptDiscarded: new Counter({
+      name: 'berth_snapshot_kept_checkpoints_discarded_total',
+      help: 'Checkpoints kept on the host that were removed once archived and no longer needed for a resume there',
+      labelNames: ['provider'],
+      registers: [registry],
+    }),
+  };
+}
 
 export interface SnapshotReconcilerDeps {
   store: ResourceStore;
   db: Queryable;
   storage: SnapshotStorage;
+  providers: ProviderRegistry;
   clock: Clock;
+  metrics: SnapshotMetrics;
 }
 
 /**
- * Snapshots are made by the Agent reconciler (the checkpoint has to happen before the
- * agent's compute is released); this one releases what they hold: when a Snapshot is
- * deleted, its archive leaves storage, its storage time is closed, and then it goes.
+ * Owns what a snapshot holds outside the store (ADR 21). A pause by a provider that keeps its
+ * checkpoint on the host leaves the Snapshot `creating`; this reconciler archives the checkpoint
+ * into storage and makes it `ready`, then removes the kept checkpoint once the agent no longer
+ * needs it for a resume there. When a Snapshot is deleted, its archive and kept checkpoint go,
+ * its storage time is closed, and then it goes.
+ *
+ * Snapshots of providers without a kept checkpoint are stored by the Agent reconciler, which
+ * has to store them before the compute is released.
  */
 export function createSnapshotReconciler(deps: SnapshotReconcilerDeps): Reconciler {
+  const { store, providers, metrics } = deps;
+
   return async function reconcileSnapshot(name: string, log: Logger): Promise<ReconcileResult> {
-    const snapshot = await deps.store.get('Snapshot', name);
-    if (!snapshot?.metadata.deletionTimestamp) return {};
-    if (!snapshot.metadata.finalizers.includes(ARCHIVE_FINALIZER)) return {};
-    if (snapshot.status?.location) await deps.storage.delete(snapshot.status.location);
-    await recordSnapshotDeleted(deps.db, objectNameToId(name), deps.clock.now());
-    await deps.store.removeFinalizer('Snapshot', name, ARCHIVE_FINALIZER);
-    log.info({ location: snapshot.status?.location }, 'snapshot deleted; archive released');
+    const snapshot = await store.get('Snapshot', name);
+    if (!snapshot) return {};
+    const agentId = snapshot.spec.agentId;
+    const provider = keeper(snapshot);
+    if (snapshot.metadata.deletionTimestamp) {
+      if (!snapshot.metadata.finalizers.includes(ARCHIVE_FINALIZER)) return {};
+      // By key as well as location: an archive stored by a reconcile whose status write was lost.
+      await deps.storage.delete(snapshot.status?.location ?? archiveKey(objectNameToId(name)));
+      await provider?.discardCheckpoint?.(agentId, archiveKey(objectNameToId(name)));
+      await recordSnapshotDeleted(deps.db, objectNameToId(name), deps.clock.now());
+      await store.removeFinalizer('Snapshot', name, ARCHIVE_FINALIZER);
+      log.info({ location: snapshot.status?.location }, 'snapshot deleted; archive released');
+      return {};
+    }
+    if (!provider) return {};
+    const agent = await store.get('Agent', idToObjectName(agentId));
+    const state = snapshot.status?.state ?? 'creating';
+    if (state === 'creating') {
+      if (!checkpointOnDisk(snapshot, agent)) return {}; // the agent's reconcile asks again once it is
+      return (await archive(snapshot, provider, agent, log)) ? { requeueAfterMs: 0 } : {};
+    }
+    if (state === 'ready' && !neededOnHost(snapshot, agent)) {
+      const discarded = await provider.discardCheckpoint?.(agentId, archiveKey(objectNameToId(name)));
+      if (discarded) {
+        metrics.keptDiscarded.inc({ provider: provider.name });
+        log.info({ agentId }, 'checkpoint kept on the host removed: archived, and no longer needed for a resume there');
+      }
+    }
     return {};
   };
+
+  /** The provider that keeps checkpoints on its host and made this snapshot; test keys' snapshots have none. */
+  function keeper(snapshot: Resource<'Snapshot'>): SandboxProvider | undefined {
+    if (snapshot.spec.mode !== 'live') return undefined;
+    const provider = providers.get(snapshot.spec.provider);
+    return provider?.archiveCheckpoint ? provider : undefined;
+  }
+
+  /** Archives the snapshot and makes it ready (or failed, when its checkpoint is lost); true when it must be tried again at once. */
+  async function archive(snapshot: Resource<'Snapshot'>, provider: SandboxProvider, agent: Resource<'Agent'> | undefined, log: Logger): Promise<boolean> {
+    const snapshotId = objectNameToId(snapshot.metadata.name);
+    const timer = metrics.archiveDuration.startTimer({ provider: provider.name });
+    let result;
+    try {
+      result = await provider.archiveCheckpoint!(snapshot.spec.agentId, { storage: deps.storage, key: archiveKey(snapshotId) });
+      timer({ result: 'success' });
+    } catch (error) {
+      if (error instanceof ProviderError && error.details.lost === true) {
+        timer({ result: 'lost' });
+        await writeStatus(snapshot, {
+          ...(snapshot.status ?? { observedGeneration: 0, conditions: [] }),
+          state: 'failed',
+          observedGeneration: snapshot.metadata.generation,
+          error: { code: 'snapshot_lost', message: error.message },
+        });
+        log.error({ err: error }, 'the checkpoint kept on the host is gone and was never archived: the snapshot failed');
+        return false;
+      }
+      if (error instanceof ProviderError && error.details.cancelled === true) {
+        timer({ result: 'cancelled' });
+        log.info({ snapshotId }, 'archive cancelled by a resume of its agent; made again from the workspace as it was paused');
+        return true;
+      }
+      timer({ result: 'error' });
+      throw error; // retried with backoff: the kept checkpoint is still there
+    }
+    const readyAt = deps.clock.now();
+    await writeStatus(snapshot, {
+      state: 'ready',
+      observedGeneration: snapshot.metadata.generation,
+      conditions: [],
+      level: result.level,
+      sizeBytes: result.sizeBytes,
+      location: result.key,
+      sha256: result.sha256,
+      readyAt: readyAt.toISOString(),
+    });
+    const { spec } = snapshot;
+    const session = await store.get('Session', idToObjectName(spec.sessionId));
+    await recordSnapshotStored(deps.db, {
+      snapshotId,
+      organizationId: spec.organizationId,
+      mode: spec.mode,
+      sessionId: spec.sessionId,
+      agentId: spec.agentId,
+      userId: agent?.spec.userId ?? session?.spec.userId ?? '',
+      environment: session?.spec.environment ?? 'production',
+      sizeBytes: result.sizeBytes,
+      at: readyAt,
+    });
+    log.info({ snapshotId, level: result.level, sizeBytes: result.sizeBytes }, 'snapshot archived; ready');
+    return false;
+  }
+
+  async function writeStatus(snapshot: Resource<'Snapshot'>, status: SnapshotStatus): Promise<void> {
+    await store.updateStatus('Snapshot', snapshot.metadata.name, status, { resourceVersion: snapshot.metadata.resourceVersion });
+  }
+}
+
+/**
+ * Whether the checkpoint of a `creating` snapshot is on the host's disk, ready to archive: the
+ * Agent reconciler creates the Snapshot, with the level reached, only after it is; and the agent
+ * names its snapshot only after it is (a Snapshot made before a checkpoint that was cut short).
+ * Pure.
+ */
+export function checkpointOnDisk(snapshot: Pick<Resource<'Snapshot'>, 'metadata' | 'status'>, agent: Pick<Resource<'Agent'>, 'status'> | undefined): boolean {
+  return snapshot.status?.level !== undefined || agent?.status?.snapshot === objectNameToId(snapshot.metadata.name);
+}
+
+/**
+ * Whether the checkpoint kept on the host may still serve a resume there: while its agent is
+ * paused into this snapshot and has not been restored from it. Pure.
+ */
+export function neededOnHost(snapshot: Pick<Resource<'Snapshot'>, 'metadata'>, agent: Pick<Resource<'Agent'>, 'status'> | undefined): boolean {
+  const snapshotId = objectNameToId(snapshot.metadata.name);
+  const status = agent?.status;
+  if (!status || status.phase === 'terminated' || status.phase === 'failed') return false;
+  return status.snapshot === snapshotId && status.restoredFrom !== snapshotId;
 }

@@ -5,6 +5,8 @@ import { OutputLimit } from '../program.js';
 export interface PodExecResult {
   stdout: string;
   stderr: string;
+  /** The last bytes of stderr (up to 4 KiB), whatever the limit kept of it. */
+  stderrTail: string;
   exitCode: number;
   timedOut: boolean;
   durationMs: number;
@@ -23,6 +25,9 @@ class BoundedSink extends Writable {
   }
   text(): string {
     return this.output.text();
+  }
+  tail(): string {
+    return this.output.tail();
   }
 }
 
@@ -86,9 +91,10 @@ export async function execInPod(
   const stdin = Readable.from([Buffer.from(options.stdin)]);
   const result = await awaitExec(kubeConfig, target, command, { stdout, stderr, stdin }, options.timeoutMs);
   const durationMs = Math.round(performance.now() - started);
-  if (result === 'timeout') return { stdout: stdout.text(), stderr: stderr.text(), exitCode: -1, timedOut: true, durationMs };
+  const output = { stdout: stdout.text(), stderr: stderr.text(), stderrTail: stderr.tail(), durationMs };
+  if (result === 'timeout') return { ...output, exitCode: -1, timedOut: true };
   if (result instanceof Error) throw result;
-  return { stdout: stdout.text(), stderr: stderr.text(), exitCode: exitCodeOf(result), timedOut: false, durationMs };
+  return { ...output, exitCode: exitCodeOf(result), timedOut: false };
 }
 
 /**

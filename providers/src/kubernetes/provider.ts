@@ -13,6 +13,7 @@ import {
   idToObjectName,
   objectNameToId,
   unsupportedReason,
+  storedArchiveOf,
   verifyArchive,
   type ArchiveCompression,
   type ExecRequest,
@@ -27,22 +28,10 @@ import {
   type SandboxState,
   type StoredArchive,
 } from '@berth/common';
-import { INTERPRETERS, stoppedByTimeout, timeoutPrefix } from '../program.js';
+import { INTERPRETERS } from '../program.js';
+import { EXEC_SCRIPT, execNonce, execStdin, takeTimeoutLine } from './exec-script.js';
 import { execInPod, streamInPod } from './exec.js';
 import { SANDBOX_CONTAINER, SandboxLabels, desiredPod, type PodSettings } from './pod.js';
-
-/**
- * Inside the pod: the program arrives on stdin, goes to a file in /tmp and runs under
- * `timeout`, which stops it and its children when time is up. Pods have no host mount to
- * hand the file over through, and a shell there costs little (unlike in a local gVisor sandbox).
- */
-const EXEC_SCRIPT = `cd "\${BERTH_WORKSPACE:-/workspace}" 2>/dev/null
-dir=$(mktemp -d "\${TMPDIR:-/tmp}/berth-exec.XXXXXX") || exit 125
-trap 'rm -rf "$dir"' EXIT
-file="$dir/main.$1"
-cat >"$file" || exit 125
-shift
-"$@" "$file" </dev/null`;
 
 /** The three steps of a workspace restore, in the pod (see restoreWorkspace). */
 const RESTORE_SCRATCH = '.berth-restore';
@@ -119,9 +108,9 @@ export class KubernetesProvider implements SandboxProvider {
     const state = existing ? podState(existing) : 'missing';
     if (state === 'running') {
       const restore = request.restore;
-      if (restore && existing!.metadata?.annotations?.[RESTORED_ANNOTATION] !== restore.archive.key) {
+      if (restore && existing!.metadata?.annotations?.[RESTORED_ANNOTATION] !== restore.key) {
         await this.restoreWorkspace(name, restore);
-        await this.annotate(name, { [RESTORED_ANNOTATION]: restore.archive.key });
+        await this.annotate(name, { [RESTORED_ANNOTATION]: restore.key });
       }
       return ref;
     }
@@ -158,21 +147,24 @@ export class KubernetesProvider implements SandboxProvider {
 
   async exec(ref: SandboxRef, request: ExecRequest): Promise<ExecResult> {
     const interpreter = INTERPRETERS[request.language];
+    const nonce = execNonce();
+    const limitSeconds = String(Math.max(1, Math.ceil(request.timeoutMs / 1000)));
     let result;
     try {
       result = await execInPod(
         this.options.kubeConfig,
         { namespace: this.namespace, pod: idToObjectName(ref.id), container: SANDBOX_CONTAINER },
-        ['sh', '-c', EXEC_SCRIPT, 'berth-exec', interpreter.extension, ...timeoutPrefix(request.timeoutMs), ...interpreter.argv],
-        { stdin: request.code, timeoutMs: request.timeoutMs + 10_000, maxOutputBytes: this.options.maxOutputBytes ?? 1024 * 1024 },
+        ['sh', '-c', EXEC_SCRIPT, 'berth-exec', interpreter.extension, limitSeconds, ...interpreter.argv],
+        { stdin: execStdin(nonce, request.code), timeoutMs: request.timeoutMs + 10_000, maxOutputBytes: this.options.maxOutputBytes ?? 1024 * 1024 },
       );
     } catch (error) {
       throw new ProviderError(this.name, `exec in pod ${idToObjectName(ref.id)}: ${(error as Error).message}`, { sandbox: ref.id });
     }
-    if (result.timedOut || stoppedByTimeout(result)) {
+    const stderr = takeTimeoutLine(result.stderr, result.stderrTail, nonce);
+    if (result.timedOut || stderr.timedOut) {
       throw new ExecTimeoutError(request.timeoutMs);
     }
-    return { stdout: result.stdout, stderr: result.stderr, exitCode: result.exitCode, durationMs: result.durationMs };
+    return { stdout: result.stdout, stderr: stderr.stderr, exitCode: result.exitCode, durationMs: result.durationMs };
   }
 
   async terminate(ref: SandboxRef): Promise<void> {
@@ -225,8 +217,9 @@ export class KubernetesProvider implements SandboxProvider {
    */
   private async restoreWorkspace(pod: string, restore: RestoreSource): Promise<void> {
     const target = { namespace: this.namespace, pod, container: SANDBOX_CONTAINER };
-    const { compression, stream } = await detectCompression(await restore.storage.get(restore.archive.key));
-    const source = stream.pipe(verifyArchive(restore.archive.key, restore.archive.sha256));
+    const archive = storedArchiveOf(this.name, restore);
+    const { compression, stream } = await detectCompression(await restore.storage.get(archive.key));
+    const source = stream.pipe(verifyArchive(archive.key, archive.sha256));
     const verified = new Promise<Error | undefined>((resolve) => {
       source.on('error', resolve);
       source.on('end', () => resolve(undefined));

@@ -21,11 +21,16 @@ export interface ArchivePart {
 
 const MEMBER_LIMIT_BYTES = 4 * 1024 * 1024;
 
-/** A zstd-compressed tar of `parts`, streamed as tar makes it. The stream fails when tar fails. */
-export function packArchive(parts: readonly ArchivePart[]): Readable {
+/**
+ * A zstd-compressed tar of `parts`, streamed as tar makes it. The stream fails when tar fails, or
+ * when `signal` aborts (tar is killed).
+ */
+export function packArchive(parts: readonly ArchivePart[], signal?: AbortSignal): Readable {
+  // At a lower priority: archives are made in the background (after the pause answered), and
+  // zstd's threads would otherwise take the cores from the sandboxes and requests in the foreground.
   const tar = spawn(
-    'tar',
-    ['--create', '--use-compress-program=zstd -3 -T0 -q', '--file=-', '--numeric-owner', ...parts.flatMap(({ dir, names }) => ['--directory', dir, ...names])],
+    'nice',
+    ['-n', '10', 'tar', '--create', '--use-compress-program=zstd -3 -T0 -q', '--file=-', '--numeric-owner', ...parts.flatMap(({ dir, names }) => ['--directory', dir, ...names])],
     { stdio: ['ignore', 'pipe', 'pipe'] },
   );
   const exited = exitOf(tar);
@@ -44,6 +49,9 @@ export function packArchive(parts: readonly ArchivePart[]): Readable {
     if (tar.exitCode === null) tar.kill('SIGKILL');
   });
   pipeline(tar.stdout!, checked).catch(() => undefined); // errors reach the reader through `checked`
+  const cancel = () => checked.destroy(new Error('the archive was cancelled'));
+  if (signal?.aborted) cancel();
+  else signal?.addEventListener('abort', cancel, { once: true });
   return checked;
 }
 

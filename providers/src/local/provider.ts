@@ -10,9 +10,12 @@ import {
   ProviderError,
   UnsupportedRequestError,
   unsupportedReason,
+  storedArchiveOf,
   verifyArchive,
   type CheckpointResult,
+  type ArchiveTarget,
   type CheckpointTarget,
+  type LocalCheckpointTarget,
   type ExecRequest,
   type ExecResult,
   type Logger,
@@ -41,7 +44,8 @@ import {
 } from './manifest.js';
 import { MemoryGuard } from './memory.js';
 import { Runsc, RunscError } from './runsc.js';
-import { ensureVolume, unmountVolume } from './volume.js';
+import { ensureVolume, isMountPoint, unmountVolume } from './volume.js';
+import { copyImage, flushDirectory, flushFile, flushTree, syncFilesystem } from './flush.js';
 
 export interface LocalProviderOptions {
   runsc: Runsc;
@@ -65,6 +69,9 @@ export interface LocalProviderOptions {
 /** How long a sandbox that stopped answering gets to end before it is reported anyway. */
 const DYING_WAIT_MS = 3_000;
 
+/** The copy of the workspace's filesystem that a kept checkpoint holds once its sandbox was restored before the archive. */
+const KEPT_WORKSPACE_IMAGE = 'workspace.ext4';
+
 const IMAGE_FOR_COMPUTE: Record<Compute, ImageName> = { python: 'python', node: 'node', go: 'go' };
 
 // Modules in /workspace import as they would from a script there.
@@ -77,6 +84,12 @@ export class LocalProvider implements SandboxProvider {
   private readonly browserImage: ImageName | undefined;
   private readonly sandboxListeners = new Set<(agentId: string) => void>();
   private readonly memory: MemoryGuard;
+  /** Archives of kept checkpoints in progress, by agent: a restore of the agent cancels its own. */
+  private readonly archiving = new Map<string, { key: string; cancel: AbortController; done: Promise<void> }>();
+  /** `<agent id>/<key>` of archives a restore cancelled, so that their failure says so. */
+  private readonly cancelled = new Set<string>();
+  private readonly workspaceTurns = new Map<string, Promise<void>>();
+  private runtimeVersionOnce: Promise<string> | undefined;
 
   constructor(private readonly options: LocalProviderOptions) {
     if (options.browserImage !== undefined && !isImageName(options.browserImage)) {
@@ -231,7 +244,9 @@ export class LocalProvider implements SandboxProvider {
   private async restore(request: ProvisionRequest, source: RestoreSource, image: ImageName): Promise<void> {
     const agentId = request.agentId;
     const paths = this.paths(agentId);
-    const key = source.archive.key;
+    const kept = this.keptDir(agentId, source.key);
+    if (existsSync(kept)) return this.restoreKept(request, source, kept, image);
+    const key = storedArchiveOf(this.name, source).key;
     // Ask for the image before reading the archive: while it builds, each retry would read it again.
     const rootfs = source.level === 'filesystem' ? await this.options.images.ready(image) : undefined;
     const manifest = await this.extractSnapshot(agentId, source);
@@ -263,6 +278,33 @@ export class LocalProvider implements SandboxProvider {
     }
   }
 
+  /**
+   * Starts the sandbox from the checkpoint it kept on this host when it was paused, and its
+   * workspace where it is: nothing to read from storage, decompress or extract. Before the archive
+   * is stored, the workspace is copied aside for it first (see `keepWorkspaceCopy`). The kept
+   * checkpoint stays until the operator discards it (`discardCheckpoint`).
+   */
+  private async restoreKept(request: ProvisionRequest, source: RestoreSource, kept: string, image: ImageName): Promise<void> {
+    const agentId = request.agentId;
+    const paths = this.paths(agentId);
+    try {
+      const manifest = parseManifest(await readFile(join(kept, MANIFEST_FILE), 'utf8'));
+      const notNative = source.level === 'native' ? await this.whyNotNative(manifest, kept) : 'files were asked for';
+      if (!source.archive) await this.inTurn(agentId, () => this.keepWorkspaceCopy(agentId, kept));
+      await this.mountWorkspace(paths.workspaceImage, paths.workspace, agentId);
+      if (notNative === undefined && manifest.sandbox) {
+        await this.startFromCheckpoint(agentId, manifest.sandbox.spec, join(kept, CHECKPOINT_DIR), request.env);
+      } else {
+        if (source.level === 'native') this.options.log.warn({ agentId, key: source.key, reason: notNative }, 'restoring the files of a native snapshot only');
+        await this.start(request, image, await this.options.images.ready(image));
+      }
+      this.options.log.info({ agentId, key: source.key, level: notNative === undefined ? 'native' : 'filesystem', from: 'kept checkpoint' }, 'sandbox restored');
+    } catch (error) {
+      if (error instanceof ProviderError) throw error;
+      throw new ProviderError(this.name, `restoring the kept checkpoint of snapshot ${source.key} failed: ${(error as Error).message}`, { sandbox: agentId, key: source.key });
+    }
+  }
+
   private async discardRestoring(agentId: string): Promise<void> {
     const paths = this.paths(agentId);
     await unmountVolume(join(paths.restoring, WORKSPACE_DIR));
@@ -276,7 +318,9 @@ export class LocalProvider implements SandboxProvider {
    * is reported as corruption (`details.corrupted`), other failures (storage unreachable) as
    * worth a retry.
    */
-  private async extractSnapshot(agentId: string, { storage, archive }: RestoreSource): Promise<SnapshotManifest | undefined> {
+  private async extractSnapshot(agentId: string, source: RestoreSource): Promise<SnapshotManifest | undefined> {
+    const { storage } = source;
+    const archive = storedArchiveOf(this.name, source);
     const paths = this.paths(agentId);
     const existed = existsSync(paths.root);
     await this.discardRestoring(agentId); // a crash's leftovers
@@ -303,7 +347,7 @@ export class LocalProvider implements SandboxProvider {
     return whyNotNative(manifest, {
       hasCheckpoint: existsSync(join(extracted, CHECKPOINT_DIR)),
       rootfsExists: manifest?.sandbox !== undefined && existsSync(join(manifest.sandbox.rootfs, 'usr', 'bin')),
-      runtime: await this.options.runsc.version(),
+      runtime: await this.runtime(),
     });
   }
 
@@ -424,13 +468,17 @@ export class LocalProvider implements SandboxProvider {
   }
 
   /**
-   * Archives the sandbox into `target.key` and removes it. Each step leaves what the next call
-   * needs, so a call cut short is finished by the next one: a stored archive is taken as done
-   * (only the release is left), and a checkpoint image in the scratch directory is used again.
+   * Archives the sandbox into `target.key` and removes it: `checkpointLocally`, `archiveCheckpoint`,
+   * then the sandbox's directory goes. Each step leaves what the next call needs, so a call cut
+   * short is finished by the next one: a stored archive is taken as done (only the release is
+   * left), and a checkpoint kept on disk is archived again.
    */
   async checkpoint(ref: SandboxRef, target: CheckpointTarget): Promise<CheckpointResult> {
     try {
-      return await this.saveAndRelease(ref, target);
+      if (!(await target.storage.exists(target.key))) await this.checkpointLocally(ref, target);
+      const stored = await this.archiveCheckpoint(ref.id, target);
+      await this.terminate(ref);
+      return stored;
     } catch (error) {
       if (error instanceof ProviderError) throw error;
       const details = { sandbox: ref.id, key: target.key };
@@ -438,68 +486,195 @@ export class LocalProvider implements SandboxProvider {
     }
   }
 
-  private async saveAndRelease(ref: SandboxRef, { storage, key, native }: CheckpointTarget): Promise<CheckpointResult> {
+  /**
+   * Checkpoints the sandbox into `kept-<key hash>/` in its directory and deletes the container. The
+   * image is written aside, flushed to disk and renamed into place, so a kept directory that exists
+   * is complete (an earlier call's, which a repeated call takes as done). The workspace stays where
+   * it is, mounted: nothing writes it while the agent is paused, and the archive reads it there.
+   */
+  async checkpointLocally(ref: SandboxRef, { key, native }: LocalCheckpointTarget): Promise<{ level: SnapshotLevel }> {
     const agentId = ref.id;
     const paths = this.paths(agentId);
-    if (await storage.exists(key)) {
-      const stored = await this.describeStored(storage, key);
-      await this.terminate(ref);
-      return stored;
-    }
-    if (!existsSync(paths.root)) {
-      throw new ProviderError(this.name, `sandbox ${agentId} is gone and no snapshot of it was stored`, { sandbox: agentId, key });
-    }
-    const started = performance.now();
-    const scratch = join(paths.root, `checkpoint-${createHash('sha256').update(key).digest('hex').slice(0, 16)}`);
-    await mkdir(scratch, { recursive: true, mode: 0o700 });
-    const level = await this.freeze(agentId, join(scratch, CHECKPOINT_DIR), native);
-    const manifest = localManifest({
-      level,
-      agentId,
-      spec: JSON.parse(await readFile(join(paths.bundle, 'config.json'), 'utf8')) as Record<string, unknown>,
-      runtime: await this.options.runsc.version(),
-      createdAt: new Date(),
-    });
-    await writeFile(join(scratch, MANIFEST_FILE), JSON.stringify(manifest, null, 2), { mode: 0o600 });
-    const stored = await storage.put(
-      key,
-      packArchive([
-        { dir: scratch, names: level === 'native' ? [MANIFEST_FILE, CHECKPOINT_DIR] : [MANIFEST_FILE] },
-        { dir: paths.root, names: [WORKSPACE_DIR] },
-      ]),
-    );
-    await this.terminate(ref);
-    this.options.log.info(
-      { agentId, key, level, sizeBytes: stored.sizeBytes, ms: Math.round(performance.now() - started) },
-      'sandbox checkpointed',
-    );
-    return { ...stored, level };
-  }
-
-  /**
-   * Stops the sandbox, so that nothing changes its files while they are archived; when `native`
-   * is asked, by checkpointing its processes and memory into `imageDir` first. The image is
-   * written aside and renamed, so an `imageDir` that exists is complete (an earlier call's). Returns
-   * the level reached: a sandbox that was not running, or whose checkpoint failed, keeps its files.
-   */
-  private async freeze(agentId: string, imageDir: string, native: boolean): Promise<SnapshotLevel> {
+    const kept = this.keptDir(agentId, key);
     const { runsc, log } = this.options;
-    if (native && !existsSync(imageDir)) {
-      const partial = `${imageDir}.partial`;
+    this.memory.unwatch(agentId);
+    try {
+      if (existsSync(kept)) {
+        await runsc.delete(agentId);
+        return { level: await this.keptLevel(kept) };
+      }
+      if (!existsSync(paths.root)) {
+        throw new ProviderError(this.name, `sandbox ${agentId} is gone and no checkpoint of it was kept`, { sandbox: agentId, key });
+      }
+      const started = performance.now();
+      const partial = `${kept}.partial`;
       await rm(partial, { recursive: true, force: true });
-      if ((await runsc.state(agentId)) !== 'running') {
-        log.warn({ agentId }, 'the sandbox is not running: its snapshot keeps its files only');
-      } else {
+      await mkdir(partial, { mode: 0o700 });
+      let level: SnapshotLevel = 'filesystem';
+      if (native) {
         try {
-          await runsc.checkpoint(agentId, partial);
-          await rename(partial, imageDir);
+          await runsc.checkpoint(agentId, join(partial, CHECKPOINT_DIR));
+          level = 'native';
         } catch (error) {
+          // Not running (ended, or stopped), or runsc refused: the files are what is left to keep.
+          await rm(join(partial, CHECKPOINT_DIR), { recursive: true, force: true });
           log.warn({ agentId, error: (error as Error).message }, 'checkpoint failed: the snapshot keeps the files only');
         }
       }
+      // The compute goes while the image and the workspace are flushed: after a checkpoint runsc
+      // still says running for a moment. The workspace's filesystem is written out to its image
+      // file, and that to disk, as the archive in storage was before the pause answered.
+      await Promise.all([
+        runsc.delete(agentId),
+        (async () => {
+          if (!(await isMountPoint(paths.workspace))) return;
+          await syncFilesystem(paths.workspace);
+          await flushFile(paths.workspaceImage);
+        })(),
+        (async () => {
+          const manifest = localManifest({
+            level,
+            agentId,
+            spec: JSON.parse(await readFile(join(paths.bundle, 'config.json'), 'utf8')) as Record<string, unknown>,
+            runtime: await this.runtime(),
+            createdAt: new Date(),
+          });
+          await writeFile(join(partial, MANIFEST_FILE), JSON.stringify(manifest, null, 2), { mode: 0o600 });
+          await flushTree(partial);
+        })(),
+      ]);
+      await rename(partial, kept);
+      await flushDirectory(paths.root);
+      log.info({ agentId, key, level, ms: Math.round(performance.now() - started) }, 'sandbox checkpointed to disk');
+      return { level };
+    } catch (error) {
+      if (error instanceof ProviderError) throw error;
+      throw new ProviderError(this.name, `checkpointing the sandbox failed: ${(error as Error).message}`, { sandbox: agentId, key });
     }
-    await runsc.delete(agentId); // after a checkpoint runsc still says running for a moment
-    return native && existsSync(imageDir) ? 'native' : 'filesystem';
+  }
+
+  /**
+   * Packs the checkpoint kept under `key`, with the workspace, into storage (tar + zstd, hashed on
+   * the way). The workspace is the sandbox's own while it stays paused, or the copy a restore
+   * that came before the archive left beside the checkpoint (`keepWorkspaceCopy`). A restore of
+   * the sandbox cancels an archive in progress, which then fails and is made again from the copy.
+   */
+  async archiveCheckpoint(agentId: string, { storage, key }: ArchiveTarget): Promise<CheckpointResult> {
+    const paths = this.paths(agentId);
+    const kept = this.keptDir(agentId, key);
+    const details = { sandbox: agentId, key };
+    try {
+      if (await storage.exists(key)) return await this.describeStored(storage, key);
+      if (!existsSync(kept)) {
+        throw new ProviderError(this.name, `no checkpoint of sandbox ${agentId} is kept on this host, and no archive ${key} was stored`, { ...details, lost: true });
+      }
+      const started = performance.now();
+      const level = await this.keptLevel(kept);
+      const cancel = new AbortController();
+      let finished: () => void = () => undefined;
+      // Which workspace to read is decided in turn with a restore's copy (`keepWorkspaceCopy`), so
+      // that the archive never begins on a workspace a restored sandbox is changing.
+      const copy = await this.inTurn(agentId, async () => {
+        const copied = existsSync(join(kept, KEPT_WORKSPACE_IMAGE));
+        // Mounted again after a host restart; a copy is mounted for as long as the archive reads it.
+        if (copied) await this.mountWorkspace(join(kept, KEPT_WORKSPACE_IMAGE), join(kept, WORKSPACE_DIR), agentId);
+        else await this.mountWorkspace(paths.workspaceImage, paths.workspace, agentId);
+        this.archiving.set(agentId, { key, cancel, done: new Promise<void>((resolve) => (finished = resolve)) });
+        return copied;
+      });
+      const workspaceDir = copy ? kept : paths.root;
+      try {
+        const stored = await storage.put(
+          key,
+          packArchive(
+            [
+              { dir: kept, names: level === 'native' ? [MANIFEST_FILE, CHECKPOINT_DIR] : [MANIFEST_FILE] },
+              { dir: workspaceDir, names: [WORKSPACE_DIR] },
+            ],
+            cancel.signal,
+          ),
+        );
+        this.options.log.info({ agentId, key, level, sizeBytes: stored.sizeBytes, ms: Math.round(performance.now() - started) }, 'kept checkpoint archived');
+        return { ...stored, level };
+      } catch (error) {
+        if (this.cancelled.has(`${agentId}/${key}`)) {
+          throw new ProviderError(this.name, 'the archive was cancelled by a restore of its sandbox; it is made again from the workspace as it was paused', { ...details, cancelled: true });
+        }
+        throw error;
+      } finally {
+        this.cancelled.delete(`${agentId}/${key}`);
+        this.archiving.delete(agentId);
+        finished();
+        if (copy) await unmountVolume(join(kept, WORKSPACE_DIR));
+      }
+    } catch (error) {
+      if (error instanceof ProviderError) throw error;
+      throw new ProviderError(this.name, `archiving the kept checkpoint failed: ${(error as Error).message}`, details);
+    }
+  }
+
+  async discardCheckpoint(agentId: string, key: string): Promise<boolean> {
+    const kept = this.keptDir(agentId, key);
+    const existed = existsSync(kept) || existsSync(`${kept}.partial`);
+    if (!existed) return false;
+    await unmountVolume(join(kept, WORKSPACE_DIR));
+    await rm(kept, { recursive: true, force: true });
+    await rm(`${kept}.partial`, { recursive: true, force: true });
+    return true;
+  }
+
+  /** Where the checkpoint for snapshot archive `key` is kept, in the sandbox's directory. */
+  private keptDir(agentId: string, key: string): string {
+    return join(this.paths(agentId).root, `kept-${createHash('sha256').update(key).digest('hex').slice(0, 16)}`);
+  }
+
+  private async keptLevel(kept: string): Promise<SnapshotLevel> {
+    return parseManifest(await readFile(join(kept, MANIFEST_FILE), 'utf8')).level;
+  }
+
+  /**
+   * A restore is about to change the workspace that a kept checkpoint not archived yet still
+   * needs: an archive in progress is cancelled, and the workspace's filesystem is copied beside the
+   * checkpoint (sparse, so a file of the used blocks), which the archive then reads instead.
+   */
+  private async keepWorkspaceCopy(agentId: string, kept: string): Promise<void> {
+    const paths = this.paths(agentId);
+    const running = this.archiving.get(agentId);
+    if (running) {
+      this.cancelled.add(`${agentId}/${running.key}`);
+      running.cancel.abort();
+      await running.done;
+    }
+    const copy = join(kept, KEPT_WORKSPACE_IMAGE);
+    if (existsSync(copy)) return;
+    if (await isMountPoint(paths.workspace)) await syncFilesystem(paths.workspace);
+    await copyImage(paths.workspaceImage, `${copy}.partial`);
+    await rename(`${copy}.partial`, copy);
+  }
+
+  /** Runs `work` after the agent's earlier turns (archives choosing their workspace, restores copying it) ended. */
+  private async inTurn<T>(agentId: string, work: () => Promise<T>): Promise<T> {
+    const previous = this.workspaceTurns.get(agentId) ?? Promise.resolve();
+    let release: () => void = () => undefined;
+    const gate = new Promise<void>((resolve) => (release = resolve));
+    const mine = previous.then(() => gate);
+    this.workspaceTurns.set(agentId, mine);
+    await previous;
+    try {
+      return await work();
+    } finally {
+      release();
+      if (this.workspaceTurns.get(agentId) === mine) this.workspaceTurns.delete(agentId);
+    }
+  }
+
+  /** `runsc --version`, asked once: runsc is installed before Berth starts and not replaced under it. */
+  private runtime(): Promise<string> {
+    this.runtimeVersionOnce ??= this.options.runsc.version().catch((error: unknown) => {
+      this.runtimeVersionOnce = undefined;
+      throw error;
+    });
+    return this.runtimeVersionOnce;
   }
 
   /** What an archive stored by an earlier call holds, read back from storage. */

@@ -5,6 +5,7 @@ import {
   ProviderError,
   SandboxNotReadyError,
   UnsupportedRequestError,
+  storedArchiveOf,
   verifyArchive,
   type CheckpointResult,
   type CheckpointTarget,
@@ -94,7 +95,8 @@ export class RemoteProvider implements SandboxProvider {
     let restore: { key: string; sha256: string; sizeBytes: number; level: string } | undefined;
     if (request.restore) {
       // The archive goes first, streamed from this install's storage and checked on the way.
-      const { storage, archive, level } = request.restore;
+      const { storage, level } = request.restore;
+      const archive = storedArchiveOf(this.name, request.restore);
       const key = `${request.agentId}-${archive.sha256.slice(0, 16)}`;
       const source = (await storage.get(archive.key)).pipe(verifyArchive(archive.key, archive.sha256));
       const uploaded = (await this.answer(await this.request('PUT', `/archives/${key}`, { stream: source, timeoutMs: 30 * 60_000 }))) as { sha256: string };

@@ -125,7 +125,7 @@ export function remoteProviderRouter(options: RemoteServerOptions): Router {
     handle(async (req, res) => {
       const body = parse(provisionBody, req.body);
       const restore = body.restore
-        ? { storage: scratch, archive: { key: `incoming/${body.restore.key}`, sha256: body.restore.sha256, sizeBytes: body.restore.sizeBytes }, level: body.restore.level }
+        ? { storage: scratch, key: `incoming/${body.restore.key}`, archive: { key: `incoming/${body.restore.key}`, sha256: body.restore.sha256, sizeBytes: body.restore.sizeBytes }, level: body.restore.level }
         : undefined;
       try {
         const sandbox = await provider.provision({
