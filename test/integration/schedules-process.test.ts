@@ -1,20 +1,17 @@
-import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { verifySignature } from '../../common/src/index.js';
 import { startBerth, tempDir, type BerthProcess } from '../helpers/berth.js';
 import { eventually, type ApiClient } from '../helpers/http.js';
 import { createTestDatabase } from '../helpers/postgres.js';
 import { removeDataDir } from '../helpers/runsc.js';
+import { startWebhookReceiver, type WebhookReceiver } from '../helpers/webhook-receiver.js';
 
 /**
  * A schedule of a test key in a real `berth up`, on the real clock: it fires at the next minute,
  * the run completes on the mock model, `schedule.fired` reaches a webhook receiver signed, and a
  * process killed with SIGKILL and started again fires each minute once.
  */
-const received: { headers: IncomingHttpHeaders; body: string }[] = [];
-let receiver: Server;
-let receiverUrl: string;
+let receiver: WebhookReceiver;
 let berth: BerthProcess | undefined;
 let databaseUrl: string;
 let testKey: string;
@@ -25,16 +22,7 @@ const dataDir = tempDir('berth-schedules-');
 const env = () => ({ DATABASE_URL: databaseUrl, BERTH_WEBHOOK_ALLOW_HTTP: 'true', BERTH_WEBHOOK_ALLOW_PRIVATE: 'true' });
 
 beforeAll(async () => {
-  receiver = createServer((req, res) => {
-    let body = '';
-    req.on('data', (chunk: Buffer) => (body += chunk.toString()));
-    req.on('end', () => {
-      received.push({ headers: req.headers, body });
-      res.writeHead(200).end();
-    });
-  });
-  await new Promise<void>((resolve) => receiver.listen(0, '127.0.0.1', resolve));
-  receiverUrl = `http://127.0.0.1:${(receiver.address() as AddressInfo).port}/hook`;
+  receiver = await startWebhookReceiver();
   databaseUrl = await createTestDatabase();
   berth = await startBerth({ dataDir, env: env() });
   testKey = berth.testKey!;
@@ -43,15 +31,14 @@ beforeAll(async () => {
 afterAll(async () => {
   if (berth) expect(await berth.stop()).toBe(0);
   removeDataDir(dataDir);
-  receiver.closeAllConnections();
-  await new Promise((resolve) => receiver.close(resolve));
+  await receiver.close();
 });
 
 const history = async () => (await api.get(`/v1/schedules/${scheduleId}/history`)).body.data as any[];
 
 describe('a schedule in a berth up process', () => {
   it('fires at the next minute, runs on the mock model, and sends schedule.fired signed', async () => {
-    secret = (await api.post('/v1/webhooks', { url: receiverUrl, events: ['schedule.fired'] })).body.secret;
+    secret = (await api.post('/v1/webhooks', { url: receiver.url, events: ['schedule.fired'] })).body.secret;
     expect((await api.post('/v1/agent-definitions', { name: 'minutely', systemPrompt: 'Count.' })).status).toBe(201);
     const created = await api.post('/v1/schedules', { agent: 'minutely', userId: 'process-user', cron: '* * * * *', input: 'count to three' });
     expect(created.status, JSON.stringify(created.body)).toBe(201);
@@ -63,7 +50,7 @@ describe('a schedule in a berth up process', () => {
     expect(first).toMatchObject({ status: 'completed', scheduledFor: created.body.nextRunAt, cost: { amount: 0, currency: 'usd' } });
     expect((await api.get(`/v1/tasks/${first.taskId}`)).body).toMatchObject({ status: 'completed', task: 'count to three' });
 
-    const delivery = await eventually(async () => received.find((entry) => JSON.parse(entry.body).event === 'schedule.fired'), { what: 'schedule.fired delivered' });
+    const delivery = await eventually(async () => receiver.received.find((entry) => JSON.parse(entry.body).event === 'schedule.fired'), { what: 'schedule.fired delivered' });
     expect(verifySignature(secret, Buffer.from(delivery.body), delivery.headers['x-svc-signature'] as string)).toBe(true);
     expect(JSON.parse(delivery.body).data).toMatchObject({ scheduleId, executionId: first.id, jobId: first.jobId, scheduledFor: first.scheduledFor, userId: 'process-user' });
   });
@@ -80,7 +67,7 @@ describe('a schedule in a berth up process', () => {
     const times = entries.map((entry) => entry.scheduledFor);
     expect(new Set(times).size).toBe(times.length);
     expect(entries.every((entry) => entry.status !== 'missed')).toBe(true);
-    const fired = received.filter((entry) => JSON.parse(entry.body).event === 'schedule.fired').map((entry) => JSON.parse(entry.body).data.scheduledFor);
+    const fired = receiver.received.filter((entry) => JSON.parse(entry.body).event === 'schedule.fired').map((entry) => JSON.parse(entry.body).data.scheduledFor);
     expect(new Set(fired).size).toBe(fired.length);
   });
 });

@@ -1,18 +1,17 @@
-import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { verifySignature } from '../../common/src/index.js';
 import { startBerth, tempDir, type BerthProcess } from '../helpers/berth.js';
 import { eventually } from '../helpers/http.js';
 import { createTestDatabase } from '../helpers/postgres.js';
 import { removeDataDir } from '../helpers/runsc.js';
+import { startWebhookReceiver, type WebhookReceiver } from '../helpers/webhook-receiver.js';
 
 /**
  * The sender in a real `berth up`, killed (SIGKILL) between two attempts of a delivery: the
  * process started next continues the retry schedule from PostgreSQL, with the same delivery id.
  */
-const received: { headers: IncomingHttpHeaders; body: string; at: number }[] = [];
-let receiver: Server;
+let receiver: WebhookReceiver;
+let received: WebhookReceiver['received'];
 let receiverUrl: string;
 let berth: BerthProcess | undefined;
 let databaseUrl: string;
@@ -20,23 +19,15 @@ const dataDir = tempDir('berth-webhooks-');
 const env = () => ({ DATABASE_URL: databaseUrl, BERTH_WEBHOOK_ALLOW_HTTP: 'true', BERTH_WEBHOOK_ALLOW_PRIVATE: 'true' });
 
 beforeAll(async () => {
-  receiver = createServer((req, res) => {
-    let body = '';
-    req.on('data', (chunk: Buffer) => (body += chunk.toString()));
-    req.on('end', () => {
-      received.push({ headers: req.headers, body, at: Date.now() });
-      res.writeHead(received.length === 1 ? 500 : 200).end();
-    });
-  });
-  await new Promise<void>((resolve) => receiver.listen(0, '127.0.0.1', resolve));
-  receiverUrl = `http://127.0.0.1:${(receiver.address() as AddressInfo).port}/hook`;
+  // The first attempt fails, the retries succeed.
+  receiver = await startWebhookReceiver((n) => (n === 1 ? 500 : 200));
+  ({ received, url: receiverUrl } = receiver);
   databaseUrl = await createTestDatabase();
 });
 afterAll(async () => {
   if (berth) expect(await berth.stop()).toBe(0);
   removeDataDir(dataDir);
-  receiver.closeAllConnections();
-  await new Promise((resolve) => receiver.close(resolve));
+  await receiver.close();
 });
 
 describe('webhook delivery across a killed process', () => {
