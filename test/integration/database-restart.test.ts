@@ -112,7 +112,7 @@ describe('a PostgreSQL restart under a running berth up', () => {
     const samples = await eventually(
       async () => {
         const current = parsePrometheus(await (await fetch(`${berth.baseUrl}/metrics`)).text());
-        const settled = ['stream-hub', 'runner', 'resource-watch'].every(
+        const settled = ['stream-hub', 'runner', 'resource-watch', 'jobs'].every(
           (listener) =>
             metricValue(current, 'berth_database_listener_reconnects_total', { listener }) >= 1 &&
             metricValue(current, 'berth_database_listener_connected', { listener }) === 1,
@@ -121,7 +121,7 @@ describe('a PostgreSQL restart under a running berth up', () => {
       },
       { timeoutMs: 20_000, intervalMs: 250, what: 'every LISTEN connection to be back' },
     );
-    for (const listener of ['stream-hub', 'runner', 'resource-watch']) {
+    for (const listener of ['stream-hub', 'runner', 'resource-watch', 'jobs']) {
       expect(metricValue(samples, 'berth_database_listener_reconnects_total', { listener }), listener).toBeGreaterThanOrEqual(1);
       expect(metricValue(samples, 'berth_database_listener_connected', { listener }), listener).toBe(1);
     }
