@@ -247,7 +247,7 @@ export class JobExecutor {
         await this.finish(job, 'failed', { code: 'agent_failed', message: `agent ${agentId} could not run the job: ${reason}` }, log);
         return;
       }
-      if (phase === 'booting') return; // its reconcile makes it idle; the agent's change or the poll brings the job back
+      if (phase === 'booting') return; // its reconcile makes it idle; the next pass (the poll) looks again
       const taskId = job.taskId ?? newId('task', clock.now());
       if (!job.taskId) {
         if (!(await this.update(job, { task_id: taskId }))) return;
