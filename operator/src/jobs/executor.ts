@@ -21,6 +21,7 @@ import {
   type Pool,
   type Principal,
   type ResourceStore,
+  type Watch,
 } from '@berth/common';
 import { Counter, Histogram, type Registry } from 'prom-client';
 import type { AgentFactory, CreateAgentInput } from '../agents/create.js';
@@ -94,6 +95,7 @@ export class JobExecutor {
   private readonly metrics: JobExecutorMetrics;
   private readonly listener: NotificationListener | undefined;
   private timer: NodeJS.Timeout | undefined;
+  private agentWatch: Watch | undefined;
   private running: Promise<void> | undefined;
   private again = false;
   private stopped = true;
@@ -116,6 +118,9 @@ export class JobExecutor {
   async start(): Promise<void> {
     this.stopped = false;
     await this.listener?.start().catch((error: unknown) => this.options.log.warn({ err: error }, 'listening for jobs failed; polling until it is back'));
+    // An agent that became ready (or failed) moves its job on at once rather than at the next poll.
+    this.agentWatch = this.options.store.watch('Agent', { onEvent: () => this.wake(), onResync: () => this.wake() });
+    await this.agentWatch.ready.catch((error: unknown) => this.options.log.warn({ err: error }, 'watching agents failed; polling'));
     this.timer = setInterval(() => this.wake(), this.options.pollMs ?? 1_000);
     this.timer.unref();
     this.wake();
@@ -124,6 +129,7 @@ export class JobExecutor {
   async stop(): Promise<void> {
     this.stopped = true;
     clearInterval(this.timer);
+    this.agentWatch?.stop();
     await this.listener?.close();
     await this.running;
   }
@@ -247,7 +253,7 @@ export class JobExecutor {
         await this.finish(job, 'failed', { code: 'agent_failed', message: `agent ${agentId} could not run the job: ${reason}` }, log);
         return;
       }
-      if (phase === 'booting') return; // its reconcile makes it idle; the next pass (the poll) looks again
+      if (phase === 'booting') return; // its reconcile makes it idle; that change of the agent wakes the next pass
       const taskId = job.taskId ?? newId('task', clock.now());
       if (!job.taskId) {
         if (!(await this.update(job, { task_id: taskId }))) return;
