@@ -12,7 +12,8 @@ export type EventType =
   | 'session.limit_reached'
   | 'session.cost_threshold'
   | 'budget.threshold'
-  | 'budget.exhausted';
+  | 'budget.exhausted'
+  | 'trigger.fired';
 
 export interface EventInput {
   type: EventType;

@@ -23,6 +23,7 @@ export * from './pricing.js';
 export * from './limits.js';
 export * from './webhooks.js';
 export * from './secrets.js';
+export * from './triggers.js';
 export * from './provider-configs.js';
 export * from './tool-catalogue.js';
 export * from './webhook-post.js';

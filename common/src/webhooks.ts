@@ -14,6 +14,7 @@ export const WEBHOOK_EVENTS = [
   'session.cost_threshold',
   'budget.threshold',
   'budget.exhausted',
+  'trigger.fired',
 ] as const satisfies readonly EventType[];
 
 /** A delivery answered 2xx within this is delivered. */
