@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
-import { SecretBox, type Clock, type Logger, type Pool, type ResourceStore, type UrlPolicy } from '@berth/common';
-import type { ModelRouter } from '@berth/operator';
+import { SecretBox, createLimitGuard, type Clock, type Logger, type Pool, type ResourceStore, type UrlPolicy } from '@berth/common';
+import { createAgentFactory, createRunStarter, type ModelRouter } from '@berth/operator';
 import type { ProviderRegistry } from '@berth/providers';
 import express, { type Express } from 'express';
 import type { Registry } from 'prom-client';
@@ -25,7 +25,6 @@ import { createProviderService } from './services/providers.js';
 import { createWebhookService } from './services/webhooks.js';
 import { createAgentDefinitionService } from './services/agent-definitions.js';
 import { createAgentService } from './services/agents.js';
-import { createLimitGuard } from './services/limits.js';
 import { createRunService } from './services/runs.js';
 import { createSnapshotService } from './services/snapshots.js';
 import { StreamHub } from './services/stream-hub.js';
@@ -77,21 +76,28 @@ export function createApp(deps: AppDeps): App {
   const cursors = new CursorCodec(secretBox.subkey('berth/cursors'));
   const sessions = createSessionService({ store: deps.store, pool: deps.pool, clock: deps.clock, cursors, currency: deps.currency });
   const secrets = createSecretService({ pool: deps.pool, box: secretBox, clock: deps.clock, sessions });
+  const factory = createAgentFactory({
+    store: deps.store,
+    pool: deps.pool,
+    providers: deps.providers,
+    limits,
+    models: deps.models,
+    clock: deps.clock,
+    defaultModel: deps.defaultModel,
+    currency: deps.currency,
+  });
+  const runStarter = createRunStarter({ pool: deps.pool, store: deps.store, limits, models: deps.models, clock: deps.clock });
   const agents = createAgentService({
     store: deps.store,
     providers: deps.providers,
     sessions,
-    limits,
-    secrets,
-    clock: deps.clock,
+    factory,
+    runs: runStarter,
     metrics: deps.metrics,
-    models: deps.models,
     execTimeoutMs: deps.execTimeoutMs,
-    defaultModel: deps.defaultModel,
     cursors,
-    currency: deps.currency,
   });
-  const runs = createRunService({ pool: deps.pool, agents, clock: deps.clock, currency: deps.currency });
+  const runs = createRunService({ pool: deps.pool, agents, runs: runStarter, currency: deps.currency });
   const hub = new StreamHub(deps.pool, deps.connectionString, deps.log, deps.metrics);
 
   const routes = new RouteTable();

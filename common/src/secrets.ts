@@ -1,6 +1,7 @@
 import { createCipheriv, createDecipheriv, createHash, createHmac, randomBytes } from 'node:crypto';
 import type { Mode } from '@berth/crds';
 import type { Queryable } from './db/index.js';
+import { ApiError } from './errors.js';
 
 /**
  * Secrets at rest: AES-256-GCM with a random 96-bit nonce per value, under a 256-bit key from
@@ -142,6 +143,15 @@ export async function missingSecrets(db: Queryable, where: { organizationId: str
   );
   const found = new Set(rows.map((row) => row.name));
   return names.filter((name) => !found.has(name));
+}
+
+/** 422 naming every secret an agent asks for that neither its session nor its organization has. */
+export async function assertSecretsExist(db: Queryable, where: { organizationId: string; mode: Mode; sessionId: string }, names: string[]): Promise<void> {
+  const missing = await missingSecrets(db, where, names);
+  if (missing.length > 0) {
+    const message = `no secret named ${missing.join(', ')} in the session or the organization`;
+    throw new ApiError('unprocessable_entity', `secrets: ${message}`, { fields: { secrets: [message] }, missing });
+  }
 }
 
 /**

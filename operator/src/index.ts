@@ -1,4 +1,6 @@
 export * from './operator.js';
+export * from './agents/create.js';
+export * from './agents/run.js';
 export * from './controllers/agent.js';
 export * from './controllers/snapshot.js';
 export * from './controllers/conditions.js';

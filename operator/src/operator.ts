@@ -1,10 +1,14 @@
-import { NotificationListener, idToObjectName, resolveSecrets, type Clock, type ComputePrices, type Logger, type Pool, type ResourceStore, type SecretBox, type SnapshotStorage } from '@berth/common';
+import { NotificationListener, createLimitGuard, idToObjectName, resolveSecrets, type Clock, type ComputePrices, type Logger, type Pool, type ResourceStore, type SecretBox, type SnapshotStorage } from '@berth/common';
 import { BillingLoop } from './billing/loop.js';
 import type { Registry } from 'prom-client';
 import { createAgentMetrics, createAgentReconciler } from './controllers/agent.js';
 import { createSnapshotReconciler } from './controllers/snapshot.js';
 import type { ProviderRegistry } from '@berth/providers';
 import { Controller, createControllerMetrics } from './runtime/controller.js';
+import { createAgentFactory } from './agents/create.js';
+import { createRunStarter } from './agents/run.js';
+import { JobExecutor } from './jobs/executor.js';
+import type { ModelRouter } from './runner/models/router.js';
 
 export interface OperatorDeps {
   store: ResourceStore;
@@ -20,6 +24,14 @@ export interface OperatorDeps {
    */
   connectionString?: string;
   workers?: number;
+  /** Judges agents' models, for the agents and runs that jobs start. */
+  models: ModelRouter;
+  /** The model of an agent whose definition names none. */
+  defaultModel: string;
+  /** This process, as written into the claims of the jobs it runs. */
+  identity: string;
+  /** How often the job executor looks at open jobs without a notification (default 1 s). */
+  jobPollMs?: number;
   /** Decrypts the secrets agents name; without it, agents get none. */
   secretBox?: SecretBox;
   billing: {
@@ -81,6 +93,29 @@ export function createOperator(deps: OperatorDeps): Operator {
     workers: 2,
     reconcile: createSnapshotReconciler({ store: deps.store, db: deps.db, storage: deps.snapshots, clock: deps.clock }),
   });
+  const limits = createLimitGuard({ pool: deps.db, store: deps.store, clock: deps.clock });
+  const jobs = new JobExecutor({
+    pool: deps.db,
+    store: deps.store,
+    factory: createAgentFactory({
+      store: deps.store,
+      pool: deps.db,
+      providers: deps.providers,
+      limits,
+      models: deps.models,
+      clock: deps.clock,
+      defaultModel: deps.defaultModel,
+      currency: deps.billing.currency,
+    }),
+    runs: createRunStarter({ pool: deps.db, store: deps.store, limits, models: deps.models, clock: deps.clock }),
+    clock: deps.clock,
+    log: deps.log.child({ component: 'jobs' }),
+    metrics: deps.metrics,
+    identity: deps.identity,
+    currency: deps.billing.currency,
+    ...(deps.connectionString ? { connectionString: deps.connectionString } : {}),
+    ...(deps.jobPollMs !== undefined ? { pollMs: deps.jobPollMs } : {}),
+  });
   // Providers that can tell when a sandbox changes (a pod watch) wake its agent's reconcile.
   const sandboxWatches: { stop(): void }[] = [];
   // A task claimed, finished or handed back wakes its agent's reconcile (ADR 18).
@@ -102,6 +137,7 @@ export function createOperator(deps: OperatorDeps): Operator {
       await agents.start();
       await snapshots.start();
       billing.start();
+      await jobs.start();
       // Not a reason to fail the start: the listener goes on trying, and reconciles of agents
       // with a run come back when its lease would run out anyway.
       await taskStates?.start().catch((error: unknown) => deps.log.warn({ err: error }, 'listening for task changes failed; retrying'));
@@ -111,6 +147,7 @@ export function createOperator(deps: OperatorDeps): Operator {
       }
     },
     async stop() {
+      await jobs.stop();
       await taskStates?.close();
       for (const watch of sandboxWatches.splice(0)) watch.stop();
       await Promise.all([agents.stop(), snapshots.stop(), billing.stop()]);

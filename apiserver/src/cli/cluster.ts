@@ -72,7 +72,8 @@ export async function operatorCommand(config: BerthConfig, log: Logger, out: (li
   // Every replica sends webhooks, leader or not: deliveries are claimed one sender at a time.
   const webhooks = configuredWebhookSender(config, { pool: database.pool, clock: systemClock, log, metrics }, process.env.POD_NAME || `${hostname()}-${process.pid}`);
   webhooks.start();
-  const operator = configuredOperator(config, { store, pool: database.pool, providers, clock: systemClock, log, metrics, secretBox, connectionString: database.connectionString });
+  const identity = process.env.POD_NAME || `${hostname()}-${process.pid}`;
+  const operator = configuredOperator(config, { store, pool: database.pool, providers, clock: systemClock, log, metrics, secretBox, models, identity, connectionString: database.connectionString });
   let stopElection: () => Promise<void> = async () => undefined;
   // The operator serves the remote provider protocol on its own provider, for other installs.
   const served = configuredProviderProtocol(
@@ -83,7 +84,6 @@ export async function operatorCommand(config: BerthConfig, log: Logger, out: (li
   );
   const server = healthServer(metrics, () => true, served);
   const port = await listen(server, config.metricsPort, config.host);
-  const identity = process.env.POD_NAME || `${hostname()}-${process.pid}`;
   out(`berth operator ${identity} in namespace ${config.namespace}; health and metrics on ${config.host}:${port}`);
 
   // Leadership may arrive while the process is already stopping (the old leader stopped at the

@@ -44,7 +44,7 @@ export function configuredApp(
 }
 
 /** The controllers and the billing pass, as configured. */
-export function configuredOperator(config: BerthConfig, deps: Deps & { connectionString: string }): Operator {
+export function configuredOperator(config: BerthConfig, deps: Deps & { connectionString: string; models: ModelRouter; identity: string }): Operator {
   return createOperator({
     store: deps.store,
     db: deps.pool,
@@ -54,6 +54,9 @@ export function configuredOperator(config: BerthConfig, deps: Deps & { connectio
     log: deps.log,
     metrics: deps.metrics,
     workers: config.controllerWorkers,
+    models: deps.models,
+    defaultModel: config.defaultModel,
+    identity: deps.identity,
     snapshots: createSnapshotStorage(config),
     secretBox: deps.secretBox,
     billing: {

@@ -62,12 +62,13 @@ export async function up(config: BerthConfig, log: Logger, out: (line: string) =
   const providers = new ProviderRegistry([local], config.defaultProvider ?? 'local').useByoi(
     byoiSource({ pool: database.pool, box: secretBox, config, log }),
   );
-  const operator = configuredOperator(config, { store, pool: database.pool, providers, clock, log, metrics, secretBox, connectionString: database.connectionString });
+  const models = new ModelRouter(config, process.env, byoiModelEndpoints(database.pool, secretBox, config.modelProviders, config.byoiAllowPrivate));
+  const identity = `${hostname()}-${process.pid}`;
+  const operator = configuredOperator(config, { store, pool: database.pool, providers, clock, log, metrics, secretBox, models, identity, connectionString: database.connectionString });
   await operator.start();
-  const webhooks = configuredWebhookSender(config, { pool: database.pool, clock, log, metrics }, `${hostname()}-${process.pid}`);
+  const webhooks = configuredWebhookSender(config, { pool: database.pool, clock, log, metrics }, identity);
   webhooks.start();
   let operatorRunning = true;
-  const models = new ModelRouter(config, process.env, byoiModelEndpoints(database.pool, secretBox, config.modelProviders, config.byoiAllowPrivate));
   const runner = createRunner(config, { pool: database.pool, connectionString: database.connectionString, store, providers, models, clock, log, metrics });
   await runner.start();
 

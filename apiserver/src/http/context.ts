@@ -1,12 +1,6 @@
-import type { Logger } from '@berth/common';
-import type { Mode } from '@berth/crds';
+import type { Logger, Principal } from '@berth/common';
 
-/** Who is calling: an API key of one organization, live or test. */
-export interface Principal {
-  organizationId: string;
-  mode: Mode;
-  keyId: string;
-}
+export type { Principal } from '@berth/common';
 
 declare module 'express-serve-static-core' {
   interface Request {

@@ -1,7 +1,7 @@
-import { ApiError } from '@berth/common';
+import { ApiError, agentFieldsOf } from '@berth/common';
 import type { z } from 'zod';
 import type { Principal } from '../http/context.js';
-import { agentFieldsOf, type AgentDefinitionService } from '../services/agent-definitions.js';
+import type { AgentDefinitionService } from '../services/agent-definitions.js';
 import type { AgentService, AgentView } from '../services/agents.js';
 import { createAgentBody } from './schemas.js';
 import { refuseUnenforcedFields } from './unenforced.js';

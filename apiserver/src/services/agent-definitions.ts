@@ -1,27 +1,25 @@
-import { ApiError, isId, isUniqueViolation, newId, toolListProblem, withTransaction, type Clock, type Pool, type PoolClient, type Queryable } from '@berth/common';
-import { formatDuration, parseDuration, type Compute } from '@berth/crds';
+import {
+  ApiError,
+  DEFINITION_COLUMNS,
+  MAX_TIMEOUT_SECONDS,
+  WITH_CURRENT_VERSION,
+  isId,
+  isUniqueViolation,
+  newId,
+  resolveDefinition,
+  toolListProblem,
+  withTransaction,
+  type Clock,
+  type DefinitionConfig,
+  type DefinitionRow,
+  type Pool,
+  type PoolClient,
+  type Queryable,
+  type ResolvedDefinition,
+} from '@berth/common';
+import { formatDuration, parseDuration, type Compute, type ModelSettings } from '@berth/crds';
 import type { ModelRouter } from '@berth/operator';
 import type { Principal } from '../http/context.js';
-import { MAX_TIMEOUT_SECONDS } from './agents.js';
-
-/** Model settings an agent definition carries besides the agent fields. */
-export interface ModelSettings {
-  temperature?: number | undefined;
-  maxTokens?: number | undefined;
-  topP?: number | undefined;
-}
-
-/** What one version of a definition holds: everything but its name, which never changes. */
-export interface DefinitionConfig {
-  description?: string | undefined;
-  compute: Compute;
-  model?: string | undefined;
-  systemPrompt?: string | undefined;
-  tools: string[];
-  browser: boolean;
-  timeout: string;
-  config: ModelSettings;
-}
 
 export type CreateDefinitionInput = DefinitionConfig & { name: string };
 
@@ -37,26 +35,6 @@ export interface UpdateDefinitionInput {
   config?: ModelSettings | undefined;
   changelog?: string | undefined;
 }
-
-/** The current version of a live definition, as an agent is created from it. */
-export interface ResolvedDefinition {
-  id: string;
-  version: number;
-  config: DefinitionConfig;
-}
-
-interface DefinitionRow {
-  id: string;
-  name: string;
-  current_version: number;
-  archived_at: Date | null;
-  created_at: Date;
-  updated_at: Date;
-  config: DefinitionConfig;
-}
-
-const DEFINITION_COLUMNS = 'd.id, d.name, d.current_version, d.archived_at, d.created_at, d.updated_at, v.config';
-const WITH_CURRENT_VERSION = 'agent_definitions d JOIN agent_definition_versions v ON v.definition_id = d.id AND v.version = d.current_version';
 
 function view(row: DefinitionRow) {
   const { config } = row;
@@ -78,20 +56,6 @@ function view(row: DefinitionRow) {
   };
 }
 export type AgentDefinitionView = ReturnType<typeof view>;
-
-/** The agent creation fields a definition gives an agent made from it. */
-export function agentFieldsOf(config: DefinitionConfig): Record<string, unknown> {
-  const fields = {
-    compute: config.compute,
-    model: config.model,
-    instructions: config.systemPrompt,
-    tools: config.tools,
-    browser: config.browser,
-    timeout: config.timeout,
-    modelSettings: Object.keys(config.config).length > 0 ? config.config : undefined,
-  };
-  return Object.fromEntries(Object.entries(fields).filter(([, value]) => value !== undefined));
-}
 
 function unprocessable(field: string, problem: string): ApiError {
   return new ApiError('unprocessable_entity', `${field}: ${problem}`, { fields: { [field]: [problem] } });
@@ -274,28 +238,9 @@ export function createAgentDefinitionService(deps: { pool: Pool; clock: Clock; m
       });
     },
 
-    /**
-     * The definition an agent is created from, by id or name: its current version. Unknown and
-     * archived definitions are 422 naming `definition`, like any other unusable field value.
-     */
-    async resolve(principal: Principal, nameOrId: string): Promise<ResolvedDefinition> {
-      const byId = isId(nameOrId, 'adef');
-      // By name, a live definition wins over archived ones of the same name.
-      const { rows } = await pool.query<DefinitionRow>(
-        `SELECT ${DEFINITION_COLUMNS} FROM ${WITH_CURRENT_VERSION}
-         WHERE ${byId ? 'd.id' : 'd.name'} = $1 AND d.organization_id = $2 AND d.mode = $3
-         ORDER BY d.archived_at IS NULL DESC, d.archived_at DESC LIMIT 1`,
-        [nameOrId, principal.organizationId, principal.mode],
-      );
-      const row = rows[0];
-      if (!row) throw unprocessable('definition', `no agent definition "${nameOrId}" (give the name or the adef_… id of one)`);
-      if (row.archived_at) {
-        throw new ApiError('unprocessable_entity', `definition: agent definition ${nameOrId} is archived; no new agents can be created from it`, {
-          fields: { definition: ['archived'] },
-          definitionId: row.id,
-        });
-      }
-      return { id: row.id, version: row.current_version, config: row.config };
+    /** The definition an agent is created from (see `resolveDefinition`). */
+    resolve(principal: Principal, nameOrId: string, field?: string): Promise<ResolvedDefinition> {
+      return resolveDefinition(pool, principal, nameOrId, field);
     },
   };
 }

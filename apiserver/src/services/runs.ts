@@ -1,16 +1,5 @@
-import {
-  ApiError,
-  activeTaskOf,
-  findTask,
-  insertTask,
-  isUniqueViolation,
-  newId,
-  objectNameToId,
-  taskCost,
-  type Clock,
-  type Pool,
-  type Task,
-} from '@berth/common';
+import { ApiError, findTask, taskCost, type Pool, type Task } from '@berth/common';
+import type { RunStarter } from '@berth/operator';
 import type { Principal } from '../http/context.js';
 import type { AgentService } from './agents.js';
 
@@ -32,42 +21,17 @@ export function taskView(task: Task, cost: { amount: number; currency: string })
   };
 }
 
-export function createRunService(deps: { pool: Pool; agents: AgentService; clock: Clock; currency: string }) {
-  const { pool, agents, clock } = deps;
+export function createRunService(deps: { pool: Pool; agents: AgentService; runs: RunStarter; currency: string }) {
+  const { pool, agents } = deps;
   return {
     /**
-     * Queues a run of the agent loop, once a booting agent is ready (see `whenBooted`). One run at a time per agent: while one is queued or
-     * running, another answers 409 `conflict` naming it (the database's unique index decides,
-     * so two concurrent requests cannot both start one).
+     * Queues a run of the agent loop, once a booting agent is ready (see `whenBooted`); the
+     * checks and the one-run-at-a-time rule are the run starter's.
      */
     async start(principal: Principal, agentId: string, input: string): Promise<{ taskId: string; agentId: string }> {
       const agent = await agents.whenBooted(await agents.find(principal, agentId));
-      await agents.assertWithinLimits(agent, 'run');
-      const phase = agent.status?.phase ?? 'booting';
-      if (agent.spec.desiredState !== 'active' || (phase !== 'idle' && phase !== 'running') || !agent.status?.sandbox) {
-        const state = phase === 'booting' ? 'still booting' : phase;
-        throw new ApiError('conflict', `agent ${agentId} is ${state}; run needs a ready agent (status idle)`, { status: phase });
-      }
-      // Refused now rather than queued to fail (or be retried) when the runner calls the model.
-      const modelProblem = await agents.modelProblem(agent);
-      if (modelProblem) throw new ApiError('unprocessable_entity', `model: ${modelProblem}`, { fields: { model: [modelProblem] }, model: agent.spec.model });
-      try {
-        const task = await insertTask(pool, {
-          id: newId('task', clock.now()),
-          organizationId: principal.organizationId,
-          mode: principal.mode,
-          sessionId: agent.spec.sessionId,
-          agentId: objectNameToId(agent.metadata.name),
-          input,
-        });
-        return { taskId: task.id, agentId: task.agentId };
-      } catch (error) {
-        if (!isUniqueViolation(error)) throw error;
-        const active = await activeTaskOf(pool, agentId);
-        throw new ApiError('conflict', `agent ${agentId} is already running task ${active?.id ?? '(finishing)'}; one run at a time per agent`, {
-          taskId: active?.id,
-        });
-      }
+      const task = await deps.runs.start(agent, input);
+      return { taskId: task.id, agentId: task.agentId };
     },
 
     async get(principal: Principal, taskId: string) {

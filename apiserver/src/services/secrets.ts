@@ -3,7 +3,6 @@ import {
   SECRET_NAME_PATTERN,
   deleteSecret,
   listSecretNames,
-  missingSecrets,
   objectNameToId,
   putSecrets,
   withTransaction,
@@ -43,15 +42,6 @@ export function createSecretService(deps: { pool: Pool; box: SecretBox; clock: C
         throw new ApiError('not_found', `secret ${name} does not exist${sessionId ? ` in session ${sessionId}` : ''}`, { name });
       }
       return { ok: true as const };
-    },
-
-    /** 422 naming every secret an agent asks for that neither its session nor its organization has. */
-    async assertExist(principal: Principal, sessionId: string, names: string[]): Promise<void> {
-      const missing = await missingSecrets(pool, { organizationId: principal.organizationId, mode: principal.mode, sessionId }, names);
-      if (missing.length > 0) {
-        const message = `no secret named ${missing.join(', ')} in the session or the organization`;
-        throw new ApiError('unprocessable_entity', `secrets: ${message}`, { fields: { secrets: [message] }, missing });
-      }
     },
   };
 }

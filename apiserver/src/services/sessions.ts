@@ -1,17 +1,19 @@
 import {
-  Labels,
-  idToObjectName,
-  isStoreError,
+  assertInstallCurrency,
+  claimDefaultSession,
+  createSessionResource,
+  getOrCreateUserSession,
   newId,
   objectNameToId,
+  scopeLabels,
   type Clock,
+  type CreateSessionInput,
   type Pool,
   type Resource,
   type ResourceStore,
 } from '@berth/common';
 import type { Environment, SessionLimits } from '@berth/crds';
 import type { Principal } from '../http/context.js';
-import { assertInstallCurrency } from './limits.js';
 import { listPage, type CursorCodec, type PageRequest } from './pagination.js';
 import { findOwned } from './scope.js';
 
@@ -35,53 +37,9 @@ export function sessionView(session: Resource<'Session'>): SessionView {
   };
 }
 
-export interface CreateSessionInput {
-  userId: string;
-  environment?: Environment;
-  limits?: SessionLimits;
-  metadata?: Record<string, string>;
-}
-
 export function createSessionService(deps: { store: ResourceStore; pool: Pool; clock: Clock; cursors: CursorCodec; currency: string }) {
   const { store, pool, clock } = deps;
   const checkLimits = (limits: SessionLimits | undefined) => assertInstallCurrency(deps.currency, 'limits.maxCost.currency', limits?.maxCost?.currency);
-
-  function scopeLabels(principal: Principal): Record<string, string> {
-    return { [Labels.organization]: principal.organizationId, [Labels.mode]: principal.mode };
-  }
-
-  async function createResource(principal: Principal, id: string, input: CreateSessionInput): Promise<Resource<'Session'>> {
-    return store.create('Session', {
-      name: idToObjectName(id),
-      labels: scopeLabels(principal),
-      spec: {
-        organizationId: principal.organizationId,
-        mode: principal.mode,
-        userId: input.userId,
-        environment: input.environment ?? 'production',
-        limits: input.limits ?? {},
-        metadata: input.metadata ?? {},
-      },
-      status: { phase: 'active' },
-    });
-  }
-
-  /** Records the session as the user's default unless the user already has one; returns the default's id. */
-  async function claimDefault(principal: Principal, userId: string, sessionId: string): Promise<string> {
-    const key = [principal.organizationId, principal.mode, userId];
-    const inserted = await pool.query<{ session_id: string }>(
-      `INSERT INTO session_users (organization_id, mode, user_id, session_id) VALUES ($1, $2, $3, $4)
-       ON CONFLICT DO NOTHING RETURNING session_id`,
-      [...key, sessionId],
-    );
-    if (inserted.rows[0]) return inserted.rows[0].session_id;
-    // A separate statement: it takes a new snapshot, so it sees a claim that a concurrent call just committed.
-    const existing = await pool.query<{ session_id: string }>(
-      'SELECT session_id FROM session_users WHERE organization_id = $1 AND mode = $2 AND user_id = $3',
-      key,
-    );
-    return existing.rows[0]!.session_id;
-  }
 
   const find = (principal: Principal, id: string) => findOwned(store, 'Session', 'ses', principal, id);
 
@@ -94,8 +52,8 @@ export function createSessionService(deps: { store: ResourceStore; pool: Pool; c
 
     async create(principal: Principal, input: CreateSessionInput): Promise<SessionView> {
       checkLimits(input.limits);
-      const session = await createResource(principal, newId('ses', clock.now()), input);
-      await claimDefault(principal, input.userId, objectNameToId(session.metadata.name));
+      const session = await createSessionResource(store, principal, newId('ses', clock.now()), input);
+      await claimDefaultSession(pool, principal, input.userId, objectNameToId(session.metadata.name));
       return sessionView(session);
     },
 
@@ -110,19 +68,8 @@ export function createSessionService(deps: { store: ResourceStore; pool: Pool; c
       input: Omit<CreateSessionInput, 'userId'>,
     ): Promise<{ session: SessionView; created: boolean }> {
       checkLimits(input.limits);
-      const candidate = newId('ses', clock.now());
-      const sessionId = await claimDefault(principal, userId, candidate);
-      const existing = await store.get('Session', idToObjectName(sessionId));
-      if (existing) return { session: sessionView(existing), created: false };
-      try {
-        const session = await createResource(principal, sessionId, { ...input, userId });
-        return { session: sessionView(session), created: true };
-      } catch (error) {
-        if (!isStoreError(error, 'AlreadyExists')) throw error;
-        const raced = await store.get('Session', idToObjectName(sessionId));
-        if (!raced) throw error;
-        return { session: sessionView(raced), created: false };
-      }
+      const { session, created } = await getOrCreateUserSession({ store, pool }, principal, newId('ses', clock.now()), { ...input, userId });
+      return { session: sessionView(session), created };
     },
 
     /**

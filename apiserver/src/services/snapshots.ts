@@ -13,7 +13,7 @@ import {
 import { SANDBOX_FINALIZER, type AgentSpec } from '@berth/crds';
 import type { ProviderRegistry } from '@berth/providers';
 import type { Principal } from '../http/context.js';
-import type { LimitGuard } from './limits.js';
+import type { LimitGuard } from '@berth/common';
 import { findOwned } from './scope.js';
 
 export type SnapshotState = 'creating' | 'ready' | 'failed' | 'deleting';

@@ -1,18 +1,10 @@
-import {
-  ApiError,
-  Labels,
-  hasSpendLimits,
-  limitBreach,
-  objectNameToId,
-  periodKey,
-  recordEvent,
-  sessionSpend,
-  withTransaction,
-  type Clock,
-  type Pool,
-  type Resource,
-  type ResourceStore,
-} from '@berth/common';
+import type { Clock } from './clock.js';
+import { withTransaction, type Pool } from './db/index.js';
+import { ApiError } from './errors.js';
+import { recordEvent } from './events.js';
+import { objectNameToId } from './ids.js';
+import { hasSpendLimits, limitBreach, periodKey, sessionSpend } from './limits.js';
+import { Labels, type Resource, type ResourceStore } from './store/types.js';
 
 /**
  * Amounts must be in the install's currency (BERTH_CURRENCY): prices, the ledger and every limit
@@ -28,8 +20,9 @@ export function assertInstallCurrency(installCurrency: string, field: string, gi
 const ENDED = new Set(['terminated', 'failed']);
 
 /**
- * The API's side of session limits: while a limit is reached, calls that would use compute or
- * models answer 402 `session_limit_exceeded`; creating an agent beyond `maxAgents` too.
+ * The refusing side of session limits: while a limit is reached, calls that would use compute or
+ * models answer 402 `session_limit_exceeded`; creating an agent beyond `maxAgents` too. The API
+ * and the job executor both ask it before they create an agent or start a run.
  */
 export function createLimitGuard(deps: { pool: Pool; store: ResourceStore; clock: Clock }) {
   const { pool, store, clock } = deps;

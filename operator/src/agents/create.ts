@@ -1,0 +1,153 @@
+import {
+  ApiError,
+  Labels,
+  MAX_TIMEOUT_SECONDS,
+  assertInstallCurrency,
+  assertSecretsExist,
+  idToObjectName,
+  newId,
+  objectNameToId,
+  toolListProblem,
+  unsupportedReason,
+  type Clock,
+  type LimitGuard,
+  type Pool,
+  type Principal,
+  type Resource,
+  type ResourceStore,
+} from '@berth/common';
+import { SANDBOX_FINALIZER, formatDuration, parseDuration, type AgentSpec, type ByoiRef, type Compute, type Cost, type ModelSettings } from '@berth/crds';
+import type { ProviderRegistry } from '@berth/providers';
+import type { ModelRouter } from '../runner/models/router.js';
+
+export interface CreateAgentInput {
+  modelSettings?: ModelSettings | undefined;
+  compute: Compute;
+  browser: boolean;
+  storage?: string | undefined;
+  gpu?: string | undefined;
+  model?: string | undefined;
+  instructions?: string | undefined;
+  tools: string[];
+  timeout: string;
+  costCap?: Cost | undefined;
+  provider?: string | undefined;
+  providerFallback?: string | undefined;
+  region?: string | undefined;
+  approvals?: Record<string, unknown> | undefined;
+  knowledge?: boolean | string | undefined;
+  metadata?: Record<string, unknown> | undefined;
+  guardrails?: Record<string, unknown> | undefined;
+  /** The definition id the fields came from (resolved from a name or id), and its version. */
+  definition?: string | undefined;
+  definitionVersion?: number | undefined;
+  overrides?: Record<string, unknown> | undefined;
+  secrets?: string[] | undefined;
+  mcp?: string[] | '*' | undefined;
+}
+
+export interface AgentFactoryDeps {
+  store: ResourceStore;
+  pool: Pool;
+  providers: ProviderRegistry;
+  limits: LimitGuard;
+  models: Pick<ModelRouter, 'problem'>;
+  clock: Clock;
+  defaultModel: string;
+  currency: string;
+}
+
+/**
+ * Writes Agent resources: the checks every new agent passes (providers, tools, model, secrets,
+ * the session's limits), then the resource, owned by its session. The API's agent creation and
+ * the job executor both create agents through it.
+ */
+export function createAgentFactory(deps: AgentFactoryDeps) {
+  const { store, providers, limits, clock } = deps;
+
+  /**
+   * The organization's BYOI configuration of a provider the request names, or undefined for one
+   * of this install's providers; 422 for a name that is neither.
+   */
+  async function providerField(principal: Principal, field: 'provider' | 'providerFallback', name: string | undefined): Promise<ByoiRef | undefined> {
+    if (name === undefined) return undefined;
+    const byoi = await providers.byoiConfig(principal.organizationId, principal.mode, name);
+    if (byoi || providers.get(name)) return byoi;
+    const valid = providers.names();
+    throw new ApiError('unprocessable_entity', `${field}: unknown provider "${name}"; this install has ${valid.join(', ')}, and BYOI providers configured with PUT /v1/providers`, {
+      fields: { [field]: [`unknown provider; valid: ${valid.join(', ')} or a configured BYOI provider`] },
+      validProviders: valid,
+    });
+  }
+
+  return {
+    /**
+     * Creates an agent in the session. `id` fixes the agent's id (a caller that must not make
+     * two agents after a crash chooses it first); an agent with that id already there is
+     * returned as it is.
+     */
+    async create(principal: Principal, session: Resource<'Session'>, input: CreateAgentInput, options: { id?: string } = {}): Promise<Resource<'Agent'>> {
+      assertInstallCurrency(deps.currency, 'costCap.currency', input.costCap?.currency);
+      const sessionId = objectNameToId(session.metadata.name);
+      if (options.id) {
+        const existing = await store.get('Agent', idToObjectName(options.id));
+        if (existing) return existing;
+      }
+      const providerName = input.provider ?? providers.defaultProvider;
+      const byoi = await providerField(principal, 'provider', providerName);
+      const fallbackByoi = await providerField(principal, 'providerFallback', input.providerFallback);
+      // A BYOI provider that cannot be reached now is checked when it provisions (or the fallback is).
+      const provider = byoi
+        ? await providers.forAgent({ ...principal, mode: principal.mode, provider: providerName, byoi }).catch(() => undefined)
+        : providers.get(providerName);
+      const unsupported = provider ? unsupportedReason(provider, input) : undefined;
+      if (unsupported) {
+        throw new ApiError('unprocessable_entity', `${unsupported.field}: ${unsupported.message}`, {
+          fields: { [unsupported.field]: [unsupported.message] },
+          provider: providerName,
+        });
+      }
+      const toolProblem = toolListProblem(input.tools, input.browser);
+      if (toolProblem) throw new ApiError('unprocessable_entity', `tools: ${toolProblem}`, { fields: { tools: [toolProblem] } });
+      const model = input.model ?? deps.defaultModel;
+      const modelProblem = deps.models.problem(model);
+      if (modelProblem) throw new ApiError('unprocessable_entity', `model: ${modelProblem}`, { fields: { model: [modelProblem] } });
+      const timeoutSeconds = Math.min(parseDuration(input.timeout)!, MAX_TIMEOUT_SECONDS);
+      const { provider: _provider, timeout: _timeout, ...rest } = input;
+      const spec: AgentSpec = {
+        ...rest,
+        ...(byoi ? { byoi } : {}),
+        ...(fallbackByoi ? { fallbackByoi } : {}),
+        sessionId,
+        organizationId: principal.organizationId,
+        mode: principal.mode,
+        userId: session.spec.userId,
+        desiredState: 'active',
+        model,
+        timeout: formatDuration(timeoutSeconds),
+        timeoutSeconds,
+        provider: providerName,
+      };
+      if (input.secrets?.length) {
+        await assertSecretsExist(deps.pool, { organizationId: principal.organizationId, mode: principal.mode, sessionId }, input.secrets);
+      }
+      await limits.assertWithin(session, 'creating an agent');
+      return limits.withAgentSlot(session, () =>
+        store.create('Agent', {
+          name: idToObjectName(options.id ?? newId('agt', clock.now())),
+          labels: {
+            [Labels.organization]: principal.organizationId,
+            [Labels.mode]: principal.mode,
+            [Labels.session]: session.metadata.name,
+          },
+          ownerReferences: [{ kind: 'Session', name: session.metadata.name, uid: session.metadata.uid, controller: true }],
+          finalizers: [SANDBOX_FINALIZER],
+          spec: JSON.parse(JSON.stringify(spec)) as AgentSpec, // drops undefined fields
+          status: { phase: 'booting', observedGeneration: 0, conditions: [] },
+        }),
+      );
+    },
+  };
+}
+
+export type AgentFactory = ReturnType<typeof createAgentFactory>;

@@ -1,0 +1,149 @@
+import type pg from 'pg';
+import { Registry } from 'prom-client';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import {
+  createLimitGuard,
+  createOrganization,
+  enqueueJob,
+  getJob,
+  idToObjectName,
+  silentLogger,
+  systemClock,
+  type Job,
+  type PostgresResourceStore,
+} from '../../common/src/index.js';
+import { createAgentFactory } from '../../operator/src/agents/create.js';
+import { createRunStarter } from '../../operator/src/agents/run.js';
+import { JobExecutor } from '../../operator/src/jobs/executor.js';
+import { ModelRouter } from '../../operator/src/runner/models/router.js';
+import { loadConfig } from '../../common/src/config.js';
+import { ProviderRegistry } from '../../providers/src/registry.js';
+import { startTestApi, type TestApi } from '../helpers/app.js';
+import { IdleProvider } from '../helpers/fake-providers.js';
+import { eventually, type ApiClient } from '../helpers/http.js';
+import { metricValue, parsePrometheus } from '../helpers/prometheus.js';
+import { startInProcessOperator, type InProcessOperator } from '../helpers/operator.js';
+
+/**
+ * The shared jobs engine against real PostgreSQL: jobs of a test key run through the real
+ * operator (Agent controller, job executor) and runner on the mock provider and mock model.
+ */
+let testApi: TestApi;
+let pool: pg.Pool;
+let store: PostgresResourceStore;
+let api: ApiClient;
+let organizationId: string;
+let operator: InProcessOperator;
+const providers = new ProviderRegistry([new IdleProvider({ name: 'local' })], 'local');
+
+beforeAll(async () => {
+  testApi = await startTestApi({ clock: systemClock, providers });
+  ({ pool, store } = testApi);
+  organizationId = (await createOrganization(pool, 'jobs')).id;
+  api = (await testApi.client(organizationId, 'test')).api;
+  const created = await api.post('/v1/agent-definitions', { name: 'reporter', systemPrompt: 'Report briefly.', tools: ['exec'] });
+  expect(created.status, JSON.stringify(created.body)).toBe(201);
+  operator = await startInProcessOperator({ pool, store, connectionString: testApi.databaseUrl, providers, clock: systemClock, identity: 'operator-a' });
+});
+afterAll(async () => {
+  await operator?.stop();
+  await testApi.close();
+});
+
+async function definitionId(name: string): Promise<string> {
+  const { rows } = await pool.query('SELECT id FROM agent_definitions WHERE name = $1 AND archived_at IS NULL', [name]);
+  return rows[0].id;
+}
+
+const finished = (id: string) =>
+  eventually(async () => {
+    const job = await getJob(pool, id);
+    return job && ['completed', 'failed', 'cancelled'].includes(job.state) ? job : undefined;
+  }, { what: `job ${id} finished`, timeoutMs: 30_000 });
+
+describe('a job of a test key', () => {
+  let job: Job;
+
+  it('gets the user a session, creates the agent from the definition, runs the input as text and completes', async () => {
+    const queued = await enqueueJob(
+      pool,
+      { organizationId, mode: 'test', source: 'trigger', sourceId: 'trg_jobs1', userId: 'jobs-user', definitionId: await definitionId('reporter'), input: { city: 'Oslo' } },
+      new Date(),
+    );
+    expect(queued.state).toBe('queued');
+    job = await finished(queued.id);
+    expect(job).toMatchObject({ state: 'completed', error: null, cost: { amount: 0, currency: 'usd' } });
+    expect(job.startedAt).not.toBeNull();
+    const agent = (await store.get('Agent', idToObjectName(job.agentId!)))!;
+    expect(agent.spec).toMatchObject({ definition: await definitionId('reporter'), definitionVersion: 1, instructions: 'Report briefly.', userId: 'jobs-user', mode: 'test' });
+    const { rows: sessions } = await pool.query('SELECT session_id FROM session_users WHERE organization_id = $1 AND mode = $2 AND user_id = $3', [organizationId, 'test', 'jobs-user']);
+    expect(sessions[0].session_id).toBe(job.sessionId);
+    const task = await api.get(`/v1/tasks/${job.taskId}`);
+    expect(task.body).toMatchObject({ status: 'completed', task: '{"city":"Oslo"}' });
+    expect(task.body.output).toContain('[test mode]');
+  });
+
+  it('ends its agent once the run ended, and records no usage', async () => {
+    await eventually(async () => ((await store.get('Agent', idToObjectName(job.agentId!)))?.status?.phase === 'terminated' ? true : undefined), { what: 'agent ended' });
+    const { rows } = await pool.query('SELECT count(*)::int AS n FROM usage_ledger WHERE session_id = $1', [job.sessionId]);
+    expect(rows[0].n).toBe(0);
+  });
+
+  it('a second job of the same user reuses the session and a string input is the task as it is', async () => {
+    const second = await finished(
+      (await enqueueJob(pool, { organizationId, mode: 'test', source: 'schedule', sourceId: 'sched_jobs1', userId: 'jobs-user', definitionId: await definitionId('reporter'), input: 'count the files' }, new Date())).id,
+    );
+    expect(second.sessionId).toBe(job.sessionId);
+    expect((await api.get(`/v1/tasks/${second.taskId}`)).body.task).toBe('count the files');
+    const text = await operator.metrics.metrics();
+    expect(metricValue(parsePrometheus(text), 'berth_jobs_finished_total', { source: 'schedule', state: 'completed' })).toBe(1);
+  });
+});
+
+describe('a job that cannot run', () => {
+  it('of a definition archived after it was queued fails, naming the agent definition', async () => {
+    const created = await api.post('/v1/agent-definitions', { name: 'short-lived' });
+    const queued = await enqueueJob(pool, { organizationId, mode: 'test', source: 'trigger', sourceId: 'trg_jobs2', userId: 'jobs-user', definitionId: created.body.id, input: 'x' }, new Date());
+    await api.raw(`/v1/agent-definitions/${created.body.id}`, { method: 'DELETE' });
+    const job = await finished(queued.id);
+    expect(job.state).toBe('failed');
+    expect(job.error).toMatchObject({ code: 'unprocessable_entity' });
+    expect(job.error!.message).toContain('archived');
+    expect(job.taskId).toBeNull();
+  });
+});
+
+describe('two executors', () => {
+  it('advance one job once: one agent, one run', async () => {
+    await operator.stop();
+    const models = new ModelRouter(loadConfig({}));
+    const executors = ['x', 'y'].map((identity) => {
+      const limits = createLimitGuard({ pool, store, clock: systemClock });
+      return new JobExecutor({
+        pool,
+        store,
+        factory: createAgentFactory({ store, pool, providers, limits, models, clock: systemClock, defaultModel: 'openai/gpt-4o-mini', currency: 'usd' }),
+        runs: createRunStarter({ pool, store, limits, models, clock: systemClock }),
+        clock: systemClock,
+        log: silentLogger,
+        metrics: new Registry(),
+        identity,
+        currency: 'usd',
+      });
+    });
+    const queued = await enqueueJob(pool, { organizationId, mode: 'test', source: 'trigger', sourceId: 'trg_jobs3', userId: 'race-user', definitionId: await definitionId('reporter'), input: 'race' }, new Date());
+    for (let i = 0; i < 5; i++) await Promise.all(executors.map((executor) => executor.pass()));
+    const job = (await getJob(pool, queued.id))!;
+    expect(job.state).toBe('running');
+    const { items } = await store.list('Agent', { labels: { 'berth.dev/session': idToObjectName(job.sessionId!) } });
+    expect(items.filter((agent) => agent.spec.userId === 'race-user' && agent.metadata.name === idToObjectName(job.agentId!))).toHaveLength(1);
+    const { rows } = await pool.query("SELECT count(*)::int AS n FROM jobs WHERE source_id = 'trg_jobs3'");
+    expect(rows[0].n).toBe(1);
+    // A fresh operator takes the job over where it stands and finishes it.
+    operator = await startInProcessOperator({ pool, store, connectionString: testApi.databaseUrl, providers, clock: systemClock, identity: 'operator-b' });
+    const done = await finished(queued.id);
+    expect(done).toMatchObject({ state: 'completed', agentId: job.agentId, sessionId: job.sessionId });
+    const { rows: tasks } = await pool.query('SELECT count(*)::int AS n FROM tasks WHERE agent_id = $1', [job.agentId]);
+    expect(tasks[0].n).toBe(1);
+  });
+});
