@@ -253,6 +253,12 @@ describe('firing a trigger', () => {
     expectRefused(await fire(trigger.url, large, { 'x-trigger-signature': hmac(trigger.secret, large) }), 413, 'payload_too_large');
     // Not JSON and not signed: the signature is checked first.
     expectRefused(await fire(trigger.url, notJson, {}), 401, 'unauthorized', 'missing_signature');
+    // Other methods meet the 405, whatever their body.
+    for (const method of ['PUT', 'PATCH', 'DELETE']) {
+      const response = await berth.api(undefined).raw(new URL(trigger.url).pathname, { method, headers: { 'content-type': 'application/json' }, body: 'null' });
+      expectRefused(response, 405, 'method_not_allowed');
+      expect(response.headers.get('allow')).toBe('POST');
+    }
   });
 
   it('answers 404 for an unknown trigger and, at once, for a deleted one', async () => {

@@ -103,13 +103,15 @@ export class RouteTable {
   }
 
   /**
-   * Readers of the routes that take their body raw, to run before the JSON parser: a body read
-   * here is not read again (the JSON parser skips a request whose body has been consumed).
+   * Readers of the paths whose route takes its body raw, to run before the JSON parser: a body
+   * read here is not read again (the JSON parser skips a request whose body has been consumed).
+   * Every method of such a path reads raw, so that a method it does not take meets its 405, not
+   * the JSON parser's opinion of the body.
    */
   rawBodyReaders(): Router {
     const router = express.Router();
     for (const route of this.routes) {
-      if (route.rawBody) router[route.method](route.path, express.raw({ type: () => true, limit: route.rawBody.limitBytes }));
+      if (route.rawBody) router.all(route.path, express.raw({ type: () => true, limit: route.rawBody.limitBytes }));
     }
     return router;
   }
