@@ -24,7 +24,7 @@ CREATE INDEX triggers_organization ON triggers (organization_id, mode, created_a
 -- also signed a timestamp keeps its signature here: the unique index refuses the same signed
 -- request a second time (a replay), and the timestamp's tolerance window refuses it later.
 CREATE TABLE trigger_fires (
-  job_id text PRIMARY KEY,
+  job_id text PRIMARY KEY REFERENCES jobs (id),
   trigger_id text NOT NULL REFERENCES triggers (id),
   received_at timestamptz NOT NULL,
   -- x-trigger-timestamp of a timestamped request
