@@ -13,6 +13,7 @@ import { HEARTBEAT_MS } from './http/sse.js';
 import { agentDefinitionRoutes } from './routes/agent-definitions.js';
 import { agentRoutes } from './routes/agents.js';
 import { runRoutes } from './routes/runs.js';
+import { scheduleRoutes } from './routes/schedules.js';
 import { snapshotRoutes } from './routes/snapshots.js';
 import { sessionRoutes } from './routes/sessions.js';
 import { systemRoutes } from './routes/system.js';
@@ -30,6 +31,7 @@ import { createWebhookService } from './services/webhooks.js';
 import { createAgentDefinitionService } from './services/agent-definitions.js';
 import { createAgentService } from './services/agents.js';
 import { createRunService } from './services/runs.js';
+import { createScheduleService } from './services/schedules.js';
 import { createSnapshotService } from './services/snapshots.js';
 import { StreamHub } from './services/stream-hub.js';
 import { createSessionService } from './services/sessions.js';
@@ -118,6 +120,7 @@ export function createApp(deps: AppDeps): App {
   runRoutes(routes, { runs, agents, hub, heartbeatMs: deps.streamHeartbeatMs ?? HEARTBEAT_MS });
   const snapshots = createSnapshotService({ store: deps.store, providers: deps.providers, clock: deps.clock, limits });
   snapshotRoutes(routes, { snapshots, agents, providers: deps.providers });
+  scheduleRoutes(routes, createScheduleService({ store: deps.store, pool: deps.pool, clock: deps.clock }));
   usageRoutes(routes, createUsageService({ pool: deps.pool, clock: deps.clock, currency: deps.currency }));
   secretRoutes(routes, secrets);
   providerRoutes(

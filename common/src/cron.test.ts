@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { CronError, cronTimesBetween, isTimeZone, nextCronTime, parseCron } from './cron.js';
+import { CronError, cronTimesBetween, isTimeZone, nextCronTime, normalizeCron, parseCron } from './cron.js';
 
 const next = (expression: string, timeZone: string, after: string) => nextCronTime(expression, timeZone, new Date(after))?.toISOString();
 
@@ -16,6 +16,10 @@ describe('parseCron', () => {
   ])('refuses %j, naming what is wrong (%s)', (expression, named) => {
     expect(() => parseCron(expression)).toThrow(CronError);
     expect(() => parseCron(expression)).toThrow(new RegExp(named));
+  });
+
+  it('normalizes the spacing of the fields', () => {
+    expect(normalizeCron('  */5   *\t* * *  ')).toBe('*/5 * * * *');
   });
 
   it('takes ranges, steps, lists and names', () => {

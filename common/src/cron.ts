@@ -32,6 +32,11 @@ export class CronError extends Error {
 
 const FIELD_NAMES = ['minute', 'hour', 'day-of-month', 'month', 'day-of-week'];
 
+/** The expression as stored: its five fields separated by single spaces. */
+export function normalizeCron(expression: string): string {
+  return expression.trim().split(/\s+/).join(' ');
+}
+
 /** The expression's fields, or a CronError that says which field is wrong and why. */
 export function parseCron(expression: string): CronFields {
   const parts = expression.trim().split(/\s+/);

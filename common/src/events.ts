@@ -13,6 +13,7 @@ export type EventType =
   | 'session.cost_threshold'
   | 'budget.threshold'
   | 'budget.exhausted'
+  | 'schedule.fired'
   | 'trigger.fired';
 
 export interface EventInput {

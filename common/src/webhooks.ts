@@ -14,6 +14,7 @@ export const WEBHOOK_EVENTS = [
   'session.cost_threshold',
   'budget.threshold',
   'budget.exhausted',
+  'schedule.fired',
   'trigger.fired',
 ] as const satisfies readonly EventType[];
 

@@ -3,6 +3,8 @@ export * from './agents/create.js';
 export * from './agents/run.js';
 export * from './controllers/agent.js';
 export * from './controllers/snapshot.js';
+export * from './controllers/schedule.js';
+export * from './jobs/executor.js';
 export * from './controllers/conditions.js';
 export * from './runtime/controller.js';
 export * from './runtime/workqueue.js';

@@ -3,6 +3,7 @@ import { BillingLoop } from './billing/loop.js';
 import type { Registry } from 'prom-client';
 import { createAgentMetrics, createAgentReconciler } from './controllers/agent.js';
 import { createSnapshotReconciler } from './controllers/snapshot.js';
+import { createScheduleMetrics, createScheduleReconciler } from './controllers/schedule.js';
 import type { ProviderRegistry } from '@berth/providers';
 import { Controller, createControllerMetrics } from './runtime/controller.js';
 import { createAgentFactory } from './agents/create.js';
@@ -116,6 +117,14 @@ export function createOperator(deps: OperatorDeps): Operator {
     ...(deps.connectionString ? { connectionString: deps.connectionString } : {}),
     ...(deps.jobPollMs !== undefined ? { pollMs: deps.jobPollMs } : {}),
   });
+  const schedules = new Controller({
+    kind: 'Schedule',
+    store: deps.store,
+    log: deps.log.child({ controller: 'schedule' }),
+    metrics: controllerMetrics,
+    workers: 2,
+    reconcile: createScheduleReconciler({ store: deps.store, db: deps.db, clock: deps.clock, metrics: createScheduleMetrics(deps.metrics) }),
+  });
   // Providers that can tell when a sandbox changes (a pod watch) wake its agent's reconcile.
   const sandboxWatches: { stop(): void }[] = [];
   // A task claimed, finished or handed back wakes its agent's reconcile (ADR 18).
@@ -136,6 +145,7 @@ export function createOperator(deps: OperatorDeps): Operator {
     async start() {
       await agents.start();
       await snapshots.start();
+      await schedules.start();
       billing.start();
       await jobs.start();
       // Not a reason to fail the start: the listener goes on trying, and reconciles of agents
@@ -150,7 +160,7 @@ export function createOperator(deps: OperatorDeps): Operator {
       await jobs.stop();
       await taskStates?.close();
       for (const watch of sandboxWatches.splice(0)) watch.stop();
-      await Promise.all([agents.stop(), snapshots.stop(), billing.stop()]);
+      await Promise.all([agents.stop(), snapshots.stop(), schedules.stop(), billing.stop()]);
     },
   };
 }

@@ -16,16 +16,23 @@ export function createPool(connectionString: string, log?: Logger): pg.Pool {
 /** Runs `work` in one transaction: all of it is written or none of it. */
 export async function withTransaction<T>(pool: pg.Pool, work: (tx: pg.PoolClient) => Promise<T>): Promise<T> {
   const client = await pool.connect();
+  // A connection that ends mid-transaction (a server restart, a terminated backend) fails the
+  // statement in flight; without a listener its 'error' event would also end the process.
+  const onError = () => undefined;
+  client.on('error', onError);
+  let broken = false;
   try {
     await client.query('BEGIN');
     const result = await work(client);
     await client.query('COMMIT');
     return result;
   } catch (error) {
-    await client.query('ROLLBACK').catch(() => undefined);
+    await client.query('ROLLBACK').catch(() => (broken = true));
     throw error;
   } finally {
-    client.release();
+    client.off('error', onError);
+    // A connection that could not even roll back is discarded rather than handed out again.
+    client.release(broken);
   }
 }
 

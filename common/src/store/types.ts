@@ -1,10 +1,11 @@
-import type { AgentSpec, AgentStatus, SessionSpec, SessionStatus, SnapshotSpec, SnapshotStatus } from '@berth/crds';
+import type { AgentSpec, AgentStatus, ScheduleSpec, ScheduleStatus, SessionSpec, SessionStatus, SnapshotSpec, SnapshotStatus } from '@berth/crds';
 
 /** Spec and status of each kind the stores hold. */
 export interface ResourceKinds {
   Session: { spec: SessionSpec; status: SessionStatus };
   Agent: { spec: AgentSpec; status: AgentStatus };
   Snapshot: { spec: SnapshotSpec; status: SnapshotStatus };
+  Schedule: { spec: ScheduleSpec; status: ScheduleStatus };
 }
 export type Kind = keyof ResourceKinds;
 export type SpecOf<K extends Kind> = ResourceKinds[K]['spec'];
