@@ -175,6 +175,7 @@ describe('firing a trigger', () => {
       finishedAt: expect.any(String),
     });
     expect(job.output).toContain('4711');
+    expect(model.requests.some((request) => JSON.stringify(request).includes('ticket\\":4711'))).toBe(true);
     // The model saw the body as the task, and the job's cost is its task's, from the ledger.
     const task = (await live.get(`/v1/tasks/${job.taskId}`)).body;
     expect(task).toMatchObject({ status: 'completed', agentId: job.agentId, sessionId: job.sessionId, output: job.output });
@@ -275,9 +276,40 @@ describe('firing a trigger', () => {
     expect((await live.get('/v1/triggers')).body.data.map((entry: any) => entry.id)).not.toContain(doomed.id);
   });
 
+  it('refuses fires of a trigger whose agent definition was archived since, with 409', async () => {
+    const definition = (await live.post('/v1/agent-definitions', { name: 'short-lived', model: 'openai/gpt-4o-mini' })).body;
+    const orphan = (await live.post('/v1/triggers', { agent: definition.id, userId: 'erin', type: 'webhook' })).body;
+    expect((await live.raw(`/v1/agent-definitions/${definition.id}`, { method: 'DELETE' })).status).toBe(200);
+    const before = await jobCount();
+    const body = '{}';
+    const refused = await fire(orphan.url, body, { 'x-trigger-signature': hmac(orphan.secret, body) });
+    expectRefused(refused, 409, 'conflict');
+    expect(refused.body.error.details).toEqual({ definitionId: definition.id });
+    expect(await jobCount()).toBe(before);
+    // Creating a trigger for it now is refused up front.
+    expectRefused(await live.post('/v1/triggers', { agent: definition.id, userId: 'erin', type: 'webhook' }), 422, 'unprocessable_entity');
+  });
+
+  it("runs a test key's fire on the mock model and provider", async () => {
+    const test = berth.api(testKey);
+    expect((await test.post('/v1/agent-definitions', { name: 'ticket-bot' })).status).toBe(201);
+    const mock = (await test.post('/v1/triggers', { agent: 'ticket-bot', userId: 'tess', type: 'webhook' })).body;
+    const body = JSON.stringify({ ticket: 9 });
+    const response = await fire(mock.url, body, { 'x-trigger-signature': hmac(mock.secret, body) });
+    expect(response.status).toBe(202);
+    const job = await jobFinished(response.body.jobId, test);
+    expect(job).toMatchObject({ state: 'completed', source: { type: 'trigger', id: mock.id }, cost: { amount: 0 } });
+    expect(job.output).toEqual(expect.any(String));
+    // The mock model answered it: the local model server never saw this input.
+    expect(model.requests.filter((request) => JSON.stringify(request).includes('ticket\\":9'))).toEqual([]);
+    // The live key sees neither the test key's job nor its trigger.
+    expectRefused(await live.get(`/v1/jobs/${job.id}`), 404, 'not_found');
+    expectRefused(await live.get(`/v1/triggers/${mock.id}`), 404, 'not_found');
+  });
+
   it('counts fires by outcome in /metrics', async () => {
     const samples = parsePrometheus((await berth.api(undefined).get('/metrics')).body);
-    for (const [outcome, least] of [['accepted', 5], ['bad_signature', 4], ['missing_signature', 3], ['replayed', 2], ['stale_timestamp', 1], ['not_found', 3], ['bad_body', 2]] as const) {
+    for (const [outcome, least] of [['accepted', 6], ['bad_signature', 4], ['missing_signature', 3], ['replayed', 2], ['stale_timestamp', 1], ['not_found', 3], ['bad_body', 2], ['definition_archived', 1]] as const) {
       expect(metricValue(samples, 'berth_trigger_fires_total', { outcome }), outcome).toBeGreaterThanOrEqual(least);
     }
   });
