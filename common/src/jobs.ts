@@ -56,7 +56,7 @@ export interface Job extends EnqueueJobInput {
   finishedAt: string | null;
 }
 
-interface JobRow {
+export interface JobRow {
   id: string;
   organization_id: string;
   mode: Mode;
@@ -96,12 +96,17 @@ export function toJob(row: JobRow): Job {
     agentId: row.agent_id,
     taskId: row.task_id,
     error: row.error,
-    cost: row.cost_cents === null || row.currency === null ? null : { amount: Number(row.cost_cents), currency: row.currency },
+    cost: jobCost(row),
     claimedBy: row.claimed_by,
     createdAt: row.created_at.toISOString(),
     startedAt: row.started_at?.toISOString() ?? null,
     finishedAt: row.finished_at?.toISOString() ?? null,
   };
+}
+
+/** The cost columns of a job row as money, or null until the job ended. */
+export function jobCost(row: Pick<JobRow, 'cost_cents' | 'currency'>): { amount: number; currency: string } | null {
+  return row.cost_cents === null || row.currency === null ? null : { amount: Number(row.cost_cents), currency: row.currency };
 }
 
 /** Queues a job; inside the caller's transaction when `db` is one. */

@@ -1,7 +1,7 @@
 import type { Mode } from '@berth/crds';
 import type { Queryable } from './db/index.js';
 import { newId } from './ids.js';
-import type { JobError, JobState } from './jobs.js';
+import { jobCost, type JobError, type JobRow, type JobState } from './jobs.js';
 
 /**
  * The history of a schedule: one execution per matching time that came due. The unique
@@ -62,7 +62,8 @@ export async function latestScheduledTimes(db: Queryable, scheduleId: string): P
   return { claimed: rows[0]?.claimed ?? undefined, fired: rows[0]?.fired ?? undefined };
 }
 
-interface ExecutionRow {
+/** An execution and the columns of its job (null for a missed time). */
+type ExecutionRow = {
   id: string;
   schedule_id: string;
   scheduled_for: Date;
@@ -70,15 +71,7 @@ interface ExecutionRow {
   created_at: Date;
   job_id: string | null;
   state: JobState | null;
-  session_id: string | null;
-  agent_id: string | null;
-  task_id: string | null;
-  error: JobError | null;
-  cost_cents: string | null;
-  currency: string | null;
-  started_at: Date | null;
-  finished_at: Date | null;
-}
+} & Pick<JobRow, 'session_id' | 'agent_id' | 'task_id' | 'error' | 'cost_cents' | 'currency' | 'started_at' | 'finished_at'>;
 
 /** The schedule's executions, newest matching time first, at most `limit`. */
 export async function listScheduleExecutions(db: Queryable, scheduleId: string, limit: number): Promise<ScheduleExecution[]> {
@@ -101,7 +94,7 @@ export async function listScheduleExecutions(db: Queryable, scheduleId: string, 
     sessionId: row.session_id,
     agentId: row.agent_id,
     taskId: row.task_id,
-    cost: row.cost_cents === null || row.currency === null ? null : { amount: Number(row.cost_cents), currency: row.currency },
+    cost: jobCost(row),
     error: row.error,
   }));
 }

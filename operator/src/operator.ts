@@ -1,11 +1,11 @@
-import { NotificationListener, createLimitGuard, idToObjectName, resolveSecrets, type Clock, type ComputePrices, type Logger, type Pool, type ResourceStore, type SecretBox, type SnapshotStorage } from '@berth/common';
+import { NotificationListener, createLimitGuard, idToObjectName, resolveSecrets, type Clock, type ComputePrices, type Kind, type Logger, type Pool, type ResourceStore, type SecretBox, type SnapshotStorage } from '@berth/common';
 import { BillingLoop } from './billing/loop.js';
 import type { Registry } from 'prom-client';
 import { createAgentMetrics, createAgentReconciler } from './controllers/agent.js';
 import { createSnapshotReconciler } from './controllers/snapshot.js';
 import { createScheduleMetrics, createScheduleReconciler } from './controllers/schedule.js';
 import type { ProviderRegistry } from '@berth/providers';
-import { Controller, createControllerMetrics } from './runtime/controller.js';
+import { Controller, createControllerMetrics, type Reconciler } from './runtime/controller.js';
 import { createAgentFactory } from './agents/create.js';
 import { createRunStarter } from './agents/run.js';
 import { JobExecutor } from './jobs/executor.js';
@@ -64,13 +64,13 @@ export function createOperator(deps: OperatorDeps): Operator {
     sessionCostStep: deps.billing.sessionCostStep,
     intervalMs: deps.billing.intervalMs,
   });
-  const agents = new Controller({
-    kind: 'Agent',
-    store: deps.store,
-    log: deps.log.child({ controller: 'agent' }),
-    metrics: controllerMetrics,
-    workers: deps.workers ?? 4,
-    reconcile: createAgentReconciler({
+  /** One controller per kind, all on the same store and metrics. */
+  const controllerOf = (kind: Kind, workers: number, reconcile: Reconciler) =>
+    new Controller({ kind, store: deps.store, log: deps.log.child({ controller: kind.toLowerCase() }), metrics: controllerMetrics, workers, reconcile });
+  const agents = controllerOf(
+    'Agent',
+    deps.workers ?? 4,
+    createAgentReconciler({
       store: deps.store,
       db: deps.db,
       providers: deps.providers,
@@ -85,15 +85,8 @@ export function createOperator(deps: OperatorDeps): Operator {
           }
         : {}),
     }),
-  });
-  const snapshots = new Controller({
-    kind: 'Snapshot',
-    store: deps.store,
-    log: deps.log.child({ controller: 'snapshot' }),
-    metrics: controllerMetrics,
-    workers: 2,
-    reconcile: createSnapshotReconciler({ store: deps.store, db: deps.db, storage: deps.snapshots, clock: deps.clock }),
-  });
+  );
+  const snapshots = controllerOf('Snapshot', 2, createSnapshotReconciler({ store: deps.store, db: deps.db, storage: deps.snapshots, clock: deps.clock }));
   const limits = createLimitGuard({ pool: deps.db, store: deps.store, clock: deps.clock });
   const jobs = new JobExecutor({
     pool: deps.db,
@@ -117,14 +110,7 @@ export function createOperator(deps: OperatorDeps): Operator {
     ...(deps.connectionString ? { connectionString: deps.connectionString } : {}),
     ...(deps.jobPollMs !== undefined ? { pollMs: deps.jobPollMs } : {}),
   });
-  const schedules = new Controller({
-    kind: 'Schedule',
-    store: deps.store,
-    log: deps.log.child({ controller: 'schedule' }),
-    metrics: controllerMetrics,
-    workers: 2,
-    reconcile: createScheduleReconciler({ store: deps.store, db: deps.db, clock: deps.clock, metrics: createScheduleMetrics(deps.metrics) }),
-  });
+  const schedules = controllerOf('Schedule', 2, createScheduleReconciler({ store: deps.store, db: deps.db, clock: deps.clock, metrics: createScheduleMetrics(deps.metrics) }));
   // Providers that can tell when a sandbox changes (a pod watch) wake its agent's reconcile.
   const sandboxWatches: { stop(): void }[] = [];
   // A task claimed, finished or handed back wakes its agent's reconcile (ADR 18).

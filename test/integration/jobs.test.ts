@@ -9,6 +9,7 @@ import {
   idToObjectName,
   silentLogger,
   systemClock,
+  UnsupportedRequestError,
   type Job,
   type PostgresResourceStore,
 } from '../../common/src/index.js';
@@ -19,7 +20,7 @@ import { ModelRouter } from '../../operator/src/runner/models/router.js';
 import { loadConfig } from '../../common/src/config.js';
 import { ProviderRegistry } from '../../providers/src/registry.js';
 import { startTestApi, type TestApi } from '../helpers/app.js';
-import { IdleProvider } from '../helpers/fake-providers.js';
+import { ScriptedProvider } from '../helpers/fake-providers.js';
 import { eventually, type ApiClient } from '../helpers/http.js';
 import { metricValue, parsePrometheus } from '../helpers/prometheus.js';
 import { startInProcessOperator, type InProcessOperator } from '../helpers/operator.js';
@@ -34,7 +35,9 @@ let store: PostgresResourceStore;
 let api: ApiClient;
 let organizationId: string;
 let operator: InProcessOperator;
-const providers = new ProviderRegistry([new IdleProvider({ name: 'local' })], 'local');
+// Live-key agents provision here; test-key agents get the mock stand-in of it.
+const local = new ScriptedProvider({ name: 'local' });
+const providers = new ProviderRegistry([local], 'local');
 
 beforeAll(async () => {
   testApi = await startTestApi({ clock: systemClock, providers });
@@ -110,6 +113,24 @@ describe('a job that cannot run', () => {
     expect(job.error).toMatchObject({ code: 'unprocessable_entity' });
     expect(job.error!.message).toContain('archived');
     expect(job.taskId).toBeNull();
+  });
+});
+
+describe('a job whose agent fails', () => {
+  it('fails with the reason, and its agent is ended', async () => {
+    // A live key: the agent goes to the install's provider, which refuses it for good.
+    local.nextProvisionError = new UnsupportedRequestError('local', 'no sandboxes for this test');
+    const liveApi = (await testApi.client(organizationId, 'live')).api;
+    const created = await liveApi.post('/v1/agent-definitions', { name: 'live-reporter' });
+    const queued = await enqueueJob(pool, { organizationId, mode: 'live', source: 'trigger', sourceId: 'trg_jobs4', userId: 'live-user', definitionId: created.body.id, input: 'x' }, new Date());
+    const job = await finished(queued.id);
+    expect(job.state).toBe('failed');
+    expect(job.error).toMatchObject({ code: 'agent_failed' });
+    expect(job.error!.message).toContain(job.agentId!);
+    expect(job.error!.message).toContain('no sandboxes for this test');
+    expect(job.taskId).toBeNull();
+    expect((await store.get('Agent', idToObjectName(job.agentId!)))?.spec.desiredState ?? 'terminated').toBe('terminated');
+    local.nextProvisionError = undefined;
   });
 });
 

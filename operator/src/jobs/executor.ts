@@ -20,7 +20,6 @@ import {
   type Logger,
   type Pool,
   type Principal,
-  type Resource,
   type ResourceStore,
 } from '@berth/common';
 import { Counter, Histogram, type Registry } from 'prom-client';
@@ -203,12 +202,13 @@ export class JobExecutor {
     return (result.rowCount ?? 0) > 0;
   }
 
+  /** Moves the job on as far as it can go now; `job` is updated in place as its fields are written. */
   private async advance(job: Job, log: Logger): Promise<void> {
     const { store, pool, clock } = this.options;
     const principal: Principal = { organizationId: job.organizationId, mode: job.mode, keyId: `${job.source}:${job.sourceId}` };
     if (job.state === 'queued') {
       if (!(await this.update(job, { state: 'running', started_at: clock.now() }))) return;
-      job = { ...job, state: 'running', startedAt: clock.now().toISOString() };
+      Object.assign(job, { state: 'running', startedAt: clock.now().toISOString() });
     }
 
     let sessionId = job.sessionId;
@@ -216,14 +216,14 @@ export class JobExecutor {
       const { session } = await getOrCreateUserSession({ store, pool }, principal, newId('ses', clock.now()), { userId: job.userId });
       sessionId = objectNameToId(session.metadata.name);
       if (!(await this.update(job, { session_id: sessionId }))) return;
-      job = { ...job, sessionId };
+      Object.assign(job, { sessionId });
     }
 
     let agentId = job.agentId;
     if (!agentId) {
       agentId = newId('agt', clock.now());
       if (!(await this.update(job, { agent_id: agentId }))) return;
-      job = { ...job, agentId };
+      Object.assign(job, { agentId });
     }
     let agent = await store.get('Agent', idToObjectName(agentId));
     if (!agent && !job.taskId) {
@@ -248,7 +248,7 @@ export class JobExecutor {
       const taskId = job.taskId ?? newId('task', clock.now());
       if (!job.taskId) {
         if (!(await this.update(job, { task_id: taskId }))) return;
-        job = { ...job, taskId };
+        Object.assign(job, { taskId });
       }
       task = await this.options.runs.start(agent, jobTaskText(job.input), { taskId });
       log.info({ taskId }, 'job started its run');
@@ -256,11 +256,11 @@ export class JobExecutor {
 
     if (task.state === 'queued' || task.state === 'running') return;
     const state: JobState = task.state === 'completed' ? 'completed' : task.state === 'cancelled' ? 'cancelled' : 'failed';
-    await this.finish(job, state, task.error, log, agent);
+    await this.finish(job, state, task.error, log);
   }
 
-  /** The job's final state with the task's cost; its agent, which only this job used, is ended. */
-  private async finish(job: Job, state: JobState, error: JobError | null, log: Logger, agent?: Resource<'Agent'>): Promise<void> {
+  /** The job's final state with the task's cost; its agent, if it made one (only this job used it), is ended. */
+  private async finish(job: Job, state: JobState, error: JobError | null, log: Logger): Promise<void> {
     const { pool, clock, currency } = this.options;
     const cost = job.taskId ? await taskCost(pool, job.taskId, currency) : undefined;
     const written = await this.update(job, {
@@ -273,6 +273,7 @@ export class JobExecutor {
     if (!written) return;
     this.metrics.finished.inc({ source: job.source, state });
     log.info({ state, error }, 'job finished');
+    const agent = job.agentId ? await this.options.store.get('Agent', idToObjectName(job.agentId)) : undefined;
     if (agent && agent.spec.desiredState !== 'terminated') {
       await this.options.store.updateSpec('Agent', agent.metadata.name, (current) =>
         current.spec.desiredState === 'terminated' ? undefined : { ...current.spec, desiredState: 'terminated' },
