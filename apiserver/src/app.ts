@@ -21,6 +21,10 @@ import { usageRoutes } from './routes/usage.js';
 import { webhookRoutes } from './routes/webhooks.js';
 import { secretRoutes } from './routes/secrets.js';
 import { providerRoutes } from './routes/providers.js';
+import { triggerRoutes } from './routes/triggers.js';
+import { jobRoutes } from './routes/jobs.js';
+import { createTriggerService } from './services/triggers.js';
+import { createJobService } from './services/jobs.js';
 import { createSecretService } from './services/secrets.js';
 import { createProviderService } from './services/providers.js';
 import { createWebhookService } from './services/webhooks.js';
@@ -132,11 +136,18 @@ export function createApp(deps: AppDeps): App {
       currency: deps.currency,
     }),
   );
+  triggerRoutes(routes, {
+    triggers: createTriggerService({ pool: deps.pool, clock: deps.clock, box: secretBox, definitions, metrics: deps.metrics }),
+    publicUrl: deps.publicUrl,
+  });
+  jobRoutes(routes, createJobService({ pool: deps.pool, currency: deps.currency }));
 
   const app = express();
   app.disable('x-powered-by');
   app.set('query parser', 'simple');
   app.use(observeRequests(deps.log, deps.metrics));
+  // Before the JSON parser: routes that verify a signature over the body read it as bytes.
+  app.use(routes.rawBodyReaders());
   app.use(express.json({ limit: '2mb' }));
   for (const mount of deps.mounts ?? []) app.use(mount.path, mount.router);
   const router = express.Router();

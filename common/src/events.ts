@@ -13,7 +13,8 @@ export type EventType =
   | 'session.cost_threshold'
   | 'budget.threshold'
   | 'budget.exhausted'
-  | 'schedule.fired';
+  | 'schedule.fired'
+  | 'trigger.fired';
 
 export interface EventInput {
   type: EventType;

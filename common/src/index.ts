@@ -31,6 +31,7 @@ export * from './agent-definitions.js';
 export * from './agents.js';
 export * from './webhooks.js';
 export * from './secrets.js';
+export * from './triggers.js';
 export * from './provider-configs.js';
 export * from './tool-catalogue.js';
 export * from './webhook-post.js';

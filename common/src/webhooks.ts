@@ -15,6 +15,7 @@ export const WEBHOOK_EVENTS = [
   'budget.threshold',
   'budget.exhausted',
   'schedule.fired',
+  'trigger.fired',
 ] as const satisfies readonly EventType[];
 
 /** A delivery answered 2xx within this is delivered. */

@@ -12,6 +12,7 @@
  * Environment: FUZZ_TEST_EXAMPLES, FUZZ_LIVE_EXAMPLES (cases per operation and phase),
  * FUZZ_SEED, FUZZ_REPORT_DIR (kept; default a temporary directory, removed on success).
  */
+import { createHmac } from 'node:crypto';
 import { execFileSync, spawn } from 'node:child_process';
 import { mkdirSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -70,6 +71,8 @@ const ID_BINDINGS: { dictionary: string; pathRegex?: string; operationIds?: stri
   { dictionary: 'webhooks', pathRegex: '^/v1/webhooks/\\{id\\}', parameter: 'path.id' },
   { dictionary: 'schedules', pathRegex: '^/v1/schedules/\\{id\\}', excludeOperationIds: ['deleteSchedule'], parameter: 'path.id' },
   { dictionary: 'spareSchedules', operationIds: ['deleteSchedule'], parameter: 'path.id' },
+  { dictionary: 'triggers', pathRegex: '^(/v1)?/triggers/\\{id\\}', parameter: 'path.id' },
+  { dictionary: 'jobs', pathRegex: '^/v1/jobs/\\{id\\}', parameter: 'path.id' },
   { dictionary: 'secrets', pathRegex: '^/v1/(sessions/\\{id\\}/)?secrets/\\{name\\}', parameter: 'path.name' },
   { dictionary: 'users', pathRegex: '^/v1/(sessions/by-user|usage/users)/\\{userId\\}', parameter: 'path.userId' },
   { dictionary: 'providers', pathRegex: '^/v1/providers/\\{provider\\}', parameter: 'path.provider' },
@@ -205,6 +208,19 @@ async function seed(api: ApiClient, pass: Pass): Promise<Record<string, (string 
   // Yearly, so that the cases meet a real schedule that does not fire during the run (unless a PUT makes it).
   const schedule = await must('a schedule', api.post('/v1/schedules', { agent: definition.id, userId: `fuzz-${pass.key}`, cron: '0 0 1 1 *', input: 'Say done.' }), [201]);
   const spareSchedule = await must('a schedule to delete', api.post('/v1/schedules', { agent: definition.id, userId: `fuzz-${pass.key}`, cron: '0 0 1 1 *' }), [201]);
+  // A trigger and the job of one correctly signed fire (for a user of its own: its agent is not in the seeded session);
+  // the fuzzed fires are unsigned or wrongly signed (401).
+  const trigger = await must('a trigger', api.post('/v1/triggers', { agent: definition.id, userId: `fuzz-${pass.key}-trigger`, type: 'webhook' }), [201]);
+  const fireBody = JSON.stringify({ fuzz: true });
+  const fired = await must(
+    'a fire',
+    api.raw(`/triggers/${trigger.id}/fire`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'x-trigger-signature': createHmac('sha256', trigger.secret).update(fireBody).digest('hex') },
+      body: fireBody,
+    }),
+    [202],
+  );
   const dictionaries: Record<string, (string | number)[]> = {
     sessions: [session.id],
     spareSessions: [spare.id],
@@ -215,6 +231,8 @@ async function seed(api: ApiClient, pass: Pass): Promise<Record<string, (string 
     webhooks: [webhook.id],
     schedules: [schedule.id],
     spareSchedules: [spareSchedule.id],
+    triggers: [trigger.id],
+    jobs: [fired.jobId],
     secrets: ['FUZZ_TOKEN', 'FUZZ_SESSION_TOKEN'],
     users: [`fuzz-${pass.key}`],
     providers: ['openai', 'remote', 'kubernetes'],
@@ -257,6 +275,8 @@ function schemathesisConfig(pass: Pass, dictionaries: Record<string, (string | n
   }
   // The spec's answer to `lifecycle` on agent creation: documented, deliberate, not a crash.
   lines.push(`[[operations]]`, `include-operation-id = "createAgent"`, `checks.not_a_server_error.expected-statuses = ["2xx", "3xx", "4xx", 501]`, ``);
+  // Triggers of type "event": documented as not available yet (501).
+  lines.push(`[[operations]]`, `include-operation-id = "createTrigger"`, `checks.not_a_server_error.expected-statuses = ["2xx", "3xx", "4xx", 501]`, ``);
   return lines.join('\n');
 }
 

@@ -1,4 +1,4 @@
-import { createHash, randomBytes } from 'node:crypto';
+import { createHash, createHmac, randomBytes } from 'node:crypto';
 import { execFileSync } from 'node:child_process';
 import { readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { join } from 'node:path';
@@ -198,6 +198,9 @@ describe('secrets', () => {
   });
 
   it('rotates the key: re-encrypts every value, after which only the new key is needed', async () => {
+    // A trigger's signing secret is sealed with the same key, and rotated with the values.
+    expect((await live.post('/v1/agent-definitions', { name: 'rotated' })).status).toBe(201);
+    const trigger = (await live.post('/v1/triggers', { agent: 'rotated', userId: 'rotation', type: 'webhook' })).body;
     await stop();
     const oldKey = readFileSync(join(dataDir, 'secrets.key'), 'utf8').trim();
     const newKey = randomBytes(32).toString('base64');
@@ -207,11 +210,20 @@ describe('secrets', () => {
       BERTH_SECRETS_PREVIOUS_KEYS: oldKey,
     });
     expect(rotated.code, rotated.stderr).toBe(0);
-    expect(rotated.stdout).toContain('re-encrypted 3 secret values');
+    expect(rotated.stdout).toContain('re-encrypted 3 secret values and 1 trigger secret');
     const { rows } = await db.query('SELECT DISTINCT key_id FROM secrets');
     expect(rows).toEqual([{ key_id: keyIdOf(Buffer.from(newKey, 'base64')) }]);
+    const { rows: triggerKeys } = await db.query('SELECT DISTINCT secret_key_id FROM triggers');
+    expect(triggerKeys).toEqual([{ secret_key_id: keyIdOf(Buffer.from(newKey, 'base64')) }]);
 
     await start({ BERTH_SECRETS_KEY: newKey });
+    const fireBody = '{"after":"rotation"}';
+    const fired = await berth.api(undefined).raw(new URL(trigger.url).pathname, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'x-trigger-signature': createHmac('sha256', trigger.secret).update(fireBody).digest('hex') },
+      body: fireBody,
+    });
+    expect(fired.status, JSON.stringify(fired.body)).toBe(202);
     const agent = await idleAgent(otherSessionId, ['API_TOKEN']);
     expect(await envDigest(agent, 'API_TOKEN')).toBe(sha256(ORG_VALUE));
     await live.post(`/v1/agents/${agent}/terminate`);

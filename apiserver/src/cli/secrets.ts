@@ -1,7 +1,7 @@
 import { existsSync } from 'node:fs';
 import { chmod, readFile, rename, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { SecretBox, SecretKeyError, generateSecretKey, parseSecretKey, reencryptSecrets, type BerthConfig, type Pool } from '@berth/common';
+import { SecretBox, SecretKeyError, generateSecretKey, parseSecretKey, reencryptSecrets, reencryptTriggerSecrets, withTransaction, type BerthConfig, type Pool } from '@berth/common';
 import { CliError } from './keys.js';
 
 /** Where embedded mode keeps the key it generated. */
@@ -31,9 +31,14 @@ export async function loadSecretBox(config: BerthConfig, options: { generate: bo
   }
 }
 
-/** `berth secrets rotate`: re-encrypts every value under the current key. */
+/** `berth secrets rotate`: re-encrypts every value under the current key: secrets and the signing secrets of triggers. */
 export async function secretsCommand(pool: Pool, box: SecretBox, action: string | undefined, out: (line: string) => void): Promise<void> {
   if (action !== 'rotate') throw new CliError('usage: berth secrets rotate   (after setting the new BERTH_SECRETS_KEY and the old one in BERTH_SECRETS_PREVIOUS_KEYS)');
-  const count = await reencryptSecrets(pool, box);
-  out(`re-encrypted ${count} secret value${count === 1 ? '' : 's'} under key ${box.keyId}; the previous keys are no longer needed`);
+  const { secrets, triggers } = await withTransaction(pool, async (tx) => ({
+    secrets: await reencryptSecrets(tx, box),
+    triggers: await reencryptTriggerSecrets(tx, box),
+  }));
+  out(
+    `re-encrypted ${secrets} secret value${secrets === 1 ? '' : 's'} and ${triggers} trigger secret${triggers === 1 ? '' : 's'} under key ${box.keyId}; the previous keys are no longer needed`,
+  );
 }

@@ -36,7 +36,7 @@ export function toApiError(error: unknown, log: Logger): ApiError {
   if (error instanceof ProviderError) {
     return new ApiError('provider_error', `provider ${error.provider}: ${error.message}`, { provider: error.provider, ...error.details });
   }
-  const requestError = error as { type?: string; status?: number; expose?: boolean; message?: string; charset?: string; encoding?: string };
+  const requestError = error as { type?: string; status?: number; expose?: boolean; message?: string; charset?: string; encoding?: string; limit?: number };
   switch (requestError.type) {
     case 'entity.parse.failed': {
       // The parser's message quotes the body, which may hold secrets: only the position is repeated.
@@ -46,7 +46,9 @@ export function toApiError(error: unknown, log: Logger): ApiError {
       });
     }
     case 'entity.too.large':
-      return new ApiError('payload_too_large', 'the request body is larger than the 2 MiB limit');
+      return new ApiError('payload_too_large', `the request body is larger than the ${sizeText(requestError.limit ?? 2 * 1024 * 1024)} limit of this route`, {
+        limitBytes: requestError.limit ?? null,
+      });
     case 'charset.unsupported':
       return new ApiError('unsupported_media_type', `charset "${requestError.charset}" is not supported: send JSON in UTF-8`, {
         charset: requestError.charset,
@@ -66,6 +68,11 @@ export function toApiError(error: unknown, log: Logger): ApiError {
   }
   log.error({ err: error }, 'unhandled error');
   return new ApiError('internal_error', 'an unexpected error occurred; quote the requestId when reporting it');
+}
+
+/** 2 MiB, 256 KiB: the body limits as people write them. */
+function sizeText(bytes: number): string {
+  return bytes >= 1024 * 1024 && bytes % (1024 * 1024) === 0 ? `${bytes / (1024 * 1024)} MiB` : bytes % 1024 === 0 ? `${bytes / 1024} KiB` : `${bytes} byte`;
 }
 
 export function sendError(req: Request, res: Parameters<RequestHandler>[1], apiError: ApiError): void {

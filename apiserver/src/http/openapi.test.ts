@@ -94,6 +94,22 @@ describe('the OpenAPI document', () => {
     }
   });
 
+  it('documents the fire URL: no key, its signature headers, any JSON body, and every refusal', () => {
+    const fire = document.paths['/triggers/{id}/fire'].post;
+    expect(fire.security).toEqual([]);
+    expect(fire.parameters).toEqual([
+      expect.objectContaining({ name: 'id', in: 'path', required: true }),
+      expect.objectContaining({ name: 'x-trigger-signature', in: 'header', required: true }),
+      expect.objectContaining({ name: 'x-trigger-timestamp', in: 'header', required: false }),
+    ]);
+    expect(fire.requestBody.content['application/json'].schema).toEqual({});
+    expect(Object.keys(fire.responses).sort()).toEqual(['202', '400', '401', '404', '409', '413', '415', '422', '500']);
+    expect(fire.responses['202'].content['application/json'].schema).toEqual({ $ref: '#/components/schemas/TriggerFired' });
+    expect(Object.keys(document.paths['/v1/triggers/{id}']).sort()).toEqual(['delete', 'get']);
+    expect(document.paths['/v1/jobs/{id}'].get.responses['200'].content['application/json'].schema).toEqual({ $ref: '#/components/schemas/Job' });
+    expect(document.components.schemas.Trigger.required).toEqual(expect.arrayContaining(['id', 'url', 'secret']));
+  });
+
   it('names the server it was fetched from, or a relative one', () => {
     expect(document.servers).toEqual([expect.objectContaining({ url: '/' })]);
     expect(openapiDocument(app.routes, { version: '0.1.0', serverUrl: 'https://berth.example.com' }).servers).toEqual([

@@ -19,7 +19,7 @@ export function routeErrorCodes(route: AnyRoute): ErrorCode[] {
     ...new Set<ErrorCode>([
       ...(route.auth === false ? [] : AUTH_ERRORS),
       ...ALWAYS,
-      ...(route.body ? BODY : []),
+      ...(route.body || route.rawBody ? BODY : []),
       ...(route.params || route.query ? (['unprocessable_entity'] as const) : []),
       ...route.errors,
     ]),
@@ -106,6 +106,15 @@ export function openapiDocument(table: RouteTable, info: OpenapiInfo): Record<st
         });
       }
     }
+    for (const header of route.headers ?? []) {
+      parameters.push({
+        name: header.name,
+        in: 'header',
+        required: header.required,
+        description: header.description,
+        schema: { type: 'string', ...(header.pattern ? { pattern: header.pattern } : {}) },
+      });
+    }
     const responses: Record<string, unknown> = {};
     for (const [status, response] of Object.entries(route.responses)) {
       const example = response.example === undefined ? {} : { example: response.example };
@@ -146,7 +155,15 @@ export function openapiDocument(table: RouteTable, info: OpenapiInfo): Record<st
               },
             },
           }
-        : {}),
+        : route.rawBody
+          ? {
+              requestBody: {
+                required: true,
+                description: route.rawBody.description,
+                content: { 'application/json': { schema: {}, example: route.rawBody.example } },
+              },
+            }
+          : {}),
       responses,
     };
   }
@@ -209,5 +226,7 @@ const TAGS: Record<string, string> = {
   Secrets: 'Encrypted values injected into sandboxes as environment variables.',
   Providers: 'Bring your own compute or model keys (BYOI).',
   Webhooks: 'Signed event deliveries to your endpoints.',
+  Triggers: 'Public URLs that run an agent definition on a signed request.',
+  Jobs: 'Runs of an agent definition started by a trigger or a schedule.',
   System: 'Health, readiness, metrics and this document.',
 };

@@ -1,5 +1,5 @@
 import { ApiError, type ErrorCode } from '@berth/common';
-import type { Request, RequestHandler, Response, Router } from 'express';
+import express, { type Request, type RequestHandler, type Response, type Router } from 'express';
 import { z } from 'zod';
 import type { Principal } from './context.js';
 import { validationError } from './errors.js';
@@ -36,6 +36,14 @@ export interface RouteSpec<P extends z.ZodType, Q extends z.ZodType, B extends z
   params?: P;
   query?: Q;
   body?: B;
+  /**
+   * The body as the bytes that arrived (a Buffer in `req.body`; undefined when none), unparsed and
+   * at most `limitBytes`: for a route that checks a signature over them before reading them.
+   * Exclusive with `body`; the route reads and validates them itself.
+   */
+  rawBody?: { limitBytes: number; description: string; example: unknown };
+  /** Request headers the route reads itself, for the docs (the route answers for a missing or bad one). */
+  headers?: { name: string; required: boolean; description: string; pattern?: string }[];
   /** `example`: a realistic answer, shown in the OpenAPI document and checked against `schema` by the tests. */
   responses: Record<number, { description: string; schema?: z.ZodType; contentType?: string; example?: unknown }>;
   /** A realistic request body, shown in the OpenAPI document. */
@@ -92,6 +100,20 @@ export class RouteTable {
 
   list(): readonly AnyRoute[] {
     return this.routes;
+  }
+
+  /**
+   * Readers of the paths whose route takes its body raw, to run before the JSON parser: a body
+   * read here is not read again (the JSON parser skips a request whose body has been consumed).
+   * Every method of such a path reads raw, so that a method it does not take meets its 405, not
+   * the JSON parser's opinion of the body.
+   */
+  rawBodyReaders(): Router {
+    const router = express.Router();
+    for (const route of this.routes) {
+      if (route.rawBody) router.all(route.path, express.raw({ type: () => true, limit: route.rawBody.limitBytes }));
+    }
+    return router;
   }
 
   mount(router: Router, authenticate: RequestHandler): void {

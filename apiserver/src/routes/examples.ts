@@ -226,3 +226,42 @@ export const modelUsageExample = {
 };
 
 export const ids = { SESSION_ID, AGENT_ID, TASK_ID, SNAPSHOT_ID, DEFINITION_ID, WEBHOOK_ID };
+
+const TRIGGER_ID = 'trg_01jq3vf3j5m7p9s1u3w5y7a9c1';
+const JOB_ID = 'job_01jq3vg6k8n0q2s4u6w8y0b2d4';
+
+export const triggerExample = {
+  id: TRIGGER_ID,
+  name: 'new-ticket',
+  type: 'webhook',
+  agent: DEFINITION_ID,
+  userId: 'user_4711',
+  url: `https://berth.example.com/triggers/${TRIGGER_ID}/fire`,
+  secret: 'trgsec_Q…',
+  createdAt: CREATED,
+  lastFiredAt: null,
+};
+
+export const createTriggerExample = { agent: 'support-bot', userId: 'user_4711', name: 'new-ticket', type: 'webhook' as const };
+
+export const fireBodyExample = { ticket: 4711, subject: 'Cannot log in', body: 'Since this morning the login page loops.' };
+
+export const fireExample = { ok: true, jobId: JOB_ID };
+
+export const jobExample = {
+  id: JOB_ID,
+  state: 'completed',
+  source: { type: 'trigger', id: TRIGGER_ID },
+  agent: DEFINITION_ID,
+  userId: 'user_4711',
+  input: fireBodyExample,
+  sessionId: SESSION_ID,
+  agentId: AGENT_ID,
+  taskId: TASK_ID,
+  output: 'Ticket 4711: the login loop comes from an expired session cookie; answered with the steps to clear it.',
+  error: null,
+  cost: usd(3),
+  createdAt: CREATED,
+  startedAt: STARTED,
+  finishedAt: '2026-03-01T09:30:19.870Z',
+};

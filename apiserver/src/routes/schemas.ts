@@ -32,7 +32,7 @@ export const sessionSchema = z
   })
   .meta({ id: 'Session', description: 'one end-user of your application' });
 
-const userIdSchema = z.string().min(1).max(256);
+export const userIdSchema = z.string().min(1).max(256);
 
 export const createSessionBody = z
   .object({

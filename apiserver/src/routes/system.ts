@@ -1,6 +1,7 @@
 import type { Pool } from '@berth/common';
 import type { Registry } from 'prom-client';
 import { z } from 'zod';
+import { requestOrigin } from '../http/origin.js';
 import { defineRoute, type RouteTable } from '../http/route.js';
 
 const readiness = z.object({ ok: z.boolean(), database: z.boolean(), controllers: z.boolean() }).meta({ id: 'Readiness' });
@@ -83,18 +84,7 @@ export function systemRoutes(
         },
       },
       errors: [],
-      handler: async ({ req }) => ({ status: 200, body: deps.openapi(requestOrigin(req.protocol, req.get('host'))) }),
+      handler: async ({ req }) => ({ status: 200, body: deps.openapi(requestOrigin(req)) }),
     }),
   );
-}
-
-/** The origin a request was sent to, when its Host header names one; the document's server then. */
-function requestOrigin(protocol: string, host: string | undefined): string | undefined {
-  if (!host) return undefined;
-  try {
-    const url = new URL(`${protocol}://${host}`);
-    return url.host === host.toLowerCase() ? url.origin : undefined;
-  } catch {
-    return undefined;
-  }
 }
