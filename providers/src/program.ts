@@ -42,6 +42,11 @@ export class OutputLimit {
     this.dropped += chunk.length - part.length;
   }
 
+  /** Counts bytes dropped before they got here (a sandbox's launcher caps output itself). */
+  drop(bytes: number): void {
+    this.dropped += bytes;
+  }
+
   text(): string {
     const text = Buffer.concat(this.chunks).toString('utf8');
     return this.dropped > 0 ? `${text}\n[output truncated: ${this.dropped} more bytes not shown]\n` : text;

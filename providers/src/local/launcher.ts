@@ -78,7 +78,7 @@ export function launcherLimit(timeoutMs: number): Record<string, string> {
 /** The descriptor on which the client writes the outcome record, in the client and on the host. */
 export const OUTCOME_FD = 3;
 
-const outcomeSchema = z.discriminatedUnion('outcome', [
+export const outcomeSchema = z.discriminatedUnion('outcome', [
   /** The program exited by itself. */
   z.object({ outcome: z.literal('exited'), exitCode: z.number().int() }),
   /** A signal ended it; exitCode is 128 + signal, as a shell says. */
