@@ -171,23 +171,21 @@ class ChannelTest(unittest.TestCase):
         self.assertEqual(outcome['dropped'], [99000, 0])
 
     def test_limit_then_term(self):
-        started = time.monotonic()
         self.exec(5, ['sleep', '30'], limit_ms=300)
         _, _, outcome = self.result(5)
         self.assertEqual(outcome, {'outcome': 'timedOut', 'signal': 15, 'exitCode': 143, 'dropped': [0, 0]})
-        self.assertLess(time.monotonic() - started, 2)
 
     def test_concurrent_execs_do_not_wait_for_each_other(self):
-        started = time.monotonic()
+        # Each waits until all four have started: run one after another, the first would time out.
+        barrier = f"touch {self.dir}/started-$0; for i in $(seq 200); do [ $(ls {self.dir} | grep -c '^started-') = 4 ] && exit 0; sleep 0.05; done; exit 1"
         for exec_id in range(10, 14):
-            self.exec(exec_id, ['sleep', '0.5'])
-        ended = set()
-        while len(ended) < 4:
-            (frame_id, kind, _), = self.frames(1)
+            self.exec(exec_id, ['bash', '-c', barrier, str(exec_id)])
+        outcomes = {}
+        while len(outcomes) < 4:
+            (frame_id, kind, payload), = self.frames(1)
             if kind == launcher.OUTCOME:
-                ended.add(frame_id)
-        self.assertEqual(ended, {10, 11, 12, 13})
-        self.assertLess(time.monotonic() - started, 1.5)
+                outcomes[frame_id] = json.loads(payload)['exitCode']
+        self.assertEqual(outcomes, {10: 0, 11: 0, 12: 0, 13: 0})
 
     def test_cancel_kills_the_program(self):
         self.exec(20, ['sleep', '30'])
@@ -198,11 +196,10 @@ class ChannelTest(unittest.TestCase):
         self.assertEqual(outcome['signal'], 9)
 
     def test_returns_when_the_program_exits_though_a_background_child_holds_its_output(self):
-        started = time.monotonic()
-        self.exec(21, ['bash', '-c', 'echo before; sleep 30 & echo after'])
+        self.exec(21, ['bash', '-c', 'echo before; sleep 30 & echo after'], limit_ms=20000)
         out, _, outcome = self.result(21)
-        self.assertEqual((out, outcome['exitCode']), (b'before\nafter\n', 0))
-        self.assertLess(time.monotonic() - started, 5)
+        # Not timedOut: the outcome came when bash exited, though the sleep keeps the pipes open.
+        self.assertEqual((out, outcome), (b'before\nafter\n', {'outcome': 'exited', 'exitCode': 0, 'dropped': [0, 0]}))
 
     def test_a_closed_channel_kills_its_programs_and_the_launcher_connects_again(self):
         pid_file = os.path.join(self.dir, 'pid')
