@@ -419,6 +419,8 @@ export class LocalProvider implements SandboxProvider {
   private async launcherConnected(agentId: string): Promise<boolean> {
     if (this.channels.connected(agentId)) return true;
     if (!(await this.listenForLauncher(agentId)) || this.channelLate.has(agentId)) return false;
+    // A sandbox that ended has no launcher to wait for: runsc exec reports it.
+    if ((await this.options.runsc.state(agentId)) !== 'running') return false;
     if (await this.channels.awaitLauncher(agentId, LAUNCHER_CONNECT_MS)) return true;
     // Later execs do not wait again; they take the channel as soon as the launcher connects.
     this.channelLate.add(agentId);
