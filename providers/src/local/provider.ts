@@ -70,6 +70,8 @@ const DYING_WAIT_MS = 3_000;
  * a second of starting, of a restore, or of a Berth restart) before it goes through `runsc exec`.
  */
 const LAUNCHER_CONNECT_MS = 3_000;
+/** The longest path a unix socket may have on Linux (sun_path, less its terminating NUL). */
+const MAX_SOCKET_PATH_BYTES = 107;
 
 const IMAGE_FOR_COMPUTE: Record<Compute, ImageName> = { python: 'python', node: 'node', go: 'go' };
 
@@ -205,7 +207,8 @@ export class LocalProvider implements SandboxProvider {
       workspace: paths.workspace,
       execDir: paths.exec,
       guestDir: this.options.guestDir ?? GUEST_DIR,
-      channelDir: paths.channel,
+      // A socket path has at most 107 bytes: with a data directory too long for it, no channel.
+      ...(Buffer.byteLength(paths.channelSocket) <= MAX_SOCKET_PATH_BYTES ? { channelDir: paths.channel } : {}),
       env: request.env,
       cpus: this.options.cpus,
       memoryBytes: this.options.memoryBytes,
@@ -234,7 +237,7 @@ export class LocalProvider implements SandboxProvider {
     this.channelLate.delete(containerId);
     try {
       // Listening before the sandbox starts: its launcher connects as soon as it runs.
-      if (hasChannel(spec)) await this.channels.listen(containerId, paths.channelSocket);
+      if (hasChannel(spec)) await this.listenOrWarn(containerId);
       await start(paths.bundle);
     } catch (error) {
       await this.options.runsc.delete(containerId).catch(() => undefined);
@@ -439,8 +442,14 @@ export class LocalProvider implements SandboxProvider {
       withChannel = hasChannel(spec);
       this.channelSpec.set(agentId, withChannel);
     }
-    if (withChannel) await this.channels.listen(agentId, this.paths(agentId).channelSocket);
+    if (withChannel) await this.listenOrWarn(agentId);
     return withChannel;
+  }
+
+  private async listenOrWarn(agentId: string): Promise<void> {
+    await this.channels.listen(agentId, this.paths(agentId).channelSocket).catch((error: unknown) => {
+      this.options.log.warn({ agentId, err: error }, "could not listen for the sandbox's launcher: its execs go through runsc exec");
+    });
   }
 
   /** The exec through a `runsc exec` of the launcher's client, for a sandbox without a channel. */
