@@ -86,8 +86,14 @@ export class LocalProvider implements SandboxProvider {
   private readonly sandboxListeners = new Set<(agentId: string) => void>();
   private readonly memory: MemoryGuard;
   private readonly channels: LauncherChannels;
-  /** Sandboxes whose spec has a channel (read once from their bundle), and those whose launcher did not connect in time. */
-  private readonly channelSpec = new Map<string, boolean>();
+  /**
+   * What the bundle says of each sandbox with a channel (read once): the environment of its spec,
+   * which its execs get (after a restore it holds the secrets' current values, where the restored
+   * launcher's own environment holds those it started with), as `runsc exec` gives it. Null: the
+   * sandbox has no channel.
+   */
+  private readonly channelSpec = new Map<string, { env: Record<string, string> } | null>();
+  /** Sandboxes whose launcher did not connect in time. */
   private readonly channelLate = new Set<string>();
 
   constructor(private readonly options: LocalProviderOptions) {
@@ -233,7 +239,7 @@ export class LocalProvider implements SandboxProvider {
     await mkdir(paths.exec, { recursive: true });
     // Only root reads it: the process environment in it holds the agent's secrets.
     await writeFile(join(paths.bundle, 'config.json'), JSON.stringify(spec, null, 2), { mode: 0o600 });
-    this.channelSpec.set(containerId, hasChannel(spec));
+    this.channelSpec.set(containerId, channelSpecOf(spec));
     this.channelLate.delete(containerId);
     try {
       // Listening before the sandbox starts: its launcher connects as soon as it runs.
@@ -379,7 +385,7 @@ export class LocalProvider implements SandboxProvider {
       const overChannel = (await this.launcherConnected(ref.id))
         ? this.channels.exec(ref.id, {
             argv,
-            env: EXEC_ENV,
+            env: { ...this.channelSpec.get(ref.id)?.env, ...EXEC_ENV },
             cwd: '/workspace',
             limitMs: request.timeoutMs,
             maxOutputBytes: this.maxOutputBytes(),
@@ -433,17 +439,17 @@ export class LocalProvider implements SandboxProvider {
 
   /** Listens for the launcher of a sandbox whose spec has a channel (one adopted after a restart too); false when it has none. */
   private async listenForLauncher(agentId: string): Promise<boolean> {
-    let withChannel = this.channelSpec.get(agentId);
-    if (withChannel === undefined) {
+    let channelSpec = this.channelSpec.get(agentId);
+    if (channelSpec === undefined) {
       const spec = await readFile(join(this.paths(agentId).bundle, 'config.json'), 'utf8')
         .then((text) => JSON.parse(text) as Record<string, unknown>)
         .catch(() => undefined);
       if (spec === undefined) return false;
-      withChannel = hasChannel(spec);
-      this.channelSpec.set(agentId, withChannel);
+      channelSpec = channelSpecOf(spec);
+      this.channelSpec.set(agentId, channelSpec);
     }
-    if (withChannel) await this.listenOrWarn(agentId);
-    return withChannel;
+    if (channelSpec) await this.listenOrWarn(agentId);
+    return channelSpec !== null;
   }
 
   private async listenOrWarn(agentId: string): Promise<void> {
@@ -627,6 +633,12 @@ export class LocalProvider implements SandboxProvider {
     }
     await rm(paths.root, { recursive: true, force: true });
   }
+}
+
+function channelSpecOf(spec: Record<string, unknown>): { env: Record<string, string> } | null {
+  if (!hasChannel(spec)) return null;
+  const entries = (spec as { process?: { env?: string[] } }).process?.env ?? [];
+  return { env: Object.fromEntries(entries.filter((entry) => entry.includes('=')).map((entry) => [entry.slice(0, entry.indexOf('=')), entry.slice(entry.indexOf('=') + 1)])) };
 }
 
 function lastLine(text: string): string {
