@@ -157,15 +157,40 @@ describe('the channel with a launcher on this host', () => {
     expect(channels.exec('agt_unknown', request(['true']))).toBeUndefined();
   });
 
-  it('closes a connection that sends a frame over the limit', async () => {
+  it("takes a connection as the launcher's only once it said hello, and closes one that sends a frame over the limit", async () => {
     await channels.listen('agt_rude', join(dir, 'rude.sock'));
     const socket: Socket = connect(join(dir, 'rude.sock'));
-    await channels.awaitLauncher('agt_rude', 5_000);
+    await new Promise((resolve) => socket.once('connect', resolve));
+    expect(await channels.awaitLauncher('agt_rude', 200)).toBe(false);
+    socket.write(encodeFrame(0, FrameKind.hello, Buffer.from('{"protocol": 1, "pid": 1}')));
+    expect(await channels.awaitLauncher('agt_rude', 5_000)).toBe(true);
     const header = Buffer.alloc(FRAME_HEADER_BYTES);
     header.writeUInt32BE(MAX_FRAME_BYTES + 1, 0);
     socket.write(header);
     await new Promise((resolve) => socket.once('close', resolve));
     expect(channels.connected('agt_rude')).toBe(false);
+  });
+
+  it('leaves a socket another process listens on to it, and takes it over once that process is gone', async () => {
+    const path = join(dir, 'shared.sock');
+    const other = new LauncherChannels(silentLogger);
+    expect(await other.listen('agt_shared', path)).toBe(true);
+    expect(await channels.listen('agt_shared', path)).toBe(false);
+    expect(channels.exec('agt_shared', request(['true']))).toBeUndefined();
+    await other.closeAll();
+    expect(await channels.listen('agt_shared', path)).toBe(true);
+    await channels.close('agt_shared');
+  });
+
+  it('gives the socket up when another process replaced its file (the sandbox was made again there)', async () => {
+    const path = join(dir, 'replaced.sock');
+    const other = new LauncherChannels(silentLogger);
+    expect(await other.listen('agt_replaced', path)).toBe(true);
+    rmSync(path); // the sandbox's directory was removed and made again by another process, which listens now
+    expect(await channels.listen('agt_replaced', path)).toBe(true);
+    expect(await other.listen('agt_replaced', path)).toBe(false);
+    await other.closeAll();
+    expect(await channels.listen('agt_replaced', path)).toBe(true);
   });
 });
 

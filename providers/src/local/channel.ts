@@ -15,9 +15,10 @@
  * (the host gave up on them), and the host fails their execs.
  */
 
-import { mkdir, rm } from 'node:fs/promises';
-import { createServer, type Server, type Socket } from 'node:net';
-import { dirname } from 'node:path';
+import { randomBytes } from 'node:crypto';
+import { mkdir, rename, stat } from 'node:fs/promises';
+import { connect, createServer, type Server, type Socket } from 'node:net';
+import { dirname, join } from 'node:path';
 import { z } from 'zod';
 import type { Logger } from '@berth/common';
 import { OutputLimit } from '../program.js';
@@ -126,6 +127,7 @@ class Connection {
 
   constructor(
     readonly socket: Socket,
+    private readonly onHello: (connection: Connection) => void,
     private readonly onClose: (connection: Connection) => void,
     private readonly log: Logger,
   ) {
@@ -147,7 +149,11 @@ class Connection {
     for (const { id, kind, payload } of frames) {
       const exec = this.pending.get(id);
       if (kind === FrameKind.hello) {
-        if (!helloSchema.safeParse(safeJson(payload)).success) this.log.warn({ hello: payload.toString('utf8') }, "the sandbox's launcher said an unknown hello");
+        if (helloSchema.safeParse(safeJson(payload)).success) this.onHello(this);
+        else {
+          this.log.warn({ hello: payload.toString('utf8') }, "the sandbox's launcher said an unknown hello: closing its channel");
+          this.socket.destroy();
+        }
       } else if (exec === undefined) {
         continue; // an exec the host gave up on
       } else if (kind === FrameKind.stdout) {
@@ -205,6 +211,8 @@ class Connection {
 
 interface Listener {
   server: Server;
+  /** The socket file's identity (inode and change time): another process that replaced the file took the channel over. */
+  identity?: string;
   connection?: Connection;
   /** Called when a launcher connects. */
   waiting: Set<() => void>;
@@ -216,32 +224,59 @@ interface Listener {
  */
 export class LauncherChannels {
   private readonly listeners = new Map<string, Listener>();
+  private readonly listening = new Map<string, Promise<boolean>>();
 
   constructor(private readonly log: Logger) {}
 
   /**
-   * Listens on `socketPath` for the launcher of sandbox `agentId` (a socket left by an earlier
-   * Berth process is replaced). Idempotent.
+   * Listens on `socketPath` for the launcher of sandbox `agentId`, unless another process (a
+   * `berth runner` beside `berth up`) listens there: false then, and the caller execs through
+   * `runsc exec`; asked again, it takes the socket over once that process is gone. A socket that
+   * nobody answers on (left by a Berth process that ended) is replaced. Idempotent.
    */
-  async listen(agentId: string, socketPath: string): Promise<void> {
-    if (this.listeners.has(agentId)) return;
+  listen(agentId: string, socketPath: string): Promise<boolean> {
+    // One at a time per sandbox: concurrent execs ask together.
+    let listening = this.listening.get(agentId);
+    if (listening === undefined) {
+      listening = this.listenOnce(agentId, socketPath).finally(() => this.listening.delete(agentId));
+      this.listening.set(agentId, listening);
+    }
+    return listening;
+  }
+
+  private async listenOnce(agentId: string, socketPath: string): Promise<boolean> {
+    const current = this.listeners.get(agentId);
+    if (current !== undefined) {
+      if ((await fileIdentity(socketPath)) === current.identity) return true;
+      await this.close(agentId);
+    }
     await mkdir(dirname(socketPath), { recursive: true, mode: 0o700 });
-    await rm(socketPath, { force: true });
+    if (await answers(socketPath)) return false;
+    // Bound under a name of its own, then renamed into place (atomically replacing a stale socket):
+    // a server that closes unlinks the name it was bound to, which must never be another process's.
+    const boundPath = join(dirname(socketPath), `.${randomBytes(4).toString('hex')}`);
     const listener: Listener = { server: createServer(), waiting: new Set() };
     listener.server.unref();
     listener.server.on('connection', (socket) => {
-      // The newest connection wins: an older one is from before a restore, or half-closed.
-      listener.connection?.close();
-      const connection = new Connection(socket, (ended) => {
-        if (listener.connection === ended) listener.connection = undefined;
-      }, this.log.child({ agentId }));
-      listener.connection = connection;
-      for (const wake of listener.waiting) wake();
+      // A connection is the launcher's once it said hello (another process's probe never does).
+      // The newest launcher's connection wins: an older one is from before a restore, or half-closed.
+      new Connection(
+        socket,
+        (connection) => {
+          if (listener.connection !== connection) listener.connection?.close();
+          listener.connection = connection;
+          for (const wake of listener.waiting) wake();
+        },
+        (ended) => {
+          if (listener.connection === ended) listener.connection = undefined;
+        },
+        this.log.child({ agentId }),
+      );
     });
     this.listeners.set(agentId, listener);
     await new Promise<void>((resolve, reject) => {
       listener.server.once('error', reject);
-      listener.server.listen(socketPath, () => {
+      listener.server.listen(boundPath, () => {
         listener.server.off('error', reject);
         resolve();
       });
@@ -250,6 +285,14 @@ export class LauncherChannels {
       throw error;
     });
     listener.server.on('error', (error) => this.log.warn({ agentId, err: error }, "the sandbox's channel failed"));
+    try {
+      await rename(boundPath, socketPath);
+    } catch (error) {
+      await this.close(agentId);
+      throw error;
+    }
+    listener.identity = await fileIdentity(socketPath);
+    return true;
   }
 
   connected(agentId: string): boolean {
@@ -292,6 +335,24 @@ export class LauncherChannels {
   async closeAll(): Promise<void> {
     await Promise.all([...this.listeners.keys()].map((agentId) => this.close(agentId)));
   }
+}
+
+/** Which file is at `path` (an inode number may be used again at once), or undefined for none. */
+async function fileIdentity(path: string): Promise<string | undefined> {
+  const stats = await stat(path, { bigint: true }).catch(() => undefined);
+  return stats && `${stats.dev}:${stats.ino}:${stats.ctimeNs}`;
+}
+
+/** Whether a process listens on the unix socket at `path`. */
+function answers(path: string): Promise<boolean> {
+  return new Promise((resolve) => {
+    const probe = connect(path);
+    probe.once('connect', () => {
+      probe.destroy();
+      resolve(true);
+    });
+    probe.once('error', () => resolve(false));
+  });
 }
 
 function safeJson(payload: Buffer): unknown {

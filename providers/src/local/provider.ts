@@ -437,7 +437,10 @@ export class LocalProvider implements SandboxProvider {
     return false;
   }
 
-  /** Listens for the launcher of a sandbox whose spec has a channel (one adopted after a restart too); false when it has none. */
+  /**
+   * Listens for the launcher of a sandbox whose spec has a channel (one adopted after a restart
+   * too); false when it has none, or another process listens for it.
+   */
   private async listenForLauncher(agentId: string): Promise<boolean> {
     let channelSpec = this.channelSpec.get(agentId);
     if (channelSpec === undefined) {
@@ -448,13 +451,14 @@ export class LocalProvider implements SandboxProvider {
       channelSpec = channelSpecOf(spec);
       this.channelSpec.set(agentId, channelSpec);
     }
-    if (channelSpec) await this.listenOrWarn(agentId);
-    return channelSpec !== null;
+    return channelSpec !== null && (await this.listenOrWarn(agentId));
   }
 
-  private async listenOrWarn(agentId: string): Promise<void> {
-    await this.channels.listen(agentId, this.paths(agentId).channelSocket).catch((error: unknown) => {
+  /** Whether this process listens for the sandbox's launcher (another Berth process on the same data directory may). */
+  private async listenOrWarn(agentId: string): Promise<boolean> {
+    return this.channels.listen(agentId, this.paths(agentId).channelSocket).catch((error: unknown) => {
       this.options.log.warn({ agentId, err: error }, "could not listen for the sandbox's launcher: its execs go through runsc exec");
+      return false;
     });
   }
 
