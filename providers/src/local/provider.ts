@@ -413,7 +413,8 @@ export class LocalProvider implements SandboxProvider {
         durationMs: result.durationMs,
       };
     } finally {
-      await rm(hostFile, { force: true });
+      // Not awaited: the answer does not wait for the program file to go.
+      void rm(hostFile, { force: true }).catch(() => undefined);
     }
   }
 
