@@ -161,4 +161,15 @@ describe('a sandbox started by an older Berth, without the channel', () => {
   it('runs them side by side too', async () => {
     expect(await barrier(sandbox, 'fallback')).toEqual([0, 0, 0, 0]);
   });
+
+  it('is checkpointed and restored natively by this Berth, and still execs through runsc exec', async () => {
+    await run(sandbox, 'bash', 'nohup sleep 600 >/dev/null 2>&1 </dev/null & echo $! > /workspace/sleeper');
+    const storage = new DirectoryStorage(join(dataDir, 'snapshots'));
+    const archive = await provider.checkpoint(sandbox, { storage, key: `agents/${agentId}/native.tar.zst`, native: true });
+    expect(archive.level).toBe('native');
+    sandbox = await provision(agentId, { storage, archive, level: 'native' });
+    expect(await run(sandbox, 'bash', 'kill -0 $(cat /workspace/sleeper) && echo alive')).toBe('alive\n');
+    expect(await run(sandbox, 'python', OTHER_PROCESSES)).toBe('berth-launcher perl sleep\n');
+    await provider.terminate(sandbox);
+  });
 });
