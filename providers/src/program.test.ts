@@ -25,4 +25,12 @@ describe('OutputLimit', () => {
     expect(output.tail()).toHaveLength(4096);
     expect(output.tail().endsWith('x\nthe end\n')).toBe(true);
   });
+
+  it('counts bytes dropped before they reached it (a launcher that caps output itself)', () => {
+    const output = new OutputLimit(8);
+    output.push(Buffer.from('12345678'));
+    output.drop(3);
+    output.drop(0);
+    expect(output.text()).toBe('12345678\n[output truncated: 3 more bytes not shown]\n');
+  });
 });

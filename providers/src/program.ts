@@ -43,6 +43,11 @@ export class OutputLimit {
     return this.last.toString('utf8');
   }
 
+  /** Counts bytes dropped before they got here (a sandbox's launcher caps output itself). */
+  drop(bytes: number): void {
+    this.dropped += bytes;
+  }
+
   text(): string {
     const text = Buffer.concat(this.chunks).toString('utf8');
     return this.dropped > 0 ? `${text}\n[output truncated: ${this.dropped} more bytes not shown]\n` : text;

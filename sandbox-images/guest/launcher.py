@@ -1,12 +1,22 @@
-"""The launcher: PID 1 of a local sandbox, which starts the programs Berth execs (ADR 5).
+"""The launcher: PID 1 of a local sandbox, which starts the programs Berth execs (ADRs 5 and 20).
 
 Run as `python3 -I -S launcher.py [tasks limit]` under the name berth-launcher. Why it exists, and
 why it ignores signals, is told in providers/src/local/launcher.ts.
 
-Its protocol with the client (launcher-client.pl), over an abstract unix socket: the client sends
-one line, the descriptor numbers of its two output pipes (`<stdout fd> <stderr fd>`); the launcher
-answers `started` once the program runs, then the program's outcome as one line of JSON (see
-`outcome`), and closes. The client passes the outcome on to the host, never in the program's output.
+It takes execs two ways:
+- The channel (ADR 20): it connects out to the host's unix socket at CHANNEL (mounted from the
+  sandbox's directory; runsc's --host-uds=open lets it) and keeps that one connection, with many
+  execs on it at once. Frames both ways: a header (`FRAME`: payload length, exec id, kind) and the
+  payload. The host sends EXEC ({argv, env, cwd, limitMs, maxOutputBytes}) and CANCEL; the
+  launcher sends HELLO once connected, STDOUT and STDERR chunks, and one OUTCOME per exec (see
+  `outcome`, with what it dropped past maxOutputBytes). When the connection ends (the host went
+  away, or the sandbox was restored from a checkpoint: its host end is gone then) the channel's
+  programs are killed and the launcher connects again, sooner at first.
+- The client (launcher-client.pl), run by a `runsc exec` per call, over an abstract unix socket:
+  the client sends one line, the descriptor numbers of its two output pipes (`<stdout fd> <stderr
+  fd>`); the launcher answers `started` once the program runs, then the program's outcome as one
+  line of JSON, and closes. The client passes the outcome on to the host, never in the program's
+  output. The host uses it for sandboxes whose launcher has no channel.
 """
 import json
 import os
@@ -30,6 +40,18 @@ DEFAULTS += range(signal.SIGRTMIN, signal.SIGRTMAX + 1)
 NOT_STARTED = 127
 # After TERM at its limit, a program has this long before KILL.
 KILL_AFTER_S = 2
+# The host's end of the channel, in the sandbox (tests on the host give a path of their own).
+CHANNEL = os.environ.get('BERTH_LAUNCHER_CHANNEL', '/run/berth/channel/launcher.sock')
+# A frame's header: payload length, exec id, kind (big-endian).
+FRAME = struct.Struct('>IIB')
+HELLO, EXEC, STDOUT, STDERR, OUTCOME, CANCEL = 1, 2, 3, 4, 5, 6
+PROTOCOL = 1
+# Largest frame the host may send (an exec's argv and environment).
+MAX_REQUEST = 1 << 20
+# Between attempts to connect: from the first to the last, doubling.
+RECONNECT_S = (0.005, 1.0)
+# How long a send to the host may block the launcher before it drops the connection.
+SEND_TIMEOUT_S = 10
 
 
 def outcome(status, stopped_with=None):
@@ -60,6 +82,65 @@ def parse_request(line):
     return fds
 
 
+def frame(exec_id, kind, payload=b''):
+    return FRAME.pack(len(payload), exec_id, kind) + payload
+
+
+def read_frames(buffer):
+    """The whole frames at the start of `buffer` as (id, kind, payload), and the bytes left over."""
+    frames = []
+    while len(buffer) >= FRAME.size:
+        length, exec_id, kind = FRAME.unpack_from(buffer)
+        if length > MAX_REQUEST:
+            raise ValueError(f'a frame of {length} bytes')
+        if len(buffer) < FRAME.size + length:
+            break
+        frames.append((exec_id, kind, bytes(buffer[FRAME.size:FRAME.size + length])))
+        buffer = buffer[FRAME.size + length:]
+    return frames, buffer
+
+
+def parse_exec(payload):
+    """An EXEC frame's request: argv, env (under the sandbox's own), cwd, limit (s), output cap."""
+    request = json.loads(payload)
+    argv = request.get('argv')
+    if not isinstance(argv, list) or not argv or not all(isinstance(arg, str) for arg in argv):
+        raise ValueError('argv must be a non-empty list of strings')
+    env = request.get('env', {})
+    if not isinstance(env, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in env.items()):
+        raise ValueError('env must map strings to strings')
+    cwd = request.get('cwd', '/')
+    limit_ms = request.get('limitMs')
+    cap = request.get('maxOutputBytes')
+    if not isinstance(cwd, str) or not (limit_ms is None or isinstance(limit_ms, int) and limit_ms > 0) or not (isinstance(cap, int) and cap >= 0):
+        raise ValueError('cwd must be a string, limitMs a positive integer and maxOutputBytes a count')
+    return {
+        'argv': [arg.encode() for arg in argv],
+        'env': {k.encode(): v.encode() for k, v in env.items()},
+        'cwd': cwd,
+        'limit': None if limit_ms is None else limit_ms / 1000,
+        'cap': cap,
+    }
+
+
+class Output:
+    """One output pipe of a channel exec: what is forwarded, up to the cap, and what is dropped."""
+
+    def __init__(self, exec_id, fd, kind, cap):
+        self.exec_id, self.fd, self.kind, self.room, self.dropped = exec_id, fd, kind, cap, 0
+
+    def take(self, data):
+        part = data[:self.room]
+        self.room -= len(part)
+        self.dropped += len(data) - len(part)
+        return part
+
+
+class Exec:
+    def __init__(self, exec_id, pid, outputs):
+        self.id, self.pid, self.outputs = exec_id, pid, outputs
+
+
 def strings(path):
     with open(path, 'rb') as file:
         return file.read().split(b'\0')[:-1]
@@ -80,6 +161,14 @@ class Launcher:
         self.deadlines = {}
         # program pid -> the last signal sent to it at its limit.
         self.stopped = {}
+        # The channel: its connection, the bytes of a frame not whole yet, its execs by program
+        # pid and by id, and when to try connecting next.
+        self.channel = None
+        self.received = b''
+        self.execs = {}
+        self.exec_ids = {}
+        self.reconnect_at = time.monotonic()
+        self.reconnect_wait = RECONNECT_S[0]
 
     def request(self, conn):
         line = b''
@@ -89,6 +178,22 @@ class Launcher:
                 raise ValueError('the client went away')
             line += chunk
         return parse_request(line)
+
+    def start(self, argv, env, cwd, stdio, limit):
+        """Starts argv in a session of its own; None (with a shell's message on its stderr) if it cannot."""
+        try:
+            os.chdir(cwd)
+            pid = os.posix_spawnp(argv[0], argv, env, setsid=True, setsigdef=DEFAULTS,
+                                  file_actions=[(os.POSIX_SPAWN_DUP2, fd, n) for n, fd in enumerate(stdio)])
+            if limit is not None:
+                self.deadlines[pid] = [time.monotonic() + limit, signal.SIGTERM]
+            return pid
+        except OSError as error:
+            # What a shell would say, where the program's own errors go.
+            os.write(stdio[2], argv[0] + b': ' + (error.strerror or str(error)).encode() + b'\n')
+            return None
+        finally:
+            os.chdir('/')
 
     def spawn(self, client, outputs):
         args = strings(f'/proc/{client}/cmdline')
@@ -105,18 +210,8 @@ class Launcher:
         env.pop(b'BERTH_LAUNCHER_SOCKET', None)
         stdio = [os.open('/dev/null', os.O_RDONLY)] + [os.open(f'/proc/{client}/fd/{fd}', os.O_WRONLY) for fd in outputs]
         try:
-            os.chdir(os.readlink(f'/proc/{client}/cwd'))
-            pid = os.posix_spawnp(argv[0], argv, env, setsid=True, setsigdef=DEFAULTS,
-                                  file_actions=[(os.POSIX_SPAWN_DUP2, fd, n) for n, fd in enumerate(stdio)])
-            if limit is not None:
-                self.deadlines[pid] = [time.monotonic() + limit, signal.SIGTERM]
-            return pid
-        except OSError as error:
-            # What a shell would say, where the program's own errors go.
-            os.write(stdio[2], argv[0] + b': ' + (error.strerror or str(error)).encode() + b'\n')
-            return None
+            return self.start(argv, env, os.readlink(f'/proc/{client}/cwd'), stdio, limit)
         finally:
-            os.chdir('/')
             for fd in stdio:
                 os.close(fd)
 
@@ -158,6 +253,9 @@ class Launcher:
                 self.selector.unregister(conn)
                 del self.clients[conn]
                 self.answer(conn, finished[program])
+        for pid, record in finished.items():
+            if pid in self.execs:
+                self.finish(self.execs[pid], record)
 
     def enforce_limits(self):
         # Over its limit: the program's whole process group gets TERM, and KILL two seconds later.
@@ -185,12 +283,151 @@ class Launcher:
         except OSError:
             pass
 
+    # The channel.
+
+    def connect(self):
+        """One attempt to connect to the host; the next is due later and later while they fail."""
+        conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            conn.connect(CHANNEL)
+        except OSError:
+            conn.close()
+            self.reconnect_at = time.monotonic() + self.reconnect_wait
+            self.reconnect_wait = min(self.reconnect_wait * 2, RECONNECT_S[1])
+            return
+        conn.settimeout(SEND_TIMEOUT_S)
+        self.channel, self.received, self.reconnect_wait = conn, b'', RECONNECT_S[0]
+        self.selector.register(conn, selectors.EVENT_READ, 'channel')
+        self.send(0, HELLO, json.dumps({'protocol': PROTOCOL, 'pid': os.getpid()}).encode())
+
+    def disconnect(self):
+        # The host's end is gone: it gave up on the channel's programs, and they go too.
+        if self.channel is None:
+            return
+        self.selector.unregister(self.channel)
+        self.channel.close()
+        self.channel = None
+        self.reconnect_at = time.monotonic()
+        for running in list(self.execs.values()):
+            self.kill(running.pid)
+            self.close_outputs(running)
+        self.execs.clear()
+        self.exec_ids.clear()
+
+    def send(self, exec_id, kind, payload=b''):
+        if self.channel is None:
+            return
+        try:
+            self.channel.sendall(frame(exec_id, kind, payload))
+        except OSError as error:
+            log(f'the channel failed: {error!r}')
+            self.disconnect()
+
+    def receive(self):
+        try:
+            data = self.channel.recv(65536)
+        except OSError:
+            data = b''
+        if not data:
+            return self.disconnect()
+        try:
+            frames, self.received = read_frames(self.received + data)
+        except ValueError as error:
+            log(f'the channel sent {error}')
+            return self.disconnect()
+        for exec_id, kind, payload in frames:
+            if kind == EXEC:
+                self.channel_exec(exec_id, payload)
+            elif kind == CANCEL and exec_id in self.exec_ids:
+                self.kill(self.exec_ids[exec_id].pid)
+
+    def channel_exec(self, exec_id, payload):
+        if exec_id in self.exec_ids:
+            return self.send(exec_id, OUTCOME, json.dumps(failure(f'exec {exec_id} is running already')).encode())
+        try:
+            request = parse_exec(payload)
+        except (ValueError, TypeError) as error:
+            return self.send(exec_id, OUTCOME, json.dumps(failure(f'a bad exec request: {error}')).encode())
+        env = dict(os.environb)
+        env.update(request['env'])
+        out_read, out_write = os.pipe()
+        err_read, err_write = os.pipe()
+        stdin = os.open('/dev/null', os.O_RDONLY)
+        try:
+            pid = self.start(request['argv'], env, request['cwd'], [stdin, out_write, err_write], request['limit'])
+        finally:
+            for fd in (stdin, out_write, err_write):
+                os.close(fd)
+        outputs = [Output(exec_id, out_read, STDOUT, request['cap']), Output(exec_id, err_read, STDERR, request['cap'])]
+        if pid is None:
+            running = Exec(exec_id, None, outputs)
+            return self.finish(running, {'outcome': 'exited', 'exitCode': NOT_STARTED})
+        running = Exec(exec_id, pid, outputs)
+        self.execs[pid] = running
+        self.exec_ids[exec_id] = running
+        for output in outputs:
+            os.set_blocking(output.fd, False)
+            self.selector.register(output.fd, selectors.EVENT_READ, output)
+
+    def forward(self, output):
+        """Sends what the pipe holds, up to the exec's cap; False once every writer closed it."""
+        try:
+            data = os.read(output.fd, 65536)
+        except BlockingIOError:
+            return True
+        part = output.take(data)
+        if part:
+            self.send(output.exec_id, output.kind, part)
+        return bool(data)
+
+    def finish(self, running, record):
+        # The program ended: what is in its pipes already goes first (a background child of it
+        # may hold them open for hours), then its outcome.
+        for output in running.outputs:
+            try:
+                while True:
+                    data = os.read(output.fd, 65536)
+                    if not data:
+                        break
+                    part = output.take(data)
+                    if part:
+                        self.send(running.id, output.kind, part)
+            except BlockingIOError:
+                pass
+        self.close_outputs(running)
+        self.execs.pop(running.pid, None)
+        self.exec_ids.pop(running.id, None)
+        record = dict(record, dropped=[output.dropped for output in running.outputs])
+        self.send(running.id, OUTCOME, json.dumps(record).encode())
+
+    def close_outputs(self, running):
+        for output in running.outputs:
+            if output.fd is None:
+                continue
+            try:
+                self.selector.unregister(output.fd)
+            except KeyError:
+                pass
+            os.close(output.fd)
+            output.fd = None
+
+    def kill(self, pid):
+        try:
+            os.killpg(pid, signal.SIGKILL)
+        except OSError:
+            pass
+
     def serve(self):
         while True:
-            wait = max(0, min(limit[0] for limit in self.deadlines.values()) - time.monotonic()) if self.deadlines else None
+            due = [limit[0] for limit in self.deadlines.values()]
+            if self.channel is None:
+                due.append(self.reconnect_at)
+            wait = max(0, min(due) - time.monotonic()) if due else None
             ready = self.selector.select(wait)
             try:
                 self.enforce_limits()
+                if self.channel is None and time.monotonic() >= self.reconnect_at:
+                    self.connect()
             except Exception as error:
                 log(repr(error))
             for key, _ in ready:
@@ -200,6 +437,12 @@ class Launcher:
                         self.accept()
                     elif key.fileobj == self.wake_read:
                         self.reap()
+                    elif key.data == 'channel':
+                        if self.channel is not None:
+                            self.receive()
+                    elif isinstance(key.data, Output):
+                        if key.data.fd is not None and not self.forward(key.data) and key.data.fd is not None:
+                            self.selector.unregister(key.data.fd)
                     else:
                         self.hang_up(key.fileobj, key.data)
                 except Exception as error:

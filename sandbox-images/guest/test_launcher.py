@@ -1,8 +1,13 @@
 """Unit tests of the launcher's pure parts; providers/src/local/launcher.test.ts runs it with its client."""
+import json
 import os
+import shutil
 import signal
+import socket
 import subprocess
 import sys
+import tempfile
+import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -41,6 +46,176 @@ class RequestTest(unittest.TestCase):
         for line in (b'4\n', b'4 6 8\n', b'x y\n'):
             with self.assertRaises(ValueError):
                 launcher.parse_request(line)
+
+
+class FrameTest(unittest.TestCase):
+    def test_round_trip(self):
+        data = launcher.frame(7, launcher.STDOUT, b'out') + launcher.frame(0, launcher.HELLO, b'{}')
+        frames, rest = launcher.read_frames(data)
+        self.assertEqual(frames, [(7, launcher.STDOUT, b'out'), (0, launcher.HELLO, b'{}')])
+        self.assertEqual(rest, b'')
+
+    def test_a_frame_cut_short_waits_for_the_rest(self):
+        data = launcher.frame(3, launcher.EXEC, b'{"argv": ["true"]}')
+        for cut in range(len(data)):
+            frames, rest = launcher.read_frames(data[:cut])
+            self.assertEqual((frames, rest), ([], data[:cut]))
+
+    def test_an_oversized_frame_is_refused(self):
+        with self.assertRaises(ValueError):
+            launcher.read_frames(launcher.FRAME.pack(launcher.MAX_REQUEST + 1, 1, launcher.EXEC))
+
+
+class ExecRequestTest(unittest.TestCase):
+    def test_fields(self):
+        request = launcher.parse_exec(json.dumps({'argv': ['bash', 'a.sh'], 'env': {'A': '1'}, 'cwd': '/workspace', 'limitMs': 1500, 'maxOutputBytes': 10}))
+        self.assertEqual(request, {'argv': [b'bash', b'a.sh'], 'env': {b'A': b'1'}, 'cwd': '/workspace', 'limit': 1.5, 'cap': 10})
+
+    def test_bad_requests_are_refused(self):
+        for bad in ({'argv': []}, {'argv': 'true', 'maxOutputBytes': 1}, {'argv': ['true'], 'env': {'A': 1}, 'maxOutputBytes': 1},
+                    {'argv': ['true'], 'limitMs': 0, 'maxOutputBytes': 1}, {'argv': ['true']}):
+            with self.assertRaises((ValueError, TypeError)):
+                launcher.parse_exec(json.dumps(bad))
+
+    def test_output_past_the_cap_is_counted_not_kept(self):
+        output = launcher.Output(1, None, launcher.STDOUT, 5)
+        self.assertEqual(output.take(b'abc'), b'abc')
+        self.assertEqual(output.take(b'defg'), b'de')
+        self.assertEqual(output.take(b'h'), b'')
+        self.assertEqual(output.dropped, 3)
+
+
+class ChannelTest(unittest.TestCase):
+    """The launcher as a process on this host, connecting out to a channel this test listens on."""
+
+    def setUp(self):
+        self.dir = tempfile.mkdtemp(prefix='berth-launcher-')
+        self.path = os.path.join(self.dir, 'launcher.sock')
+        self.server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.server.bind(self.path)
+        self.server.listen(1)
+        self.server.settimeout(10)
+        env = dict(os.environ, BERTH_LAUNCHER_CHANNEL=self.path, BERTH_LAUNCHER_SOCKET=f'berth-launcher-unittest-{os.getpid()}')
+        self.addCleanup(self.stop)
+        self.process = subprocess.Popen([sys.executable, '-I', '-S', launcher.__file__], env=env, stdin=subprocess.DEVNULL)
+        self.accept()
+
+    def stop(self):
+        self.process.kill()  # it ignores the signals that would end it, as PID 1 must
+        self.process.wait()
+        if hasattr(self, 'conn'):
+            self.conn.close()
+        self.server.close()
+        shutil.rmtree(self.dir)
+
+    def accept(self):
+        conn, _ = self.server.accept()
+        conn.settimeout(10)
+        self.conn = conn
+        self.received, self.pending = b'', []
+        hello = self.frames(1)[0]
+        self.assertEqual((hello[0], hello[1]), (0, launcher.HELLO))
+        self.assertEqual(json.loads(hello[2])['protocol'], launcher.PROTOCOL)
+        return conn
+
+    def frames(self, count):
+        while len(self.pending) < count:
+            data = self.conn.recv(65536)
+            if not data:
+                raise EOFError('the launcher closed the channel')
+            more, self.received = launcher.read_frames(self.received + data)
+            self.pending += more
+        frames, self.pending = self.pending[:count], self.pending[count:]
+        return frames
+
+    def exec(self, exec_id, argv, limit_ms=5000, cap=1 << 20, env=None):
+        request = {'argv': argv, 'env': env or {}, 'cwd': self.dir, 'limitMs': limit_ms, 'maxOutputBytes': cap}
+        self.conn.sendall(launcher.frame(exec_id, launcher.EXEC, json.dumps(request).encode()))
+
+    def result(self, exec_id):
+        out, err = b'', b''
+        while True:
+            (frame_id, kind, payload), = self.frames(1)
+            self.assertEqual(frame_id, exec_id)
+            if kind == launcher.STDOUT:
+                out += payload
+            elif kind == launcher.STDERR:
+                err += payload
+            else:
+                self.assertEqual(kind, launcher.OUTCOME)
+                return out, err, json.loads(payload)
+
+    def test_exit_status_and_output_never_mixed(self):
+        self.exec(1, ['bash', '-c', 'echo out; echo "timeout: sending signal TERM to command x" >&2; pwd >&2; exit 124'])
+        out, err, outcome = self.result(1)
+        self.assertEqual(out, b'out\n')
+        self.assertEqual(err, f'timeout: sending signal TERM to command x\n{self.dir}\n'.encode())
+        self.assertEqual(outcome, {'outcome': 'exited', 'exitCode': 124, 'dropped': [0, 0]})
+
+    def test_environment_under_the_launchers_own_and_stdin_empty(self):
+        self.exec(2, ['bash', '-c', 'echo "$GREETING ${BERTH_LAUNCHER_CHANNEL:+leaked}"; cat'], env={'GREETING': 'hi'})
+        out, _, outcome = self.result(2)
+        self.assertEqual(out, b'hi leaked\n')  # the launcher's environment is the sandbox's
+        self.assertEqual(outcome['exitCode'], 0)
+
+    def test_a_program_that_cannot_start(self):
+        self.exec(3, ['no-such-program-here'])
+        _, err, outcome = self.result(3)
+        self.assertTrue(err.startswith(b'no-such-program-here: No such file or directory'), err)
+        self.assertEqual(outcome['exitCode'], launcher.NOT_STARTED)
+
+    def test_output_is_capped(self):
+        self.exec(4, ['bash', '-c', 'head -c 100000 /dev/zero'], cap=1000)
+        out, _, outcome = self.result(4)
+        self.assertEqual(len(out), 1000)
+        self.assertEqual(outcome['dropped'], [99000, 0])
+
+    def test_limit_then_term(self):
+        self.exec(5, ['sleep', '30'], limit_ms=300)
+        _, _, outcome = self.result(5)
+        self.assertEqual(outcome, {'outcome': 'timedOut', 'signal': 15, 'exitCode': 143, 'dropped': [0, 0]})
+
+    def test_concurrent_execs_do_not_wait_for_each_other(self):
+        # Each waits until all four have started: run one after another, the first would time out.
+        barrier = f"touch {self.dir}/started-$0; for i in $(seq 200); do [ $(ls {self.dir} | grep -c '^started-') = 4 ] && exit 0; sleep 0.05; done; exit 1"
+        for exec_id in range(10, 14):
+            self.exec(exec_id, ['bash', '-c', barrier, str(exec_id)])
+        outcomes = {}
+        while len(outcomes) < 4:
+            (frame_id, kind, payload), = self.frames(1)
+            if kind == launcher.OUTCOME:
+                outcomes[frame_id] = json.loads(payload)['exitCode']
+        self.assertEqual(outcomes, {10: 0, 11: 0, 12: 0, 13: 0})
+
+    def test_cancel_kills_the_program(self):
+        self.exec(20, ['sleep', '30'])
+        time.sleep(0.1)
+        self.conn.sendall(launcher.frame(20, launcher.CANCEL))
+        _, _, outcome = self.result(20)
+        self.assertEqual(outcome['outcome'], 'signaled')
+        self.assertEqual(outcome['signal'], 9)
+
+    def test_returns_when_the_program_exits_though_a_background_child_holds_its_output(self):
+        self.exec(21, ['bash', '-c', 'echo before; sleep 30 & echo after'], limit_ms=20000)
+        out, _, outcome = self.result(21)
+        # Not timedOut: the outcome came when bash exited, though the sleep keeps the pipes open.
+        self.assertEqual((out, outcome), (b'before\nafter\n', {'outcome': 'exited', 'exitCode': 0, 'dropped': [0, 0]}))
+
+    def test_a_closed_channel_kills_its_programs_and_the_launcher_connects_again(self):
+        pid_file = os.path.join(self.dir, 'pid')
+        self.exec(30, ['bash', '-c', f'echo $$ > {pid_file}.tmp; mv {pid_file}.tmp {pid_file}; exec sleep 30'])
+        while not os.path.exists(pid_file):
+            time.sleep(0.01)
+        with open(pid_file) as file:
+            pid = int(file.read())
+        self.conn.close()
+        self.accept()
+        deadline = time.monotonic() + 5
+        while os.path.exists(f'/proc/{pid}') and time.monotonic() < deadline:
+            time.sleep(0.01)
+        self.assertFalse(os.path.exists(f'/proc/{pid}'))
+        self.exec(31, ['true'])
+        self.assertEqual(self.result(31)[2]['exitCode'], 0)
 
 
 class ImportTest(unittest.TestCase):

@@ -233,6 +233,9 @@ describe('a sandbox that dies under its agent', () => {
     const agent = await createAgent({ timeout: '5m' });
     await waitForStatus(agent.id, 'idle');
     execFileSync('runsc', [`--root=${join(berth.dataDir, 'runsc')}`, 'delete', '--force', agent.id]);
+    // runsc returns once it has sent the kill: the sandbox's processes end a moment later.
+    const sandboxProcesses = () => execFileSync('ps', ['-eo', 'args'], { encoding: 'utf8' }).split('\n').filter((line) => line.includes(agent.id));
+    await eventually(async () => (sandboxProcesses().length === 0 ? true : undefined), { timeoutMs: 10_000, what: 'the sandbox to end' });
     const response = await exec(agent.id, 'bash', 'echo hi');
     expectError(response, 502, 'provider_error');
     expect(response.body.error.details).toMatchObject({ provider: 'local', sandbox: agent.id });

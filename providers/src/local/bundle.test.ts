@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { restoreSpec, sandboxSpec, withoutSecretValues } from './bundle.js';
+import { hasChannel, restoreSpec, sandboxSpec, withoutSecretValues } from './bundle.js';
 import { launcherArgs } from './launcher.js';
 
 const input = {
@@ -10,6 +10,7 @@ const input = {
   workspace: '/data/sandboxes/agt_1/workspace',
   execDir: '/data/sandboxes/agt_1/exec',
   guestDir: '/opt/berth/sandbox-images/guest',
+  channelDir: '/data/sandboxes/agt_1/channel',
   env: { EXTRA: 'yes' },
   cpus: 1.5,
   memoryBytes: 512 * 1024 ** 2,
@@ -29,6 +30,13 @@ describe('sandboxSpec', () => {
   it('runs the launcher from the guest folder, mounted read-only', () => {
     expect(spec.mounts).toContainEqual({ destination: '/run/berth/guest', type: 'bind', source: input.guestDir, options: ['rbind', 'ro'] });
     expect(spec.process.args[3]).toBe('/run/berth/guest/launcher.py');
+  });
+
+  it("mounts the host's end of the launcher's channel read-only, and has none without a channel directory", () => {
+    expect(spec.mounts).toContainEqual({ destination: '/run/berth/channel', type: 'bind', source: input.channelDir, options: ['rbind', 'ro'] });
+    expect(hasChannel(spec)).toBe(true);
+    const { channelDir: _, ...older } = input;
+    expect(hasChannel(sandboxSpec(older))).toBe(false);
   });
 
   it('limits CPU, memory, the sentry threads on the host, and /tmp', () => {
@@ -69,13 +77,14 @@ describe('sandboxSpec', () => {
 
 describe('restoreSpec', () => {
   const saved = sandboxSpec(input);
-  const place = { containerId: 'agt_2', workspace: '/data/sandboxes/agt_2/workspace', execDir: '/data/sandboxes/agt_2/exec', guestDir: '/srv/berth/guest', env: { EXTRA: 'yes' } };
+  const place = { containerId: 'agt_2', workspace: '/data/sandboxes/agt_2/workspace', execDir: '/data/sandboxes/agt_2/exec', guestDir: '/srv/berth/guest', channelDir: '/data/sandboxes/agt_2/channel', env: { EXTRA: 'yes' } };
   const restored = restoreSpec(saved, place) as any;
 
   it("moves the host directories and the cgroup to the restored sandbox's", () => {
     expect(restored.mounts).toContainEqual({ destination: '/workspace', type: 'bind', source: place.workspace, options: ['rbind', 'rw'] });
     expect(restored.mounts).toContainEqual({ destination: '/run/berth/exec', type: 'bind', source: place.execDir, options: ['rbind', 'ro'] });
     expect(restored.mounts).toContainEqual({ destination: '/run/berth/guest', type: 'bind', source: place.guestDir, options: ['rbind', 'ro'] });
+    expect(restored.mounts).toContainEqual({ destination: '/run/berth/channel', type: 'bind', source: place.channelDir, options: ['rbind', 'ro'] });
     expect(restored.linux.cgroupsPath).toBe('/berth/agt_2');
   });
 
@@ -85,12 +94,18 @@ describe('restoreSpec', () => {
     expect((restoreSpec(old, place) as any).mounts.map((mount: any) => mount.destination)).not.toContain('/run/berth/guest');
   });
 
+  it('restores a sandbox checkpointed before the channel without one: its execs go through runsc exec', () => {
+    const old = structuredClone(saved) as any;
+    old.mounts = old.mounts.filter((mount: any) => mount.destination !== '/run/berth/channel');
+    expect(hasChannel(restoreSpec(old, place))).toBe(false);
+  });
+
   it('keeps everything else as the checkpointed sandbox ran it', () => {
     const { mounts, linux, ...rest } = restored;
     const { mounts: savedMounts, linux: savedLinux, ...savedRest } = saved as any;
     expect(rest).toEqual(savedRest);
-    expect(mounts.filter((mount: any) => !['/workspace', '/run/berth/exec', '/run/berth/guest'].includes(mount.destination))).toEqual(
-      savedMounts.filter((mount: any) => !['/workspace', '/run/berth/exec', '/run/berth/guest'].includes(mount.destination)),
+    expect(mounts.filter((mount: any) => !['/workspace', '/run/berth/exec', '/run/berth/guest', '/run/berth/channel'].includes(mount.destination))).toEqual(
+      savedMounts.filter((mount: any) => !['/workspace', '/run/berth/exec', '/run/berth/guest', '/run/berth/channel'].includes(mount.destination)),
     );
     expect(linux.resources).toEqual(savedLinux.resources);
   });

@@ -1,4 +1,5 @@
 import type { Compute } from '@berth/crds';
+import { CHANNEL_MOUNT } from './channel.js';
 import { GUEST_MOUNT, launcherArgs } from './launcher.js';
 
 /** What one local sandbox looks like; `sandboxSpec` turns it into an OCI runtime spec. */
@@ -13,6 +14,12 @@ export interface SandboxSpecInput {
   execDir: string;
   /** Host directory of the guest programs (the launcher among them), mounted read-only. */
   guestDir: string;
+  /**
+   * Host directory of the host's end of the launcher's channel (channel.ts), mounted read-only;
+   * without it the launcher has no channel and execs go through `runsc exec` (as for sandboxes of
+   * an older Berth).
+   */
+  channelDir?: string;
   env: Record<string, string>;
   cpus: number;
   memoryBytes: number;
@@ -86,6 +93,7 @@ export function sandboxSpec(input: SandboxSpecInput): Record<string, unknown> {
       { destination: WORKSPACE, type: 'bind', source: input.workspace, options: ['rbind', 'rw'] },
       { destination: EXEC_MOUNT, type: 'bind', source: input.execDir, options: ['rbind', 'ro'] },
       { destination: GUEST_MOUNT, type: 'bind', source: input.guestDir, options: ['rbind', 'ro'] },
+      ...(input.channelDir === undefined ? [] : [{ destination: CHANNEL_MOUNT, type: 'bind', source: input.channelDir, options: ['rbind', 'ro'] }]),
     ],
     annotations: {
       [IMAGE_ANNOTATION]: input.image,
@@ -110,6 +118,7 @@ export interface SandboxPlace {
   workspace: string;
   execDir: string;
   guestDir: string;
+  channelDir: string;
   env: Record<string, string>;
 }
 
@@ -142,9 +151,14 @@ export function withoutSecretValues(spec: Record<string, unknown>): Record<strin
  */
 export function restoreSpec(saved: Record<string, unknown>, place: SandboxPlace): Record<string, unknown> {
   const spec = withoutSecretValues(saved) as Record<string, unknown> & SavedSpec;
-  // A sandbox checkpointed before the guest folder was mounted has no such mount, and needs none:
-  // its launcher came in its command line and is restored from its memory.
-  const sources: Record<string, string> = { [WORKSPACE]: place.workspace, [EXEC_MOUNT]: place.execDir, [GUEST_MOUNT]: place.guestDir };
+  // A sandbox checkpointed before the guest folder (or the channel) was mounted has no such mount,
+  // and needs none: its launcher came in its command line and is restored from its memory.
+  const sources: Record<string, string> = {
+    [WORKSPACE]: place.workspace,
+    [EXEC_MOUNT]: place.execDir,
+    [GUEST_MOUNT]: place.guestDir,
+    [CHANNEL_MOUNT]: place.channelDir,
+  };
   for (const mount of spec.mounts ?? []) {
     const source = sources[mount.destination];
     if (source !== undefined) mount.source = source;
@@ -157,6 +171,11 @@ export function restoreSpec(saved: Record<string, unknown>, place: SandboxPlace)
   }
   if (spec.linux) spec.linux.cgroupsPath = cgroupsPath(place.containerId);
   return spec;
+}
+
+/** Whether a sandbox of this spec has the launcher's channel (one of an older Berth does not). Pure. */
+export function hasChannel(spec: Record<string, unknown>): boolean {
+  return ((spec as SavedSpec).mounts ?? []).some((mount) => mount.destination === CHANNEL_MOUNT);
 }
 
 /** The sandbox's cgroup, under each controller's hierarchy of the host. */

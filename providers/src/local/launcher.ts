@@ -10,22 +10,26 @@
  *
  * Both are files of their own in `sandbox-images/guest/` (`launcher.py`, `launcher-client.pl`).
  * The guest folder is mounted read-only at /run/berth/guest, and PID 1 runs the launcher from
- * there. The client is passed on `runsc exec`'s command line (`perl -e`), as before the files
- * existed: it then works in every sandbox, one started before the mount too, and an exec opens
- * no file through the sandbox's gofer.
+ * there.
  *
- * An exec: the host runs `runsc exec … perl -e <client> -- <program…>`. The client connects to
- * the launcher's abstract unix socket, makes a pipe for each of the program's stdout and stderr
- * and sends their descriptor numbers. The launcher reads the client's argv (after `--`),
- * environment and working directory from /proc, opens the two pipes through /proc/<pid>/fd,
- * starts the program in a session of its own with stdin from /dev/null (execs never get input),
- * says `started`, and later sends how the program ended as one line of JSON. The client copies the
- * pipes to its own stdout and stderr (runsc's connections to the host, which are sockets: /proc
- * cannot open those) until the outcome comes, then takes what is already in the pipes (a
- * background child may keep them open for hours), and writes the outcome as one length-prefixed
- * JSON record on descriptor 3, a pipe of the host's passed in with `runsc exec --pass-fd`: never in
- * the program's output, where a program could forge it. If the client goes away (the host gave up on it),
- * the launcher kills the program's process group.
+ * An exec goes over the launcher's channel (channel.ts, ADR 20): a connection the launcher makes
+ * out to a unix socket the host listens on, with many execs on it at once and no host process per
+ * call. The launcher starts the program in a session of its own with stdin from /dev/null (execs
+ * never get input), sends its output as frames and then its outcome in a frame of its own; if the
+ * host gives up on it (CANCEL, or the connection ends) the launcher kills the program's group.
+ *
+ * A sandbox without the channel (one an older Berth started or checkpointed) gets the first way
+ * instead: the host runs `runsc exec … perl -e <client> -- <program…>`. The client is passed on the
+ * command line, so it works in every sandbox. It connects to the launcher's abstract unix socket,
+ * makes a pipe for each of the program's stdout and stderr and sends their descriptor numbers. The
+ * launcher reads the client's argv (after `--`), environment and working directory from /proc,
+ * opens the two pipes through /proc/<pid>/fd, starts the program, says `started`, and later sends
+ * how the program ended as one line of JSON. The client copies the pipes to its own stdout and
+ * stderr (runsc's connections to the host, which are sockets: /proc cannot open those) until the
+ * outcome comes, then takes what is already in the pipes (a background child may keep them open
+ * for hours), and writes the outcome as one length-prefixed JSON record on descriptor 3, a pipe of
+ * the host's passed in with `runsc exec --pass-fd`: never in the program's output, where a program
+ * could forge it. If the client goes away, the launcher kills the program's process group.
  *
  * As PID 1 it also reaps orphans (what tini did). It must never exit, or the sandbox ends. Unlike
  * Linux, gVisor delivers to init the signals it has no handler for when they come from its own
@@ -35,11 +39,11 @@
  * every event is handled under a catch-all that logs to the console. `/proc/self/comm` gets its
  * name too, so that `ps` in the sandbox says what it is.
  *
- * Cost: about 20 ms a call, measured: one more process (the client), and each process started
- * in gVisor costs ~10 ms. The client is perl without modules (perl-base is in every Debian
- * system): it starts as fast as bash and can use sockets and pipes, where python takes 20 ms
- * more. The launcher is python because every image has python3, run with -I -S (no site
- * packages, no PYTHON* variables: a fast start), and it spawns with vfork.
+ * Cost over the channel: what starting the program costs in gVisor, within a millisecond or two
+ * (ADR 20). Through the client: about 30 ms more, the host's `runsc exec` and the client (perl
+ * without modules: perl-base is in every Debian system, and it starts as fast as bash). The
+ * launcher is python because every image has python3, run with -I -S (no site packages, no
+ * PYTHON* variables: a fast start), and it spawns with vfork.
  */
 
 import { z } from 'zod';
@@ -78,7 +82,7 @@ export function launcherLimit(timeoutMs: number): Record<string, string> {
 /** The descriptor on which the client writes the outcome record, in the client and on the host. */
 export const OUTCOME_FD = 3;
 
-const outcomeSchema = z.discriminatedUnion('outcome', [
+export const outcomeSchema = z.discriminatedUnion('outcome', [
   /** The program exited by itself. */
   z.object({ outcome: z.literal('exited'), exitCode: z.number().int() }),
   /** A signal ended it; exitCode is 128 + signal, as a shell says. */

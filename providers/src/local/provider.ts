@@ -30,7 +30,8 @@ import {
 import { GUEST_DIR } from '../guest.js';
 import { INTERPRETERS } from '../program.js';
 import { extractArchive, packArchive, readMember } from './archive.js';
-import { EXEC_MOUNT, restoreSpec, sandboxSpec } from './bundle.js';
+import { EXEC_MOUNT, hasChannel, restoreSpec, sandboxSpec } from './bundle.js';
+import { CHANNEL_SOCKET, LauncherChannels, type ChannelExecResult } from './channel.js';
 import { isImageName, type ImageName, type ImageStore } from './images.js';
 import { launcherLimit, parseOutcome, viaLauncher } from './launcher.js';
 import {
@@ -68,6 +69,13 @@ export interface LocalProviderOptions {
 
 /** How long a sandbox that stopped answering gets to end before it is reported anyway. */
 const DYING_WAIT_MS = 3_000;
+/**
+ * How long an exec waits for a sandbox's launcher to connect its channel (it connects within
+ * a second of starting, of a restore, or of a Berth restart) before it goes through `runsc exec`.
+ */
+const LAUNCHER_CONNECT_MS = 3_000;
+/** The longest path a unix socket may have on Linux (sun_path, less its terminating NUL). */
+const MAX_SOCKET_PATH_BYTES = 107;
 
 /** The copy of the workspace's filesystem that a kept checkpoint holds once its sandbox was restored before the archive. */
 const KEPT_WORKSPACE_IMAGE = 'workspace.ext4';
@@ -90,6 +98,16 @@ export class LocalProvider implements SandboxProvider {
   private readonly cancelled = new Set<string>();
   private readonly workspaceTurns = new Map<string, Promise<void>>();
   private runtimeVersionOnce: Promise<string> | undefined;
+  private readonly channels: LauncherChannels;
+  /**
+   * What the bundle says of each sandbox with a channel (read once): the environment of its spec,
+   * which its execs get (after a restore it holds the secrets' current values, where the restored
+   * launcher's own environment holds those it started with), as `runsc exec` gives it. Null: the
+   * sandbox has no channel.
+   */
+  private readonly channelSpec = new Map<string, { env: Record<string, string> } | null>();
+  /** Sandboxes whose launcher did not connect in time. */
+  private readonly channelLate = new Set<string>();
 
   constructor(private readonly options: LocalProviderOptions) {
     if (options.browserImage !== undefined && !isImageName(options.browserImage)) {
@@ -99,6 +117,7 @@ export class LocalProvider implements SandboxProvider {
       );
     }
     this.browserImage = options.browserImage;
+    this.channels = new LauncherChannels(options.log);
     this.memory = new MemoryGuard({
       runsc: options.runsc,
       log: options.log,
@@ -134,6 +153,9 @@ export class LocalProvider implements SandboxProvider {
       /** The filesystem mounted at `workspace`. */
       workspaceImage: join(root, 'workspace.ext4'),
       exec: join(root, 'exec'),
+      /** The host's end of the launcher's channel (channel.ts): a unix socket in a directory of its own. */
+      channel: join(root, 'channel'),
+      channelSocket: join(root, 'channel', CHANNEL_SOCKET),
       console: join(root, 'console.log'),
       /** Where a snapshot archive is extracted before its parts are moved into place. */
       restoring: join(root, 'restoring'),
@@ -165,6 +187,7 @@ export class LocalProvider implements SandboxProvider {
     const status = await this.options.runsc.state(containerId);
     if (status === 'running') {
       await this.guardMemory(containerId);
+      await this.listenForLauncher(containerId);
       return ref;
     }
     if (status !== undefined) await this.options.runsc.delete(containerId);
@@ -203,6 +226,8 @@ export class LocalProvider implements SandboxProvider {
       workspace: paths.workspace,
       execDir: paths.exec,
       guestDir: this.options.guestDir ?? GUEST_DIR,
+      // A socket path has at most 107 bytes: with a data directory too long for it, no channel.
+      ...(Buffer.byteLength(paths.channelSocket) <= MAX_SOCKET_PATH_BYTES ? { channelDir: paths.channel } : {}),
       env: request.env,
       cpus: this.options.cpus,
       memoryBytes: this.options.memoryBytes,
@@ -227,7 +252,11 @@ export class LocalProvider implements SandboxProvider {
     await mkdir(paths.exec, { recursive: true });
     // Only root reads it: the process environment in it holds the agent's secrets.
     await writeFile(join(paths.bundle, 'config.json'), JSON.stringify(spec, null, 2), { mode: 0o600 });
+    this.channelSpec.set(containerId, channelSpecOf(spec));
+    this.channelLate.delete(containerId);
     try {
+      // Listening before the sandbox starts: its launcher connects as soon as it runs.
+      if (hasChannel(spec)) await this.listenOrWarn(containerId);
       await start(paths.bundle);
     } catch (error) {
       await this.options.runsc.delete(containerId).catch(() => undefined);
@@ -359,7 +388,14 @@ export class LocalProvider implements SandboxProvider {
     env: Record<string, string>,
   ): Promise<void> {
     const paths = this.paths(agentId);
-    const spec = restoreSpec(checkpointedSpec, { containerId: agentId, workspace: paths.workspace, execDir: paths.exec, guestDir: this.options.guestDir ?? GUEST_DIR, env });
+    const spec = restoreSpec(checkpointedSpec, {
+      containerId: agentId,
+      workspace: paths.workspace,
+      execDir: paths.exec,
+      guestDir: this.options.guestDir ?? GUEST_DIR,
+      channelDir: paths.channel,
+      env,
+    });
     await this.launch(agentId, spec, (bundle) => this.options.runsc.restore(agentId, bundle, imageDir, paths.console));
   }
 
@@ -372,9 +408,11 @@ export class LocalProvider implements SandboxProvider {
   /**
    * The host writes the program into the sandbox's read-only exec mount and has the sandbox's
    * launcher run it with a time limit, after which the launcher stops the program and its
-   * children inside the sandbox. The launcher's client is the one process in between (see launcher.ts: what
-   * an exec starts then survives a native checkpoint); no shell, as each process started in
-   * gVisor costs about 10 ms.
+   * children inside the sandbox (see launcher.ts: what an exec starts then survives a native
+   * checkpoint). The request goes over the launcher's channel (channel.ts), no host process per
+   * call; a sandbox whose launcher has no channel (one started by an older Berth) gets a
+   * `runsc exec` of the launcher's client instead. No shell, as each process started in gVisor
+   * costs about 10 ms.
    */
   async exec(ref: SandboxRef, request: ExecRequest): Promise<ExecResult> {
     const interpreter = INTERPRETERS[request.language];
@@ -386,31 +424,31 @@ export class LocalProvider implements SandboxProvider {
       throw new ProviderError(this.name, `the sandbox's files are gone: ${(error as Error).message}`, { sandbox: ref.id });
     }
     const started = performance.now();
+    const argv = [...interpreter.argv, `${EXEC_MOUNT}/${file}`];
     try {
-      const result = await this.options.runsc.exec(
-        ref.id,
-        // The launcher enforces the time limit itself (TERM to the program's process group, KILL
-        // two seconds later): one process fewer per exec than running it under timeout(1).
-        viaLauncher([...interpreter.argv, `${EXEC_MOUNT}/${file}`]),
-        {
-          cwd: '/workspace',
-          env: { ...EXEC_ENV, ...launcherLimit(request.timeoutMs) },
-          stdin: '',
-          // The in-sandbox timeout fires first; this one covers a sandbox that stops answering.
-          timeoutMs: request.timeoutMs + 5_000,
-          maxOutputBytes: this.options.maxOutputBytes ?? 1024 * 1024,
-          channel: true,
-        },
-      );
-      if (result.timedOut) throw new ExecTimeoutError(request.timeoutMs);
-      const outcome = parseOutcome(result.channel ?? Buffer.alloc(0));
-      if (outcome?.outcome === 'timedOut') throw new ExecTimeoutError(request.timeoutMs);
-      if (outcome === undefined || outcome.outcome === 'failed') {
-        // No outcome: the client never ran or did not finish (runsc failed, the sandbox is dying),
-        // or it could not reach the launcher. The sandbox's state decides what to report.
+      const overChannel = (await this.launcherConnected(ref.id))
+        ? this.channels.exec(ref.id, {
+            argv,
+            env: { ...this.channelSpec.get(ref.id)?.env, ...EXEC_ENV },
+            cwd: '/workspace',
+            limitMs: request.timeoutMs,
+            maxOutputBytes: this.maxOutputBytes(),
+            // The launcher's limit ends the program first; this one covers a sandbox that stops answering.
+            timeoutMs: request.timeoutMs + 5_000,
+          })
+        : undefined;
+      const result = overChannel ? await overChannel : await this.execViaClient(ref, argv, request.timeoutMs);
+      if (result.kind === 'timedOut') throw new ExecTimeoutError(request.timeoutMs);
+      if (result.kind === 'lost') {
         await this.assertAnswering(ref);
-        const why = outcome?.error ?? `the exec gave no outcome (runsc exit ${result.exitCode}${result.signal ? `, ${result.signal}` : ''}): ${lastLine(result.stderr)}`;
-        throw new ProviderError(this.name, why, { sandbox: ref.id });
+        throw new ProviderError(this.name, "the sandbox's launcher went away during the exec", { sandbox: ref.id });
+      }
+      const { outcome } = result;
+      if (outcome.outcome === 'timedOut') throw new ExecTimeoutError(request.timeoutMs);
+      if (outcome.outcome === 'failed') {
+        // The launcher could not run it, or could not be reached: the sandbox's state decides what to report.
+        await this.assertAnswering(ref);
+        throw new ProviderError(this.name, outcome.error, { sandbox: ref.id });
       }
       return {
         stdout: result.stdout,
@@ -419,8 +457,79 @@ export class LocalProvider implements SandboxProvider {
         durationMs: result.durationMs,
       };
     } finally {
-      await rm(hostFile, { force: true });
+      // Not awaited: the answer does not wait for the program file to go.
+      void rm(hostFile, { force: true }).catch(() => undefined);
     }
+  }
+
+  private maxOutputBytes(): number {
+    return this.options.maxOutputBytes ?? 1024 * 1024;
+  }
+
+  /**
+   * Whether the sandbox's launcher is connected to its channel, waiting for it (briefly) when the
+   * sandbox has one: after a start, a restore or a Berth restart it connects within a second.
+   */
+  private async launcherConnected(agentId: string): Promise<boolean> {
+    if (this.channels.connected(agentId)) return true;
+    if (!(await this.listenForLauncher(agentId)) || this.channelLate.has(agentId)) return false;
+    // A sandbox that ended has no launcher to wait for: runsc exec reports it.
+    if ((await this.options.runsc.state(agentId)) !== 'running') return false;
+    if (await this.channels.awaitLauncher(agentId, LAUNCHER_CONNECT_MS)) return true;
+    // Later execs do not wait again; they take the channel as soon as the launcher connects.
+    this.channelLate.add(agentId);
+    this.options.log.warn({ agentId }, "the sandbox's launcher did not connect its channel: execs go through runsc exec");
+    return false;
+  }
+
+  /**
+   * Listens for the launcher of a sandbox whose spec has a channel (one adopted after a restart
+   * too); false when it has none, or another process listens for it.
+   */
+  private async listenForLauncher(agentId: string): Promise<boolean> {
+    let channelSpec = this.channelSpec.get(agentId);
+    if (channelSpec === undefined) {
+      const spec = await readFile(join(this.paths(agentId).bundle, 'config.json'), 'utf8')
+        .then((text) => JSON.parse(text) as Record<string, unknown>)
+        .catch(() => undefined);
+      if (spec === undefined) return false;
+      channelSpec = channelSpecOf(spec);
+      this.channelSpec.set(agentId, channelSpec);
+    }
+    return channelSpec !== null && (await this.listenOrWarn(agentId));
+  }
+
+  /** Whether this process listens for the sandbox's launcher (another Berth process on the same data directory may). */
+  private async listenOrWarn(agentId: string): Promise<boolean> {
+    return this.channels.listen(agentId, this.paths(agentId).channelSocket).catch((error: unknown) => {
+      this.options.log.warn({ agentId, err: error }, "could not listen for the sandbox's launcher: its execs go through runsc exec");
+      return false;
+    });
+  }
+
+  /** The exec through a `runsc exec` of the launcher's client, for a sandbox without a channel. */
+  private async execViaClient(ref: SandboxRef, argv: string[], timeoutMs: number): Promise<ChannelExecResult> {
+    const result = await this.options.runsc.exec(
+      ref.id,
+      // The launcher enforces the time limit itself (TERM to the program's process group, KILL
+      // two seconds later): one process fewer per exec than running it under timeout(1).
+      viaLauncher(argv),
+      {
+        cwd: '/workspace',
+        env: { ...EXEC_ENV, ...launcherLimit(timeoutMs) },
+        stdin: '',
+        timeoutMs: timeoutMs + 5_000,
+        maxOutputBytes: this.maxOutputBytes(),
+        channel: true,
+      },
+    );
+    if (result.timedOut) return { kind: 'timedOut', durationMs: result.durationMs };
+    // No outcome: the client never ran or did not finish (runsc failed, the sandbox is dying).
+    const outcome = parseOutcome(result.channel ?? Buffer.alloc(0)) ?? {
+      outcome: 'failed' as const,
+      error: `the exec gave no outcome (runsc exit ${result.exitCode}${result.signal ? `, ${result.signal}` : ''}): ${lastLine(result.stderr)}`,
+    };
+    return { kind: 'ended', outcome, stdout: result.stdout, stderr: result.stderr, durationMs: result.durationMs };
   }
 
   /** What the program did not see itself: that it was killed because the sandbox ran out of memory. */
@@ -685,6 +794,9 @@ export class LocalProvider implements SandboxProvider {
 
   async terminate(ref: SandboxRef): Promise<void> {
     this.memory.unwatch(ref.id);
+    await this.channels.close(ref.id);
+    this.channelSpec.delete(ref.id);
+    this.channelLate.delete(ref.id);
     try {
       await this.options.runsc.kill(ref.id);
       await this.options.runsc.delete(ref.id);
@@ -701,6 +813,12 @@ export class LocalProvider implements SandboxProvider {
     }
     await rm(paths.root, { recursive: true, force: true });
   }
+}
+
+function channelSpecOf(spec: Record<string, unknown>): { env: Record<string, string> } | null {
+  if (!hasChannel(spec)) return null;
+  const entries = (spec as { process?: { env?: string[] } }).process?.env ?? [];
+  return { env: Object.fromEntries(entries.filter((entry) => entry.includes('=')).map((entry) => [entry.slice(0, entry.indexOf('=')), entry.slice(entry.indexOf('=') + 1)])) };
 }
 
 function lastLine(text: string): string {

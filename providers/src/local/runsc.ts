@@ -53,7 +53,9 @@ export class Runsc {
 
   /**
    * `run` and `restore` with the same sandbox flags: a restored sandbox must get the root overlay in
-   * memory and the network of the one that was checkpointed.
+   * memory and the network of the one that was checkpointed. `--host-uds=open` lets the launcher
+   * connect to the host's end of its channel, a unix socket in a mounted host directory (channel.ts);
+   * it cannot create sockets on the host.
    */
   private async startDetached(subcommand: 'run' | 'restore', args: string[], consoleLog: string): Promise<void> {
     // A detached sandbox keeps the caller's stdio open for its lifetime: give it a file, never our pipes.
@@ -62,7 +64,7 @@ export class Runsc {
     try {
       const result = await runProcess(
         this.options.binary,
-        [...this.globalFlags(), `--overlay2=root:memory,size=${this.options.overlayBytes}`, subcommand, '--detach', ...args],
+        [...this.globalFlags(), `--overlay2=root:memory,size=${this.options.overlayBytes}`, '--host-uds=open', subcommand, '--detach', ...args],
         { stdio: ['ignore', log, log], detached: true, timeoutMs: 60_000 },
       );
       if (result.exitCode !== 0) throw new RunscError(subcommand, { ...result, stderr: await tail(consoleLog) });

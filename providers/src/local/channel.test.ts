@@ -1,0 +1,212 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { connect, type Socket } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { silentLogger } from '@berth/common';
+import { GUEST_DIR } from '../guest.js';
+import {
+  encodeFrame,
+  FRAME_HEADER_BYTES,
+  FrameError,
+  FrameKind,
+  FrameReader,
+  LauncherChannels,
+  MAX_FRAME_BYTES,
+  parseChannelOutcome,
+  type ChannelExecRequest,
+} from './channel.js';
+import { launcherArgs } from './launcher.js';
+
+describe('frames', () => {
+  it('have a 9-byte header: payload length, exec id and kind, big-endian', () => {
+    expect(encodeFrame(258, FrameKind.stdout, Buffer.from('hi'))).toEqual(Buffer.from([0, 0, 0, 2, 0, 0, 1, 2, 3, 0x68, 0x69]));
+    expect(encodeFrame(1, FrameKind.cancel).length).toBe(FRAME_HEADER_BYTES);
+  });
+
+  it('are read whole whatever the chunks they arrive in', () => {
+    const stream = Buffer.concat([
+      encodeFrame(1, FrameKind.stdout, Buffer.from('out')),
+      encodeFrame(1, FrameKind.outcome, Buffer.from('{"outcome": "exited", "exitCode": 0, "dropped": [0, 0]}')),
+      encodeFrame(0, FrameKind.hello),
+    ]);
+    for (const size of [1, 2, 7, 9, 10, stream.length]) {
+      const reader = new FrameReader();
+      const frames = [];
+      for (let offset = 0; offset < stream.length; offset += size) frames.push(...reader.push(stream.subarray(offset, offset + size)));
+      expect(frames.map(({ id, kind, payload }) => [id, kind, payload.toString()])).toEqual([
+        [1, FrameKind.stdout, 'out'],
+        [1, FrameKind.outcome, '{"outcome": "exited", "exitCode": 0, "dropped": [0, 0]}'],
+        [0, FrameKind.hello, ''],
+      ]);
+    }
+  });
+
+  it('larger than the limit are refused before they are buffered', () => {
+    const header = Buffer.alloc(FRAME_HEADER_BYTES);
+    header.writeUInt32BE(MAX_FRAME_BYTES + 1, 0);
+    expect(() => new FrameReader().push(header)).toThrow(FrameError);
+  });
+
+  it("carry the launcher's outcome with what it dropped, and nothing else as one", () => {
+    expect(parseChannelOutcome(Buffer.from('{"outcome": "exited", "exitCode": 124, "dropped": [0, 5]}'))).toEqual({
+      outcome: { outcome: 'exited', exitCode: 124 },
+      dropped: [0, 5],
+    });
+    expect(parseChannelOutcome(Buffer.from('{"outcome": "exited", "exitCode": 124}'))).toBeUndefined();
+    expect(parseChannelOutcome(Buffer.from('{"outcome": "gone", "dropped": [0, 0]}'))).toBeUndefined();
+    expect(parseChannelOutcome(Buffer.from('124'))).toBeUndefined();
+  });
+});
+
+describe('the channel with a launcher on this host', () => {
+  // Outside gVisor the launcher is an ordinary process; its abstract socket is this host's, so it
+  // gets a name of its own, and the channel a directory of its own.
+  const dir = mkdtempSync(join(tmpdir(), 'berth-channel-'));
+  const socketPath = join(dir, 'launcher.sock');
+  const channels = new LauncherChannels(silentLogger);
+  let launcher: ChildProcess | undefined;
+
+  const startLauncher = () => {
+    const [bash, flag, command] = launcherArgs();
+    launcher = spawn(bash!, [flag!, command!, `${GUEST_DIR}/launcher.py`], {
+      stdio: 'ignore',
+      env: { ...process.env, BERTH_LAUNCHER_SOCKET: `berth-channel-test-${process.pid}`, BERTH_LAUNCHER_CHANNEL: socketPath, GREETING: 'from the sandbox' },
+    });
+  };
+  const stopLauncher = async () => {
+    const ended = new Promise((resolve) => launcher?.once('exit', resolve));
+    launcher?.kill('SIGKILL'); // it ignores the signals that would end it, as PID 1 must
+    await ended;
+  };
+
+  beforeAll(async () => {
+    await channels.listen('agt_a', socketPath);
+    startLauncher();
+    expect(await channels.awaitLauncher('agt_a', 10_000)).toBe(true);
+  });
+  afterAll(async () => {
+    await stopLauncher();
+    await channels.closeAll();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  const request = (argv: string[], more: Partial<ChannelExecRequest> = {}): ChannelExecRequest => ({
+    argv,
+    env: {},
+    cwd: dir,
+    limitMs: 10_000,
+    maxOutputBytes: 1024 * 1024,
+    timeoutMs: 15_000,
+    ...more,
+  });
+  const exec = (argv: string[], more: Partial<ChannelExecRequest> = {}) => channels.exec('agt_a', request(argv, more))!;
+
+  it("runs a program in the exec's directory and environment, under the launcher's own, with stdin empty", async () => {
+    const result = await exec(['bash', '-c', 'echo "$GREETING, $WHO in $PWD"; cat; echo err >&2'], { env: { WHO: 'alice' } });
+    expect(result).toMatchObject({ kind: 'ended', outcome: { outcome: 'exited', exitCode: 0 }, stdout: `from the sandbox, alice in ${dir}\n`, stderr: 'err\n' });
+  });
+
+  it("reports the program's exit status apart from its output: a `timeout:` line and 124 are the program's", async () => {
+    const result = await exec(['bash', '-c', 'echo "timeout: sending signal TERM to command x" >&2; exit 124']);
+    expect(result).toMatchObject({ kind: 'ended', outcome: { outcome: 'exited', exitCode: 124 } });
+  });
+
+  it('stops a program at its limit, TERM then KILL, and says it timed out', async () => {
+    expect(await exec(['sleep', '30'], { limitMs: 200 })).toMatchObject({ outcome: { outcome: 'timedOut', signal: 15, exitCode: 143 } });
+    const stubborn = await exec(['bash', '-c', 'trap "" TERM; sleep 30 & wait'], { limitMs: 200 });
+    expect(stubborn).toMatchObject({ outcome: { outcome: 'timedOut', signal: 9, exitCode: 137 } });
+  });
+
+  it('keeps the first maxOutputBytes of each stream and says how many more there were', async () => {
+    const result = await exec(['bash', '-c', 'head -c 5000 /dev/zero | tr "\\0" a; head -c 30 /dev/zero | tr "\\0" b >&2'], { maxOutputBytes: 1000 });
+    expect(result.kind === 'ended' && result.stdout).toBe(`${'a'.repeat(1000)}\n[output truncated: 4000 more bytes not shown]\n`);
+    expect(result.kind === 'ended' && result.stderr).toBe('b'.repeat(30));
+  });
+
+  it('runs execs side by side: four that each wait for all four to have started all finish', async () => {
+    // Run one after another, the first would wait for the others until its limit.
+    const barrier = ['bash', '-c', `touch ${dir}/started-$0; for i in $(seq 200); do [ $(ls ${dir} | grep -c '^started-') = 4 ] && exit 0; sleep 0.05; done; exit 1`];
+    const results = await Promise.all([1, 2, 3, 4].map((n) => exec([...barrier, String(n)])));
+    expect(results.map((result) => result.kind === 'ended' && result.outcome)).toEqual(Array(4).fill({ outcome: 'exited', exitCode: 0 }));
+  });
+
+  it('cancels a program the host gave up on: the launcher kills it', async () => {
+    const pidFile = join(dir, 'given-up.pid');
+    expect(await exec(['bash', '-c', `echo $$ > ${pidFile}; exec sleep 30`], { timeoutMs: 300 })).toMatchObject({ kind: 'timedOut' });
+    const pid = Number((await import('node:fs')).readFileSync(pidFile, 'utf8'));
+    await until(() => !isRunning(pid));
+  });
+
+  it('fails the execs of a connection that ends, and takes the connection the launcher makes next', async () => {
+    const running = exec(['sleep', '5']);
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    await stopLauncher();
+    expect(await running).toMatchObject({ kind: 'lost' });
+    expect(channels.connected('agt_a')).toBe(false);
+    startLauncher();
+    expect(await channels.awaitLauncher('agt_a', 10_000)).toBe(true);
+    expect(await exec(['true'])).toMatchObject({ outcome: { outcome: 'exited', exitCode: 0 } });
+  });
+
+  it('has no exec for a sandbox whose launcher never connected, after waiting as long as it was told', async () => {
+    await channels.listen('agt_never', join(dir, 'never.sock'));
+    expect(await channels.awaitLauncher('agt_never', 200)).toBe(false);
+    expect(channels.exec('agt_never', request(['true']))).toBeUndefined();
+    expect(channels.exec('agt_unknown', request(['true']))).toBeUndefined();
+  });
+
+  it("takes a connection as the launcher's only once it said hello, and closes one that sends a frame over the limit", async () => {
+    await channels.listen('agt_rude', join(dir, 'rude.sock'));
+    const socket: Socket = connect(join(dir, 'rude.sock'));
+    await new Promise((resolve) => socket.once('connect', resolve));
+    expect(await channels.awaitLauncher('agt_rude', 200)).toBe(false);
+    socket.write(encodeFrame(0, FrameKind.hello, Buffer.from('{"protocol": 1, "pid": 1}')));
+    expect(await channels.awaitLauncher('agt_rude', 5_000)).toBe(true);
+    const header = Buffer.alloc(FRAME_HEADER_BYTES);
+    header.writeUInt32BE(MAX_FRAME_BYTES + 1, 0);
+    socket.write(header);
+    await new Promise((resolve) => socket.once('close', resolve));
+    expect(channels.connected('agt_rude')).toBe(false);
+  });
+
+  it('leaves a socket another process listens on to it, and takes it over once that process is gone', async () => {
+    const path = join(dir, 'shared.sock');
+    const other = new LauncherChannels(silentLogger);
+    expect(await other.listen('agt_shared', path)).toBe(true);
+    expect(await channels.listen('agt_shared', path)).toBe(false);
+    expect(channels.exec('agt_shared', request(['true']))).toBeUndefined();
+    await other.closeAll();
+    expect(await channels.listen('agt_shared', path)).toBe(true);
+    await channels.close('agt_shared');
+  });
+
+  it('gives the socket up when another process replaced its file (the sandbox was made again there)', async () => {
+    const path = join(dir, 'replaced.sock');
+    const other = new LauncherChannels(silentLogger);
+    expect(await other.listen('agt_replaced', path)).toBe(true);
+    rmSync(path); // the sandbox's directory was removed and made again by another process, which listens now
+    expect(await channels.listen('agt_replaced', path)).toBe(true);
+    expect(await other.listen('agt_replaced', path)).toBe(false);
+    await other.closeAll();
+    expect(await channels.listen('agt_replaced', path)).toBe(true);
+  });
+});
+
+function isRunning(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+async function until(condition: () => boolean, timeoutMs = 5_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!condition()) {
+    if (Date.now() > deadline) throw new Error('the condition did not come true in time');
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+}

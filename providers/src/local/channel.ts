@@ -1,0 +1,364 @@
+/**
+ * The channel between the host and each sandbox's launcher (ADR 20): an exec costs no host process.
+ *
+ * The host listens on a unix socket in the sandbox's directory (`channel/launcher.sock`), mounted
+ * read-only at CHANNEL_MOUNT; the launcher connects out to it (runsc's `--host-uds=open` lets it)
+ * and keeps the connection. Both ways go frames: a 9-byte header (payload length u32, exec id u32,
+ * kind u8, big-endian) and the payload. The host sends EXEC ({argv, env, cwd, limitMs,
+ * maxOutputBytes}) and CANCEL; the launcher sends HELLO once connected, STDOUT and STDERR chunks,
+ * and one OUTCOME per exec: launcher.ts's outcome with what it dropped past the output cap. The
+ * outcome comes in a frame of its own, never in the program's output, so a program cannot forge it.
+ *
+ * Execs on one connection run side by side. A checkpoint keeps the launcher's end of the socket;
+ * after a restore it reads the end of the connection and connects again, as it does when Berth
+ * restarts. When the connection ends, the launcher kills the programs that were running on it
+ * (the host gave up on them), and the host fails their execs.
+ */
+
+import { randomBytes } from 'node:crypto';
+import { mkdir, rename, stat } from 'node:fs/promises';
+import { connect, createServer, type Server, type Socket } from 'node:net';
+import { dirname, join } from 'node:path';
+import { z } from 'zod';
+import type { Logger } from '@berth/common';
+import { OutputLimit } from '../program.js';
+import { outcomeSchema, type ExecOutcome } from './launcher.js';
+
+/** Where the sandbox sees the directory of the host's end of the channel (read-only). */
+export const CHANNEL_MOUNT = '/run/berth/channel';
+/** The socket's name in that directory, on both sides. */
+export const CHANNEL_SOCKET = 'launcher.sock';
+
+export const FRAME_HEADER_BYTES = 9;
+/** Largest frame either side accepts: an exec's argv and environment, or a chunk of output. */
+export const MAX_FRAME_BYTES = 1 << 20;
+
+export const FrameKind = { hello: 1, exec: 2, stdout: 3, stderr: 4, outcome: 5, cancel: 6 } as const;
+export type FrameKind = (typeof FrameKind)[keyof typeof FrameKind];
+
+export interface Frame {
+  id: number;
+  kind: number;
+  payload: Buffer;
+}
+
+export function encodeFrame(id: number, kind: FrameKind, payload: Buffer = Buffer.alloc(0)): Buffer {
+  const header = Buffer.alloc(FRAME_HEADER_BYTES);
+  header.writeUInt32BE(payload.length, 0);
+  header.writeUInt32BE(id, 4);
+  header.writeUInt8(kind, 8);
+  return Buffer.concat([header, payload]);
+}
+
+export class FrameError extends Error {
+  override name = 'FrameError';
+}
+
+/** Cuts a byte stream into frames, whatever the chunks it arrives in. */
+export class FrameReader {
+  private buffered: Buffer = Buffer.alloc(0);
+
+  /** The frames completed by `chunk`; throws FrameError on a frame larger than MAX_FRAME_BYTES. */
+  push(chunk: Buffer): Frame[] {
+    this.buffered = this.buffered.length === 0 ? chunk : Buffer.concat([this.buffered, chunk]);
+    const frames: Frame[] = [];
+    let offset = 0;
+    while (this.buffered.length - offset >= FRAME_HEADER_BYTES) {
+      const length = this.buffered.readUInt32BE(offset);
+      if (length > MAX_FRAME_BYTES) throw new FrameError(`a frame of ${length} bytes`);
+      const end = offset + FRAME_HEADER_BYTES + length;
+      if (this.buffered.length < end) break;
+      frames.push({ id: this.buffered.readUInt32BE(offset + 4), kind: this.buffered.readUInt8(offset + 8), payload: this.buffered.subarray(offset + FRAME_HEADER_BYTES, end) });
+      offset = end;
+    }
+    this.buffered = this.buffered.subarray(offset);
+    return frames;
+  }
+}
+
+const helloSchema = z.object({ protocol: z.literal(1), pid: z.number().int() });
+/** What the launcher dropped of stdout and stderr past maxOutputBytes. */
+const droppedSchema = z.object({ dropped: z.tuple([z.number().int().nonnegative(), z.number().int().nonnegative()]) });
+
+/** An OUTCOME frame's payload, or undefined when it is not one. */
+export function parseChannelOutcome(payload: Buffer): { outcome: ExecOutcome; dropped: [number, number] } | undefined {
+  let value: unknown;
+  try {
+    value = JSON.parse(payload.toString('utf8'));
+  } catch {
+    return undefined;
+  }
+  const outcome = outcomeSchema.safeParse(value);
+  const dropped = droppedSchema.safeParse(value);
+  return outcome.success && dropped.success ? { outcome: outcome.data, dropped: dropped.data.dropped } : undefined;
+}
+
+export interface ChannelExecRequest {
+  argv: readonly string[];
+  env: Record<string, string>;
+  cwd: string;
+  /** The launcher stops the program at this limit (TERM, KILL two seconds later). */
+  limitMs: number;
+  /** Bytes kept of each of stdout and stderr; the launcher counts the rest and does not send it. */
+  maxOutputBytes: number;
+  /** The host gives up (CANCEL: the launcher kills the program) after this long. */
+  timeoutMs: number;
+}
+
+export type ChannelExecResult =
+  | { kind: 'ended'; outcome: ExecOutcome; stdout: string; stderr: string; durationMs: number }
+  /** The host's own timer ran out: the launcher did not answer in time (the program was cancelled). */
+  | { kind: 'timedOut'; durationMs: number }
+  /** The connection ended before the outcome came (the sandbox ended, or was checkpointed). */
+  | { kind: 'lost'; durationMs: number };
+
+interface Pending {
+  stdout: OutputLimit;
+  stderr: OutputLimit;
+  settle: (result: ChannelExecResult) => void;
+}
+
+/** One launcher's connection, with the execs running on it. */
+class Connection {
+  private readonly reader = new FrameReader();
+  private readonly pending = new Map<number, Pending>();
+  private nextId = 1;
+  closed = false;
+
+  constructor(
+    readonly socket: Socket,
+    private readonly onHello: (connection: Connection) => void,
+    private readonly onClose: (connection: Connection) => void,
+    private readonly log: Logger,
+  ) {
+    socket.unref(); // an idle launcher's connection does not keep Berth running
+    socket.on('data', (chunk: Buffer) => this.receive(chunk));
+    socket.on('error', () => undefined); // 'close' follows
+    socket.on('close', () => this.close());
+  }
+
+  private receive(chunk: Buffer): void {
+    let frames: Frame[];
+    try {
+      frames = this.reader.push(chunk);
+    } catch (error) {
+      this.log.warn({ err: error }, "the sandbox's launcher sent a bad frame: closing its channel");
+      this.socket.destroy();
+      return;
+    }
+    for (const { id, kind, payload } of frames) {
+      const exec = this.pending.get(id);
+      if (kind === FrameKind.hello) {
+        if (helloSchema.safeParse(safeJson(payload)).success) this.onHello(this);
+        else {
+          this.log.warn({ hello: payload.toString('utf8') }, "the sandbox's launcher said an unknown hello: closing its channel");
+          this.socket.destroy();
+        }
+      } else if (exec === undefined) {
+        continue; // an exec the host gave up on
+      } else if (kind === FrameKind.stdout) {
+        exec.stdout.push(payload);
+      } else if (kind === FrameKind.stderr) {
+        exec.stderr.push(payload);
+      } else if (kind === FrameKind.outcome) {
+        this.pending.delete(id);
+        const parsed = parseChannelOutcome(payload);
+        if (parsed === undefined) {
+          exec.settle({ kind: 'ended', outcome: { outcome: 'failed', error: `the launcher answered ${payload.toString('utf8').slice(0, 200)}` }, stdout: '', stderr: '', durationMs: 0 });
+          continue;
+        }
+        exec.stdout.drop(parsed.dropped[0]);
+        exec.stderr.drop(parsed.dropped[1]);
+        exec.settle({ kind: 'ended', outcome: parsed.outcome, stdout: exec.stdout.text(), stderr: exec.stderr.text(), durationMs: 0 });
+      }
+    }
+  }
+
+  exec(request: ChannelExecRequest): Promise<ChannelExecResult> {
+    const started = performance.now();
+    const id = this.nextId;
+    this.nextId = this.nextId >= 0xffffffff ? 1 : this.nextId + 1;
+    const { timeoutMs, argv, env, cwd, limitMs, maxOutputBytes } = request;
+    return new Promise((resolve) => {
+      const timer = setTimeout(() => {
+        if (!this.pending.delete(id)) return;
+        if (!this.closed) this.socket.write(encodeFrame(id, FrameKind.cancel));
+        resolve({ kind: 'timedOut', durationMs: Math.round(performance.now() - started) });
+      }, timeoutMs);
+      this.pending.set(id, {
+        stdout: new OutputLimit(maxOutputBytes),
+        stderr: new OutputLimit(maxOutputBytes),
+        settle: (result) => {
+          clearTimeout(timer);
+          resolve({ ...result, durationMs: Math.round(performance.now() - started) });
+        },
+      });
+      if (this.closed) return this.close();
+      const payload = Buffer.from(JSON.stringify({ argv, env, cwd, limitMs: Math.max(1, Math.ceil(limitMs)), maxOutputBytes }));
+      this.socket.write(encodeFrame(id, FrameKind.exec, payload));
+    });
+  }
+
+  /** Every exec still running on it is lost. */
+  close(): void {
+    this.closed = true;
+    this.socket.destroy();
+    for (const exec of this.pending.values()) exec.settle({ kind: 'lost', durationMs: 0 });
+    this.pending.clear();
+    this.onClose(this);
+  }
+}
+
+interface Listener {
+  server: Server;
+  /** The socket file's identity (inode and change time): another process that replaced the file took the channel over. */
+  identity?: string;
+  connection?: Connection;
+  /** Called when a launcher connects. */
+  waiting: Set<() => void>;
+}
+
+/**
+ * The host's end of every sandbox's channel: a unix socket listened on per sandbox, and the
+ * launcher's connection on it when there is one.
+ */
+export class LauncherChannels {
+  private readonly listeners = new Map<string, Listener>();
+  private readonly listening = new Map<string, Promise<boolean>>();
+
+  constructor(private readonly log: Logger) {}
+
+  /**
+   * Listens on `socketPath` for the launcher of sandbox `agentId`, unless another process (a
+   * `berth runner` beside `berth up`) listens there: false then, and the caller execs through
+   * `runsc exec`; asked again, it takes the socket over once that process is gone. A socket that
+   * nobody answers on (left by a Berth process that ended) is replaced. Idempotent.
+   */
+  listen(agentId: string, socketPath: string): Promise<boolean> {
+    // One at a time per sandbox: concurrent execs ask together.
+    let listening = this.listening.get(agentId);
+    if (listening === undefined) {
+      listening = this.listenOnce(agentId, socketPath).finally(() => this.listening.delete(agentId));
+      this.listening.set(agentId, listening);
+    }
+    return listening;
+  }
+
+  private async listenOnce(agentId: string, socketPath: string): Promise<boolean> {
+    const current = this.listeners.get(agentId);
+    if (current !== undefined) {
+      if ((await fileIdentity(socketPath)) === current.identity) return true;
+      await this.close(agentId);
+    }
+    await mkdir(dirname(socketPath), { recursive: true, mode: 0o700 });
+    if (await answers(socketPath)) return false;
+    // Bound under a name of its own, then renamed into place (atomically replacing a stale socket):
+    // a server that closes unlinks the name it was bound to, which must never be another process's.
+    const boundPath = join(dirname(socketPath), `.${randomBytes(4).toString('hex')}`);
+    const listener: Listener = { server: createServer(), waiting: new Set() };
+    listener.server.unref();
+    listener.server.on('connection', (socket) => {
+      // A connection is the launcher's once it said hello (another process's probe never does).
+      // The newest launcher's connection wins: an older one is from before a restore, or half-closed.
+      new Connection(
+        socket,
+        (connection) => {
+          if (listener.connection !== connection) listener.connection?.close();
+          listener.connection = connection;
+          for (const wake of listener.waiting) wake();
+        },
+        (ended) => {
+          if (listener.connection === ended) listener.connection = undefined;
+        },
+        this.log.child({ agentId }),
+      );
+    });
+    this.listeners.set(agentId, listener);
+    await new Promise<void>((resolve, reject) => {
+      listener.server.once('error', reject);
+      listener.server.listen(boundPath, () => {
+        listener.server.off('error', reject);
+        resolve();
+      });
+    }).catch((error: unknown) => {
+      this.listeners.delete(agentId);
+      throw error;
+    });
+    listener.server.on('error', (error) => this.log.warn({ agentId, err: error }, "the sandbox's channel failed"));
+    try {
+      await rename(boundPath, socketPath);
+    } catch (error) {
+      await this.close(agentId);
+      throw error;
+    }
+    listener.identity = await fileIdentity(socketPath);
+    return true;
+  }
+
+  connected(agentId: string): boolean {
+    return this.listeners.get(agentId)?.connection !== undefined;
+  }
+
+  /** Whether the sandbox's launcher is connected, waiting up to `waitMs` for it. */
+  async awaitLauncher(agentId: string, waitMs: number): Promise<boolean> {
+    const listener = this.listeners.get(agentId);
+    if (listener === undefined) return false;
+    if (listener.connection !== undefined) return true;
+    await new Promise<void>((resolve) => {
+      const wake = () => {
+        clearTimeout(timer);
+        listener.waiting.delete(wake);
+        resolve();
+      };
+      const timer = setTimeout(wake, waitMs);
+      listener.waiting.add(wake);
+    });
+    return listener.connection !== undefined;
+  }
+
+  /** Runs an exec on the sandbox's channel; undefined when no launcher is connected. */
+  exec(agentId: string, request: ChannelExecRequest): Promise<ChannelExecResult> | undefined {
+    return this.listeners.get(agentId)?.connection?.exec(request);
+  }
+
+  /** Stops listening for the sandbox (it ended or was checkpointed); its execs are lost. */
+  async close(agentId: string): Promise<void> {
+    const listener = this.listeners.get(agentId);
+    if (listener === undefined) return;
+    this.listeners.delete(agentId);
+    listener.connection?.close();
+    for (const wake of listener.waiting) wake();
+    await new Promise<void>((resolve) => listener.server.close(() => resolve()));
+  }
+
+  /** Stops listening for every sandbox (Berth is stopping; the launchers connect again to the next one). */
+  async closeAll(): Promise<void> {
+    await Promise.all([...this.listeners.keys()].map((agentId) => this.close(agentId)));
+  }
+}
+
+/** Which file is at `path` (an inode number may be used again at once), or undefined for none. */
+async function fileIdentity(path: string): Promise<string | undefined> {
+  const stats = await stat(path, { bigint: true }).catch(() => undefined);
+  return stats && `${stats.dev}:${stats.ino}:${stats.ctimeNs}`;
+}
+
+/** Whether a process listens on the unix socket at `path`. */
+function answers(path: string): Promise<boolean> {
+  return new Promise((resolve) => {
+    const probe = connect(path);
+    probe.once('connect', () => {
+      probe.destroy();
+      resolve(true);
+    });
+    probe.once('error', () => resolve(false));
+  });
+}
+
+function safeJson(payload: Buffer): unknown {
+  try {
+    return JSON.parse(payload.toString('utf8'));
+  } catch {
+    return undefined;
+  }
+}
