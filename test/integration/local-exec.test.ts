@@ -101,7 +101,7 @@ describe('execs over the launcher channel', () => {
     const archive = await provider.checkpoint(sandbox, { storage, key: `agents/${agentId}/native.tar.zst`, native: true });
     expect(archive.level).toBe('native');
 
-    sandbox = await provision(agentId, { storage, archive, level: 'native' });
+    sandbox = await provision(agentId, { storage, key: `agents/${agentId}/native.tar.zst`, archive, level: 'native' });
     expect(await run(sandbox, 'bash', 'kill -0 $(cat /workspace/sleeper) && echo alive')).toBe('alive\n');
     expect(await run(sandbox, 'python', OTHER_PROCESSES)).toBe('berth-launcher sleep\n');
     expect(await barrier(sandbox, 'after-restore')).toEqual([0, 0, 0, 0]);
@@ -167,7 +167,7 @@ describe('a sandbox started by an older Berth, without the channel', () => {
     const storage = new DirectoryStorage(join(dataDir, 'snapshots'));
     const archive = await provider.checkpoint(sandbox, { storage, key: `agents/${agentId}/native.tar.zst`, native: true });
     expect(archive.level).toBe('native');
-    sandbox = await provision(agentId, { storage, archive, level: 'native' });
+    sandbox = await provision(agentId, { storage, key: `agents/${agentId}/native.tar.zst`, archive, level: 'native' });
     expect(await run(sandbox, 'bash', 'kill -0 $(cat /workspace/sleeper) && echo alive')).toBe('alive\n');
     expect(await run(sandbox, 'python', OTHER_PROCESSES)).toBe('berth-launcher perl sleep\n');
     await provider.terminate(sandbox);
