@@ -63,6 +63,7 @@ export function createOperator(deps: OperatorDeps): Operator {
     storageKind: deps.snapshots.kind,
     sessionCostStep: deps.billing.sessionCostStep,
     intervalMs: deps.billing.intervalMs,
+    onSpendChange: (agentName) => agents.enqueue(agentName),
   });
   /** One controller per kind, all on the same store and metrics. */
   const controllerOf = (kind: Kind, workers: number, reconcile: Reconciler) =>
@@ -79,6 +80,7 @@ export function createOperator(deps: OperatorDeps): Operator {
       snapshots: deps.snapshots,
       meter: billing.compute,
       onSnapshotChange: (snapshotName) => snapshots.enqueue(snapshotName),
+      currency: deps.billing.currency,
       ...(deps.secretBox
         ? {
             secrets: (agent) =>

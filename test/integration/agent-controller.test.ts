@@ -48,6 +48,7 @@ beforeAll(async () => {
     clock,
     metrics: createAgentMetrics(new Registry()),
     snapshots: new DirectoryStorage(mkdtempSync(join(tmpdir(), 'berth-snapshots-'))),
+    currency: 'usd',
   });
   const organization = await createOrganization(pool, 'test');
   api = (await testApi.client(organization.id, 'live')).api;

@@ -41,6 +41,8 @@ let organizationId: string;
 const clock = new ManualClock('2026-05-31T20:00:00Z');
 const providers = new ProviderRegistry([new ScriptedProvider({ name: 'fake', capabilities: { gpuTypes: ['t4'] }, execResult: { stdout: 'ok\n' } })], 'fake');
 let reconcile: ReturnType<typeof createAgentReconciler>;
+/** Agents whose reconcile a billing pass asked for (their spend moved past their status.cost). */
+const woken = new Set<string>();
 
 /** A billing loop as a (re)started operator has it: nothing in memory from before. */
 function billingLoop(): BillingLoop {
@@ -54,6 +56,7 @@ function billingLoop(): BillingLoop {
     storageKind: 'directory',
     sessionCostStep: 100,
     intervalMs: 15_000,
+    onSpendChange: (agentName) => woken.add(agentName),
   });
 }
 
@@ -68,6 +71,7 @@ beforeAll(async () => {
     metrics: createAgentMetrics(new Registry()),
     snapshots: new DirectoryStorage(mkdtempSync(join(tmpdir(), 'berth-snapshots-'))),
     meter: new ComputeMeter(pool, () => PRICES),
+    currency: 'usd',
   });
   organizationId = (await createOrganization(pool, 'billing')).id;
   live = (await api.client(organizationId, 'live')).api;
@@ -159,8 +163,15 @@ describe('compute metering', () => {
     expect(metered.minutes).toBe(10);
     expect(metered.nanocents).toBe(10n * 100_000_000n); // 10 minutes at $0.0010 = 1 cent, exactly
     expect(metered.rows.map((row) => row.occurred_at.toISOString())).toEqual(['2026-05-31T20:04:00.000Z', '2026-05-31T20:10:00.000Z']);
-    // The agent shows what it spent.
+    // The pass asked for the agent's reconcile, which reads the spend and shows it: the reconciler
+    // is the one writer of the status.
+    expect(woken).toContain(name);
+    expect((await live.get(`/v1/agents/${id}`)).body.cost).toBeUndefined();
+    await reconcile(name, silentLogger);
     expect((await live.get(`/v1/agents/${id}`)).body.cost).toEqual({ amount: 1, currency: 'usd' });
+    woken.clear();
+    await restarted.tick();
+    expect(woken).toEqual(new Set()); // nothing new to show
 
     // Less than a minute unmetered is left for later, until the sandbox goes.
     clock.advance(30_000);

@@ -3,7 +3,6 @@ import {
   Labels,
   NANOCENTS_PER_CENT,
   hasSpendLimits,
-  isStoreError,
   limitBreach,
   nanocentsToCents,
   objectNameToId,
@@ -29,6 +28,11 @@ export interface BillingLoopDeps {
   storageKind: string;
   sessionCostStep: number;
   intervalMs: number;
+  /**
+   * Asks for a reconcile of an agent whose spend moved past what its `status.cost` says: the
+   * Agent reconciler reads the spend and writes the status (the only writer of it, ADR 18).
+   */
+  onSpendChange: (agentName: string) => void;
 }
 
 export interface TickResult {
@@ -107,22 +111,11 @@ export class BillingLoop {
     await this.running;
   }
 
-  /**
-   * Writes each agent's spend so far (models, compute, storage) into `status.cost`, where the
-   * API and `kubectl get agents` show it; an agent whose status moved meanwhile gets it next pass.
-   */
-  private async updateAgentCosts(agents: Resource<'Agent'>[], spent: Map<string, bigint>): Promise<void> {
-    const currency = this.deps.prices().currency;
+  /** Wakes the reconcile of each agent whose spend in cents is not what its status says yet. */
+  private wakeAgentsWithNewSpend(agents: Resource<'Agent'>[], spent: Map<string, bigint>): void {
     for (const agent of agents) {
       const amount = nanocentsToCents(spent.get(objectNameToId(agent.metadata.name)) ?? 0n);
-      if (!agent.status || (agent.status.cost?.amount ?? 0) === amount) continue;
-      try {
-        await this.deps.store.updateStatus('Agent', agent.metadata.name, { ...agent.status, cost: { amount, currency } }, {
-          resourceVersion: agent.metadata.resourceVersion,
-        });
-      } catch (error) {
-        if (!isStoreError(error, 'Conflict') && !isStoreError(error, 'NotFound')) throw error;
-      }
+      if (agent.status && (agent.status.cost?.amount ?? 0) !== amount) this.deps.onSpendChange(agent.metadata.name);
     }
   }
 
@@ -158,7 +151,7 @@ export class BillingLoop {
 
     // After metering, the ledger holds what this pass charges: read once for costs and caps.
     const spent = await this.agentSpend(agents);
-    await this.updateAgentCosts(agents, spent);
+    this.wakeAgentsWithNewSpend(agents, spent);
 
     // Sessions whose spend moved since the last pass, and every session with limits (time alone
     // can reach maxDuration, and a new period can follow a raised limit).

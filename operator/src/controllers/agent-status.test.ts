@@ -90,6 +90,39 @@ describe('computeConditions', () => {
       ],
     },
     {
+      name: 'its costCap spent by the ledger, before the billing pass paused it',
+      observed: { hasSandbox: true, task: running, spentCents: 500 },
+      agent: agent({ costCap: { amount: 500, currency: 'usd' } }, [had(C.SandboxReady, 'True', R.Provisioned)]),
+      expected: [
+        [C.SandboxReady, 'True', R.Provisioned],
+        [C.Running, 'True', R.RunInProgress],
+        [C.Paused, 'False', R.Active],
+        [C.BudgetOK, 'False', R.CostCapReached],
+      ],
+    },
+    {
+      name: 'within a costCap it has not spent, the spend read by the reconcile',
+      observed: { hasSandbox: true, spentCents: 499 },
+      agent: agent({ costCap: { amount: 500, currency: 'usd' } }, [had(C.SandboxReady, 'True', R.Provisioned)]),
+      expected: [
+        [C.SandboxReady, 'True', R.Provisioned],
+        [C.Running, 'False', R.NoRun],
+        [C.Paused, 'False', R.Active],
+        [C.BudgetOK, 'True', R.WithinBudget],
+      ],
+    },
+    {
+      name: 'paused for its costCap, then the cap raised above the spend: paused by the record, within budget by the ledger',
+      observed: { hasSandbox: false, snapshot: 'snap_1', spentCents: 500 },
+      agent: agent({ desiredState: 'paused', pauseReason: 'cost_cap', costCap: { amount: 900, currency: 'usd' } }, [had(C.SandboxReady, 'False', R.Paused)]),
+      expected: [
+        [C.SandboxReady, 'False', R.Paused],
+        [C.Running, 'False', R.NoRun],
+        [C.Paused, 'True', R.Paused],
+        [C.BudgetOK, 'True', R.WithinBudget],
+      ],
+    },
+    {
       name: "paused by its session's limit",
       observed: { hasSandbox: false },
       agent: agent({ desiredState: 'paused', pauseReason: 'session_limit' }, [had(C.SandboxReady, 'False', R.Paused)]),

@@ -23,12 +23,14 @@ export interface AgentObservation {
   /** The agent ended in this reconcile. */
   ended?: AgentEnding;
   task?: ObservedTask | undefined;
+  /** The agent's spend so far, in cents, read from the ledger by this reconcile. */
+  spentCents?: number;
 }
 
 /** What of the Agent the conditions depend on besides the observation. */
 export interface AgentForConditions {
   metadata: { generation: number };
-  spec: Pick<AgentSpec, 'desiredState' | 'pauseReason'>;
+  spec: Pick<AgentSpec, 'desiredState' | 'pauseReason' | 'costCap'>;
   status?: { conditions: readonly Condition[] } | undefined;
 }
 
@@ -85,9 +87,14 @@ export function computeConditions(observed: AgentObservation, agent: AgentForCon
     conditions.push(condition(AgentCondition.Paused, 'True', AgentReason.Paused, message));
   }
 
+  // The cap is compared with the spend this reconcile read; a session's limit is the billing
+  // pass's to judge (it spans the session's agents and periods), and its pause records it.
   const stoppedBy = agent.spec.desiredState === 'paused' ? agent.spec.pauseReason : undefined;
-  if (stoppedBy === 'cost_cap') {
-    conditions.push(condition(AgentCondition.BudgetOK, 'False', AgentReason.CostCapReached, "the agent's costCap is spent; it was paused"));
+  const capSpent = agent.spec.costCap !== undefined && observed.spentCents !== undefined && observed.spentCents >= agent.spec.costCap.amount;
+  if (capSpent || (stoppedBy === 'cost_cap' && observed.spentCents === undefined)) {
+    conditions.push(
+      condition(AgentCondition.BudgetOK, 'False', AgentReason.CostCapReached, stoppedBy === 'cost_cap' ? "the agent's costCap is spent; it was paused" : "the agent's costCap is spent"),
+    );
   } else if (stoppedBy === 'session_limit') {
     conditions.push(condition(AgentCondition.BudgetOK, 'False', AgentReason.SessionLimitReached, "its session's cost limit for the period is reached; it was paused"));
   } else {

@@ -13,6 +13,8 @@ import {
   objectNameToId,
   recordEvent,
   taskHoldOf,
+  agentSpendNanocents,
+  nanocentsToCents,
   type Clock,
   type EventInput,
   type Logger,
@@ -101,6 +103,8 @@ export interface AgentReconcilerDeps {
   onSnapshotChange?: (snapshotName: string) => void;
   /** The values of the secrets an agent names, for its sandbox's environment. */
   secrets?: (agent: Resource<'Agent'>) => Promise<Record<string, string>>;
+  /** The install's currency, that of `status.cost`. */
+  currency: string;
 }
 
 /** Snapshots keep their archive until the operator has deleted it from storage. */
@@ -125,13 +129,17 @@ export function createAgentReconciler(deps: AgentReconcilerDeps): Reconciler {
   const { store, providers, clock, metrics } = deps;
 
   return async function reconcileAgent(name: string, log: Logger): Promise<ReconcileResult> {
-    const agent = await store.get('Agent', name);
+    // The agent's task and its spend so far are read beside the agent (one round trip's wait, not
+    // three), and before anything else of this reconcile: the reconciler alone writes what they
+    // make of the status (its run, status.cost, BudgetOK).
+    const agentId = objectNameToId(name);
+    const [agent, task, spent] = await Promise.all([store.get('Agent', name), taskHoldOf(deps.db, agentId), agentSpendNanocents(deps.db, agentId)]);
     if (!agent) {
       metrics.phases.delete(name);
       return {};
     }
     const previous = agent.status ?? initialStatus();
-    const task = await taskHoldOf(deps.db, objectNameToId(name));
+    const observed = { task, spentCents: nanocentsToCents(spent), currency: deps.currency };
     let provider: SandboxProvider | undefined;
     let unavailable: string | undefined;
     try {
@@ -140,9 +148,9 @@ export function createAgentReconciler(deps: AgentReconcilerDeps): Reconciler {
       unavailable = (error as Error).message;
     }
 
-    if (agent.metadata.deletionTimestamp) return finalize(agent, previous, provider, unavailable, task, log);
+    if (agent.metadata.deletionTimestamp) return finalize(agent, previous, provider, unavailable, observed, log);
 
-    const step = new ReconcileStep(agent, previous, clock.now(), task);
+    const step = new ReconcileStep(agent, previous, clock.now(), observed);
     let result: ReconcileResult = {};
     let failure: unknown;
     try {
@@ -185,7 +193,7 @@ export function createAgentReconciler(deps: AgentReconcilerDeps): Reconciler {
     previous: AgentStatus,
     provider: SandboxProvider | undefined,
     unavailable: string | undefined,
-    task: TaskHold | undefined,
+    observed: ConstructorParameters<typeof ReconcileStep>[3],
     log: Logger,
   ): Promise<ReconcileResult> {
     const name = agent.metadata.name;
@@ -198,7 +206,7 @@ export function createAgentReconciler(deps: AgentReconcilerDeps): Reconciler {
       } catch (error) {
         metrics.releaseFailures.inc({ provider: providerName });
         const message = `deleting: the sandbox could not be ended, retrying (the finalizer ${SANDBOX_FINALIZER} stays until it is): ${(error as Error).message}`;
-        const step = new ReconcileStep(agent, previous, clock.now(), task);
+        const step = new ReconcileStep(agent, previous, clock.now(), observed);
         step.observeSandbox(false, AgentReason.ReleaseFailed, message);
         step.settle();
         if (!isDeepStrictEqual(step.status, previous)) {
@@ -542,15 +550,17 @@ class ReconcileStep {
   /** The phase the agent had when the reconcile began. */
   readonly previousPhase: AgentPhase;
   private sandboxWord: AgentObservation['sandbox'];
+  readonly task: TaskHold | undefined;
   private ending: AgentEnding | undefined;
 
   constructor(
     readonly agent: AgentResource,
     private readonly previous: AgentStatus,
     readonly now: Date,
-    /** The agent's queued or running task, read before anything else in this reconcile. */
-    readonly task: TaskHold | undefined,
+    /** The agent's queued or running task and its spend, read before anything else in this reconcile. */
+    private readonly read: { task: TaskHold | undefined; spentCents: number; currency: string },
   ) {
+    this.task = read.task;
     this.status = structuredClone(previous);
     this.status.observedGeneration = agent.metadata.generation;
     this.previousPhase = previous.phase;
@@ -588,7 +598,9 @@ class ReconcileStep {
       hasSandbox: this.status.sandbox !== undefined,
       snapshot: this.status.snapshot,
       task: this.task,
+      spentCents: this.read.spentCents,
     };
+    if (this.read.spentCents > 0 || this.previous.cost) this.status.cost = { amount: this.read.spentCents, currency: this.read.currency };
     this.status.conditions = computeConditions(observed, { metadata: this.agent.metadata, spec: this.agent.spec, status: this.previous }, this.now);
     this.status.phase = derivePhase(this.status.conditions);
   }
