@@ -189,8 +189,14 @@ async function loop(
 
   let last: TokenEstimate | undefined;
   let addedSince = 0;
+  // Resolved once a run: what every model call sends besides the conversation.
+  const toolDefinitions = tools.map(({ name, description, inputSchema }) => ({ name, description, inputSchema }));
+  const modelSettings = modelSettingsOf(agent);
+  /** The check before the next model call, when it was read beside the last tool call's checkpoint. */
+  let checked: { stop: Stop } | undefined;
   for (;;) {
-    const stop = await io.stopReason('before_model_call', estimateNextCall(progress, agent.spec.instructions, last, addedSince));
+    const stop = checked ? checked.stop : await io.stopReason('before_model_call', estimateNextCall(progress, agent.spec.instructions, last, addedSince));
+    checked = undefined;
     if (stop) return { state: stop.state, error: { code: stop.code, message: stop.message } };
     if (progress.steps >= settings.maxSteps) {
       return { state: 'failed', error: { code: 'step_limit', message: `the run made ${settings.maxSteps} model calls without finishing` } };
@@ -206,8 +212,8 @@ async function loop(
           model: context.route.model,
           ...(agent.spec.instructions ? { system: agent.spec.instructions } : {}),
           messages: progress.conversation,
-          tools: tools.map(({ name, description, inputSchema }) => ({ name, description, inputSchema })),
-          ...modelSettingsOf(agent),
+          tools: toolDefinitions,
+          ...modelSettings,
           onText: (text) => thinking.push(text),
         },
         { timeoutMs: settings.modelTimeoutMs, signal: io.signal, ...(settings.onModelRetry ? { onRetry: settings.onModelRetry } : {}) },
@@ -252,14 +258,32 @@ async function loop(
         isError: outcome.isError,
       });
       addedSince++;
-      // A pause or terminate waits for the tool call in flight, then stops the loop. After the
-      // last call of an answer, the check before the next model call is this check.
+      // A pause or terminate waits for the tool call in flight, then stops the loop.
       const next = response.toolCalls[index + 1];
-      const after = next ? await io.stopReason('after_tool_call') : undefined;
-      await io.checkpoint(progress, { events: next && !after ? [result, toolCallEvent(next)] : [result] });
+      if (!next) {
+        // After the last call of an answer, the check before the next model call is read while
+        // the checkpoint is written: one round trip's wait a step instead of two.
+        checked = { stop: await checkpointAndCheck(io, progress, [result], estimateNextCall(progress, agent.spec.instructions, last, addedSince)) };
+        break;
+      }
+      const after = await io.stopReason('after_tool_call');
+      await io.checkpoint(progress, { events: after ? [result] : [result, toolCallEvent(next)] });
       if (after) return { state: after.state, error: { code: after.code, message: after.message } };
     }
   }
+}
+
+type Stop = Awaited<ReturnType<LoopIo['stopReason']>>;
+
+/**
+ * Writes the checkpoint and reads the stop check at once; both are waited for, so that neither
+ * is left running, and a lost claim (the checkpoint's error) is what is thrown first.
+ */
+async function checkpointAndCheck(io: LoopIo, progress: LoopProgress, events: LoopEvent[], next: TokenEstimate): Promise<Stop> {
+  const [written, checked] = await Promise.allSettled([io.checkpoint(progress, { events }), io.stopReason('before_model_call', next)]);
+  if (written.status === 'rejected') throw written.reason;
+  if (checked.status === 'rejected') throw checked.reason;
+  return checked.value;
 }
 
 /** Runs one tool call (its `tool_call` event is written before); returns its outcome and `tool_result` event. */

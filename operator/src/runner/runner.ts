@@ -374,8 +374,11 @@ export class Runner {
     run: { agent: Resource<'Agent'>; route: ModelRoute; provider: SandboxProvider; sandbox: SandboxRef } | undefined,
   ): Promise<void> {
     const { pool, clock } = this.options;
-    const artifacts = end.state === 'completed' && run ? await changedFiles(run.provider, run.sandbox, task.startedAt) : [];
-    const cost = await taskCost(pool, task.id, this.options.currency);
+    // The scan of the sandbox and the read of the run's charges are independent: made at once.
+    const [artifacts, cost] = await Promise.all([
+      end.state === 'completed' && run ? changedFiles(run.provider, run.sandbox, task.startedAt) : [],
+      taskCost(pool, task.id, this.options.currency),
+    ]);
     if (run && task.startedAt) {
       // The run's sandbox time at the agent's compute price: part of what the compute meter
       // charges the agent, reported per run (not charged twice).
