@@ -57,6 +57,33 @@ async function main(): Promise<void> {
     const agent = (await api.post(`/v1/sessions/${session.id}/agents`, { tools: ['exec'] })).body;
     while ((await api.get(`/v1/agents/${agent.id}`)).body.status !== 'idle') await new Promise((resolve) => setTimeout(resolve, 20));
 
+    // Floor: the same model answer fetched directly, and the same tool call made by the provider
+    // directly (an instance of the provider type the loop uses, on the same sandbox), or by runsc.
+    // Its samples are taken after each run, so that runs and floor see the same load of the machine.
+    const config = loadConfig({ ...process.env, BERTH_DATA_DIR: dataDir });
+    const provider = createLocalProvider({ ...config, dataDir }, silentLogger);
+    const sandbox = { provider: 'local', id: agent.id };
+    const body = { model: 'gpt-4o-mini', stream: true, stream_options: { include_usage: true }, messages: [{ role: 'user', content: 'floor' }] };
+    const modelFloor: number[] = [];
+    const execFloor: number[] = [];
+    const runscFloor: number[] = [];
+    const sampleFloor = async (): Promise<void> => {
+      for (let i = 0; i < STEPS; i++) {
+        const started = performance.now();
+        const response = await fetch(`${model.baseUrl}/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+        await response.text();
+        modelFloor.push(performance.now() - started);
+        const execStarted = performance.now();
+        const result = await provider.exec(sandbox, { language: 'bash', code: 'true', timeoutMs: 120_000 });
+        if (result.exitCode !== 0) throw new Error(`the provider's exec of bash true exited ${result.exitCode}: ${result.stderr}`);
+        execFloor.push(performance.now() - execStarted);
+        const runscStarted = performance.now();
+        spawnSync('runsc', [`--root=${join(dataDir, 'runsc')}`, 'exec', agent.id, 'timeout', '120', 'bash', '-c', 'true'], { stdio: 'ignore' });
+        runscFloor.push(performance.now() - runscStarted);
+      }
+    };
+    await provider.exec(sandbox, { language: 'bash', code: 'true', timeoutMs: 120_000 });
+
     const perStep: number[] = [];
     const toolCalls: number[] = [];
     const runEnds: number[] = [];
@@ -86,31 +113,9 @@ async function main(): Promise<void> {
         modelAndLoop.push((elapsed - toolTotal - runEnd) / (STEPS + 1));
       }
       while ((await api.get(`/v1/agents/${agent.id}`)).body.status !== 'idle') await new Promise((resolve) => setTimeout(resolve, 20));
+      if (run > 0) await sampleFloor();
     }
 
-    // Floor: the same model answer fetched directly, and the same tool call made by the provider
-    // directly (an instance of the provider type the loop uses, on the same sandbox), or by runsc.
-    const config = loadConfig({ ...process.env, BERTH_DATA_DIR: dataDir });
-    const provider = createLocalProvider({ ...config, dataDir }, silentLogger);
-    const sandbox = { provider: 'local', id: agent.id };
-    const body = { model: 'gpt-4o-mini', stream: true, stream_options: { include_usage: true }, messages: [{ role: 'user', content: 'floor' }] };
-    const modelFloor: number[] = [];
-    const execFloor: number[] = [];
-    const runscFloor: number[] = [];
-    await provider.exec(sandbox, { language: 'bash', code: 'true', timeoutMs: 120_000 });
-    for (let i = 0; i < STEPS; i++) {
-      const started = performance.now();
-      const response = await fetch(`${model.baseUrl}/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
-      await response.text();
-      modelFloor.push(performance.now() - started);
-      const execStarted = performance.now();
-      const result = await provider.exec(sandbox, { language: 'bash', code: 'true', timeoutMs: 120_000 });
-      if (result.exitCode !== 0) throw new Error(`the provider's exec of bash true exited ${result.exitCode}: ${result.stderr}`);
-      execFloor.push(performance.now() - execStarted);
-      const runscStarted = performance.now();
-      spawnSync('runsc', [`--root=${join(dataDir, 'runsc')}`, 'exec', agent.id, 'timeout', '120', 'bash', '-c', 'true'], { stdio: 'ignore' });
-      runscFloor.push(performance.now() - runscStarted);
-    }
     const step = median(perStep);
     const floor = median(modelFloor) + median(execFloor);
     const runscFloorMs = median(modelFloor) + median(runscFloor);
