@@ -5,14 +5,29 @@
  *   agent create → idle   POST /v1/sessions/:id/agents, then GET until idle   floor: runsc do /bin/true
  *   exec round trip       POST /v1/agents/:id/exec (bash `true`)              floor: runsc exec <sandbox> /bin/true
  *
+ * Each agent is created after the one before is idle (and terminated): what one user waits for
+ * on a quiet host. Target: create → idle at most 1.3x the floor at p50.
+ *
+ * Burst: BENCH_BURST agents (default 50) created at once in one session, each GET every 20 ms
+ * until idle (the figures are seconds: 20 ms is their resolution), p50 and p99 of create → idle
+ * over the burst; floor: as many `runsc do /bin/true` started at once, p50 and p99 of each one's
+ * start to exit. The ratios say what Berth adds when sandboxes are asked for faster than the host
+ * can start them: the API, the controller's queue (BERTH_CONTROLLER_WORKERS provisions at a
+ * time), the database writes. Every agent of the burst is terminated, and gone, before the next
+ * measure.
+ *
  * Runs against a real `berth up` (embedded PostgreSQL, gVisor) in a temporary data directory.
  */
-import { execFileSync, spawnSync } from 'node:child_process';
+import { execFileSync, spawn, spawnSync } from 'node:child_process';
 import { join } from 'node:path';
 import { startBerth, tempDir } from '../helpers/berth.js';
+import type { ApiClient } from '../helpers/http.js';
 import { removeDataDir } from '../helpers/runsc.js';
 
 const RUNS = Number(process.env.BENCH_RUNS ?? 30);
+const BURST = Number(process.env.BENCH_BURST ?? 50);
+/** How often each agent of the burst is looked at. */
+const BURST_POLL_MS = 20;
 
 function percentile(samples: number[], p: number): number {
   const sorted = [...samples].sort((a, b) => a - b);
@@ -38,6 +53,47 @@ function summary(samples: number[]) {
 function runscOk(args: string[]): void {
   const result = spawnSync('runsc', args, { stdio: ['ignore', 'ignore', 'pipe'] });
   if (result.status !== 0) throw new Error(`runsc ${args.join(' ')} failed: ${result.stderr}`);
+}
+
+/** `runsc do /bin/true`, started without waiting: resolves with its time from start to exit. */
+function runscDo(): Promise<number> {
+  const started = performance.now();
+  return new Promise((resolve, reject) => {
+    const child = spawn('runsc', ['--network=none', 'do', '/bin/true'], { stdio: ['ignore', 'ignore', 'pipe'] });
+    let stderr = '';
+    child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+    child.on('error', reject);
+    child.on('close', (code) => (code === 0 ? resolve(performance.now() - started) : reject(new Error(`runsc do /bin/true failed: ${stderr}`))));
+  });
+}
+
+async function waitForStatus(api: ApiClient, agentId: string, wanted: string, pollMs: number): Promise<void> {
+  for (;;) {
+    const current = (await api.get(`/v1/agents/${agentId}`)).body;
+    if (current.status === wanted) return;
+    if (current.status === 'failed') throw new Error(`agent ${agentId} failed: ${JSON.stringify(current.error)}`);
+    await new Promise((resolve) => setTimeout(resolve, pollMs));
+  }
+}
+
+/** BURST agents created at once: each one's create → idle. All are terminated, and gone, before it returns. */
+async function burstOfAgents(api: ApiClient, sessionId: string): Promise<number[]> {
+  const agentIds: string[] = [];
+  try {
+    return await Promise.all(
+      Array.from({ length: BURST }, async () => {
+        const started = performance.now();
+        const created = await api.post(`/v1/sessions/${sessionId}/agents`, { timeout: '10m' });
+        if (created.status !== 201) throw new Error(`creating an agent of the burst: ${created.status} ${JSON.stringify(created.body)}`);
+        agentIds.push(created.body.id);
+        await waitForStatus(api, created.body.id, 'idle', BURST_POLL_MS);
+        return performance.now() - started;
+      }),
+    );
+  } finally {
+    await Promise.all(agentIds.map((id) => api.post(`/v1/agents/${id}/terminate`)));
+    await Promise.all(agentIds.map((id) => waitForStatus(api, id, 'terminated', 50)));
+  }
 }
 
 async function main(): Promise<void> {
@@ -91,6 +147,10 @@ async function main(): Promise<void> {
       ['exec bash `true`', execBash, 'runsc exec /bin/true', floorExec],
       ['exec python `pass`', execPython, 'runsc exec python3 -c pass', floorPython],
     ];
+    // The burst: first the floor's, then Berth's.
+    const burstFloor = await Promise.all(Array.from({ length: BURST }, () => runscDo()));
+    const burst = await burstOfAgents(api, session.id);
+
     const cpu = execFileSync('nproc', { encoding: 'utf8' }).trim();
     console.log(`\nBerth local-provider latency, ${RUNS} runs each, ${cpu} CPUs, ${execFileSync('runsc', ['--version'], { encoding: 'utf8' }).split('\n')[0]}\n`);
     console.log(`${'measure'.padEnd(22)}${'p50 ms'.padStart(9)}${'p95 ms'.padStart(9)}   ${'floor'.padEnd(28)}${'p50 ms'.padStart(9)}${'p95 ms'.padStart(9)}${'p50 ratio'.padStart(11)}${'p95 ratio'.padStart(11)}`);
@@ -101,6 +161,15 @@ async function main(): Promise<void> {
         `${name.padEnd(22)}${s.p50.toFixed(1).padStart(9)}${s.p95.toFixed(1).padStart(9)}   ${floorName.padEnd(28)}${f.p50.toFixed(1).padStart(9)}${f.p95.toFixed(1).padStart(9)}${`${(s.p50 / f.p50).toFixed(2)}x`.padStart(11)}${`${(s.p95 / f.p95).toFixed(2)}x`.padStart(11)}`,
       );
     }
+    const b = { p50: percentile(burst, 50), p99: percentile(burst, 99) };
+    const bf = { p50: percentile(burstFloor, 50), p99: percentile(burstFloor, 99) };
+    console.log(
+      `\nburst of ${BURST} at once: agent create → idle p50 ${b.p50.toFixed(0)} ms, p99 ${b.p99.toFixed(0)} ms; ` +
+        `floor ${BURST} × runsc do /bin/true p50 ${bf.p50.toFixed(0)} ms, p99 ${bf.p99.toFixed(0)} ms; ` +
+        `p50 ratio ${(b.p50 / bf.p50).toFixed(2)}x, p99 ratio ${(b.p99 / bf.p99).toFixed(2)}x`,
+    );
+    const createRatio = percentile(createToIdle, 50) / percentile(floorSandbox, 50);
+    console.log(`agent create → idle p50 / floor ${createRatio.toFixed(2)}x (target ≤ 1.3x: ${createRatio <= 1.3 ? 'met' : 'missed'})`);
     console.log('\nratio = Berth / floor: what the API, database, controller and exec wrapper add on top of gVisor itself.');
     await api.post(`/v1/agents/${warm}/terminate`);
   } finally {
