@@ -121,13 +121,14 @@ export function createAgentReconciler(deps: AgentReconcilerDeps): Reconciler {
   const { store, providers, clock, metrics } = deps;
 
   return async function reconcileAgent(name: string, log: Logger): Promise<ReconcileResult> {
-    const agent = await store.get('Agent', name);
+    // The agent's task is read beside the agent (one round trip's wait, not two), and before
+    // anything else of this reconcile.
+    const [agent, task] = await Promise.all([store.get('Agent', name), taskHoldOf(deps.db, objectNameToId(name))]);
     if (!agent) {
       metrics.phases.delete(name);
       return {};
     }
     const previous = agent.status ?? initialStatus();
-    const task = await taskHoldOf(deps.db, objectNameToId(name));
     let provider: SandboxProvider | undefined;
     let unavailable: string | undefined;
     try {
