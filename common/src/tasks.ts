@@ -189,7 +189,13 @@ export async function checkpointTask(
          ON CONFLICT (dedupe_key) DO NOTHING)`,
     );
   }
-  const { rows } = await db.query<{ held: boolean }>(`WITH ${statements.join(',\n')} SELECT count(*) > 0 AS held FROM checkpoint`, params);
+  // A named (prepared) statement: each connection parses and plans each of its four shapes once,
+  // not once a step.
+  const { rows } = await db.query<{ held: boolean }>({
+    name: `berth_checkpoint_${writes.events?.length ? 'events' : 'none'}_${writes.charge ? 'charge' : 'none'}`,
+    text: `WITH ${statements.join(',\n')} SELECT count(*) > 0 AS held FROM checkpoint`,
+    values: params,
+  });
   if (!rows[0]?.held) throw new LostClaimError(task.id);
 }
 

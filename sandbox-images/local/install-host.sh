@@ -18,7 +18,7 @@ command -v curl >/dev/null || missing+=(curl)
 command -v unzip >/dev/null || missing+=(unzip)
 command -v openssl >/dev/null || missing+=(openssl) # certificates of the test control plane
 command -v zstd >/dev/null || missing+=(zstd)       # snapshot archives
-command -v mkfs.ext4 >/dev/null || missing+=(e2fsprogs) # each sandbox's /workspace filesystem
+{ command -v mkfs.ext4 && command -v debugfs; } >/dev/null || missing+=(e2fsprogs) # each sandbox's /workspace filesystem
 command -v go >/dev/null || missing+=(golang-go)
 command -v python3 >/dev/null || missing+=(python3) # memory-events.py, which answers a sandbox's OOM
 if [ ${#missing[@]} -gt 0 ]; then

@@ -9,15 +9,29 @@
  *                         `runsc exec` of it from the host (what a host process per exec costs)
  *   concurrent execs      4 execs of `sleep 0.2` at once on one agent         floor: one such exec
  *
+ * Each agent is created after the one before is idle (and terminated): what one user waits for
+ * on a quiet host. Target: create → idle at most 1.3x the floor at p50.
+ *
+ * Burst: BENCH_BURST agents (default 50) created at once in one session, p50 and p99 of create →
+ * idle over the burst; floor: as many `runsc do /bin/true` started at once, p50 and p99 of each
+ * one's start to exit. The agents are looked at in turn by one client (a GET at a time, so that
+ * the looking does not take the CPU the starts need): an agent's time is when a sweep first
+ * found it idle, so the figures are late by up to one sweep, whose median length is printed. The ratios say what Berth adds when sandboxes are asked for faster than the host
+ * can start them: the API, the controller's queue (BERTH_CONTROLLER_WORKERS provisions at a
+ * time), the database writes. Every agent of the burst is terminated, and gone, before the next
+ * measure.
+ *
  * Runs against a real `berth up` (embedded PostgreSQL, gVisor) in a temporary data directory.
  */
-import { execFileSync, spawnSync } from 'node:child_process';
+import { execFileSync, spawn, spawnSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { startBerth, tempDir } from '../helpers/berth.js';
+import type { ApiClient } from '../helpers/http.js';
 import { removeDataDir } from '../helpers/runsc.js';
 
 const RUNS = Number(process.env.BENCH_RUNS ?? 30);
+const BURST = Number(process.env.BENCH_BURST ?? 50);
 
 function percentile(samples: number[], p: number): number {
   const sorted = [...samples].sort((a, b) => a - b);
@@ -50,6 +64,63 @@ function spawnFloor(runscRoot: string, sandbox: string, program: string[]): numb
 function runscOk(args: string[]): void {
   const result = spawnSync('runsc', args, { stdio: ['ignore', 'ignore', 'pipe'] });
   if (result.status !== 0) throw new Error(`runsc ${args.join(' ')} failed: ${result.stderr}`);
+}
+
+/** `runsc do /bin/true`, started without waiting: resolves with its time from start to exit. */
+function runscDo(): Promise<number> {
+  const started = performance.now();
+  return new Promise((resolve, reject) => {
+    const child = spawn('runsc', ['--network=none', 'do', '/bin/true'], { stdio: ['ignore', 'ignore', 'pipe'] });
+    let stderr = '';
+    child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+    child.on('error', reject);
+    child.on('close', (code) => (code === 0 ? resolve(performance.now() - started) : reject(new Error(`runsc do /bin/true failed: ${stderr}`))));
+  });
+}
+
+async function waitForStatus(api: ApiClient, agentId: string, wanted: string, pollMs: number): Promise<void> {
+  for (;;) {
+    const current = (await api.get(`/v1/agents/${agentId}`)).body;
+    if (current.status === wanted) return;
+    if (current.status === 'failed') throw new Error(`agent ${agentId} failed: ${JSON.stringify(current.error)}`);
+    await new Promise((resolve) => setTimeout(resolve, pollMs));
+  }
+}
+
+/**
+ * BURST agents created at once: each one's create → idle, and the median length of a sweep (the
+ * figures' resolution). All are terminated, and gone, before it returns.
+ */
+async function burstOfAgents(api: ApiClient, sessionId: string): Promise<{ times: number[]; sweepMs: number }> {
+  const agentIds: string[] = [];
+  try {
+    const started = performance.now();
+    const created = await Promise.all(
+      Array.from({ length: BURST }, async () => {
+        const response = await api.post(`/v1/sessions/${sessionId}/agents`, { timeout: '10m' });
+        if (response.status !== 201) throw new Error(`creating an agent of the burst: ${response.status} ${JSON.stringify(response.body)}`);
+        agentIds.push(response.body.id);
+        return response.body.id as string;
+      }),
+    );
+    const idleAt = new Map<string, number>();
+    const sweeps: number[] = [];
+    while (idleAt.size < created.length) {
+      const sweepStarted = performance.now();
+      for (const id of created) {
+        if (idleAt.has(id)) continue;
+        const current = (await api.get(`/v1/agents/${id}`)).body;
+        if (current.status === 'failed') throw new Error(`agent ${id} failed: ${JSON.stringify(current.error)}`);
+        if (current.status === 'idle') idleAt.set(id, performance.now() - started);
+      }
+      sweeps.push(performance.now() - sweepStarted);
+      await new Promise((resolve) => setTimeout(resolve, 2));
+    }
+    return { times: [...idleAt.values()], sweepMs: percentile(sweeps, 50) };
+  } finally {
+    await Promise.all(agentIds.map((id) => api.post(`/v1/agents/${id}/terminate`)));
+    for (const id of agentIds) await waitForStatus(api, id, 'terminated', 50);
+  }
 }
 
 async function main(): Promise<void> {
@@ -119,6 +190,10 @@ async function main(): Promise<void> {
       ['exec python `pass`', execPython, 'runsc exec python3 -c pass', floorPython],
       ['4 execs `sleep 0.2` at once', fourSleeps, 'one exec `sleep 0.2`', oneSleep],
     ];
+    // The burst: first the floor's, then Berth's.
+    const burstFloor = await Promise.all(Array.from({ length: BURST }, () => runscDo()));
+    const { times: burst, sweepMs } = await burstOfAgents(api, session.id);
+
     const cpu = execFileSync('nproc', { encoding: 'utf8' }).trim();
     console.log(`\nBerth local-provider latency, ${RUNS} runs each, ${cpu} CPUs, ${execFileSync('runsc', ['--version'], { encoding: 'utf8' }).split('\n')[0]}\n`);
     console.log(`${'measure'.padEnd(28)}${'p50 ms'.padStart(9)}${'p95 ms'.padStart(9)}   ${'floor'.padEnd(34)}${'p50 ms'.padStart(9)}${'p95 ms'.padStart(9)}${'p50 ratio'.padStart(11)}${'p95 ratio'.padStart(11)}`);
@@ -129,6 +204,15 @@ async function main(): Promise<void> {
         `${name.padEnd(28)}${s.p50.toFixed(1).padStart(9)}${s.p95.toFixed(1).padStart(9)}   ${floorName.padEnd(34)}${f.p50.toFixed(1).padStart(9)}${f.p95.toFixed(1).padStart(9)}${`${(s.p50 / f.p50).toFixed(2)}x`.padStart(11)}${`${(s.p95 / f.p95).toFixed(2)}x`.padStart(11)}`,
       );
     }
+    const b = { p50: percentile(burst, 50), p99: percentile(burst, 99) };
+    const bf = { p50: percentile(burstFloor, 50), p99: percentile(burstFloor, 99) };
+    console.log(
+      `\nburst of ${BURST} at once: agent create → idle p50 ${b.p50.toFixed(0)} ms, p99 ${b.p99.toFixed(0)} ms; ` +
+        `floor ${BURST} × runsc do /bin/true p50 ${bf.p50.toFixed(0)} ms, p99 ${bf.p99.toFixed(0)} ms; ` +
+        `p50 ratio ${(b.p50 / bf.p50).toFixed(2)}x, p99 ratio ${(b.p99 / bf.p99).toFixed(2)}x (one sweep of GETs: ${sweepMs.toFixed(0)} ms)`,
+    );
+    const createRatio = percentile(createToIdle, 50) / percentile(floorSandbox, 50);
+    console.log(`agent create → idle p50 / floor ${createRatio.toFixed(2)}x (target ≤ 1.3x: ${createRatio <= 1.3 ? 'met' : 'missed'})`);
     console.log('\nratio = Berth / floor: what the API, database, controller and exec path add on top of gVisor itself.');
     console.log('Exec targets (ADR 20): p50 ≤ 1.2x the in-sandbox spawn floor; 4 execs at once ≈ one (1.0x), not 4x.');
     await api.post(`/v1/agents/${warm}/terminate`);

@@ -3,7 +3,7 @@
 # (its lines against the floor measured in the same run); the numbers of so few runs mean nothing and are not checked.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
-export BENCH_RUNS=2 BENCH_LOOP_STEPS=2 BENCH_LOOP_RUNS=1 BENCH_PAUSE_RUNS=2 BENCH_CLUSTER_SIZES=5 BENCH_IDLE_AGENTS=3
+export BENCH_RUNS=2 BENCH_LOOP_STEPS=2 BENCH_LOOP_RUNS=1 BENCH_PAUSE_RUNS=2 BENCH_CLUSTER_SIZES=5 BENCH_IDLE_AGENTS=3 BENCH_BURST=3
 passed=0 failed=0
 for bench in local-sandbox agent-loop pause-resume cluster-scale memory trigger-fire; do
   started=$SECONDS

@@ -1,6 +1,9 @@
 import type { Registry } from 'prom-client';
 import { NotificationListener, latestStreamSeq, streamEventsAfter, type Logger, type Pool, type StreamEvent } from '@berth/common';
 
+/** Events read at a time for one subscriber. */
+const PAGE = 500;
+
 interface Subscriber {
   agentId: string;
   lastSeq: string;
@@ -47,10 +50,12 @@ export class StreamHub {
     subscriber.reading = subscriber.reading.then(async () => {
       if (!this.subscribers.has(subscriber)) return;
       for (;;) {
-        const events = await streamEventsAfter(this.pool, subscriber.agentId, subscriber.lastSeq);
+        const events = await streamEventsAfter(this.pool, subscriber.agentId, subscriber.lastSeq, PAGE);
         if (events.length === 0) return;
         subscriber.lastSeq = events.at(-1)!.seq;
         subscriber.deliver(events);
+        // A page that is not full was the end: no second read to learn that there is nothing more.
+        if (events.length < PAGE) return;
       }
     }).catch((error: unknown) => this.log.warn({ err: error, agentId: subscriber.agentId }, 'reading stream events failed; the next notification or reconnect reads again'));
   }

@@ -82,10 +82,8 @@ export class PostgresResourceStore implements ResourceStore {
   }
 
   async get<K extends Kind>(kind: K, name: string, db: Queryable = this.pool): Promise<Resource<K> | undefined> {
-    const { rows } = await db.query<ResourceRow>(`SELECT ${COLUMNS} FROM resources WHERE kind = $1 AND name = $2`, [
-      kind,
-      name,
-    ]);
+    // Named (prepared): the runner reads its agent before every model call.
+    const { rows } = await db.query<ResourceRow>({ name: 'berth_resource_get', text: `SELECT ${COLUMNS} FROM resources WHERE kind = $1 AND name = $2`, values: [kind, name] });
     return rows[0] ? toResource<K>(rows[0]) : undefined;
   }
 

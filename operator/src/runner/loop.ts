@@ -104,8 +104,14 @@ export interface LoopSettings {
 class ThinkingBuffer {
   private text = '';
   private lastFlush = Date.now();
-  private pending: Promise<void> = Promise.resolve();
-  constructor(private readonly emit: (text: string) => Promise<void>) {}
+  private pending: Promise<void>;
+  /** `after`: a write whose events come before this answer's (it is waited for, not its outcome). */
+  constructor(
+    private readonly emit: (text: string) => Promise<void>,
+    after: Promise<void> = Promise.resolve(),
+  ) {
+    this.pending = after.catch(() => undefined);
+  }
   push(piece: string): void {
     this.text += piece;
     if (this.text.length >= 200 || Date.now() - this.lastFlush >= 100) this.flush();
@@ -189,14 +195,27 @@ async function loop(
 
   let last: TokenEstimate | undefined;
   let addedSince = 0;
+  // Resolved once a run: what every model call sends besides the conversation.
+  const toolDefinitions = tools.map(({ name, description, inputSchema }) => ({ name, description, inputSchema }));
+  const modelSettings = modelSettingsOf(agent);
+  /**
+   * After the last tool call of an answer: the stop check before the next model call, read while
+   * that call's checkpoint is written, and the checkpoint, which the model call does not wait for.
+   */
+  let checked: { stop: Stop; written: Promise<void> } | undefined;
   for (;;) {
-    const stop = await io.stopReason('before_model_call', estimateNextCall(progress, agent.spec.instructions, last, addedSince));
-    if (stop) return { state: stop.state, error: { code: stop.code, message: stop.message } };
-    if (progress.steps >= settings.maxSteps) {
+    const written = checked?.written;
+    const stop = checked ? checked.stop : await io.stopReason('before_model_call', estimateNextCall(progress, agent.spec.instructions, last, addedSince));
+    checked = undefined;
+    if (stop || progress.steps >= settings.maxSteps) {
+      await written;
+      if (stop) return { state: stop.state, error: { code: stop.code, message: stop.message } };
       return { state: 'failed', error: { code: 'step_limit', message: `the run made ${settings.maxSteps} model calls without finishing` } };
     }
 
-    const thinking = new ThinkingBuffer((text) => io.emit('thinking', { text }));
+    // The answer's streamed text is stored after the last checkpoint's events.
+    const thinking = new ThinkingBuffer((text) => io.emit('thinking', { text }), written);
+    const modelCall = callSignal(io.signal, written);
     const started = performance.now();
     let response: ModelResponse;
     try {
@@ -206,15 +225,18 @@ async function loop(
           model: context.route.model,
           ...(agent.spec.instructions ? { system: agent.spec.instructions } : {}),
           messages: progress.conversation,
-          tools: tools.map(({ name, description, inputSchema }) => ({ name, description, inputSchema })),
-          ...modelSettingsOf(agent),
+          tools: toolDefinitions,
+          ...modelSettings,
           onText: (text) => thinking.push(text),
         },
-        { timeoutMs: settings.modelTimeoutMs, signal: io.signal, ...(settings.onModelRetry ? { onRetry: settings.onModelRetry } : {}) },
+        { timeoutMs: settings.modelTimeoutMs, signal: modelCall.signal, ...(settings.onModelRetry ? { onRetry: settings.onModelRetry } : {}) },
       );
       settings.onModelCall?.((performance.now() - started) / 1000, 'ok');
     } catch (error) {
       settings.onModelCall?.((performance.now() - started) / 1000, 'error');
+      modelCall.dispose();
+      // A checkpoint that failed (this runner lost the task) stopped the call: its error is the one.
+      await written;
       await thinking.flush();
       if (error instanceof ModelError) {
         return {
@@ -228,6 +250,11 @@ async function loop(
       }
       throw error;
     }
+    modelCall.dispose();
+    // The last checkpoint failed after the answer came: the call is charged all the same (a
+    // runner that lost the task writes only the charge), without this answer's events, whose
+    // place in the stream is after the events that were not written.
+    const unwritten = written ? await written.then(() => undefined, (error: unknown) => error ?? new Error('the checkpoint failed')) : undefined;
     // The answer, its charge, the rest of its text and the first tool call it asks for are
     // written together: one transaction after the model call, one after each tool call.
     const events = await thinking.rest();
@@ -239,7 +266,8 @@ async function loop(
     addedSince = 1;
     const [first] = response.toolCalls;
     if (first) events.push(toolCallEvent(first));
-    await io.checkpoint(progress, { events, charge: { step: progress.steps, response } });
+    await io.checkpoint(progress, { events: unwritten ? [] : events, charge: { step: progress.steps, response } });
+    if (unwritten) throw unwritten;
     if (response.toolCalls.length === 0) return { state: 'completed', output: response.text };
 
     for (const [index, call] of response.toolCalls.entries()) {
@@ -252,14 +280,53 @@ async function loop(
         isError: outcome.isError,
       });
       addedSince++;
-      // A pause or terminate waits for the tool call in flight, then stops the loop. After the
-      // last call of an answer, the check before the next model call is this check.
+      // A pause or terminate waits for the tool call in flight, then stops the loop.
       const next = response.toolCalls[index + 1];
-      const after = next ? await io.stopReason('after_tool_call') : undefined;
-      await io.checkpoint(progress, { events: next && !after ? [result, toolCallEvent(next)] : [result] });
+      if (!next) {
+        checked = await checkpointBeside(io, progress, [result], estimateNextCall(progress, agent.spec.instructions, last, addedSince));
+        break;
+      }
+      const after = await io.stopReason('after_tool_call');
+      await io.checkpoint(progress, { events: after ? [result] : [result, toolCallEvent(next)] });
       if (after) return { state: after.state, error: { code: after.code, message: after.message } };
     }
   }
+}
+
+type Stop = Awaited<ReturnType<LoopIo['stopReason']>>;
+
+/**
+ * Starts writing the checkpoint and reads the stop check meanwhile; returns once the check is
+ * read, with the write, which may still be under way: the next model call is made while it
+ * commits (one round trip's wait a step instead of two). The write's conversation is copied
+ * when it starts, so what the loop adds afterwards is not in it.
+ */
+async function checkpointBeside(io: LoopIo, progress: LoopProgress, events: LoopEvent[], next: TokenEstimate): Promise<{ stop: Stop; written: Promise<void> }> {
+  const written = io.checkpoint({ ...progress, conversation: [...progress.conversation] }, { events });
+  // Observed by whoever awaits it; until then, a failure is not an unhandled rejection.
+  written.catch(() => undefined);
+  let stop: Stop;
+  try {
+    stop = await io.stopReason('before_model_call', next);
+  } catch (error) {
+    await written.catch(() => undefined);
+    throw error;
+  }
+  return { stop, written };
+}
+
+/**
+ * The model call's signal: the run's, and also aborted when the checkpoint written beside the
+ * call fails (this runner lost the task): the call is then not waited for.
+ */
+function callSignal(run: AbortSignal, written: Promise<void> | undefined): { signal: AbortSignal; dispose(): void } {
+  if (!written) return { signal: run, dispose: () => undefined };
+  const controller = new AbortController();
+  const onAbort = () => controller.abort(run.reason);
+  if (run.aborted) onAbort();
+  else run.addEventListener('abort', onAbort, { once: true });
+  written.catch((error: unknown) => controller.abort(error));
+  return { signal: controller.signal, dispose: () => run.removeEventListener('abort', onAbort) };
 }
 
 /** Runs one tool call (its `tool_call` event is written before); returns its outcome and `tool_result` event. */

@@ -107,6 +107,12 @@ function createRunnerMetrics(registry: Registry) {
 
 const FINAL_PHASES: ReadonlySet<AgentPhase> = new Set(['terminated', 'failed']);
 
+/** A run's agent and session as the store has them now (see `Runner.watchAgent`). */
+interface WatchedAgent {
+  current(): Promise<{ agent: Resource<'Agent'> | undefined; session: Resource<'Session'> | undefined }>;
+  stop(): void;
+}
+
 /**
  * Runner workers: each claims a queued task (or one whose runner died), runs the agent loop on
  * it, and finishes it with its events in one transaction. Any number of workers in any number
@@ -266,7 +272,8 @@ export class Runner {
       await this.finish(task, end, undefined);
       return end.state;
     }
-    const end = await runLoop(task, agent, { route, provider, sandbox }, this.loopIo(task, agent, route, signal), {
+    const watched = await this.watchAgent(agent);
+    const end = await runLoop(task, agent, { route, provider, sandbox }, this.loopIo(task, agent, route, signal, watched), {
       maxSteps: this.options.maxSteps,
       modelTimeoutMs: this.options.modelTimeoutMs,
       toolTimeoutMs: this.options.toolTimeoutMs,
@@ -277,7 +284,7 @@ export class Runner {
         log.warn({ status: error.status, attempt, delayMs }, 'model call failed; retrying');
       },
       onToolCall: (tool, seconds, isError) => this.metrics.toolCalls.observe({ tool, result: isError ? 'error' : 'ok' }, seconds),
-    });
+    }).finally(() => watched.stop());
     await this.finish(task, end, { agent, route, provider, sandbox });
     log.info({ state: end.state, ...(end.state === 'completed' ? {} : { code: end.error.code }) }, 'run finished');
     return end.state;
@@ -296,7 +303,45 @@ export class Runner {
     };
   }
 
-  private loopIo(task: Task, agent: Resource<'Agent'>, route: ModelRoute, signal: AbortSignal): LoopIo {
+  /**
+   * The agent and its session, read again only after the store's watch said either changed (or
+   * relisted): the check before each model call then costs no round trip while neither changes.
+   * A read that an event overtakes is not kept. The watch is ready before the first read, so no
+   * change falls between the two.
+   */
+  private async watchAgent(agent: Resource<'Agent'>): Promise<WatchedAgent> {
+    const { store } = this.options;
+    const sessionName = idToObjectName(agent.spec.sessionId);
+    let generation = 0;
+    const changed = () => void generation++;
+    const watches = [
+      store.watch('Agent', { onEvent: (event) => event.name === agent.metadata.name && changed(), onResync: changed }),
+      store.watch('Session', { onEvent: (event) => event.name === sessionName && changed(), onResync: changed }),
+    ];
+    await Promise.all(watches.map((watch) => watch.ready));
+    let read: Promise<{ generation: number; agent: Resource<'Agent'> | undefined; session: Resource<'Session'> | undefined }> | undefined;
+    return {
+      current: async () => {
+        let last = read ? await read : undefined;
+        if (!last || last.generation !== generation) {
+          const at = generation;
+          read = Promise.all([store.get('Agent', agent.metadata.name), store.get('Session', sessionName)]).then(([current, session]) => ({
+            generation: at,
+            agent: current,
+            session,
+          }));
+          read.catch(() => (read = undefined));
+          last = await read;
+        }
+        return { agent: last.agent, session: last.session };
+      },
+      stop: () => {
+        for (const watch of watches) watch.stop();
+      },
+    };
+  }
+
+  private loopIo(task: Task, agent: Resource<'Agent'>, route: ModelRoute, signal: AbortSignal, watched: WatchedAgent): LoopIo {
     const { pool, store, clock } = this.options;
     const live = agent.spec.mode === 'live';
     let environment: Promise<Environment> | undefined;
@@ -338,12 +383,7 @@ export class Runner {
       },
       stopReason: async (_where, next) => {
         throwIfAborted();
-        // The session (for its limits) is read beside the agent rather than after it: one round
-        // trip's wait instead of two.
-        const [current, sessionAtClaim] = await Promise.all([
-          store.get('Agent', agent.metadata.name),
-          live ? store.get('Session', idToObjectName(agent.spec.sessionId)) : undefined,
-        ]);
+        const { agent: current, session: sessionAtClaim } = await watched.current();
         if (!current || current.metadata.deletionTimestamp || current.spec.desiredState === 'terminated' || FINAL_PHASES.has(current.status?.phase ?? 'idle')) {
           return { state: 'cancelled', code: 'cancelled', message: 'the agent was terminated during the run' };
         }
@@ -374,8 +414,11 @@ export class Runner {
     run: { agent: Resource<'Agent'>; route: ModelRoute; provider: SandboxProvider; sandbox: SandboxRef } | undefined,
   ): Promise<void> {
     const { pool, clock } = this.options;
-    const artifacts = end.state === 'completed' && run ? await changedFiles(run.provider, run.sandbox, task.startedAt) : [];
-    const cost = await taskCost(pool, task.id, this.options.currency);
+    // The scan of the sandbox and the read of the run's charges are independent: made at once.
+    const [artifacts, cost] = await Promise.all([
+      end.state === 'completed' && run ? changedFiles(run.provider, run.sandbox, task.startedAt) : [],
+      taskCost(pool, task.id, this.options.currency),
+    ]);
     if (run && task.startedAt) {
       // The run's sandbox time at the agent's compute price: part of what the compute meter
       // charges the agent, reported per run (not charged twice).

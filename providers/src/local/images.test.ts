@@ -135,7 +135,8 @@ describe('ImageStore builds', () => {
 });
 
 describe('the image of each agent', () => {
-  // A sandbox that is already running is adopted as it is, so provision only picks its image.
+  // A sandbox that is already running (its directory is there) is adopted as it is, so
+  // provision only picks its image.
   const runsc = { state: async () => 'running' } as unknown as Runsc;
   const provider = (browserImage?: string) =>
     new LocalProvider({
@@ -149,10 +150,10 @@ describe('the image of each agent', () => {
       ...(browserImage !== undefined ? { browserImage } : {}),
       log: silentLogger,
     });
-  const imageOf = async (local: LocalProvider, request: { compute: Compute; browser?: boolean }) =>
-    (
-      await local.provision({ agentId: 'agt_1', sessionId: 'ses_1', timeoutSeconds: 60, env: {}, browser: false, ...request })
-    ).details?.image;
+  const imageOf = async (local: LocalProvider, request: { compute: Compute; browser?: boolean }) => {
+    await mkdir(join(tmp, 'sandboxes', 'agt_1'), { recursive: true });
+    return (await local.provision({ agentId: 'agt_1', sessionId: 'ses_1', timeoutSeconds: 60, env: {}, browser: false, ...request })).details?.image;
+  };
 
   it.each(['python', 'node', 'go'] as const)('runs %s agents on the %s image', async (compute) => {
     expect(await imageOf(provider(), { compute })).toBe(compute);

@@ -45,7 +45,7 @@ import {
 } from './manifest.js';
 import { MemoryGuard } from './memory.js';
 import { Runsc, RunscError } from './runsc.js';
-import { ensureVolume, isMountPoint, unmountVolume } from './volume.js';
+import { ensureVolume, isMountPoint, SpareVolumes, unmountVolume } from './volume.js';
 import { copyImage, flushDirectory, flushFile, flushTree, syncFilesystem } from './flush.js';
 
 export interface LocalProviderOptions {
@@ -64,8 +64,13 @@ export interface LocalProviderOptions {
   maxOutputBytes?: number;
   /** The guest programs' folder on this host (sandbox-images/guest by default). */
   guestDir?: string;
+  /** Empty workspace filesystems kept ready for new sandboxes (default 4; 0 makes each when needed). */
+  spareVolumes?: number;
   log: Logger;
 }
+
+/** Where the spare workspace filesystems wait, beside the sandboxes' directories (same filesystem: taking one is a rename). */
+const SPARE_VOLUME_DIR = '.spare-volumes';
 
 /** How long a sandbox that stopped answering gets to end before it is reported anyway. */
 const DYING_WAIT_MS = 3_000;
@@ -108,6 +113,7 @@ export class LocalProvider implements SandboxProvider {
   private readonly channelSpec = new Map<string, { env: Record<string, string> } | null>();
   /** Sandboxes whose launcher did not connect in time. */
   private readonly channelLate = new Set<string>();
+  private readonly spares: SpareVolumes | undefined;
 
   constructor(private readonly options: LocalProviderOptions) {
     if (options.browserImage !== undefined && !isImageName(options.browserImage)) {
@@ -125,6 +131,16 @@ export class LocalProvider implements SandboxProvider {
         for (const listener of this.sandboxListeners) listener(agentId);
       },
     });
+    const spareCount = options.spareVolumes ?? 4;
+    this.spares =
+      spareCount > 0
+        ? new SpareVolumes({
+            dir: join(options.sandboxDir, SPARE_VOLUME_DIR),
+            sizeBytes: options.workspaceBytes,
+            count: spareCount,
+            onError: (error) => options.log.warn({ err: error }, 'could not make a spare workspace filesystem; new sandboxes make their own'),
+          })
+        : undefined;
     this.capabilities = {
       computes: ['python', 'node', 'go'],
       browser: this.browserImage !== undefined,
@@ -139,8 +155,9 @@ export class LocalProvider implements SandboxProvider {
     return this.options.runsc.version();
   }
 
-  /** Builds the default image ahead of the first agent, if it is missing. */
+  /** Builds the default image ahead of the first agent, if it is missing, and makes the spare workspaces. */
   async prepareImages(): Promise<void> {
+    this.spares?.fill();
     await this.options.images.ensure(IMAGE_FOR_COMPUTE.python);
   }
 
@@ -183,8 +200,10 @@ export class LocalProvider implements SandboxProvider {
     // Node.js and bash, but has no pip or Go. Without one, unsupportedReason refused them above.
     const image = request.browser && this.browserImage ? this.browserImage : IMAGE_FOR_COMPUTE[request.compute];
     const ref: SandboxRef = { provider: this.name, id: containerId, details: { image } };
-    // Adopt the sandbox a previous process started (or restored: the restore is done then).
-    const status = await this.options.runsc.state(containerId);
+    // Adopt the sandbox a previous process started (or restored: the restore is done then). A
+    // sandbox without its directory was never started (its bundle is written there first) or was
+    // deleted (the container goes before the directory): no need to ask runsc, a process's wait.
+    const status = existsSync(this.paths(containerId).root) ? await this.options.runsc.state(containerId) : undefined;
     if (status === 'running') {
       await this.guardMemory(containerId);
       await this.listenForLauncher(containerId);
@@ -195,6 +214,8 @@ export class LocalProvider implements SandboxProvider {
     if (request.restore) await this.restore(request, request.restore, image);
     else await this.start(request, image, await this.options.images.ready(image));
     await this.guardMemory(containerId);
+    // The sandbox is up: the spare workspace it may have taken is made again, after its start.
+    this.spares?.fill();
     return ref;
   }
 
@@ -239,7 +260,7 @@ export class LocalProvider implements SandboxProvider {
 
   private async mountWorkspace(image: string, mountPoint: string, agentId: string): Promise<void> {
     try {
-      await ensureVolume(image, mountPoint, this.options.workspaceBytes);
+      await ensureVolume(image, mountPoint, this.options.workspaceBytes, this.spares);
     } catch (error) {
       throw new ProviderError(this.name, `could not mount the sandbox's workspace: ${(error as Error).message}`, { sandbox: agentId });
     }
@@ -358,7 +379,7 @@ export class LocalProvider implements SandboxProvider {
       await mkdir(paths.restoring, { mode: 0o700 });
       // The workspace is extracted straight into a new filesystem of the workspace's size: an
       // archive too large for it fails here, with the host disk untouched.
-      await ensureVolume(paths.restoringImage, join(paths.restoring, WORKSPACE_DIR), this.options.workspaceBytes);
+      await ensureVolume(paths.restoringImage, join(paths.restoring, WORKSPACE_DIR), this.options.workspaceBytes, this.spares);
       await extractArchive(await storage.get(archive.key), verifyArchive(archive.key, archive.sha256), paths.restoring);
       const manifest = join(paths.restoring, MANIFEST_FILE);
       return existsSync(manifest) ? parseManifest(await readFile(manifest, 'utf8')) : undefined;
