@@ -15,6 +15,7 @@ import {
   taskHoldOf,
   agentSpendNanocents,
   nanocentsToCents,
+  type CheckpointResult,
   type Clock,
   type EventInput,
   type Logger,
@@ -105,6 +106,20 @@ export interface AgentReconcilerDeps {
   secrets?: (agent: Resource<'Agent'>) => Promise<Record<string, string>>;
   /** The install's currency, that of `status.cost`. */
   currency: string;
+}
+
+/** The status of a snapshot whose archive is stored. */
+export function readySnapshotStatus(generation: number, archive: CheckpointResult, readyAt: Date): SnapshotStatus {
+  return {
+    state: 'ready',
+    observedGeneration: generation,
+    conditions: [],
+    level: archive.level,
+    sizeBytes: archive.sizeBytes,
+    location: archive.key,
+    sha256: archive.sha256,
+    readyAt: readyAt.toISOString(),
+  };
 }
 
 /** Snapshots keep their archive until the operator has deleted it from storage. */
@@ -270,16 +285,7 @@ export function createAgentReconciler(deps: AgentReconcilerDeps): Reconciler {
     const result = await provider.checkpoint(status.sandbox, { storage: deps.snapshots, key: archiveKey(snapshotId), native });
     timer();
     const readyAt = clock.now();
-    await store.updateStatus('Snapshot', snapshot.metadata.name, {
-      state: 'ready',
-      observedGeneration: snapshot.metadata.generation,
-      conditions: [],
-      level: result.level,
-      sizeBytes: result.sizeBytes,
-      location: result.key,
-      sha256: result.sha256,
-      readyAt: readyAt.toISOString(),
-    });
+    await store.updateStatus('Snapshot', snapshot.metadata.name, readySnapshotStatus(snapshot.metadata.generation, result, readyAt));
     await recordSnapshotStored(deps.db, {
       snapshotId,
       organizationId: agent.spec.organizationId,

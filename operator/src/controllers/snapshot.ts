@@ -17,7 +17,7 @@ import type { SnapshotStatus } from '@berth/crds';
 import type { ProviderRegistry } from '@berth/providers';
 import { Counter, Histogram, type Registry } from 'prom-client';
 import type { ReconcileResult, Reconciler } from '../runtime/controller.js';
-import { ARCHIVE_FINALIZER, archiveKey } from './agent.js';
+import { ARCHIVE_FINALIZER, archiveKey, readySnapshotStatus } from './agent.js';
 
 export interface SnapshotMetrics {
   archiveDuration: Histogram<'provider' | 'result'>;
@@ -132,16 +132,7 @@ export function createSnapshotReconciler(deps: SnapshotReconcilerDeps): Reconcil
       throw error; // retried with backoff: the kept checkpoint is still there
     }
     const readyAt = deps.clock.now();
-    await writeStatus(snapshot, {
-      state: 'ready',
-      observedGeneration: snapshot.metadata.generation,
-      conditions: [],
-      level: result.level,
-      sizeBytes: result.sizeBytes,
-      location: result.key,
-      sha256: result.sha256,
-      readyAt: readyAt.toISOString(),
-    });
+    await writeStatus(snapshot, readySnapshotStatus(snapshot.metadata.generation, result, readyAt));
     const { spec } = snapshot;
     const session = await store.get('Session', idToObjectName(spec.sessionId));
     await recordSnapshotStored(deps.db, {
