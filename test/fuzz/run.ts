@@ -250,7 +250,11 @@ async function seed(api: ApiClient, pass: Pass): Promise<Record<string, (string 
 
 function schemathesisConfig(pass: Pass, dictionaries: Record<string, (string | number)[]>, operations: Map<string, Record<string, string>>): string {
   const lines = [
-    `workers = 2`,
+    // One worker: Hypothesis reads its strategies' source with the ast module, whose recursion
+    // counter Python 3.11 (Debian 12's) keeps per interpreter, not per thread. Two workers
+    // generating at once fail it now and then ("AST constructor recursion depth mismatch", or a
+    // KeyError from Hypothesis's source cache): an error of the tool, reported as the operation's.
+    `workers = 1`,
     `request-timeout = 150`,
     `max-stream-events = 2`,
     // Its cache would land in the working directory, the repository.

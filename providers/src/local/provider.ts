@@ -102,6 +102,8 @@ export class LocalProvider implements SandboxProvider {
   /** `<agent id>/<key>` of archives a restore cancelled, so that their failure says so. */
   private readonly cancelled = new Set<string>();
   private readonly workspaceTurns = new Map<string, Promise<void>>();
+  /** Containers of checkpointed sandboxes being deleted after the checkpoint answered, by agent. */
+  private readonly releasing = new Map<string, Promise<void>>();
   private runtimeVersionOnce: Promise<string> | undefined;
   private readonly channels: LauncherChannels;
   /**
@@ -196,6 +198,7 @@ export class LocalProvider implements SandboxProvider {
     const unsupported = unsupportedReason(this, request);
     if (unsupported) throw new UnsupportedRequestError(this.name, `${unsupported.field}: ${unsupported.message}`);
     const containerId = request.agentId;
+    await this.released(containerId);
     // As in clusters, browser agents get the browser image whatever their compute: it runs python3,
     // Node.js and bash, but has no pip or Go. Without one, unsupportedReason refused them above.
     const image = request.browser && this.browserImage ? this.browserImage : IMAGE_FOR_COMPUTE[request.compute];
@@ -420,7 +423,24 @@ export class LocalProvider implements SandboxProvider {
     await this.launch(agentId, spec, (bundle) => this.options.runsc.restore(agentId, bundle, imageDir, paths.console));
   }
 
+  /** Deletes a checkpointed sandbox's container without waiting for it; see `released`. */
+  private releaseInBackground(agentId: string): void {
+    const deleting = this.options.runsc
+      .delete(agentId)
+      .catch((error: unknown) => this.options.log.warn({ agentId, err: error }, 'deleting a checkpointed sandbox failed; the next start of it retries'))
+      .finally(() => {
+        if (this.releasing.get(agentId) === deleting) this.releasing.delete(agentId);
+      });
+    this.releasing.set(agentId, deleting);
+  }
+
+  /** Waits for the background delete of the agent's checkpointed container, if one is under way. */
+  private async released(agentId: string): Promise<void> {
+    await this.releasing.get(agentId);
+  }
+
   async state(ref: SandboxRef): Promise<SandboxState> {
+    await this.released(ref.id);
     const status = await this.options.runsc.state(ref.id);
     if (status === undefined) return 'missing';
     return status === 'running' ? 'running' : 'stopped';
@@ -630,6 +650,7 @@ export class LocalProvider implements SandboxProvider {
     this.memory.unwatch(agentId);
     try {
       if (existsSync(kept)) {
+        await this.released(agentId);
         await runsc.delete(agentId);
         return { level: await this.keptLevel(kept) };
       }
@@ -654,8 +675,12 @@ export class LocalProvider implements SandboxProvider {
       // The compute goes while the image and the workspace are flushed: after a checkpoint runsc
       // still says running for a moment. The workspace's filesystem is written out to its image
       // file, and that to disk, as the archive in storage was before the pause answered.
+      // The checkpoint stopped the sandbox; its container's record goes in the background (a
+      // process of its own, as long as the checkpoint's flush), and whatever starts this agent
+      // again waits for it (`released`). After a crash, provision finds the stopped container and
+      // deletes it then.
+      this.releaseInBackground(agentId);
       await Promise.all([
-        runsc.delete(agentId),
         (async () => {
           if (!(await isMountPoint(paths.workspace))) return;
           await syncFilesystem(paths.workspace);
@@ -814,6 +839,7 @@ export class LocalProvider implements SandboxProvider {
   }
 
   async terminate(ref: SandboxRef): Promise<void> {
+    await this.released(ref.id);
     this.memory.unwatch(ref.id);
     await this.channels.close(ref.id);
     this.channelSpec.delete(ref.id);
