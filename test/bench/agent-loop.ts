@@ -2,10 +2,11 @@
  * `make bench` (agent loop): what the loop itself adds to each step (model call, tool call in
  * the sandbox, back to the model), against a floor measured in the same run:
  *
- *   floor        a raw HTTP request to the same fake model, consuming its stream, plus the same
- *                exec tool call (bash `true`) made by the local provider itself, an instance of
- *                the provider the loop uses, on the same sandbox: the loop's overhead is then
- *                what the loop adds, whatever an exec costs
+ *   floor        a raw HTTP request to the same fake model, consuming its stream, plus the exec
+ *                tool call itself (bash `true`) as long as the loop's own event says it took: the
+ *                provider's exec over the sandbox launcher's channel, which only the process that
+ *                holds the channel can make (a second provider instance here would go through
+ *                `runsc exec`). The loop's overhead is then what the loop adds, whatever an exec costs
  *   runsc floor  the model request plus a raw `runsc exec` of the command in the same sandbox:
  *                what the provider's exec adds beyond gVisor (a figure of the provider, printed
  *                for comparison)
@@ -18,9 +19,6 @@
  */
 import { spawnSync } from 'node:child_process';
 import { join } from 'node:path';
-import { loadConfig } from '../../common/src/config.js';
-import { silentLogger } from '../../common/src/log.js';
-import { createLocalProvider } from '../../providers/src/local/index.js';
 import { startBerth, tempDir } from '../helpers/berth.js';
 import { startFakeOpenAI, type FakeTurn } from '../helpers/fake-models.js';
 import { removeDataDir } from '../helpers/runsc.js';
@@ -68,15 +66,11 @@ async function main(): Promise<void> {
     const agent = (await api.post(`/v1/sessions/${session.id}/agents`, { tools: ['exec'] })).body;
     while ((await api.get(`/v1/agents/${agent.id}`)).body.status !== 'idle') await new Promise((resolve) => setTimeout(resolve, 20));
 
-    // Floor: the same model answer fetched directly, and the same tool call made by the provider
-    // directly (an instance of the provider type the loop uses, on the same sandbox), or by runsc.
-    // Its samples are taken after each run, so that runs and floor see the same load of the machine.
-    const config = loadConfig({ ...process.env, BERTH_DATA_DIR: dataDir });
-    const provider = createLocalProvider({ ...config, dataDir }, silentLogger);
-    const sandbox = { provider: 'local', id: agent.id };
+    // Floor: the same model answer fetched directly, and the same tool call by runsc (the tool call
+    // through the provider is timed by the loop itself: `tool_result`'s durationMs). Its samples are
+    // taken after each run, so that runs and floor see the same load of the machine.
     const body = { model: 'gpt-4o-mini', stream: true, stream_options: { include_usage: true }, messages: [{ role: 'user', content: 'floor' }] };
     const modelFloor: number[] = [];
-    const execFloor: number[] = [];
     const runscFloor: number[] = [];
     const sampleFloor = async (): Promise<void> => {
       for (let i = 0; i < STEPS; i++) {
@@ -84,16 +78,11 @@ async function main(): Promise<void> {
         const response = await fetch(`${model.baseUrl}/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
         await response.text();
         modelFloor.push(performance.now() - started);
-        const execStarted = performance.now();
-        const result = await provider.exec(sandbox, { language: 'bash', code: 'true', timeoutMs: 120_000 });
-        if (result.exitCode !== 0) throw new Error(`the provider's exec of bash true exited ${result.exitCode}: ${result.stderr}`);
-        execFloor.push(performance.now() - execStarted);
         const runscStarted = performance.now();
         spawnSync('runsc', [`--root=${join(dataDir, 'runsc')}`, 'exec', agent.id, 'timeout', '120', 'bash', '-c', 'true'], { stdio: 'ignore' });
         runscFloor.push(performance.now() - runscStarted);
       }
     };
-    await provider.exec(sandbox, { language: 'bash', code: 'true', timeoutMs: 120_000 });
 
     const perStep: number[] = [];
     const toolCalls: number[] = [];
@@ -136,19 +125,19 @@ async function main(): Promise<void> {
     }
 
     const step = median(perStep);
-    const floor = median(modelFloor) + median(execFloor);
-    const runscFloorMs = median(modelFloor) + median(runscFloor);
-    const overhead = step - floor;
     // A run is STEPS + 1 model calls, STEPS tool calls, its end, and the loop's own work between them.
     const tool = median(toolCalls);
+    const floor = median(modelFloor) + tool;
+    const runscFloorMs = median(modelFloor) + median(runscFloor);
+    const overhead = step - floor;
     const runEnd = median(runEnds);
     const bookkeeping = median(modelAndLoop) - median(modelFloor);
     console.log(`\nBerth agent loop, ${STEPS} tool steps a run, ${RUNS} runs (median per step)\n`);
     console.log(`  step p50 (model call + exec tool + bookkeeping)   ${step.toFixed(1)} ms`);
-    console.log(`  floor: raw model HTTP ${median(modelFloor).toFixed(1)} ms + the provider's own exec ${median(execFloor).toFixed(1)} ms = ${floor.toFixed(1)} ms`);
+    console.log(`  floor: raw model HTTP ${median(modelFloor).toFixed(1)} ms + the exec tool call as the loop timed it ${tool.toFixed(1)} ms = ${floor.toFixed(1)} ms`);
     console.log(`  loop overhead per step ${overhead.toFixed(1)} ms (target ≤ ${TARGET_OVERHEAD_MS} ms: ${overhead <= TARGET_OVERHEAD_MS ? 'met' : 'missed'}); step / floor ${(step / floor).toFixed(2)}x`);
     console.log(`  runsc floor: raw model HTTP + raw runsc exec ${median(runscFloor).toFixed(1)} ms = ${runscFloorMs.toFixed(1)} ms; step / runsc floor ${(step / runscFloorMs).toFixed(2)}x`);
-    console.log(`    exec tool as the loop timed it (mean) ${tool.toFixed(1)} ms: ${(tool - median(execFloor)).toFixed(1)} ms over the provider's own exec, ${(tool - median(runscFloor)).toFixed(1)} ms over raw runsc exec`);
+    console.log(`    exec tool as the loop timed it (mean) ${tool.toFixed(1)} ms: ${(tool - median(runscFloor)).toFixed(1)} ms over raw runsc exec`);
     console.log(`    run end (artifacts scan, cost, last transaction) ${runEnd.toFixed(1)} ms a run: ${(runEnd / (STEPS + 1)).toFixed(1)} ms a step`);
     console.log(`    the rest: loop bookkeeping (database writes, stop checks, model adapter beyond raw HTTP, run start) ${bookkeeping.toFixed(1)} ms a step`);
     console.log(
