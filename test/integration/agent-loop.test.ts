@@ -208,7 +208,8 @@ describe('a run against an OpenAI-compatible model', () => {
       model: { provider: 'openai', model: 'gpt-4o-mini', inputTokens: 4500, outputTokens: 120 },
     });
     expect(events[2].data).toMatchObject({ taskId, status: 'completed', cost: { model: 0, compute: 0, total: 0, currency: 'usd' }, billingMode: 'managed' });
-    expect((await live.get(`/v1/agents/${agent.id}`)).body.status).toBe('idle');
+    // The phase follows the task by one notification and one reconcile (ADR 18).
+    await eventually(async () => ((await live.get(`/v1/agents/${agent.id}`)).body.status === 'idle' ? true : undefined), { what: 'the agent to be idle' });
   });
 
   it('replays what a reconnecting client missed, from Last-Event-ID, to several subscribers', async () => {

@@ -232,10 +232,24 @@ describe('a sandbox that dies under its agent', () => {
   it('answers exec with 502 provider_error naming the provider', async () => {
     const agent = await createAgent({ timeout: '5m' });
     await waitForStatus(agent.id, 'idle');
+    // The sandbox's own processes (its gofer and its kernel), by pid: the operator may start a new
+    // sandbox for the agent meanwhile, whose processes name it too.
+    const sandboxPids = execFileSync('ps', ['-eo', 'pid=,args='], { encoding: 'utf8' })
+      .split('\n')
+      .filter((line) => line.includes(agent.id) && /runsc-(sandbox|gofer)/.test(line))
+      .map((line) => Number(line.trim().split(/\s+/)[0]));
+    expect(sandboxPids.length).toBeGreaterThan(0);
     execFileSync('runsc', [`--root=${join(berth.dataDir, 'runsc')}`, 'delete', '--force', agent.id]);
     // runsc returns once it has sent the kill: the sandbox's processes end a moment later.
-    const sandboxProcesses = () => execFileSync('ps', ['-eo', 'args'], { encoding: 'utf8' }).split('\n').filter((line) => line.includes(agent.id));
-    await eventually(async () => (sandboxProcesses().length === 0 ? true : undefined), { timeoutMs: 10_000, what: 'the sandbox to end' });
+    const alive = (pid: number) => {
+      try {
+        process.kill(pid, 0);
+        return true;
+      } catch {
+        return false;
+      }
+    };
+    await eventually(async () => (sandboxPids.some(alive) ? undefined : true), { timeoutMs: 10_000, what: 'the sandbox to end' });
     const response = await exec(agent.id, 'bash', 'echo hi');
     expectError(response, 502, 'provider_error');
     expect(response.body.error.details).toMatchObject({ provider: 'local', sandbox: agent.id });

