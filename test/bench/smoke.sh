@@ -7,7 +7,8 @@ export BENCH_RUNS=2 BENCH_LOOP_STEPS=2 BENCH_LOOP_RUNS=1 BENCH_PAUSE_RUNS=2 BENC
 passed=0 failed=0
 for bench in local-sandbox agent-loop pause-resume cluster-scale memory trigger-fire; do
   started=$SECONDS
-  if output=$(npx tsx "test/bench/$bench.ts" 2>&1) && grep -q 'floor' <<<"$output"; then
+  # A bench that hangs fails here, with its output, rather than holding the whole run.
+  if output=$(timeout --kill-after=10 600 npx tsx "test/bench/$bench.ts" 2>&1) && grep -q 'floor' <<<"$output"; then
     echo "bench-smoke: $bench printed its table in $((SECONDS - started)) s"
     passed=$((passed + 1))
   else

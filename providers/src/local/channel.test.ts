@@ -171,6 +171,25 @@ describe('the channel with a launcher on this host', () => {
     expect(channels.connected('agt_rude')).toBe(false);
   });
 
+  it('closes, however many connections it has: the launcher\'s, an older one, one that has not said hello', async () => {
+    const path = join(dir, 'busy.sock');
+    await channels.listen('agt_busy', path);
+    const open = async (hello: boolean) => {
+      const socket: Socket = connect(path);
+      await new Promise((resolve) => socket.once('connect', resolve));
+      if (hello) socket.write(encodeFrame(0, FrameKind.hello, Buffer.from('{"protocol": 1, "pid": 1}')));
+      return socket;
+    };
+    const older = await open(true);
+    expect(await channels.awaitLauncher('agt_busy', 5_000)).toBe(true);
+    const launcher = await open(true);
+    const silent = await open(false);
+    const ended = Promise.all([older, launcher, silent].map((socket) => new Promise((resolve) => socket.once('close', resolve))));
+    await channels.close('agt_busy');
+    await ended;
+    expect(channels.connected('agt_busy')).toBe(false);
+  });
+
   it('leaves a socket another process listens on to it, and takes it over once that process is gone', async () => {
     const path = join(dir, 'shared.sock');
     const other = new LauncherChannels(silentLogger);

@@ -214,6 +214,11 @@ interface Listener {
   /** The socket file's identity (inode and change time): another process that replaced the file took the channel over. */
   identity?: string;
   connection?: Connection;
+  /**
+   * Every socket the server accepted and that is still open: the launcher's, one that has not said
+   * hello yet, an older one. Closing the server waits for all of them, so closing ends them all.
+   */
+  sockets: Set<Socket>;
   /** Called when a launcher connects. */
   waiting: Set<() => void>;
 }
@@ -255,9 +260,11 @@ export class LauncherChannels {
     // Bound under a name of its own, then renamed into place (atomically replacing a stale socket):
     // a server that closes unlinks the name it was bound to, which must never be another process's.
     const boundPath = join(dirname(socketPath), `.${randomBytes(4).toString('hex')}`);
-    const listener: Listener = { server: createServer(), waiting: new Set() };
+    const listener: Listener = { server: createServer(), sockets: new Set(), waiting: new Set() };
     listener.server.unref();
     listener.server.on('connection', (socket) => {
+      listener.sockets.add(socket);
+      socket.once('close', () => listener.sockets.delete(socket));
       // A connection is the launcher's once it said hello (another process's probe never does).
       // The newest launcher's connection wins: an older one is from before a restore, or half-closed.
       new Connection(
@@ -328,7 +335,11 @@ export class LauncherChannels {
     this.listeners.delete(agentId);
     listener.connection?.close();
     for (const wake of listener.waiting) wake();
-    await new Promise<void>((resolve) => listener.server.close(() => resolve()));
+    const closed = new Promise<void>((resolve) => listener.server.close(() => resolve()));
+    // A launcher's connection that had not said hello yet (one that reconnected a moment ago)
+    // would hold the server's close for good.
+    for (const socket of listener.sockets) socket.destroy();
+    await closed;
   }
 
   /** Stops listening for every sandbox (Berth is stopping; the launchers connect again to the next one). */
