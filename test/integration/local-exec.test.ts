@@ -57,6 +57,21 @@ const OTHER_PROCESSES = [
 ].join('\n');
 
 /** Four execs that each wait until all four have started: run one after another, the first would fail at its limit. */
+/**
+ * Starts a background `sleep` in the sandbox, checkpoints it natively and restores it as the same
+ * agent's sandbox, which it returns once the sleep is found still running there.
+ */
+async function restoredWithSleeper(agentId: string, sandbox: SandboxRef): Promise<SandboxRef> {
+  await run(sandbox, 'bash', 'nohup sleep 600 >/dev/null 2>&1 </dev/null & echo $! > /workspace/sleeper');
+  const storage = new DirectoryStorage(join(dataDir, 'snapshots'));
+  const key = `agents/${agentId}/native.tar.zst`;
+  const archive = await provider.checkpoint(sandbox, { storage, key, native: true });
+  expect(archive.level).toBe('native');
+  const restored = await provision(agentId, { storage, key, archive, level: 'native' });
+  expect(await run(restored, 'bash', 'kill -0 $(cat /workspace/sleeper) && echo alive')).toBe('alive\n');
+  return restored;
+}
+
 async function barrier(sandbox: SandboxRef, name: string): Promise<number[]> {
   const dir = `/tmp/${name}`;
   const code = `mkdir -p ${dir}; touch ${dir}/$RANDOM$RANDOM; for i in $(seq 300); do [ $(ls ${dir} | wc -l) -ge 4 ] && exit 0; sleep 0.05; done; exit 1`;
@@ -96,13 +111,7 @@ describe('execs over the launcher channel', () => {
   });
 
   it('go on after a native checkpoint and restore, over the channel again', async () => {
-    await run(sandbox, 'bash', 'nohup sleep 600 >/dev/null 2>&1 </dev/null & echo $! > /workspace/sleeper');
-    const storage = new DirectoryStorage(join(dataDir, 'snapshots'));
-    const archive = await provider.checkpoint(sandbox, { storage, key: `agents/${agentId}/native.tar.zst`, native: true });
-    expect(archive.level).toBe('native');
-
-    sandbox = await provision(agentId, { storage, key: `agents/${agentId}/native.tar.zst`, archive, level: 'native' });
-    expect(await run(sandbox, 'bash', 'kill -0 $(cat /workspace/sleeper) && echo alive')).toBe('alive\n');
+    sandbox = await restoredWithSleeper(agentId, sandbox);
     expect(await run(sandbox, 'python', OTHER_PROCESSES)).toBe('berth-launcher sleep\n');
     expect(await barrier(sandbox, 'after-restore')).toEqual([0, 0, 0, 0]);
   });
@@ -163,12 +172,7 @@ describe('a sandbox started by an older Berth, without the channel', () => {
   });
 
   it('is checkpointed and restored natively by this Berth, and still execs through runsc exec', async () => {
-    await run(sandbox, 'bash', 'nohup sleep 600 >/dev/null 2>&1 </dev/null & echo $! > /workspace/sleeper');
-    const storage = new DirectoryStorage(join(dataDir, 'snapshots'));
-    const archive = await provider.checkpoint(sandbox, { storage, key: `agents/${agentId}/native.tar.zst`, native: true });
-    expect(archive.level).toBe('native');
-    sandbox = await provision(agentId, { storage, key: `agents/${agentId}/native.tar.zst`, archive, level: 'native' });
-    expect(await run(sandbox, 'bash', 'kill -0 $(cat /workspace/sleeper) && echo alive')).toBe('alive\n');
+    sandbox = await restoredWithSleeper(agentId, sandbox);
     expect(await run(sandbox, 'python', OTHER_PROCESSES)).toBe('berth-launcher perl sleep\n');
     await provider.terminate(sandbox);
   });

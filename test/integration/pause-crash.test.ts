@@ -3,6 +3,7 @@ import { join } from 'node:path';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startBerth, tempDir, type BerthProcess } from '../helpers/berth.js';
+import { COUNTER_STATE, counterProgram, parseCounterState } from '../helpers/counter.js';
 import { eventually, type ApiClient } from '../helpers/http.js';
 import { createTestDatabase } from '../helpers/postgres.js';
 import { removeDataDir } from '../helpers/runsc.js';
@@ -31,26 +32,12 @@ afterAll(async () => {
   await db.end();
 });
 
-// 300 MB of random bytes held in memory (an archive that takes a while: it does not compress),
-// and a counter that writes its pid and count to /workspace.
-const SETUP = `nohup python3 -c '
-import os, time
-block = os.urandom(300 * 1024 * 1024)
-open("/workspace/counter.pid", "w").write(str(os.getpid()))
-n = 0
-while True:
-    n += 1
-    open("/workspace/counter.tmp", "w").write(str(n))
-    os.replace("/workspace/counter.tmp", "/workspace/counter")
-    time.sleep(0.1)
-' >/dev/null 2>&1 &
-while [ ! -f /workspace/counter ]; do sleep 0.1; done; echo started`;
-
-const COUNTER_STATE = "cat /workspace/counter.pid; echo; pgrep -f 'counter\\.tm[p]' >/dev/null && echo alive || echo dead";
+// 300 MB held in memory: an archive that takes a while (random bytes do not compress).
+const SETUP = counterProgram(300);
 
 async function counter(api: ApiClient, agentId: string): Promise<{ pid: string; alive: boolean }> {
-  const [pid, alive] = (await api.post(`/v1/agents/${agentId}/exec`, { language: 'bash', code: COUNTER_STATE })).body.stdout.trim().split('\n');
-  return { pid, alive: alive === 'alive' };
+  const { pid, alive } = parseCounterState((await api.post(`/v1/agents/${agentId}/exec`, { language: 'bash', code: COUNTER_STATE })).body.stdout);
+  return { pid, alive };
 }
 
 async function status(api: ApiClient, agentId: string, wanted: string) {

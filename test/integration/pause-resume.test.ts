@@ -3,6 +3,7 @@ import { join } from 'node:path';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startBerth, type BerthProcess } from '../helpers/berth.js';
+import { COUNTER_STATE, counterProgram, parseCounterState } from '../helpers/counter.js';
 import { eventually, type ApiClient } from '../helpers/http.js';
 import { createTestDatabase } from '../helpers/postgres.js';
 import { removeDataDir, runscContainers } from '../helpers/runsc.js';
@@ -49,24 +50,10 @@ async function archived(agentId: string, client = live) {
 
 const exec = (id: string, code: string, language = 'bash') => live.post(`/v1/agents/${id}/exec`, { language, code });
 
-// A process that counts in memory and writes the count every 100 ms; its pid goes to a file.
-const COUNTER = `nohup python3 -c '
-import os, time
-open("/workspace/counter.pid", "w").write(str(os.getpid()))
-n = 0
-while True:
-    n += 1
-    open("/workspace/counter.tmp", "w").write(str(n))
-    os.replace("/workspace/counter.tmp", "/workspace/counter")
-    time.sleep(0.1)
-' >/dev/null 2>&1 &
-sleep 0.5; echo started`;
+const COUNTER = counterProgram();
 
 async function counterState(id: string): Promise<{ pid: string; count: number; alive: boolean }> {
-  // Alive means a process running the counting program (pids repeat across sandboxes in gVisor).
-  const result = await exec(id, "cat /workspace/counter.pid; echo; cat /workspace/counter; echo; pgrep -f 'counter\\.tm[p]' >/dev/null && echo alive || echo dead");
-  const [pid, count, alive] = result.body.stdout.trim().split('\n');
-  return { pid, count: Number(count), alive: alive === 'alive' };
+  return parseCounterState((await exec(id, COUNTER_STATE)).body.stdout);
 }
 
 describe('pause and resume of an agent', () => {
