@@ -38,3 +38,13 @@ export function removeDataDir(dataDir: string): void {
   for (const mount of mountsUnder(dataDir)) spawnSync('umount', [mount], { stdio: 'ignore' });
   rmSync(dataDir, { recursive: true, force: true });
 }
+
+/** Whether a process with this pid exists (signal 0 checks without sending anything). */
+export function isRunning(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}

@@ -7,7 +7,7 @@ import { startBerth, type BerthProcess } from '../helpers/berth.js';
 import { eventually, type ApiClient } from '../helpers/http.js';
 import { createTestDatabase } from '../helpers/postgres.js';
 import { metricValue, parsePrometheus } from '../helpers/prometheus.js';
-import { removeDataDir, runscContainers } from '../helpers/runsc.js';
+import { isRunning, removeDataDir, runscContainers } from '../helpers/runsc.js';
 
 let berth: BerthProcess;
 let live: ApiClient;
@@ -241,15 +241,7 @@ describe('a sandbox that dies under its agent', () => {
     expect(sandboxPids.length).toBeGreaterThan(0);
     execFileSync('runsc', [`--root=${join(berth.dataDir, 'runsc')}`, 'delete', '--force', agent.id]);
     // runsc returns once it has sent the kill: the sandbox's processes end a moment later.
-    const alive = (pid: number) => {
-      try {
-        process.kill(pid, 0);
-        return true;
-      } catch {
-        return false;
-      }
-    };
-    await eventually(async () => (sandboxPids.some(alive) ? undefined : true), { timeoutMs: 10_000, what: 'the sandbox to end' });
+    await eventually(async () => (sandboxPids.some(isRunning) ? undefined : true), { timeoutMs: 10_000, what: 'the sandbox to end' });
     const response = await exec(agent.id, 'bash', 'echo hi');
     expectError(response, 502, 'provider_error');
     expect(response.body.error.details).toMatchObject({ provider: 'local', sandbox: agent.id });

@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { runBerth, startBerth, tempDir, type BerthProcess } from '../helpers/berth.js';
 import { eventually, type ApiClient } from '../helpers/http.js';
-import { removeDataDir, runscContainers } from '../helpers/runsc.js';
+import { isRunning, removeDataDir, runscContainers } from '../helpers/runsc.js';
 
 /**
  * Embedded mode end to end: the embedded PostgreSQL keeps everything in the data
@@ -22,12 +22,7 @@ function postgresPid(): number | undefined {
   const pidFile = join(dataDir, 'postgres', 'postmaster.pid');
   if (!existsSync(pidFile)) return undefined;
   const pid = Number(readFileSync(pidFile, 'utf8').split('\n')[0]);
-  try {
-    process.kill(pid, 0);
-    return pid;
-  } catch {
-    return undefined;
-  }
+  return isRunning(pid) ? pid : undefined;
 }
 
 async function waitForStatus(api: ApiClient, id: string, status: string, timeoutMs = 60_000) {
