@@ -144,6 +144,8 @@ export const AgentReason = {
   Paused: 'Paused',
   Restored: 'Restored',
   RestoreFailed: 'RestoreFailed',
+  /** Failed: the snapshot a pause was storing failed for good (its provider refused it). */
+  PauseFailed: 'PauseFailed',
   /** The sandbox could not be ended (its provider unreachable or failing); retried with backoff. */
   ReleaseFailed: 'ReleaseFailed',
   /** Running: a runner holds the agent's task under a fresh lease. */

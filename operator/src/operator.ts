@@ -99,6 +99,7 @@ export function createOperator(deps: OperatorDeps): Operator {
       providers: deps.providers,
       clock: deps.clock,
       metrics: createSnapshotMetrics(deps.metrics),
+      onAgentChange: (agentName) => agents.enqueue(agentName),
     }),
   );
   const limits = createLimitGuard({ pool: deps.db, store: deps.store, clock: deps.clock });

@@ -13,11 +13,13 @@ import {
   SandboxNotReadyError,
   UnsupportedRequestError,
   createOrganization,
+  idToObjectName,
   insertTask,
   listEvents,
   silentLogger,
 } from '../../common/src/index.js';
-import { LEASE_RECHECK_MARGIN_MS, PROVISION_DEADLINE_MS, createAgentMetrics, createAgentReconciler } from '../../operator/src/controllers/agent.js';
+import { LEASE_RECHECK_MARGIN_MS, PROVISION_DEADLINE_MS, createAgentMetrics, createAgentReconciler, snapshotIdFor } from '../../operator/src/controllers/agent.js';
+import { createSnapshotMetrics, createSnapshotReconciler } from '../../operator/src/controllers/snapshot.js';
 import { ProviderRegistry } from '../../providers/src/registry.js';
 import { startTestApi, type TestApi } from '../helpers/app.js';
 import { ScriptedProvider } from '../helpers/fake-providers.js';
@@ -36,19 +38,24 @@ const clock = new ManualClock('2026-05-01T09:00:00Z');
 const provider = new ScriptedProvider();
 const providers = new ProviderRegistry([provider], 'scripted');
 let reconcile: ReturnType<typeof createAgentReconciler>;
+let reconcileSnapshot: ReturnType<typeof createSnapshotReconciler>;
+/** Agents whose reconcile the Snapshot reconciler asked for. */
+const agentsWoken: string[] = [];
 let sessionId: string;
 
 beforeAll(async () => {
   testApi = await startTestApi({ clock, providers });
   ({ pool, store } = testApi);
-  reconcile = createAgentReconciler({
+  const snapshots = new DirectoryStorage(mkdtempSync(join(tmpdir(), 'berth-snapshots-')));
+  reconcile = createAgentReconciler({ store, db: pool, providers, clock, metrics: createAgentMetrics(new Registry()), snapshots, currency: 'usd' });
+  reconcileSnapshot = createSnapshotReconciler({
     store,
     db: pool,
+    storage: snapshots,
     providers,
     clock,
-    metrics: createAgentMetrics(new Registry()),
-    snapshots: new DirectoryStorage(mkdtempSync(join(tmpdir(), 'berth-snapshots-'))),
-    currency: 'usd',
+    metrics: createSnapshotMetrics(new Registry()),
+    onAgentChange: (agentName) => agentsWoken.push(agentName),
   });
   const organization = await createOrganization(pool, 'test');
   api = (await testApi.client(organization.id, 'live')).api;
@@ -160,6 +167,41 @@ describe('the Agent reconciler', () => {
     const resumed = (await api.get(`/v1/agents/${id}`)).body;
     expect(resumed.status).toBe('idle');
     expect(resumed.conditions[0]).toMatchObject({ reason: 'Restored', message: expect.stringContaining(snapshotId) });
+  });
+
+  it('pauses on a provider that keeps no checkpoint: the agent waits, pausing, while the Snapshot reconciler stores the archive', async () => {
+    const { id, name } = await newAgent();
+    await reconcile(name, silentLogger);
+    await store.updateSpec('Agent', name, (current) => ({ ...current.spec, desiredState: 'paused' }));
+    await reconcile(name, silentLogger);
+    const pausing = (await store.get('Agent', name))!;
+    const snapshotId = snapshotIdFor(pausing);
+    const snapshotName = idToObjectName(snapshotId);
+    // The Agent reconcile created the snapshot and left its sandbox alone.
+    expect(pausing.status).toMatchObject({ phase: 'idle', sandbox: { id } });
+    expect(pausing.status!.conditions).toContainEqual(expect.objectContaining({ type: 'Paused', status: 'False', reason: 'Pausing' }));
+    expect(provider.sandboxes.has(id)).toBe(true);
+    expect((await store.get('Snapshot', snapshotName))!.status).toMatchObject({ state: 'creating' });
+
+    clock.advance(1_000);
+    await reconcileSnapshot(snapshotName, silentLogger);
+    const snapshot = (await store.get('Snapshot', snapshotName))!;
+    expect(snapshot.status).toMatchObject({ state: 'ready', level: 'filesystem', location: snapshotId, readyAt: clock.now().toISOString() });
+    expect(provider.sandboxes.has(id)).toBe(false);
+    expect(agentsWoken).toContain(name);
+
+    clock.advance(1_000);
+    await reconcile(name, silentLogger);
+    const paused = (await store.get('Agent', name))!;
+    expect(paused.status).toMatchObject({ phase: 'paused', snapshot: snapshotId, computeEndedAt: snapshot.status!.readyAt });
+    expect(paused.status!.sandbox).toBeUndefined();
+    const events = await listEvents(pool, { subjectId: id, type: 'agent.paused' });
+    expect(events.map((event) => event.data)).toEqual([expect.objectContaining({ snapshotId, level: 'filesystem', sizeBytes: snapshot.status!.sizeBytes })]);
+    // Nothing left to do: neither reconcile writes again.
+    const versions = [paused.metadata.resourceVersion, snapshot.metadata.resourceVersion];
+    await reconcileSnapshot(snapshotName, silentLogger);
+    await reconcile(name, silentLogger);
+    expect([(await store.get('Agent', name))!.metadata.resourceVersion, (await store.get('Snapshot', snapshotName))!.metadata.resourceVersion]).toEqual(versions);
   });
 
   it('retries a failing provision with backoff, then fails the agent after the deadline', async () => {

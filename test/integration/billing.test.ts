@@ -7,6 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   DEFAULT_COMPUTE_PRICES,
   ManualClock,
+  idToObjectName,
   createOrganization,
   recordUsage,
   sessionSpend,
@@ -15,7 +16,8 @@ import {
 import type { PostgresResourceStore } from '../../common/src/index.js';
 import { BillingLoop } from '../../operator/src/billing/loop.js';
 import { ComputeMeter } from '../../operator/src/billing/meter.js';
-import { createAgentMetrics, createAgentReconciler } from '../../operator/src/controllers/agent.js';
+import { createAgentMetrics, createAgentReconciler, snapshotIdFor } from '../../operator/src/controllers/agent.js';
+import { createSnapshotMetrics, createSnapshotReconciler } from '../../operator/src/controllers/snapshot.js';
 import { ProviderRegistry } from '../../providers/src/registry.js';
 import { DirectoryStorage } from '../../operator/src/snapshots/directory.js';
 import { startTestApi, type TestApi } from '../helpers/app.js';
@@ -40,7 +42,19 @@ let test: ApiClient;
 let organizationId: string;
 const clock = new ManualClock('2026-05-31T20:00:00Z');
 const providers = new ProviderRegistry([new ScriptedProvider({ name: 'fake', capabilities: { gpuTypes: ['t4'] }, execResult: { stdout: 'ok\n' } })], 'fake');
-let reconcile: ReturnType<typeof createAgentReconciler>;
+let reconcileAgent: ReturnType<typeof createAgentReconciler>;
+let reconcileSnapshot: ReturnType<typeof createSnapshotReconciler>;
+/**
+ * One reconcile of the agent, as the operator's controllers would follow it: a pause it started
+ * is stored by the Snapshot reconciler, and the agent's next reconcile is paused.
+ */
+async function reconcile(name: string, log: typeof silentLogger): Promise<void> {
+  await reconcileAgent(name, log);
+  const agent = (await store.get('Agent', name))!;
+  if (agent.spec.desiredState !== 'paused' || agent.status?.phase === 'paused' || !agent.status?.sandbox) return;
+  await reconcileSnapshot(idToObjectName(snapshotIdFor(agent)), log);
+  await reconcileAgent(name, log);
+}
 /** Agents whose reconcile a billing pass asked for (their spend moved past their status.cost). */
 const woken = new Set<string>();
 
@@ -63,16 +77,18 @@ function billingLoop(): BillingLoop {
 beforeAll(async () => {
   api = await startTestApi({ clock, providers });
   ({ pool, store } = api);
-  reconcile = createAgentReconciler({
+  const snapshots = new DirectoryStorage(mkdtempSync(join(tmpdir(), 'berth-snapshots-')));
+  reconcileAgent = createAgentReconciler({
     store,
     db: pool,
     providers,
     clock,
     metrics: createAgentMetrics(new Registry()),
-    snapshots: new DirectoryStorage(mkdtempSync(join(tmpdir(), 'berth-snapshots-'))),
+    snapshots,
     meter: new ComputeMeter(pool, () => PRICES),
     currency: 'usd',
   });
+  reconcileSnapshot = createSnapshotReconciler({ store, db: pool, storage: snapshots, providers, clock, metrics: createSnapshotMetrics(new Registry()) });
   organizationId = (await createOrganization(pool, 'billing')).id;
   live = (await api.client(organizationId, 'live')).api;
   test = (await api.client(organizationId, 'test')).api;

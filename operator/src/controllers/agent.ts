@@ -9,7 +9,6 @@ import {
   eventIdFor,
   idToObjectName,
   isStoreError,
-  recordSnapshotStored,
   objectNameToId,
   recordEvent,
   taskHoldOf,
@@ -76,7 +75,7 @@ export function createAgentMetrics(registry: Registry): AgentMetrics {
     }),
     checkpointDuration: new Histogram({
       name: 'berth_sandbox_checkpoint_duration_seconds',
-      help: 'Time to checkpoint a sandbox into its snapshot on pause',
+      help: 'Time to checkpoint a sandbox onto its host on pause, by providers that keep the checkpoint there (the archive follows: berth_snapshot_archive_duration_seconds, which also times the pause of other providers)',
       labelNames: ['provider'],
       buckets: LATENCY_BUCKETS,
       registers: [registry],
@@ -271,8 +270,8 @@ export function createAgentReconciler(deps: AgentReconcilerDeps): Reconciler {
     if (step.task?.state === 'running') return { requeueAfterMs: PAUSE_WAIT_MS };
     const snapshotId = snapshotIdFor(agent);
     const native = provider.capabilities.checkpoint === 'native';
-    const timer = metrics.checkpointDuration.startTimer({ provider: provider.name });
     if (provider.checkpointLocally) {
+      const timer = metrics.checkpointDuration.startTimer({ provider: provider.name });
       const { level } = await provider.checkpointLocally(status.sandbox, { key: archiveKey(snapshotId), native });
       timer();
       await ensureSnapshot(agent, snapshotId, provider, { state: 'creating', observedGeneration: 0, conditions: [], level });
@@ -281,33 +280,28 @@ export function createAgentReconciler(deps: AgentReconcilerDeps): Reconciler {
       log.info({ snapshotId, level }, 'agent paused; its checkpoint is on disk, the archive follows');
       return {};
     }
+    // The Snapshot reconciler checkpoints the sandbox and stores the archive (the sandbox goes
+    // with it); this agent stays pausing until its Snapshot says how that went.
     const snapshot = await ensureSnapshot(agent, snapshotId, provider);
-    const result = await provider.checkpoint(status.sandbox, { storage: deps.snapshots, key: archiveKey(snapshotId), native });
-    timer();
-    const readyAt = clock.now();
-    await store.updateStatus('Snapshot', snapshot.metadata.name, readySnapshotStatus(snapshot.metadata.generation, result, readyAt));
-    await recordSnapshotStored(deps.db, {
-      snapshotId,
-      organizationId: agent.spec.organizationId,
-      mode: agent.spec.mode,
-      sessionId: agent.spec.sessionId,
-      agentId: objectNameToId(agent.metadata.name),
-      userId: agent.spec.userId,
-      environment: await sessionEnvironment(agent),
-      sizeBytes: result.sizeBytes,
-      at: readyAt,
-    });
-    paused(step, snapshotId, { level: result.level, sizeBytes: result.sizeBytes });
-    log.info({ snapshotId, level: result.level, sizeBytes: result.sizeBytes }, 'agent paused');
+    const stored = snapshot.status;
+    if (stored?.state === 'ready') {
+      paused(step, snapshotId, { level: stored.level ?? 'filesystem', sizeBytes: stored.sizeBytes ?? 0 }, stored.readyAt);
+      log.info({ snapshotId, level: stored.level, sizeBytes: stored.sizeBytes }, 'agent paused');
+      return {};
+    }
+    if (stored?.state === 'failed') {
+      return step.fail(stored.error?.code ?? 'checkpoint_failed', `the pause failed: snapshot ${snapshotId}: ${stored.error?.message ?? 'failed'}`, AgentReason.PauseFailed);
+    }
+    step.wakeSnapshot(snapshotId);
     return {};
   }
 
   /** The sandbox is checkpointed and gone: the agent is paused into `snapshotId`. */
-  function paused(step: ReconcileStep, snapshotId: string, saved: { level: string; sizeBytes?: number }): void {
+  function paused(step: ReconcileStep, snapshotId: string, saved: { level: string; sizeBytes?: number }, computeEndedAt?: string): void {
     const { agent, status } = step;
     delete status.sandbox;
     delete status.expiresAt;
-    status.computeEndedAt = clock.now().toISOString();
+    status.computeEndedAt = computeEndedAt ?? clock.now().toISOString();
     status.snapshot = snapshotId;
     const size = saved.sizeBytes === undefined ? 'archive being stored' : `${saved.sizeBytes} bytes`;
     step.observeSandbox(false, AgentReason.Paused, `paused; snapshot ${snapshotId} (${saved.level}, ${size})`);

@@ -12,12 +12,14 @@ import {
   type ResourceStore,
   type SandboxProvider,
   type SnapshotStorage,
+  UnsupportedRequestError,
+  type CheckpointResult,
 } from '@berth/common';
 import type { SnapshotStatus } from '@berth/crds';
 import type { ProviderRegistry } from '@berth/providers';
 import { Counter, Histogram, type Registry } from 'prom-client';
 import type { ReconcileResult, Reconciler } from '../runtime/controller.js';
-import { ARCHIVE_FINALIZER, archiveKey, readySnapshotStatus } from './agent.js';
+import { ARCHIVE_FINALIZER, archiveKey, readySnapshotStatus, snapshotIdFor } from './agent.js';
 
 export interface SnapshotMetrics {
   archiveDuration: Histogram<'provider' | 'result'>;
@@ -28,7 +30,7 @@ export function createSnapshotMetrics(registry: Registry): SnapshotMetrics {
   return {
     archiveDuration: new Histogram({
       name: 'berth_snapshot_archive_duration_seconds',
-      help: 'Time to pack, hash and store the archive of a checkpoint kept on the host, after its agent was paused; result success, error, cancelled (by a resume of the agent, made again) or lost',
+      help: 'Time to store the archive of a snapshot: of a checkpoint kept on the host, after its agent was paused, or of a sandbox being paused, checkpointed by its provider; result success, error, cancelled (by a resume of the agent, made again), lost or refused',
       labelNames: ['provider', 'result'],
       buckets: LATENCY_BUCKETS,
       registers: [registry],
@@ -49,17 +51,22 @@ export interface SnapshotReconcilerDeps {
   providers: ProviderRegistry;
   clock: Clock;
   metrics: SnapshotMetrics;
+  /** Asks for a reconcile of the Agent whose pause this reconcile's status write finished. */
+  onAgentChange?: (agentName: string) => void;
 }
 
 /**
- * Owns what a snapshot holds outside the store (ADR 21). A pause by a provider that keeps its
- * checkpoint on the host leaves the Snapshot `creating`; this reconciler archives the checkpoint
- * into storage and makes it `ready`, then removes the kept checkpoint once the agent no longer
- * needs it for a resume there. When a Snapshot is deleted, its archive and kept checkpoint go,
- * its storage time is closed, and then it goes.
- *
- * Snapshots of providers without a kept checkpoint are stored by the Agent reconciler, which
- * has to store them before the compute is released.
+ * Owns what a snapshot holds outside the store (ADR 21), and is its status's only writer after
+ * the Agent reconciler created it `creating`:
+ * - A pause by a provider that keeps its checkpoint on the host: the agent is paused already;
+ *   this reconciler archives the checkpoint into storage and makes the Snapshot `ready`, then
+ *   removes the kept checkpoint once the agent no longer needs it for a resume there.
+ * - A pause by any other provider (Kubernetes, remote, the test keys' mock): the agent waits,
+ *   `pausing`, with its sandbox; this reconciler has the provider checkpoint the sandbox into
+ *   storage (which ends the sandbox), makes the Snapshot `ready` and wakes the agent, which is
+ *   then paused. The minutes an archive can take hold a Snapshot worker, not an Agent one.
+ * When a Snapshot is deleted, its archive and kept checkpoint go, its storage time is closed, and
+ * then it goes.
  */
 export function createSnapshotReconciler(deps: SnapshotReconcilerDeps): Reconciler {
   const { store, providers, metrics } = deps;
@@ -79,9 +86,9 @@ export function createSnapshotReconciler(deps: SnapshotReconcilerDeps): Reconcil
       log.info({ location: snapshot.status?.location }, 'snapshot deleted; archive released');
       return {};
     }
-    if (!provider) return {};
     const agent = await store.get('Agent', idToObjectName(agentId));
     const state = snapshot.status?.state ?? 'creating';
+    if (!provider) return state === 'creating' ? checkpointSandbox(snapshot, agent, log) : {};
     if (state === 'creating') {
       if (!checkpointOnDisk(snapshot, agent)) return {}; // the agent's reconcile asks again once it is
       return (await archive(snapshot, provider, agent, log)) ? { requeueAfterMs: 0 } : {};
@@ -131,12 +138,58 @@ export function createSnapshotReconciler(deps: SnapshotReconcilerDeps): Reconcil
       timer({ result: 'error' });
       throw error; // retried with backoff: the kept checkpoint is still there
     }
+    await stored(snapshot, agent, result);
+    log.info({ snapshotId, level: result.level, sizeBytes: result.sizeBytes }, 'snapshot archived; ready');
+    return false;
+  }
+
+  /**
+   * The pause of a provider without a kept checkpoint: checkpoints the agent's sandbox into
+   * storage while the agent waits for it, pausing into this snapshot with its sandbox still
+   * there. A pause given up (the agent terminated or deleted meanwhile) is left to the agent,
+   * whose end deletes its snapshots. Errors retry with backoff; a provider's refusal is final.
+   */
+  async function checkpointSandbox(snapshot: Resource<'Snapshot'>, agent: Resource<'Agent'> | undefined, log: Logger): Promise<ReconcileResult> {
+    const snapshotId = objectNameToId(snapshot.metadata.name);
+    const sandbox = agent?.status?.sandbox;
+    if (!agent || !sandbox || agent.metadata.deletionTimestamp || agent.spec.desiredState !== 'paused' || snapshotIdFor(agent) !== snapshotId) return {};
+    const provider = await providers.holding(agent.spec, agent.status?.provider);
+    if (!provider) throw new ProviderError(agent.status?.provider ?? agent.spec.provider, 'the provider of this snapshot\'s agent is not configured on this install');
+    const timer = metrics.archiveDuration.startTimer({ provider: provider.name });
+    let result: CheckpointResult;
+    try {
+      result = await provider.checkpoint(sandbox, { storage: deps.storage, key: archiveKey(snapshotId), native: provider.capabilities.checkpoint === 'native' });
+      timer({ result: 'success' });
+    } catch (error) {
+      if (!(error instanceof UnsupportedRequestError)) {
+        timer({ result: 'error' });
+        throw error;
+      }
+      timer({ result: 'refused' });
+      await writeStatus(snapshot, {
+        ...(snapshot.status ?? { observedGeneration: 0, conditions: [] }),
+        state: 'failed',
+        observedGeneration: snapshot.metadata.generation,
+        error: { code: 'unsupported_request', message: error.message },
+      });
+      log.error({ err: error }, 'the provider refused to checkpoint the sandbox: the snapshot failed');
+      deps.onAgentChange?.(agent.metadata.name);
+      return {};
+    }
+    await stored(snapshot, agent, result);
+    log.info({ snapshotId, level: result.level, sizeBytes: result.sizeBytes }, 'sandbox checkpointed into its snapshot; ready');
+    deps.onAgentChange?.(agent.metadata.name);
+    return {};
+  }
+
+  /** The snapshot is `ready` with its archive, and its storage time starts. */
+  async function stored(snapshot: Resource<'Snapshot'>, agent: Resource<'Agent'> | undefined, result: CheckpointResult): Promise<void> {
     const readyAt = deps.clock.now();
     await writeStatus(snapshot, readySnapshotStatus(snapshot.metadata.generation, result, readyAt));
     const { spec } = snapshot;
     const session = await store.get('Session', idToObjectName(spec.sessionId));
     await recordSnapshotStored(deps.db, {
-      snapshotId,
+      snapshotId: objectNameToId(snapshot.metadata.name),
       organizationId: spec.organizationId,
       mode: spec.mode,
       sessionId: spec.sessionId,
@@ -146,8 +199,6 @@ export function createSnapshotReconciler(deps: SnapshotReconcilerDeps): Reconcil
       sizeBytes: result.sizeBytes,
       at: readyAt,
     });
-    log.info({ snapshotId, level: result.level, sizeBytes: result.sizeBytes }, 'snapshot archived; ready');
-    return false;
   }
 
   async function writeStatus(snapshot: Resource<'Snapshot'>, status: SnapshotStatus): Promise<void> {
