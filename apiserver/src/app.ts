@@ -1,10 +1,11 @@
 import { randomBytes } from 'node:crypto';
-import { SecretBox, createLimitGuard, type Clock, type Logger, type Pool, type ResourceStore, type UrlPolicy } from '@berth/common';
+import { SecretBox, createLimitGuard, type Clock, type PlanSettings, type Logger, type Pool, type ResourceStore, type UrlPolicy } from '@berth/common';
 import { createAgentFactory, createRunStarter, type ModelRouter } from '@berth/operator';
 import type { ProviderRegistry } from '@berth/providers';
 import express, { type Express } from 'express';
 import type { Registry } from 'prom-client';
 import { authenticate } from './http/auth.js';
+import { createRateLimiter } from './http/rate-limit.js';
 import { errorHandler, notFoundHandler } from './http/errors.js';
 import { observeRequests } from './http/observe.js';
 import { openapiDocument } from './http/openapi.js';
@@ -64,6 +65,11 @@ export interface AppDeps {
   byoiPolicy?: UrlPolicy;
   /** Which webhook URLs are accepted (default: https only, no private addresses). */
   webhookPolicy?: UrlPolicy;
+  /**
+   * Plans and the rate limit of `/v1` requests per API key. Without them nothing is limited:
+   * the floor of the rate-limit bench; `berth up` and `berth apiserver` always set them.
+   */
+  plans?: PlanSettings;
   /** Whether the controllers this process relies on are running (for /readyz). */
   ready?: () => boolean;
 }
@@ -151,7 +157,8 @@ export function createApp(deps: AppDeps): App {
   app.use(express.json({ limit: '2mb' }));
   for (const mount of deps.mounts ?? []) app.use(mount.path, mount.router);
   const router = express.Router();
-  routes.mount(router, authenticate({ db: deps.pool, clock: deps.clock }));
+  const rateLimiter = deps.plans ? createRateLimiter({ db: deps.pool, clock: deps.clock, plans: deps.plans, metrics: deps.metrics }) : undefined;
+  routes.mount(router, authenticate({ db: deps.pool, clock: deps.clock, ...(rateLimiter ? { rateLimiter } : {}) }));
   app.use(router);
   app.use(notFoundHandler);
   app.use(errorHandler);

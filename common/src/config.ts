@@ -463,6 +463,19 @@ export const SETTINGS = {
     defaultText: 'usd',
     schema: z.string().regex(/^[a-z]{3}$/, 'must be a lowercase three-letter currency code').default('usd'),
   },
+  defaultPlan: {
+    env: 'BERTH_DEFAULT_PLAN',
+    description:
+      'plan of an organization that has none of its own: free (60 requests/minute per API key), pro (300) or enterprise (BERTH_ENTERPRISE_RATE_LIMIT); the first organization of an install is enterprise',
+    defaultText: 'free',
+    schema: z.enum(['free', 'pro', 'enterprise']).default('free'),
+  },
+  enterpriseRateLimit: {
+    env: 'BERTH_ENTERPRISE_RATE_LIMIT',
+    description: 'requests per minute per API key on the enterprise plan (/v1 routes)',
+    defaultText: '60000',
+    schema: z.coerce.number().int().min(1).max(10_000_000).default(60_000),
+  },
   runMaxSteps: {
     env: 'BERTH_RUN_MAX_STEPS',
     description: 'model calls a run may make before it stops with step_limit',

@@ -11,6 +11,8 @@ export * from './keys.js';
 export * from './log.js';
 export * from './metrics.js';
 export * from './organizations.js';
+export * from './plans.js';
+export * from './audit.js';
 export * from './provider.js';
 export * from './store/types.js';
 export * from './store/postgres.js';

@@ -38,6 +38,7 @@ export function configuredApp(
     webhookPolicy: { allowHttp: config.webhookAllowHttp, allowPrivate: config.webhookAllowPrivate },
     byoiPolicy: { allowHttp: config.byoiAllowHttp, allowPrivate: config.byoiAllowPrivate },
     secretBox: deps.secretBox,
+    plans: { defaultPlan: config.defaultPlan, enterpriseRateLimit: config.enterpriseRateLimit },
     ...(config.publicUrl ? { publicUrl: config.publicUrl } : {}),
     ...extra,
   });

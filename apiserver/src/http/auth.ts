@@ -1,14 +1,16 @@
 import { ApiError, KEY_PATTERN, findApiKey, touchApiKey, type Clock, type Queryable } from '@berth/common';
 import type { RequestHandler } from 'express';
+import type { RateLimiter } from './rate-limit.js';
 
 /**
- * API-key authentication for `/v1`. The three 401 codes:
+ * API-key authentication for `/v1`, then the key's rate limit (without `rateLimiter` nothing
+ * is limited: the floor of the rate-limit bench). The three 401 codes:
  * - `unauthorized`: no credentials at all (no `Authorization: Bearer` header);
  * - `auth/invalid_key`: a bearer token that is not a key of this install;
  * - `auth/key_revoked`: a key that existed and was revoked.
  */
-export function authenticate(deps: { db: Queryable; clock: Clock }): RequestHandler {
-  return async (req, _res, next) => {
+export function authenticate(deps: { db: Queryable; clock: Clock; rateLimiter?: RateLimiter }): RequestHandler {
+  return async (req, res, next) => {
     const header = req.get('authorization');
     const match = header ? /^Bearer[ \t]+(\S+)[ \t]*$/i.exec(header) : null;
     if (!match) {
@@ -23,6 +25,7 @@ export function authenticate(deps: { db: Queryable; clock: Clock }): RequestHand
     touchApiKey(deps.db, record.id, deps.clock.now()).catch((error: unknown) =>
       req.log.warn({ err: error }, 'could not record key use'),
     );
+    await deps.rateLimiter?.admit(req.principal, res);
     next();
   };
 }
