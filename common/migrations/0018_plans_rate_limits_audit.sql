@@ -7,7 +7,10 @@ ALTER TABLE organizations ADD COLUMN plan text CHECK (plan IN ('free', 'pro', 'e
 -- last window, ascending, with how many requests each admitted. A request counts for the
 -- window's length in seconds from the start of the second it arrived in. Every API server
 -- replica reads and writes the same row, under its row lock, so the limit holds across them.
-CREATE TABLE rate_limit_windows (
+-- Unlogged: a request's write skips the WAL and its flush at commit (most of the limiter's
+-- cost); a crash of PostgreSQL, or a failover to a standby, empties the windows, which then
+-- start again from nothing.
+CREATE UNLOGGED TABLE rate_limit_windows (
   key_id text PRIMARY KEY REFERENCES api_keys (id) ON DELETE CASCADE,
   seconds bigint[] NOT NULL,
   counts integer[] NOT NULL,
