@@ -1,7 +1,10 @@
--- Plans, the data plane's rate limit per API key, and the audit log of management actions.
+-- Plans and budgets of organizations, the data plane's rate limit per API key, and the audit
+-- log of management actions.
 
 -- An organization's plan; null follows the install's default plan (configuration).
 ALTER TABLE organizations ADD COLUMN plan text CHECK (plan IN ('free', 'pro', 'enterprise'));
+-- Budgets: the limits a new session of the organization gets for those it does not give itself.
+ALTER TABLE organizations ADD COLUMN session_defaults jsonb NOT NULL DEFAULT '{}';
 
 -- One row per API key: the whole seconds (Unix epoch) in which it was admitted during the
 -- last window, ascending, with how many requests each admitted. A request counts for the

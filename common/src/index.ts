@@ -13,6 +13,7 @@ export * from './metrics.js';
 export * from './organizations.js';
 export * from './plans.js';
 export * from './audit.js';
+export * from './budgets.js';
 export * from './provider.js';
 export * from './store/types.js';
 export * from './store/postgres.js';
