@@ -70,6 +70,17 @@ async function main(argv: string[]): Promise<number> {
         }
         return 0;
       }
+      case 'admin': {
+        if (action !== 'login') throw new CliError('usage: berth admin login');
+        const { adminLoginCommand } = await import('./admin.js');
+        const database = await openDatabase(config, log, { shareRunning: true });
+        try {
+          await adminLoginCommand(database.pool, config, out);
+        } finally {
+          await database.close();
+        }
+        return 0;
+      }
       case 'secrets': {
         const { loadSecretBox, secretsCommand } = await import('./secrets.js');
         const box = await loadSecretBox(config, { generate: true });
