@@ -46,6 +46,11 @@ import { signInRoutes } from './routes/sign-in.js';
 import { teamRoutes } from './routes/team.js';
 import { createTeamService } from './services/team.js';
 import { managementDocumentRoute } from './routes/management-document.js';
+import { apiKeyRoutes } from './routes/api-keys.js';
+import { organizationSettingsRoutes } from './routes/organization-settings.js';
+import { dataPlaneViewRoutes } from './routes/data-plane-views.js';
+import { createApiKeyService } from './services/api-keys.js';
+import { createOrganizationSettingsService } from './services/organization-settings.js';
 import type { RequestHandler } from 'express';
 
 export const API_VERSION = '0.1.0';
@@ -75,8 +80,9 @@ export interface AppDeps {
   /** Which webhook URLs are accepted (default: https only, no private addresses). */
   webhookPolicy?: UrlPolicy;
   /**
-   * Plans and the rate limit of `/v1` requests per API key. Without them nothing is limited:
-   * the floor of the rate-limit bench; `berth up` and `berth apiserver` always set them.
+   * Plans and the rate limit of `/v1` requests per API key. Without them nothing is limited and
+   * `/api/plan`, `/api/budgets`, `/api/organization` and `/api/audit-log` are not served: the
+   * floor of the rate-limit bench; `berth up` and `berth apiserver` always set them.
    */
   plans?: PlanSettings;
   /** Whether the controllers this process relies on are running (for /readyz). */
@@ -183,6 +189,14 @@ export function createApp(deps: AppDeps): App {
   );
   signInRoutes(managementRoutes, { pool: deps.pool, clock: deps.clock, signIn, signer, dashboardUrl: deps.management?.dashboardUrl });
   teamRoutes(managementRoutes, createTeamService({ pool: deps.pool, clock: deps.clock }));
+  apiKeyRoutes(managementRoutes, createApiKeyService({ pool: deps.pool, clock: deps.clock }));
+  if (deps.plans) {
+    organizationSettingsRoutes(
+      managementRoutes,
+      createOrganizationSettingsService({ pool: deps.pool, clock: deps.clock, plans: deps.plans, currency: deps.currency, cursors }),
+    );
+  }
+  dataPlaneViewRoutes(managementRoutes, routes, { pool: deps.pool, clock: deps.clock });
   const authenticateSession = authenticateUser({ db: deps.pool, clock: deps.clock, signer });
 
   const app = express();

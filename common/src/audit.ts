@@ -69,17 +69,15 @@ export async function recordAudit(
   return toEntry(rows[0]!);
 }
 
-/** An organization's audit log, newest first; `before` is the id of the last entry of the previous page. */
-export async function listAudit(
-  db: Queryable,
-  organizationId: string,
-  options: { limit: number; before?: { at: string; id: string } },
-): Promise<AuditEntry[]> {
+/**
+ * An organization's audit log, newest first (ids sort by time: `newId` takes the entry's time);
+ * `before` is the id of the last entry of the previous page. One more than `limit` is read to
+ * say whether another page follows.
+ */
+export async function listAudit(db: Queryable, organizationId: string, options: { limit: number; before?: string | undefined }): Promise<{ entries: AuditEntry[]; hasMore: boolean }> {
   const { rows } = await db.query<AuditRow>(
-    `SELECT * FROM audit_log
-     WHERE organization_id = $1 AND ($2::timestamptz IS NULL OR (at, id) < ($2::timestamptz, $3::text))
-     ORDER BY at DESC, id DESC LIMIT $4`,
-    [organizationId, options.before?.at ?? null, options.before?.id ?? null, options.limit],
+    `SELECT * FROM audit_log WHERE organization_id = $1 AND ($2::text IS NULL OR id < $2) ORDER BY id DESC LIMIT $3`,
+    [organizationId, options.before ?? null, options.limit + 1],
   );
-  return rows.map(toEntry);
+  return { entries: rows.slice(0, options.limit).map(toEntry), hasMore: rows.length > options.limit };
 }

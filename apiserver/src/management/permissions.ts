@@ -39,6 +39,8 @@ export const PERMISSIONS = {
   'observability.view': ['owner', 'admin', 'member', 'viewer'],
   /** Configure webhooks. */
   'webhooks.manage': ['owner', 'admin'],
+  /** Read the audit log: not a row of the spec's table; the feature gives it to owners and admins. */
+  'audit.view': ['owner', 'admin'],
 } as const satisfies Record<string, readonly Role[]>;
 
 export type Permission = keyof typeof PERMISSIONS;
