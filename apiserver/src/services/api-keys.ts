@@ -25,7 +25,7 @@ export function createApiKeyService(deps: { pool: Pool; clock: Clock }) {
     /** The full key is in the answer, and nowhere else ever again. */
     async create(organizationId: string, actor: AuditActor, input: { mode: Mode; label: string }): Promise<{ key: string; record: ApiKeyRecord }> {
       return withTransaction(pool, async (tx) => {
-        const created = await createApiKey(tx, { organizationId, mode: input.mode, label: input.label, createdBy: actor.id });
+        const created = await createApiKey(tx, { organizationId, mode: input.mode, label: input.label, createdBy: actor.id, createdAt: clock.now() });
         await recordAudit(tx, {
           organizationId,
           actor,
