@@ -98,6 +98,8 @@ $$ LANGUAGE plpgsql;
 -- Management actions: who (a user, or the command line), what, when, on what.
 CREATE TABLE audit_log (
   id text PRIMARY KEY,
+  -- The order of recording: entries of one instant (one transaction, a test's clock) keep it.
+  seq bigserial NOT NULL UNIQUE,
   organization_id text NOT NULL REFERENCES organizations (id),
   actor_type text NOT NULL CHECK (actor_type IN ('user', 'system')),
   actor_id text NOT NULL,
@@ -107,5 +109,4 @@ CREATE TABLE audit_log (
   details jsonb NOT NULL DEFAULT '{}',
   at timestamptz NOT NULL
 );
--- Ids sort by time (newId takes the entry's time): pages go by id.
-CREATE INDEX audit_log_organization ON audit_log (organization_id, id);
+CREATE INDEX audit_log_organization ON audit_log (organization_id, seq);

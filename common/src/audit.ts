@@ -53,7 +53,8 @@ export async function recordAudit(
 ): Promise<AuditEntry> {
   const { rows } = await db.query<AuditRow>(
     `INSERT INTO audit_log (id, organization_id, actor_type, actor_id, action, target_type, target_id, details, at)
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING *`,
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+     RETURNING id, organization_id, actor_type, actor_id, action, target_type, target_id, details, at`,
     [
       newId('aud', entry.at),
       entry.organizationId,
@@ -70,14 +71,18 @@ export async function recordAudit(
 }
 
 /**
- * An organization's audit log, newest first (ids sort by time: `newId` takes the entry's time);
- * `before` is the id of the last entry of the previous page. One more than `limit` is read to
- * say whether another page follows.
+ * An organization's audit log, newest first (in the order of recording); `before` is the `seq`
+ * of the last entry of the previous page. One more than `limit` is read to say whether another
+ * page follows.
  */
-export async function listAudit(db: Queryable, organizationId: string, options: { limit: number; before?: string | undefined }): Promise<{ entries: AuditEntry[]; hasMore: boolean }> {
-  const { rows } = await db.query<AuditRow>(
-    `SELECT * FROM audit_log WHERE organization_id = $1 AND ($2::text IS NULL OR id < $2) ORDER BY id DESC LIMIT $3`,
+export async function listAudit(
+  db: Queryable,
+  organizationId: string,
+  options: { limit: number; before?: string | undefined },
+): Promise<{ entries: (AuditEntry & { seq: string })[]; hasMore: boolean }> {
+  const { rows } = await db.query<AuditRow & { seq: string }>(
+    `SELECT * FROM audit_log WHERE organization_id = $1 AND ($2::bigint IS NULL OR seq < $2::bigint) ORDER BY seq DESC LIMIT $3`,
     [organizationId, options.before ?? null, options.limit + 1],
   );
-  return { entries: rows.slice(0, options.limit).map(toEntry), hasMore: rows.length > options.limit };
+  return { entries: rows.slice(0, options.limit).map((row) => ({ ...toEntry(row), seq: row.seq })), hasMore: rows.length > options.limit };
 }

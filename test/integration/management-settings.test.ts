@@ -314,13 +314,37 @@ describe('the audit log', () => {
     expect(page.body.data[2]).toMatchObject({ target: { type: 'webhook', id: hook.body.id }, details: { mode: 'live', url: `${receiver.url}/audited` } });
     expect(page.body.hasMore).toBe(true);
     const next = await owner.browser.get(`/api/audit-log?limit=3&cursor=${encodeURIComponent(page.body.nextCursor)}`);
-    expect(next.body.data.map((entry: { action: string }) => entry.action)).toEqual(['api_key.created']);
+    // The admin's invite that built the organization is the oldest.
+    expect(next.body.data.map((entry: { action: string }) => entry.action)).toEqual(['api_key.created', 'member.invited']);
     expect(next.body.hasMore).toBe(false);
 
     const everything = JSON.stringify([page.body, next.body]);
     expect(everything).not.toContain(key.body.key);
     expect(everything).not.toContain('a-secret-of-sixteen-or-more');
     expect((await owner.browser.get('/api/audit-log?cursor=forged')).status).toBe(422);
+  });
+});
+
+describe('the audit log of the team', () => {
+  it('records invites, role changes, removals and transfers with who made them', async () => {
+    const { owner, members } = await team.organization(['admin', 'member']);
+    const invitee = await team.person('invitee');
+    const invite = await members.admin!.browser.post('/api/team', { userId: invitee.userId, role: 'viewer' });
+    await owner.browser.patch(`/api/team/${members.member!.memberId}`, { role: 'viewer' });
+    await members.admin!.browser.delete(`/api/team/${invite.body.id}`);
+    await owner.browser.post('/api/team/transfer', { newOwnerId: members.admin!.memberId });
+
+    const log = (await members.admin!.browser.get('/api/audit-log?limit=100')).body.data;
+    const summary = log.map((entry: any) => [entry.action, entry.actor.id, entry.target.id]);
+    expect(summary.slice(0, 4)).toEqual([
+      ['ownership.transferred', owner.userId, members.admin!.memberId],
+      ['member.removed', members.admin!.userId, invite.body.id],
+      ['member.role_changed', owner.userId, members.member!.memberId],
+      ['member.invited', members.admin!.userId, invite.body.id],
+    ]);
+    expect(log[2].details).toEqual({ userId: members.member!.userId, from: 'member', to: 'viewer' });
+    // The invites that built the organization are there too, oldest last.
+    expect(log.slice(4).map((entry: any) => entry.action)).toEqual(['member.invited', 'member.invited']);
   });
 });
 

@@ -89,9 +89,9 @@ export function createOrganizationSettingsService(deps: { pool: Pool; clock: Clo
       const { entries, hasMore } = await listAudit(pool, organizationId, { limit: page.limit, before });
       const last = entries.at(-1);
       return {
-        data: entries.map(({ organizationId: _, ...entry }) => entry),
+        data: entries.map(({ organizationId: _, seq: __, ...entry }) => entry),
         hasMore,
-        ...(hasMore && last ? { nextCursor: deps.cursors.encode(`${AUDIT_LIST}:${organizationId}`, last.id) } : {}),
+        ...(hasMore && last ? { nextCursor: deps.cursors.encode(`${AUDIT_LIST}:${organizationId}`, last.seq) } : {}),
       };
     },
   };
