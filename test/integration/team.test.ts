@@ -1,18 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import {
-  EMBEDDED_ISSUER,
-  INVITE_LIFETIME_MS,
-  ManualClock,
-  addMember,
-  createOrganization,
-  createSignInLink,
-  upsertUser,
-  type Role,
-} from '../../common/src/index.js';
+import { INVITE_LIFETIME_MS, ManualClock } from '../../common/src/index.js';
 import { ProviderRegistry } from '../../providers/src/registry.js';
 import { startTestApi, type TestApi } from '../helpers/app.js';
-import { Browser } from '../helpers/browser.js';
 import { IdleProvider } from '../helpers/fake-providers.js';
+import { managementPeople } from '../helpers/management.js';
 
 /**
  * The team routes over HTTP with real cookies, against a real PostgreSQL database and a manual
@@ -23,47 +14,17 @@ import { IdleProvider } from '../helpers/fake-providers.js';
  */
 let api: TestApi;
 const clock = new ManualClock('2026-11-01T09:00:00Z');
-let serial = 0;
+type People = ReturnType<typeof managementPeople>;
+
+let signIn: People['signIn'];
+let person: People['person'];
+let organization: People['organization'];
 
 beforeAll(async () => {
   api = await startTestApi({ clock, providers: new ProviderRegistry([new IdleProvider()], 'idle') });
+  ({ signIn, person, organization } = managementPeople({ pool: api.pool, clock, baseUrl: api.baseUrl }));
 });
 afterAll(() => api?.close());
-
-/** A browser signed in as the user, with a one-time link. */
-async function signIn(userId: string): Promise<Browser> {
-  const browser = new Browser(api.baseUrl);
-  const token = await createSignInLink(api.pool, userId, 60_000, clock.now());
-  const signedIn = await browser.get(`/api/auth/link?token=${token}`);
-  expect(signedIn.status).toBe(200);
-  await browser.loadCsrfToken();
-  return browser;
-}
-
-/** A person who has signed in once (so they have a user id), signed in now in a browser of their own. */
-async function person(name: string): Promise<{ userId: string; browser: Browser }> {
-  const user = await upsertUser(api.pool, { issuer: EMBEDDED_ISSUER, subject: `${name}-${++serial}`, name }, clock.now());
-  return { userId: user.id, browser: await signIn(user.id) };
-}
-
-/** An organization with its owner, and members of the given roles who accepted their invites. */
-async function organization(roles: Exclude<Role, 'owner'>[] = []) {
-  const owner = await person('owner');
-  const org = await createOrganization(api.pool, `org-${serial}`);
-  await addMember(api.pool, { organizationId: org.id, userId: owner.userId, role: 'owner' }, clock.now());
-  await owner.browser.put('/api/me/organization', { organizationId: org.id });
-  const members: Record<string, { userId: string; memberId: string; browser: Browser }> = {};
-  for (const role of roles) {
-    const someone = await person(role);
-    const invite = await owner.browser.post('/api/team', { userId: someone.userId, role });
-    expect(invite.status).toBe(201);
-    expect((await someone.browser.post(`/api/invites/${invite.body.id}/accept`)).status).toBe(200);
-    members[role] = { ...someone, memberId: invite.body.id };
-  }
-  const team = await owner.browser.get('/api/team');
-  const ownerMemberId = team.body.members.find((member: { role: string }) => member.role === 'owner').id;
-  return { org, owner: { ...owner, memberId: ownerMemberId as string }, members };
-}
 
 describe('team routes', () => {
   it('invites, lists with pending invites, accepts, and answers in the shapes of the spec', async () => {
@@ -208,7 +169,7 @@ describe('team routes', () => {
     expect((await a.owner.browser.delete(`/api/team/${b.members.member!.memberId}`)).status).toBe(404);
     expect((await a.owner.browser.post('/api/team/transfer', { newOwnerId: b.members.member!.memberId })).status).toBe(404);
     // Switching to an organization one is not a member of is refused.
-    const sw = await a.owner.browser.put('/api/me/organization', { organizationId: b.org.id });
+    const sw = await a.owner.browser.put('/api/me/organization', { organizationId: b.organizationId });
     expect([sw.status, sw.body.error.code]).toEqual([403, 'forbidden']);
     expect((await b.owner.browser.get('/api/team')).body).toEqual(teamB.body);
   });
