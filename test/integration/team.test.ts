@@ -84,10 +84,17 @@ describe('team routes', () => {
     await other.browser.post(`/api/invites/${invite.body.id}/accept`);
     const admin = members.admin!.browser;
     const refused = await admin.delete(`/api/team/${invite.body.id}`);
-    expect([refused.status, refused.body.error.code]).toEqual([403, 'forbidden']);
+    expect([refused.status, refused.body.error.code, refused.body.error.details.reason]).toEqual([403, 'forbidden', 'admin']);
+    // Nor demote them.
+    const demote = await admin.patch(`/api/team/${invite.body.id}`, { role: 'viewer' });
+    expect([demote.status, demote.body.error.details.reason]).toEqual([403, 'admin']);
     expect((await admin.delete(`/api/team/${members.member!.memberId}`)).body).toEqual({ ok: true });
     expect((await admin.delete(`/api/team/${members.viewer!.memberId}`)).body).toEqual({ ok: true });
     expect((await owner.browser.delete(`/api/team/${invite.body.id}`)).body).toEqual({ ok: true });
+    // An admin may leave.
+    expect((await admin.delete(`/api/team/${members.admin!.memberId}`)).body).toEqual({ ok: true });
+    expect((await admin.get('/api/team')).status).toBe(403);
+    expect((await owner.browser.get('/api/team')).body.members.map((member: { role: string }) => member.role)).toEqual(['owner']);
   });
 
   it('rule 3: PATCH to owner is 400 invalid_role, and so is an invite as owner', async () => {
