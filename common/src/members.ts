@@ -274,6 +274,12 @@ export async function revokeSignInSession(db: Queryable, sessionId: string, now:
   await db.query('UPDATE sign_in_sessions SET revoked_at = coalesce(revoked_at, $2) WHERE id = $1', [sessionId, now]);
 }
 
+/** Deletes the user's ended sessions (expired or revoked), so that the table holds about one row per signed-in browser. */
+export async function pruneSignInSessions(db: Queryable, userId: string, now: Date): Promise<void> {
+  await db.query('DELETE FROM sign_in_sessions WHERE user_id = $1 AND (expires_at <= $2 OR revoked_at IS NOT NULL)', [userId, now]);
+  await db.query('DELETE FROM sign_in_links WHERE user_id = $1 AND (expires_at <= $2 OR used_at IS NOT NULL)', [userId, now]);
+}
+
 /** Revokes every live session of a user (an operator's "sign out everywhere"); returns how many. */
 export async function revokeUserSignInSessions(db: Queryable, userId: string, now: Date): Promise<number> {
   const { rowCount } = await db.query('UPDATE sign_in_sessions SET revoked_at = $2 WHERE user_id = $1 AND revoked_at IS NULL', [userId, now]);

@@ -138,6 +138,13 @@ describe('sign-in with an OpenID Connect provider', () => {
     expect((await browser.get('/api/me')).status).toBe(200);
     expect(await revokeUserSignInSessions(api.pool, landing.body.user.id, clock.now())).toBeGreaterThan(0);
     expect((await browser.get('/api/me')).status).toBe(401);
+    // The next sign-in clears the ended sessions away.
+    await signInAs('alice');
+    const { rows } = await api.pool.query<{ live: string; ended: string }>(
+      'SELECT count(*) FILTER (WHERE revoked_at IS NULL) AS live, count(*) FILTER (WHERE revoked_at IS NOT NULL) AS ended FROM sign_in_sessions WHERE user_id = $1',
+      [landing.body.user.id],
+    );
+    expect(rows[0]).toEqual({ live: '1', ended: '0' });
   });
 
   it('refuses a cookie whose signature does not match', async () => {

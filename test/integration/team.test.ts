@@ -2,8 +2,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { INVITE_LIFETIME_MS, ManualClock } from '../../common/src/index.js';
 import { ProviderRegistry } from '../../providers/src/registry.js';
 import { startTestApi, type TestApi } from '../helpers/app.js';
-import { people } from '../helpers/people.js';
 import { IdleProvider } from '../helpers/fake-providers.js';
+import { managementPeople } from '../helpers/management.js';
 
 /**
  * The team routes over HTTP with real cookies, against a real PostgreSQL database and a manual
@@ -14,13 +14,15 @@ import { IdleProvider } from '../helpers/fake-providers.js';
  */
 let api: TestApi;
 const clock = new ManualClock('2026-11-01T09:00:00Z');
-let signIn: ReturnType<typeof people>['signIn'];
-let person: ReturnType<typeof people>['person'];
-let organization: ReturnType<typeof people>['organization'];
+type People = ReturnType<typeof managementPeople>;
+
+let signIn: People['signIn'];
+let person: People['person'];
+let organization: People['organization'];
 
 beforeAll(async () => {
   api = await startTestApi({ clock, providers: new ProviderRegistry([new IdleProvider()], 'idle') });
-  ({ signIn, person, organization } = people(api, clock));
+  ({ signIn, person, organization } = managementPeople({ pool: api.pool, clock, baseUrl: api.baseUrl }));
 });
 afterAll(() => api?.close());
 
@@ -82,10 +84,17 @@ describe('team routes', () => {
     await other.browser.post(`/api/invites/${invite.body.id}/accept`);
     const admin = members.admin!.browser;
     const refused = await admin.delete(`/api/team/${invite.body.id}`);
-    expect([refused.status, refused.body.error.code]).toEqual([403, 'forbidden']);
+    expect([refused.status, refused.body.error.code, refused.body.error.details.reason]).toEqual([403, 'forbidden', 'admin']);
+    // Nor demote them.
+    const demote = await admin.patch(`/api/team/${invite.body.id}`, { role: 'viewer' });
+    expect([demote.status, demote.body.error.details.reason]).toEqual([403, 'admin']);
     expect((await admin.delete(`/api/team/${members.member!.memberId}`)).body).toEqual({ ok: true });
     expect((await admin.delete(`/api/team/${members.viewer!.memberId}`)).body).toEqual({ ok: true });
     expect((await owner.browser.delete(`/api/team/${invite.body.id}`)).body).toEqual({ ok: true });
+    // An admin may leave.
+    expect((await admin.delete(`/api/team/${members.admin!.memberId}`)).body).toEqual({ ok: true });
+    expect((await admin.get('/api/team')).status).toBe(403);
+    expect((await owner.browser.get('/api/team')).body.members.map((member: { role: string }) => member.role)).toEqual(['owner']);
   });
 
   it('rule 3: PATCH to owner is 400 invalid_role, and so is an invite as owner', async () => {
@@ -167,7 +176,7 @@ describe('team routes', () => {
     expect((await a.owner.browser.delete(`/api/team/${b.members.member!.memberId}`)).status).toBe(404);
     expect((await a.owner.browser.post('/api/team/transfer', { newOwnerId: b.members.member!.memberId })).status).toBe(404);
     // Switching to an organization one is not a member of is refused.
-    const sw = await a.owner.browser.put('/api/me/organization', { organizationId: b.org.id });
+    const sw = await a.owner.browser.put('/api/me/organization', { organizationId: b.organizationId });
     expect([sw.status, sw.body.error.code]).toEqual([403, 'forbidden']);
     expect((await b.owner.browser.get('/api/team')).body).toEqual(teamB.body);
   });

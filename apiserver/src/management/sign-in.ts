@@ -9,6 +9,7 @@ import {
   findOwner,
   findOwnerlessOrganization,
   listMemberships,
+  pruneSignInSessions,
   upsertUser,
   withTransaction,
   type Clock,
@@ -97,6 +98,7 @@ export function createSignInService(deps: {
   }
 
   async function startSession(user: User) {
+    await pruneSignInSessions(deps.pool, user.id, deps.clock.now());
     const organizationId = await organizationFor(user);
     return createSignInSession(deps.pool, { userId: user.id, organizationId, lifetimeMs: SIGN_IN_LIFETIME_MS }, deps.clock.now());
   }

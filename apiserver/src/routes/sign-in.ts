@@ -2,7 +2,6 @@ import {
   ApiError,
   acceptInvite,
   findMembership,
-  findOrganization,
   listMemberships,
   listPendingInvites,
   revokeSignInSession,
@@ -303,7 +302,7 @@ export function signInRoutes(table: RouteTable, deps: SignInRouteDeps): void {
       handler: async ({ caller, params }) => {
         const member = await acceptInvite(deps.pool, params.memberId, caller.user.id, deps.clock.now());
         if (!member) throw new ApiError('not_found', `no pending invite ${params.memberId} for you (it may have expired after 7 days)`, { memberId: params.memberId });
-        if (await findOrganization(deps.pool, member.organizationId)) await setSignInSessionOrganization(deps.pool, caller.session.id, member.organizationId);
+        await setSignInSessionOrganization(deps.pool, caller.session.id, member.organizationId);
         return { status: 200, body: teamMember(member) };
       },
     }),
