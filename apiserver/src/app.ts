@@ -79,12 +79,10 @@ export interface AppDeps {
   byoiPolicy?: UrlPolicy;
   /** Which webhook URLs are accepted (default: https only, no private addresses). */
   webhookPolicy?: UrlPolicy;
-  /**
-   * Plans and the rate limit of `/v1` requests per API key. Without them nothing is limited and
-   * `/api/plan`, `/api/budgets`, `/api/organization` and `/api/audit-log` are not served: the
-   * floor of the rate-limit bench; `berth up` and `berth apiserver` always set them.
-   */
-  plans?: PlanSettings;
+  /** Plans: the rate limit of `/v1` requests per API key by the organization's plan. */
+  plans: PlanSettings;
+  /** Whether `/v1` requests are counted and limited (default true); false only for the floor of the rate-limit bench. */
+  limitRequests?: boolean;
   /** Whether the controllers this process relies on are running (for /readyz). */
   ready?: () => boolean;
   /** The management plane (`/api`): sign-in and who may create organizations. */
@@ -190,12 +188,10 @@ export function createApp(deps: AppDeps): App {
   signInRoutes(managementRoutes, { pool: deps.pool, clock: deps.clock, signIn, signer, dashboardUrl: deps.management?.dashboardUrl });
   teamRoutes(managementRoutes, createTeamService({ pool: deps.pool, clock: deps.clock }));
   apiKeyRoutes(managementRoutes, createApiKeyService({ pool: deps.pool, clock: deps.clock }));
-  if (deps.plans) {
-    organizationSettingsRoutes(
-      managementRoutes,
-      createOrganizationSettingsService({ pool: deps.pool, clock: deps.clock, plans: deps.plans, currency: deps.currency, cursors }),
-    );
-  }
+  organizationSettingsRoutes(
+    managementRoutes,
+    createOrganizationSettingsService({ pool: deps.pool, clock: deps.clock, plans: deps.plans, currency: deps.currency, cursors }),
+  );
   dataPlaneViewRoutes(managementRoutes, routes, { pool: deps.pool, clock: deps.clock });
   const authenticateSession = authenticateUser({ db: deps.pool, clock: deps.clock, signer });
 
@@ -208,7 +204,7 @@ export function createApp(deps: AppDeps): App {
   app.use(express.json({ limit: '2mb' }));
   for (const mount of deps.mounts ?? []) app.use(mount.path, mount.router);
   const router = express.Router();
-  const rateLimiter = deps.plans ? createRateLimiter({ db: deps.pool, clock: deps.clock, plans: deps.plans, metrics: deps.metrics }) : undefined;
+  const rateLimiter = deps.limitRequests === false ? undefined : createRateLimiter({ db: deps.pool, clock: deps.clock, plans: deps.plans, metrics: deps.metrics });
   const authenticateKey = authenticate({ db: deps.pool, clock: deps.clock, ...(rateLimiter ? { rateLimiter } : {}) });
   routes.mount(router, (route) => (route.auth === false ? [] : [authenticateKey]));
   managementRoutes.mount(router, (route): RequestHandler[] => {

@@ -63,6 +63,7 @@ async function main(): Promise<void> {
       execTimeoutMs: 5_000,
       defaultModel: 'openai/gpt-4o-mini',
       currency: 'usd',
+      plans: { defaultPlan: 'free', enterpriseRateLimit: 10_000_000 },
     };
     const listen = async (overrides: Partial<AppDeps>) => {
       const app = createApp({ ...deps, metrics: new Registry(), ...overrides });
@@ -72,8 +73,8 @@ async function main(): Promise<void> {
       servers.push(server);
       return `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
     };
-    const limitedUrl = await listen({ plans: { defaultPlan: 'free', enterpriseRateLimit: 10_000_000 } });
-    const floorUrl = await listen({});
+    const limitedUrl = await listen({});
+    const floorUrl = await listen({ limitRequests: false });
 
     const organization = await createOrganization(pool, 'bench');
     await setOrganizationPlan(pool, organization.id, 'enterprise');

@@ -82,8 +82,8 @@ describe('the permission table on these routes, one test per route and role', ()
     { permission: 'organization.update', name: 'PATCH /api/organization', call: (b) => b.patch('/api/organization', { name: 'Acme' }), allowed: 200 },
     { permission: 'billing.view', name: 'GET /api/plan', call: (b) => b.get('/api/plan'), allowed: 200 },
     { permission: 'billing.manage', name: 'PUT /api/plan', call: (b) => b.put('/api/plan', { plan: 'enterprise' }), allowed: 200 },
-    { permission: 'billing.view', name: 'GET /api/budgets', call: (b) => b.get('/api/budgets'), allowed: 200 },
-    { permission: 'billing.manage', name: 'PUT /api/budgets', call: (b) => b.put('/api/budgets', { sessionDefaults: {} }), allowed: 200 },
+    { permission: 'billing.view', name: 'GET /api/session-defaults', call: (b) => b.get('/api/session-defaults'), allowed: 200 },
+    { permission: 'billing.manage', name: 'PUT /api/session-defaults', call: (b) => b.put('/api/session-defaults', { sessionDefaults: {} }), allowed: 200 },
     { permission: 'audit.view', name: 'GET /api/audit-log', call: (b) => b.get('/api/audit-log'), allowed: 200 },
     {
       permission: 'webhooks.manage',
@@ -238,19 +238,19 @@ describe('plan, budgets and organization settings', () => {
     const { owner, organizationId } = await team.organization();
     const data = await keyOf(organizationId);
     const sessionDefaults = { maxCost: { amount: 500, currency: 'usd', period: 'day' }, maxAgents: 2 };
-    const set = await owner.browser.put('/api/budgets', { sessionDefaults });
+    const set = await owner.browser.put('/api/session-defaults', { sessionDefaults });
     expect(set.status).toBe(200);
-    expect((await owner.browser.get('/api/budgets')).body).toEqual({ sessionDefaults });
+    expect((await owner.browser.get('/api/session-defaults')).body).toEqual({ sessionDefaults });
 
     expect((await data.post('/v1/sessions', { userId: 'bob' })).body.limits).toEqual(sessionDefaults);
     expect((await data.post('/v1/sessions', { userId: 'carol', limits: { maxAgents: 5 } })).body.limits).toEqual({ ...sessionDefaults, maxAgents: 5 });
     expect((await data.post('/v1/sessions/by-user/dave', {})).body.limits).toEqual(sessionDefaults);
 
-    const otherCurrency = await owner.browser.put('/api/budgets', { sessionDefaults: { maxCost: { amount: 5, currency: 'eur', period: 'day' } } });
+    const otherCurrency = await owner.browser.put('/api/session-defaults', { sessionDefaults: { maxCost: { amount: 5, currency: 'eur', period: 'day' } } });
     expect(otherCurrency.status).toBe(422);
-    const unknownLimit = await owner.browser.put('/api/budgets', { sessionDefaults: { maxGpus: 1 } });
+    const unknownLimit = await owner.browser.put('/api/session-defaults', { sessionDefaults: { maxGpus: 1 } });
     expect(unknownLimit.status).toBe(422);
-    expect((await owner.browser.get('/api/budgets')).body).toEqual({ sessionDefaults });
+    expect((await owner.browser.get('/api/session-defaults')).body).toEqual({ sessionDefaults });
   });
 
   it('renames the organization', async () => {
@@ -355,7 +355,7 @@ describe('two organizations', () => {
     const aLive = apiClient(api.baseUrl, aKey.key);
     const aSession = (await aLive.post('/v1/sessions', { userId: 'frank' })).body;
     const aHook = (await a.owner.browser.post('/api/webhooks', { url: `${receiver.url}/a`, events: ['agent.completed'] })).body;
-    await a.owner.browser.put('/api/budgets', { sessionDefaults: { maxAgents: 1 } });
+    await a.owner.browser.put('/api/session-defaults', { sessionDefaults: { maxAgents: 1 } });
 
     expect((await b.owner.browser.get('/api/keys')).body.data).toEqual([]);
     expect((await b.owner.browser.delete(`/api/keys/${aKey.id}`)).status).toBe(404);
@@ -364,7 +364,7 @@ describe('two organizations', () => {
     expect((await b.owner.browser.delete(`/api/webhooks/${aHook.id}`)).status).toBe(404);
     expect((await b.owner.browser.get(`/api/sessions/${aSession.id}`)).status).toBe(404);
     expect((await b.owner.browser.get('/api/sessions')).body.data).toEqual([]);
-    expect((await b.owner.browser.get('/api/budgets')).body).toEqual({ sessionDefaults: {} });
+    expect((await b.owner.browser.get('/api/session-defaults')).body).toEqual({ sessionDefaults: {} });
     expect((await b.owner.browser.get('/api/audit-log')).body.data).toEqual([]);
     expect((await b.owner.browser.get('/api/organization')).body.id).toBe(b.organizationId);
   });

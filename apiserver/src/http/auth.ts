@@ -4,7 +4,7 @@ import type { RateLimiter } from './rate-limit.js';
 
 /**
  * API-key authentication for `/v1`, then the key's rate limit (without `rateLimiter` nothing
- * is limited: the floor of the rate-limit bench). The three 401 codes:
+ * is limited: only the floor of the rate-limit bench). The three 401 codes:
  * - `unauthorized`: no credentials at all (no `Authorization: Bearer` header);
  * - `auth/invalid_key`: a bearer token that is not a key of this install;
  * - `auth/key_revoked`: a key that existed and was revoked.

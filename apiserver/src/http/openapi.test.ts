@@ -26,6 +26,7 @@ const app = createApp({
   execTimeoutMs: 120_000,
   defaultModel: 'openai/gpt-4o-mini',
   currency: 'usd',
+  plans: { defaultPlan: 'free', enterpriseRateLimit: 60_000 },
 });
 afterAll(() => app.close());
 

@@ -116,7 +116,7 @@ export function organizationSettingsRoutes(table: RouteTable, settings: Organiza
     }),
     defineRoute({
       method: 'get',
-      path: '/api/budgets',
+      path: '/api/session-defaults',
       operationId: 'getBudgets',
       tag: 'Plan and budgets',
       summary: "The organization's budgets",
@@ -128,7 +128,7 @@ export function organizationSettingsRoutes(table: RouteTable, settings: Organiza
     }),
     defineRoute({
       method: 'put',
-      path: '/api/budgets',
+      path: '/api/session-defaults',
       operationId: 'setBudgets',
       tag: 'Plan and budgets',
       summary: "Set the organization's budgets",
