@@ -3,6 +3,8 @@
 
 -- An organization's plan; null follows the install's default plan (configuration).
 ALTER TABLE organizations ADD COLUMN plan text CHECK (plan IN ('free', 'pro', 'enterprise'));
+-- Organizations from before plans were never limited: they keep that, on the enterprise plan.
+UPDATE organizations SET plan = 'enterprise';
 -- Budgets: the limits a new session of the organization gets for those it does not give itself.
 ALTER TABLE organizations ADD COLUMN session_defaults jsonb NOT NULL DEFAULT '{}';
 
