@@ -109,7 +109,9 @@ export function signInRoutes(table: RouteTable, deps: SignInRouteDeps): void {
           deps.signIn.count('oidc', 'failure');
           throw new ApiError('unauthorized', `sign-in failed: the identity provider answered ${query.error}`, { reason: 'provider', error: query.error });
         }
-        const callbackUrl = new URL(req.originalUrl, transaction.redirectUri);
+        // The redirect URL as registered (a proxy may have served it under another path), with the provider's parameters.
+        const callbackUrl = new URL(transaction.redirectUri);
+        callbackUrl.search = new URL(req.originalUrl, 'http://callback.invalid').search;
         let identity;
         try {
           identity = await oidc.finish(callbackUrl, transaction);
