@@ -94,7 +94,7 @@ export function signInRoutes(table: RouteTable, deps: SignInRouteDeps): void {
       // The provider adds parameters of its own (iss, session_state, error_description): they go to openid-client unread here.
       query: z.looseObject({ state: z.string().optional(), code: z.string().optional(), error: z.string().optional() }),
       responses: { 302: { description: 'signed in: to `returnTo`, with the session cookie' } },
-      errors: ['not_found'],
+      errors: ['unauthorized', 'not_found'],
       handler: async ({ req, res, query }) => {
         const oidc = deps.signIn.oidc;
         if (!oidc) throw new ApiError('not_found', 'no identity provider is configured on this install');
@@ -137,7 +137,7 @@ export function signInRoutes(table: RouteTable, deps: SignInRouteDeps): void {
       auth: false,
       query: z.object({ token: z.string().min(1).max(200) }).strict(),
       responses: { 302: { description: 'signed in: to /api/me, with the session cookie' } },
-      errors: [],
+      errors: ['unauthorized'],
       handler: async ({ req, res, query }) => {
         const signedIn = await deps.signIn.signInWithLink(query.token);
         if (!signedIn) {
