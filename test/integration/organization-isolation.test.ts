@@ -1,3 +1,4 @@
+import { createHmac } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ManualClock, createOrganization } from '../../common/src/index.js';
 import { ProviderRegistry } from '../../providers/src/registry.js';
@@ -7,7 +8,8 @@ import type { ApiClient, ApiResponse } from '../helpers/http.js';
 
 /**
  * Two organizations on one install, route by route on the data plane: organization B holds a
- * session, an agent, a definition, a schedule, a trigger, a webhook, secrets and a BYOI provider;
+ * session, an agent, a definition, a schedule, a trigger and a job it fired, a webhook, secrets
+ * and a BYOI provider (snapshots and tasks need the controllers and a runner: not made here);
  * organization A's live key calls every /v1 route of the route table with B's ids in the path.
  * Routes that name one of B's objects answer 404 `not_found`; no answer to A holds any of B's ids;
  * and afterwards B's objects are exactly as they were (nothing A sent changed them).
@@ -42,6 +44,7 @@ async function snapshotOfB(): Promise<unknown[]> {
       `/v1/schedules/${ofB.schedule}`,
       `/v1/triggers/${ofB.trigger}`,
       `/v1/webhooks/${ofB.webhook}`,
+      `/v1/jobs/${ofB.job}`,
       '/v1/secrets',
       `/v1/sessions/${ofB.session}/secrets`,
       '/v1/providers',
@@ -64,7 +67,17 @@ beforeAll(async () => {
   ofB.agent = (await created(b.post(`/v1/sessions/${ofB.session}/agents`, { compute: 'python', timeout: '15m' }), 'agent')).id;
   ofB.definition = (await created(b.post('/v1/agent-definitions', { name: 'b-analyst', compute: 'python', model: 'openai/gpt-4o-mini' }), 'definition')).id;
   ofB.schedule = (await created(b.post('/v1/schedules', { agent: 'b-analyst', userId: 'bob', name: 'b nightly', cron: '30 2 * * *', timezone: 'UTC' }), 'schedule')).id;
-  ofB.trigger = (await created(b.post('/v1/triggers', { agent: 'b-analyst', userId: 'bob', name: 'b-hook', type: 'webhook' }), 'trigger')).id;
+  const trigger = await created(b.post('/v1/triggers', { agent: 'b-analyst', userId: 'bob', name: 'b-hook', type: 'webhook' }), 'trigger');
+  ofB.trigger = trigger.id;
+  // A fire of B's trigger makes a job of B's.
+  const fireBody = JSON.stringify({ ticket: 1 });
+  const fired = await fetch(`${api.baseUrl}${new URL(trigger.url).pathname}`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', 'x-trigger-signature': createHmac('sha256', trigger.secret).update(fireBody).digest('hex') },
+    body: fireBody,
+  });
+  expect(fired.status).toBe(202);
+  ofB.job = ((await fired.json()) as { jobId: string }).jobId;
   ofB.webhook = (await created(b.post('/v1/webhooks', { url: 'https://hooks.example.com/b', events: ['agent.completed'] }), 'webhook')).id;
   await created(b.post('/v1/secrets', { B_ONLY_SECRET: 'b-value' }), 'secret');
   await created(b.post(`/v1/sessions/${ofB.session}/secrets`, { B_SESSION_SECRET: 'b-session-value' }), 'session secret');
@@ -85,6 +98,7 @@ function idFor(path: string): string | undefined {
     schedules: ofB.schedule,
     triggers: ofB.trigger,
     webhooks: ofB.webhook,
+    jobs: ofB.job,
   }[kind!];
 }
 
@@ -97,7 +111,7 @@ describe('two organizations on the data plane', () => {
     for (const route of api.app.routes.list()) {
       if (!route.path.startsWith('/v1/') || route.auth === false) continue;
       const id = route.path.includes(':id') ? idFor(route.path) : undefined;
-      // Routes whose object B does not have here (snapshots, tasks, jobs) are reached through B's session or agent elsewhere.
+      // Routes of objects B has none of here (snapshots, tasks).
       if (route.path.includes(':id') && !id) continue;
       const path = route.path
         .replace(':id', id ?? '')

@@ -98,6 +98,14 @@ describe('sign-in with an OpenID Connect provider', () => {
     expect(victim.cookie('berth_session')).toBeUndefined();
   });
 
+  it("answers a provider's refusal with 401 naming it", async () => {
+    const browser = new Browser(baseUrl);
+    expect((await browser.get('/api/auth/login', { followRedirects: false })).status).toBe(302);
+    const refused = await browser.get('/api/auth/callback?error=access_denied&state=whatever');
+    expect([refused.status, refused.body.error.code, refused.body.error.details]).toEqual([401, 'unauthorized', { reason: 'provider', error: 'access_denied' }]);
+    expect(browser.cookie('berth_session')).toBeUndefined();
+  });
+
   it('refuses a state-changing request without the CSRF token, and takes it with the token', async () => {
     const { browser } = await signInAs('alice');
     const bob = await signInAs('bob');

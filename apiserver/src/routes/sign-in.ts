@@ -94,7 +94,7 @@ export function signInRoutes(table: RouteTable, deps: SignInRouteDeps): void {
       // The provider adds parameters of its own (iss, session_state, error_description): they go to openid-client unread here.
       query: z.looseObject({ state: z.string().optional(), code: z.string().optional(), error: z.string().optional() }),
       responses: { 302: { description: 'signed in: to `returnTo`, with the session cookie' } },
-      errors: ['not_found'],
+      errors: ['unauthorized', 'not_found'],
       handler: async ({ req, res, query }) => {
         const oidc = deps.signIn.oidc;
         if (!oidc) throw new ApiError('not_found', 'no identity provider is configured on this install');
@@ -109,7 +109,9 @@ export function signInRoutes(table: RouteTable, deps: SignInRouteDeps): void {
           deps.signIn.count('oidc', 'failure');
           throw new ApiError('unauthorized', `sign-in failed: the identity provider answered ${query.error}`, { reason: 'provider', error: query.error });
         }
-        const callbackUrl = new URL(req.originalUrl, transaction.redirectUri);
+        // The redirect URL as registered (a proxy may have served it under another path), with the provider's parameters.
+        const callbackUrl = new URL(transaction.redirectUri);
+        callbackUrl.search = new URL(req.originalUrl, 'http://callback.invalid').search;
         let identity;
         try {
           identity = await oidc.finish(callbackUrl, transaction);
@@ -135,7 +137,7 @@ export function signInRoutes(table: RouteTable, deps: SignInRouteDeps): void {
       auth: false,
       query: z.object({ token: z.string().min(1).max(200) }).strict(),
       responses: { 302: { description: 'signed in: to /api/me, with the session cookie' } },
-      errors: [],
+      errors: ['unauthorized'],
       handler: async ({ req, res, query }) => {
         const signedIn = await deps.signIn.signInWithLink(query.token);
         if (!signedIn) {
