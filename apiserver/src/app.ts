@@ -49,6 +49,8 @@ import { managementDocumentRoute } from './routes/management-document.js';
 import { apiKeyRoutes } from './routes/api-keys.js';
 import { organizationSettingsRoutes } from './routes/organization-settings.js';
 import { dataPlaneViewRoutes } from './routes/data-plane-views.js';
+import { eventLogRoutes } from './routes/event-log.js';
+import { createEventLogService } from './services/event-log.js';
 import { createApiKeyService } from './services/api-keys.js';
 import { createOrganizationSettingsService } from './services/organization-settings.js';
 import type { RequestHandler } from 'express';
@@ -192,6 +194,7 @@ export function createApp(deps: AppDeps): App {
     managementRoutes,
     createOrganizationSettingsService({ pool: deps.pool, clock: deps.clock, plans: deps.plans, currency: deps.currency, cursors }),
   );
+  eventLogRoutes(managementRoutes, createEventLogService({ pool: deps.pool, cursors }));
   dataPlaneViewRoutes(managementRoutes, routes, { pool: deps.pool, clock: deps.clock });
   const authenticateSession = authenticateUser({ db: deps.pool, clock: deps.clock, signer });
 

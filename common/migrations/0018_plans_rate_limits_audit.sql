@@ -112,3 +112,6 @@ CREATE TABLE audit_log (
   at timestamptz NOT NULL
 );
 CREATE INDEX audit_log_organization ON audit_log (organization_id, seq);
+
+-- The event log of an organization (GET /api/events): its events of one mode, newest first.
+CREATE INDEX events_organization ON events (organization_id, mode, seq);

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { KEY_PATTERN, ManualClock, createApiKey, type Role } from '../../common/src/index.js';
+import { KEY_PATTERN, ManualClock, createApiKey, recordEvent, type Role } from '../../common/src/index.js';
 import { PERMISSIONS, type Permission } from '../../apiserver/src/management/permissions.js';
 import { ProviderRegistry } from '../../providers/src/registry.js';
 import { startTestApi, type TestApi } from '../helpers/app.js';
@@ -117,6 +117,7 @@ describe('the permission table on these routes, one test per route and role', ()
     { permission: 'sessions.view', name: 'GET /api/sessions/:id', call: (b) => b.get(`/api/sessions/${sessionId}`), allowed: 200 },
     { permission: 'sessions.view', name: 'GET /api/sessions/:id/agents', call: (b) => b.get(`/api/sessions/${sessionId}/agents`), allowed: 200 },
     { permission: 'sessions.view', name: 'GET /api/agents/:id', call: (b) => b.get('/api/agents/agt_00000000000000000000000000'), allowed: 404 },
+    { permission: 'observability.view', name: 'GET /api/events', call: (b) => b.get('/api/events'), allowed: 200 },
     { permission: 'observability.view', name: 'GET /api/tasks/:id', call: (b) => b.get('/api/tasks/task_00000000000000000000000000'), allowed: 404 },
     { permission: 'observability.view', name: 'GET /api/jobs/:id', call: (b) => b.get('/api/jobs/job_00000000000000000000000000'), allowed: 404 },
     {
@@ -286,6 +287,36 @@ describe('data-plane views', () => {
     expect(Object.keys(mixed.body.error.details.fields).sort()).toEqual(['from', 'period']);
     expect((await owner.browser.get('/api/sessions?mode=staging')).status).toBe(422);
     expect((await owner.browser.get('/api/sessions?sort=name')).status).toBe(422);
+  });
+});
+
+describe('the event log', () => {
+  it("lists the organization's events of the mode asked, newest first, by type, in pages", async () => {
+    const { owner, members, organizationId } = await team.organization(['viewer']);
+    const other = await team.organization();
+    const record = (type: 'agent.started' | 'agent.completed', mode: 'live' | 'test', n: number, org = organizationId) =>
+      recordEvent(api.pool, { type, organizationId: org, mode, subjectId: `agt_${n}`, data: { agentId: `agt_${n}` }, occurrence: `${org}/${mode}/${type}/${n}` }, clock.now());
+    await record('agent.started', 'live', 1);
+    await record('agent.completed', 'live', 1);
+    await record('agent.started', 'live', 2);
+    await record('agent.started', 'test', 3);
+    await record('agent.started', 'live', 4, other.organizationId);
+
+    const page = await members.viewer!.browser.get('/api/events?limit=2');
+    expect(page.status).toBe(200);
+    expect(page.body.data.map((event: any) => [event.event, event.subjectId])).toEqual([
+      ['agent.started', 'agt_2'],
+      ['agent.completed', 'agt_1'],
+    ]);
+    expect(page.body.data[0]).toEqual({ id: expect.stringMatching(/^evt_/), event: 'agent.started', subjectId: 'agt_2', createdAt: clock.now().toISOString(), data: { agentId: 'agt_2' } });
+    const next = await members.viewer!.browser.get(`/api/events?limit=2&cursor=${encodeURIComponent(page.body.nextCursor)}`);
+    expect(next.body).toEqual({ data: [expect.objectContaining({ event: 'agent.started', subjectId: 'agt_1' })], hasMore: false });
+    expect((await owner.browser.get('/api/events?type=agent.started')).body.data.map((event: any) => event.subjectId)).toEqual(['agt_2', 'agt_1']);
+    expect((await owner.browser.get('/api/events?mode=test')).body.data.map((event: any) => event.subjectId)).toEqual(['agt_3']);
+    expect((await other.owner.browser.get('/api/events')).body.data.map((event: any) => event.subjectId)).toEqual(['agt_4']);
+    // A cursor of one list is refused on another.
+    expect((await owner.browser.get(`/api/events?mode=test&cursor=${encodeURIComponent(page.body.nextCursor)}`)).status).toBe(422);
+    expect((await owner.browser.get('/api/events?type=agent.exploded')).status).toBe(422);
   });
 });
 
