@@ -68,7 +68,7 @@ export function signInRoutes(table: RouteTable, deps: SignInRouteDeps): void {
       description:
         "Redirects to the install's OpenID Connect provider (authorization code flow with PKCE); the provider sends the browser back to `/api/auth/callback`. 404 when the install has no provider configured (embedded installs sign in with the link of `berth admin login`).",
       auth: false,
-      query: z.object({ returnTo: z.string().max(2000).optional().describe('a path of this site to land on after sign-in (default /api/me)') }).strict(),
+      query: z.object({ returnTo: z.string().max(1000).optional().describe('a path of this site to land on after sign-in (default /api/me)') }).strict(),
       responses: { 302: { description: "to the identity provider's authorization endpoint" } },
       errors: ['not_found', 'provider_error'],
       handler: async ({ req, res, query }) => {
@@ -92,7 +92,13 @@ export function signInRoutes(table: RouteTable, deps: SignInRouteDeps): void {
         'Checks state, nonce and the PKCE verifier kept in the browser since `/api/auth/login`, exchanges the code, records the user (a `usr_…` id at their first sign-in), starts a sign-in session and redirects to `returnTo`. A failed sign-in answers 401 `unauthorized`.',
       auth: false,
       // The provider adds parameters of its own (iss, session_state, error_description): they go to openid-client unread here.
-      query: z.looseObject({ state: z.string().optional(), code: z.string().optional(), error: z.string().optional() }),
+      // As RFC 6749 has them (printable ASCII; the state is our own base64url), and bounded so that
+      // a URL at the limits stays within the 16 KiB of headers the server reads.
+      query: z.looseObject({
+        state: z.string().max(200).regex(/^[A-Za-z0-9_-]*$/).optional(),
+        code: z.string().max(2048).regex(/^[\x20-\x7e]*$/).optional(),
+        error: z.string().max(200).regex(/^[\x20-\x7e]*$/).optional(),
+      }),
       responses: { 302: { description: 'signed in: to `returnTo`, with the session cookie' } },
       errors: ['unauthorized', 'not_found'],
       handler: async ({ req, res, query }) => {
