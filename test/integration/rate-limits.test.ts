@@ -193,6 +193,15 @@ describe('two berth processes sharing one database', () => {
     }
   });
 
+  it('admits exactly 60 of 80 requests sent at once to both processes', async () => {
+    const organization = await createOrganization(pool, 'burst');
+    const { key } = await createApiKey(pool, { organizationId: organization.id, mode: 'test' });
+    const clients = processes.map((berth) => berth.api(key));
+    const statuses = await Promise.all(Array.from({ length: 80 }, (_, i) => clients[i % 2]!.get('/v1/sessions').then((response) => response.status)));
+    expect(statuses.filter((status) => status === 200)).toHaveLength(60);
+    expect(statuses.filter((status) => status === 429)).toHaveLength(20);
+  });
+
   it('leaves the first organization of the install (enterprise) unthrottled', async () => {
     const live = processes[0]!.api(processes[0]!.liveKey);
     const statuses = new Set<number>();
