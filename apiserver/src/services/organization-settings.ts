@@ -29,6 +29,12 @@ const AUDIT_LIST = 'audit-log';
 export function createOrganizationSettingsService(deps: { pool: Pool; clock: Clock; plans: PlanSettings; currency: string; cursors: CursorCodec }) {
   const { pool, clock } = deps;
 
+  async function organizationView(organizationId: string) {
+    const { rows } = await pool.query<{ id: string; name: string; created_at: Date }>('SELECT id, name, created_at FROM organizations WHERE id = $1', [organizationId]);
+    if (!rows[0]) throw new ApiError('not_found', `organization ${organizationId} does not exist`, { organizationId });
+    return { id: rows[0].id, name: rows[0].name, createdAt: rows[0].created_at.toISOString() };
+  }
+
   async function planView(organizationId: string) {
     const plan = await getOrganizationPlan(pool, organizationId, deps.plans);
     if (!plan) throw new ApiError('not_found', `organization ${organizationId} does not exist`, { organizationId });
@@ -44,18 +50,14 @@ export function createOrganizationSettingsService(deps: { pool: Pool; clock: Clo
   }
 
   return {
-    async organization(organizationId: string) {
-      const { rows } = await pool.query<{ id: string; name: string; created_at: Date }>('SELECT id, name, created_at FROM organizations WHERE id = $1', [organizationId]);
-      if (!rows[0]) throw new ApiError('not_found', `organization ${organizationId} does not exist`, { organizationId });
-      return { id: rows[0].id, name: rows[0].name, createdAt: rows[0].created_at.toISOString() };
-    },
+    organization: organizationView,
 
     async rename(organizationId: string, actor: AuditActor, name: string) {
       await locked(organizationId, async (tx, before) => {
         await tx.query('UPDATE organizations SET name = $2 WHERE id = $1', [organizationId, name]);
         await recordAudit(tx, { organizationId, actor, action: 'organization.renamed', target: { type: 'organization', id: organizationId }, details: { from: before.name, to: name }, at: clock.now() });
       });
-      return this.organization(organizationId);
+      return organizationView(organizationId);
     },
 
     plan: planView,
