@@ -127,7 +127,6 @@ describe('two organizations on the data plane', () => {
       if (id) expect(response.status, label).toBe(404);
       checked.push(`${route.method.toUpperCase()} ${route.path} ${response.status}`);
     }
-    if (process.env.BERTH_TEST_VERBOSE) console.log(checked.join("\n"));
     // Every kind of B's objects was addressed by the routes that take its id.
     expect(checked.filter((line) => line.endsWith(' 404')).length).toBeGreaterThanOrEqual(25);
     expect(await snapshotOfB()).toEqual(before);
