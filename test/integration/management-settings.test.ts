@@ -109,6 +109,19 @@ describe('the permission table on these routes, one test per route and role', ()
       allowed: 200,
     },
     { permission: 'providers.manage', name: 'DELETE /api/providers/:provider', call: (b) => b.delete('/api/providers/never-configured'), allowed: 404 },
+    { permission: 'secrets.write', name: 'POST /api/secrets', call: (b) => b.post('/api/secrets', { DASHBOARD_TOKEN: 'a-value-set-in-the-dashboard' }), allowed: 200 },
+    { permission: 'secrets.view', name: 'GET /api/secrets', call: (b) => b.get('/api/secrets'), allowed: 200 },
+    {
+      permission: 'secrets.delete',
+      name: 'DELETE /api/secrets/:name',
+      call: async (b) => {
+        await live.post('/v1/secrets', { TO_DELETE: 'a-value-to-delete' });
+        return b.delete('/api/secrets/TO_DELETE');
+      },
+      allowed: 200,
+    },
+    { permission: 'sessions.manage', name: 'POST /api/sessions', call: (b) => b.post('/api/sessions', { userId: 'made-in-the-dashboard' }), allowed: 201 },
+    { permission: 'sessions.manage', name: 'PATCH /api/sessions/:id', call: (b) => b.patch(`/api/sessions/${sessionId}`, { metadata: { by: 'dashboard' } }), allowed: 200 },
     { permission: 'billing.view', name: 'GET /api/usage/summary', call: (b) => b.get('/api/usage/summary'), allowed: 200 },
     { permission: 'billing.view', name: 'GET /api/usage/daily', call: (b) => b.get('/api/usage/daily'), allowed: 200 },
     { permission: 'billing.view', name: 'GET /api/usage/users/:userId', call: (b) => b.get('/api/usage/users/alice'), allowed: 200 },
@@ -352,6 +365,21 @@ describe('the audit log', () => {
     expect(everything).not.toContain(key.body.key);
     expect(everything).not.toContain('a-secret-of-sixteen-or-more');
     expect((await owner.browser.get('/api/audit-log?cursor=forged')).status).toBe(422);
+  });
+});
+
+describe('the audit log of secrets', () => {
+  it('names the secrets set and deleted, never their values', async () => {
+    const { owner, members } = await team.organization(['member']);
+    expect((await members.member!.browser.post('/api/secrets', { SHARED_TOKEN: 'value-that-stays-secret' })).status).toBe(200);
+    expect((await members.member!.browser.delete('/api/secrets/SHARED_TOKEN')).status).toBe(403);
+    expect((await owner.browser.delete('/api/secrets/SHARED_TOKEN')).status).toBe(200);
+    const log = (await owner.browser.get('/api/audit-log')).body.data;
+    expect(log.slice(0, 2).map((entry: any) => [entry.action, entry.actor.id, entry.target.id, entry.details])).toEqual([
+      ['secret.deleted', owner.userId, 'SHARED_TOKEN', { mode: 'live' }],
+      ['secrets.set', members.member!.userId, 'organization', { mode: 'live', names: ['SHARED_TOKEN'] }],
+    ]);
+    expect(JSON.stringify(log)).not.toContain('value-that-stays-secret');
   });
 });
 

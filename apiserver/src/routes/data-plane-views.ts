@@ -75,12 +75,28 @@ export const DATA_PLANE_VIEWS: View[] = [
     permission: 'providers.manage',
     audit: { action: 'provider.removed', target: ({ params }) => ({ type: 'provider', id: params.provider! }) },
   },
+  // Secrets: members set them, owners and admins delete them, everyone sees their names (never values).
+  {
+    method: 'post',
+    path: '/v1/secrets',
+    permission: 'secrets.write',
+    audit: { action: 'secrets.set', target: () => ({ type: 'secrets', id: 'organization' }), details: ({ body }) => ({ names: Object.keys(body) }) },
+  },
+  { method: 'get', path: '/v1/secrets', permission: 'secrets.view' },
+  {
+    method: 'delete',
+    path: '/v1/secrets/:name',
+    permission: 'secrets.delete',
+    audit: { action: 'secret.deleted', target: ({ params }) => ({ type: 'secret', id: params.name! }) },
+  },
   // Billing and usage.
   { method: 'get', path: '/v1/usage/summary', permission: 'billing.view' },
   { method: 'get', path: '/v1/usage/daily', permission: 'billing.view' },
   { method: 'get', path: '/v1/usage/users/:userId', permission: 'billing.view' },
   { method: 'get', path: '/v1/usage/models', permission: 'billing.view' },
-  // Sessions and agents.
+  // Sessions and agents: members create and change sessions, everyone reads them.
+  { method: 'post', path: '/v1/sessions', permission: 'sessions.manage' },
+  { method: 'patch', path: '/v1/sessions/:id', permission: 'sessions.manage' },
   { method: 'get', path: '/v1/sessions', permission: 'sessions.view' },
   { method: 'get', path: '/v1/sessions/:id', permission: 'sessions.view' },
   { method: 'get', path: '/v1/sessions/:id/agents', permission: 'sessions.view' },
