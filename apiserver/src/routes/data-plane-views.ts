@@ -121,6 +121,8 @@ export function dataPlaneViewRoutes(management: RouteTable, dataPlane: RouteTabl
     management.add({
       ...route,
       path: route.path.replace(/^\/v1\//, '/api/'),
+      // Its own name: tools that key on operation ids (the fuzz tier's bindings) tell the two apart.
+      operationId: `dashboard${route.operationId.charAt(0).toUpperCase()}${route.operationId.slice(1)}`,
       permission: view.permission,
       description: `${route.description} The dashboard's form of \`${route.method.toUpperCase()} ${route.path}\`, for a signed-in member: \`mode\` picks live or test data.`,
       // For the document and the first check; the route's own query schema (with its refinements) is applied below.
