@@ -209,7 +209,7 @@ const STREAM_DESCRIPTION = `Server-sent events of one run. Events (each \`data\`
 - \`step.failed\` \`{ runId, stepId, attempt, error, willRetry }\` for each failed attempt;
 - \`run.completed\`, \`run.partial\` \`{ runId, status, totalCost, output }\` (partial adds \`failedSteps\`), \`run.failed\` \`{ runId, status, stepId, error, totalCost }\`, \`run.cancelled\` \`{ runId, status, totalCost }\`: the last event; the stream then ends;
 - \`heartbeat\` \`{ t }\` every 15 s, without an id.
-If the run has ended when the stream opens (and no \`Last-Event-ID\` is given) the stream is one \`run.<status>\` event, then it ends. Every event but \`connected\` and heartbeats has an id; reconnecting with \`Last-Event-ID\` (header, or \`lastEventId\` query) sends what came after it, then the rest (or, for an ended run, up to its last event).`;
+If the run has ended when the stream opens (and no \`Last-Event-ID\` is given) the stream is one \`run.<status>\` event, then it ends. A stream opened on a running run sends the run's events from its first (\`started\`), then each as it happens. Every event but \`connected\` and heartbeats has an id; reconnecting with \`Last-Event-ID\` (header, or \`lastEventId\` query) sends what came after it, then the rest (or, for an ended run, up to its last event).`;
 
 export function workflowRoutes(table: RouteTable, deps: { workflows: WorkflowService; hub: WorkflowStreamHub; heartbeatMs: number }): void {
   const { workflows, hub } = deps;
@@ -395,12 +395,6 @@ export function workflowRoutes(table: RouteTable, deps: { workflows: WorkflowSer
         stream = openEventStream(req, res, deps.heartbeatMs);
         stream.write('connected', { runId: params.runId, status: run.status });
         for (const event of early.splice(0)) send(event);
-        // A run that ended between the first read and the subscription: the hub started after
-        // its last event, so that event is sent from the table.
-        if (!finished && TERMINAL_RUN_STATUSES.includes((await workflows.runStatus(principal, params.runId)).status)) {
-          const last = await workflows.endEvent(params.runId);
-          if (last) send(last);
-        }
         if (!finished) await Promise.race([stream.closed, new Promise<void>((resolve) => res.once('finish', resolve))]);
         unsubscribe();
       },

@@ -1,5 +1,5 @@
 import type { Registry } from 'prom-client';
-import { NotificationListener, latestRunEventSeq, runEventsAfter, type Logger, type Pool, type WorkflowStreamEvent } from '@berth/common';
+import { NotificationListener, runEventsAfter, type Logger, type Pool, type WorkflowStreamEvent } from '@berth/common';
 
 /** Events read at a time for one subscriber. */
 const PAGE = 500;
@@ -16,8 +16,9 @@ interface Subscriber {
  * Fans the stream events of workflow runs out to SSE subscribers, as the agent StreamHub does
  * for agents: one LISTEN connection (`berth_workflow_stream`, one notification per statement
  * and run), and for each notification every subscriber of that run reads what it has not seen.
- * Last-Event-ID starts after that event; without it, after the newest. A lost and remade LISTEN
- * connection has every subscriber read on from the last event it saw.
+ * Last-Event-ID starts after that event; without it, from the run's first event (a run has few,
+ * and a client that connects after starting the run still sees `started`). A lost and remade
+ * LISTEN connection has every subscriber read on from the last event it saw.
  */
 export class WorkflowStreamHub {
   private readonly subscribers = new Set<Subscriber>();
@@ -59,14 +60,13 @@ export class WorkflowStreamHub {
       .catch((error: unknown) => this.log.warn({ err: error, runId: subscriber.runId }, 'reading workflow run events failed; the next notification or reconnect reads again'));
   }
 
-  /** Subscribes; events after `lastEventId` (or from now) go to `deliver`, in order. */
+  /** Subscribes; events after `lastEventId` (or all of the run's) go to `deliver`, in order. */
   async subscribe(runId: string, lastEventId: string | undefined, deliver: (events: WorkflowStreamEvent[]) => void): Promise<() => void> {
     await this.listener.start();
-    // Listening before reading the starting point: nothing written in between is missed.
-    const lastSeq = lastEventId ?? (await latestRunEventSeq(this.pool, runId));
-    const subscriber: Subscriber = { runId, lastSeq, deliver, reading: Promise.resolve() };
+    // Listening before the first read: nothing written in between is missed.
+    const subscriber: Subscriber = { runId, lastSeq: lastEventId ?? '0', deliver, reading: Promise.resolve() };
     this.subscribers.add(subscriber);
-    if (lastEventId !== undefined) this.pull(subscriber);
+    this.pull(subscriber);
     return () => {
       this.subscribers.delete(subscriber);
     };
