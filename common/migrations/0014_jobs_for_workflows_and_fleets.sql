@@ -61,7 +61,7 @@ CREATE TABLE workflow_runs (
   finished_at timestamptz
 );
 CREATE INDEX workflow_runs_of ON workflow_runs (workflow_id, id DESC);
-CREATE INDEX workflow_runs_open ON workflow_runs (created_at) WHERE status = 'running';
+CREATE INDEX workflow_runs_open ON workflow_runs (id) WHERE status = 'running';
 
 -- One attempt of one step of a run: the claim that makes the attempt start once (its job is
 -- queued in the transaction that inserts it), then the attempt's outcome copied from its job.

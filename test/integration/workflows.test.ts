@@ -278,6 +278,23 @@ describe('a run whose optional step fails', () => {
   }, 200_000);
 });
 
+describe('a step that runs past its timeout', () => {
+  it('fails the attempt with timeout, retries it, and fails the run when it times out again', async () => {
+    delays.set('sluggish', 20_000);
+    const workflow = await createWorkflow({ name: 'too-slow', steps: [{ name: 'wait', agent: 'researcher', input: 'sluggish: {{input}}', timeout: '2s', retries: 1 }] });
+    const run = (await live.post(`/v1/workflows/${workflow.id}/runs`, { userId: 'eve', input: 'q' })).body;
+    const ended = await runEnded(run.id);
+    expect(ended).toMatchObject({ status: 'failed', error: { step: 'wait', code: 'timeout' } });
+    expect(ended.steps[0]).toMatchObject({ status: 'failed', attempts: 2, error: { code: 'timeout' } });
+    const { rows } = await db.query(`SELECT j.state, j.error, j.timeout_ms FROM workflow_step_runs s JOIN jobs j ON j.id = s.job_id WHERE s.run_id = $1 ORDER BY s.attempt`, [run.id]);
+    expect(rows).toEqual([
+      { state: 'failed', error: expect.objectContaining({ code: 'timeout' }), timeout_ms: '2000' },
+      { state: 'failed', error: expect.objectContaining({ code: 'timeout' }), timeout_ms: '2000' },
+    ]);
+    delays.delete('sluggish');
+  }, 200_000);
+});
+
 describe('the estimate', () => {
   /** Completed runs written straight into PostgreSQL, with their steps, at these costs. */
   async function seedCompletedRuns(workflowId: string, count: number, from: number): Promise<void> {

@@ -34,7 +34,7 @@ export interface WorkflowDriverOptions {
   connectionString?: string;
   /** How often running runs are looked at without a notification (default 1 s). */
   pollMs?: number;
-  /** Runs reconciled per pass (default 50). */
+  /** Running runs read at a time; a pass reads them all (default 50). */
   batch?: number;
 }
 
@@ -150,21 +150,28 @@ export class WorkflowDriver {
   async pass(): Promise<number> {
     const timer = this.metrics.passes.startTimer();
     try {
-      const { rows } = await this.options.pool.query<{ id: string }>(
-        `SELECT id FROM workflow_runs WHERE status = 'running' ORDER BY created_at LIMIT $1`,
-        [this.options.batch ?? 50],
-      );
       let changed = 0;
-      for (const { id } of rows) {
-        const log = this.options.log.child({ runId: id });
-        try {
-          const result = await this.reconcile(id, log);
-          this.metrics.reconciles.inc({ result });
-          if (result === 'changed') changed++;
-        } catch (error) {
-          this.metrics.reconciles.inc({ result: 'error' });
-          log.warn({ err: error }, 'reconciling the workflow run failed; the next pass tries again');
+      // Every running run, a page at a time in id order: a long queue of runs waiting on their
+      // steps never keeps newer runs from being looked at.
+      let after = '';
+      for (;;) {
+        const { rows } = await this.options.pool.query<{ id: string }>(
+          `SELECT id FROM workflow_runs WHERE status = 'running' AND id > $1 ORDER BY id LIMIT $2`,
+          [after, this.options.batch ?? 50],
+        );
+        for (const { id } of rows) {
+          const log = this.options.log.child({ runId: id });
+          try {
+            const result = await this.reconcile(id, log);
+            this.metrics.reconciles.inc({ result });
+            if (result === 'changed') changed++;
+          } catch (error) {
+            this.metrics.reconciles.inc({ result: 'error' });
+            log.warn({ err: error }, 'reconciling the workflow run failed; the next pass tries again');
+          }
         }
+        if (rows.length < (this.options.batch ?? 50) || this.stopped) break;
+        after = rows.at(-1)!.id;
       }
       timer({ result: 'ok' });
       return changed;
