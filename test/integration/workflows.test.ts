@@ -457,6 +457,12 @@ describe('a process killed in the middle of a run', () => {
       { step: 'three', attempts: 1, jobs: 1, completed_tasks: 1, tasks: 1 },
       { step: 'two', attempts: 1, jobs: 1, completed_tasks: 1, tasks: 1 },
     ]);
+    // Step two's run was continued by the next process's runner (a takeover), not started again.
+    const takeover = await db.query(
+      `SELECT t.attempt FROM workflow_step_runs s JOIN jobs j ON j.id = s.job_id JOIN tasks t ON t.id = j.task_id WHERE s.run_id = $1 AND s.step = 'two'`,
+      [run.id],
+    );
+    expect(takeover.rows[0].attempt).toBeGreaterThan(1);
     const events = await db.query(`SELECT type, count(*)::int AS n FROM workflow_run_events WHERE run_id = $1 GROUP BY type ORDER BY type`, [run.id]);
     expect(events.rows).toEqual([
       { type: 'run.completed', n: 1 },
