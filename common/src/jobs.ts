@@ -16,7 +16,8 @@
  *   session; it must exist when the job starts (else the job fails `not_found`).
  * - `timeoutMs` (optional) bounds the job from its start to its task's end: past it the executor
  *   fails the job with the code `timeout` and ends its agent (whose runner cancels the task).
- * - `cancelJobsOf` cancels the jobs of a source: queued ones at once, running ones by a request the
+ * - `cancelJobsOf` cancels the queued jobs of a source (a deleted schedule: a running job finishes);
+ *   with `includeRunning` (a cancelled workflow run or fleet) running ones too, by a request the
  *   executor carries out at its next pass (it ends the agent, the task is cancelled, the job is
  *   written `cancelled`). A job that ended before the request keeps its state.
  * - A job reaching a final state NOTIFYs `berth_job_ended` with `source:sourceId:jobId` in the
@@ -161,11 +162,17 @@ export async function getJob(db: Queryable, id: string, scope?: { organizationId
 }
 
 /**
- * Cancels the open jobs of a source: queued ones at once; running ones by a request the executor
- * carries out (it ends the job's agent and writes the job `cancelled`). Returns how many jobs were
- * cancelled or asked to cancel. Inside the caller's transaction when `db` is one.
+ * Cancels the queued jobs of a source at once and, with `includeRunning`, asks the executor to
+ * cancel its running ones (it ends each one's agent and writes the job `cancelled`). Returns how
+ * many jobs were cancelled or asked to cancel. Inside the caller's transaction when `db` is one.
  */
-export async function cancelJobsOf(db: Queryable, source: JobSource, sourceId: string, now: Date): Promise<number> {
+export async function cancelJobsOf(
+  db: Queryable,
+  source: JobSource,
+  sourceId: string,
+  now: Date,
+  options: { includeRunning?: boolean } = {},
+): Promise<number> {
   // Two statements, not one: the second reads afresh, so a job the executor moved from queued to
   // running while the first waited for its row is asked to cancel rather than missed.
   const queued = await db.query(
@@ -173,6 +180,7 @@ export async function cancelJobsOf(db: Queryable, source: JobSource, sourceId: s
      WHERE source = $1 AND source_id = $2 AND state = 'queued'`,
     [source, sourceId, now],
   );
+  if (!options.includeRunning) return queued.rowCount ?? 0;
   const running = await db.query<{ id: string }>(
     `UPDATE jobs SET cancel_requested_at = $3
      WHERE source = $1 AND source_id = $2 AND state = 'running' AND cancel_requested_at IS NULL RETURNING id`,

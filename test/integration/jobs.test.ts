@@ -199,19 +199,24 @@ describe('a job stopped before its task ends', () => {
     const executor = manualExecutor('cancel-x');
     const source = { organizationId, mode: 'test' as const, source: 'fleet' as const, sourceId: 'flt_jobs6', userId: 'cancel-user', definitionId: await definitionId('reporter') };
     const running = await enqueueJob(pool, { ...source, input: 'one' }, new Date());
+    const other = await enqueueJob(pool, { ...source, sourceId: 'flt_jobs6b', input: 'three' }, new Date());
     await executor.pass();
     const queued = await enqueueJob(pool, { ...source, input: 'two' }, new Date());
     const before = (await getJob(pool, running.id))!;
     expect(before).toMatchObject({ state: 'running', taskId: null, cancelRequestedAt: null });
     expect(before.agentId).not.toBeNull();
 
-    expect(await cancelJobsOf(pool, 'fleet', 'flt_jobs6', new Date())).toBe(2);
+    // Without includeRunning (a schedule's delete) a running job is left to finish.
+    expect(await cancelJobsOf(pool, 'fleet', 'flt_jobs6b', new Date())).toBe(0);
+    expect((await getJob(pool, other.id))!).toMatchObject({ state: 'running', cancelRequestedAt: null });
+
+    expect(await cancelJobsOf(pool, 'fleet', 'flt_jobs6', new Date(), { includeRunning: true })).toBe(2);
     expect((await getJob(pool, queued.id))!).toMatchObject({ state: 'cancelled', agentId: null });
     const requested = (await getJob(pool, running.id))!;
     expect(requested.state).toBe('running');
     expect(requested.cancelRequestedAt).not.toBeNull();
     // Asking again changes nothing: the request stands, nothing else is open.
-    expect(await cancelJobsOf(pool, 'fleet', 'flt_jobs6', new Date())).toBe(0);
+    expect(await cancelJobsOf(pool, 'fleet', 'flt_jobs6', new Date(), { includeRunning: true })).toBe(0);
 
     await executor.pass();
     const cancelled = (await getJob(pool, running.id))!;

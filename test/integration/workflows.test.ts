@@ -43,6 +43,7 @@ const env = () => ({
   BERTH_MODEL_PROVIDERS: JSON.stringify({ openai: { api: 'openai', baseUrl: model.baseUrl } }),
   BERTH_MODEL_PRICES: JSON.stringify({ 'openai/gpt-4o-mini': { input: '10.00', output: '10.00' } }),
   BERTH_RUNNER_LEASE: '3s',
+  BERTH_STREAM_HEARTBEAT: '1s',
 });
 
 beforeAll(async () => {
@@ -213,11 +214,19 @@ describe('a run that is cancelled', () => {
       },
       { timeoutMs: 90_000, what: 'the first step to be running' },
     );
+    // A stream open while the step runs: heartbeats, then the cancel, then it ends.
+    const open = await openSse(`${berth.baseUrl}/v1/workflow-runs/${run.id}/stream`, liveKey);
+    await open.waitFor((events) => events.some((event) => event.event === 'heartbeat'), 10_000);
     const cancelled = await live.post(`/v1/workflow-runs/${run.id}/cancel`, {});
     expect(cancelled.status, JSON.stringify(cancelled.body)).toBe(200);
     expect(cancelled.body).toMatchObject({ status: 'cancelled', error: { code: 'cancelled' } });
     expect(cancelled.body.steps.map((step: any) => step.status)).toEqual(['cancelled', 'pending']);
     expectRefused(await live.post(`/v1/workflow-runs/${run.id}/cancel`, {}), 409, 'conflict');
+    const seen = runEvents(await open.waitFor((events) => events.some((event) => event.event === 'run.cancelled')));
+    open.close();
+    expect(seen.map((event) => event.event)).toEqual(['connected', 'started', 'run.cancelled']);
+    expect(seen[2]!.data).toMatchObject({ runId: run.id, status: 'cancelled', totalCost: { currency: 'usd' } });
+    expect(open.events.find((event) => event.event === 'heartbeat')!.id).toBeUndefined();
 
     const job = await eventually(async () => ((await live.get(`/v1/jobs/${stepJob.id}`)).body.state === 'cancelled' ? true : undefined), { what: 'the step job cancelled' });
     expect(job).toBe(true);

@@ -207,7 +207,7 @@ export function createWorkflowService(deps: { pool: Pool; clock: Clock; cursors:
         if (!run) throw notFound('workflow run', runId);
         if (run.status !== 'running') throw new ApiError('conflict', `workflow run ${runId} is ${run.status} already`, { status: run.status });
         const now = clock.now();
-        await cancelJobsOf(tx, 'workflow', runId, now);
+        await cancelJobsOf(tx, 'workflow', runId, now, { includeRunning: true });
         await tx.query(`UPDATE workflow_step_runs SET state = 'cancelled', finished_at = $2 WHERE run_id = $1 AND state = 'running'`, [runId, now]);
         const costCents = await runCostCents(tx, runId);
         await endRun(tx, runId, { status: 'cancelled', output: null, error: { code: 'cancelled', message: 'the run was cancelled' }, costCents, currency }, now);

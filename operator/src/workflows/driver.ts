@@ -288,7 +288,7 @@ export class WorkflowDriver {
     if (plan.kind === 'failed') {
       const error = { ...plan.error, step: plan.step };
       if (!(await endRun(db, run.id, { status: 'failed', output: null, error, costCents, currency }, now))) return changed;
-      await cancelJobsOf(db, 'workflow', run.id, now);
+      await cancelJobsOf(db, 'workflow', run.id, now, { includeRunning: true });
       await appendRunEvent(db, run.id, 'run.failed', { runId: run.id, status: 'failed', stepId: plan.step, error: plan.error, totalCost });
       await recordEvent(
         db,
