@@ -408,6 +408,21 @@ describe('refused input', () => {
   });
 });
 
+describe('listing', () => {
+  it('pages newest first with a cursor, and refuses a cursor it did not give', async () => {
+    for (let i = 0; i < 4; i++) await createWorkflow({ name: `listed-${i}`, steps: [{ name: 'a', agent: 'researcher' }] });
+    const all = (await live.get('/v1/workflows?limit=100')).body;
+    expect(all.data.length).toBeGreaterThanOrEqual(4);
+    const first = (await live.get('/v1/workflows?limit=2')).body;
+    expect(first).toMatchObject({ hasMore: true, cursor: expect.any(String) });
+    const second = (await live.get(`/v1/workflows?limit=2&cursor=${encodeURIComponent(first.cursor)}`)).body;
+    expect([...first.data, ...second.data].map((item: any) => item.id)).toEqual(all.data.slice(0, 4).map((item: any) => item.id));
+    expect(all.data.map((item: any) => item.id)).toEqual([...all.data.map((item: any) => item.id)].sort().reverse());
+    expectRefused(await live.get('/v1/workflows?cursor=bogus'), 422, 'unprocessable_entity', 'cursor');
+    expectRefused(await live.get('/v1/workflows?limit=0'), 422, 'unprocessable_entity', 'limit');
+  });
+});
+
 describe('a test key', () => {
   it('runs the steps on the mock model and records no usage', async () => {
     const test = berth.api(testKey);
