@@ -34,6 +34,9 @@ import { createRunService } from './services/runs.js';
 import { createScheduleService } from './services/schedules.js';
 import { createSnapshotService } from './services/snapshots.js';
 import { StreamHub } from './services/stream-hub.js';
+import { WorkflowStreamHub } from './services/workflow-stream-hub.js';
+import { createWorkflowService } from './services/workflows.js';
+import { workflowRoutes } from './routes/workflows.js';
 import { createSessionService } from './services/sessions.js';
 import { createUsageService } from './services/usage.js';
 import { CursorCodec } from './services/pagination.js';
@@ -105,6 +108,7 @@ export function createApp(deps: AppDeps): App {
   });
   const runs = createRunService({ pool: deps.pool, agents, runs: runStarter, currency: deps.currency });
   const hub = new StreamHub(deps.pool, deps.connectionString, deps.log, deps.metrics);
+  const workflowHub = new WorkflowStreamHub(deps.pool, deps.connectionString, deps.log, deps.metrics);
 
   const routes = new RouteTable();
   systemRoutes(routes, {
@@ -141,6 +145,11 @@ export function createApp(deps: AppDeps): App {
     publicUrl: deps.publicUrl,
   });
   jobRoutes(routes, createJobService({ pool: deps.pool, currency: deps.currency }));
+  workflowRoutes(routes, {
+    workflows: createWorkflowService({ pool: deps.pool, clock: deps.clock, cursors, currency: deps.currency }),
+    hub: workflowHub,
+    heartbeatMs: deps.streamHeartbeatMs ?? HEARTBEAT_MS,
+  });
 
   const app = express();
   app.disable('x-powered-by');
@@ -155,5 +164,5 @@ export function createApp(deps: AppDeps): App {
   app.use(router);
   app.use(notFoundHandler);
   app.use(errorHandler);
-  return { express: app, routes, close: () => hub.close() };
+  return { express: app, routes, close: async () => (await hub.close(), await workflowHub.close()) };
 }

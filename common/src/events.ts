@@ -14,7 +14,11 @@ export type EventType =
   | 'budget.threshold'
   | 'budget.exhausted'
   | 'schedule.fired'
-  | 'trigger.fired';
+  | 'trigger.fired'
+  | 'workflow.started'
+  | 'workflow.step_completed'
+  | 'workflow.completed'
+  | 'workflow.failed';
 
 export interface EventInput {
   type: EventType;

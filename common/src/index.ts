@@ -25,6 +25,8 @@ export * from './limits.js';
 export * from './limit-guard.js';
 export * from './principal.js';
 export * from './jobs.js';
+export * from './workflow-graph.js';
+export * from './workflows.js';
 export * from './schedules.js';
 export * from './sessions.js';
 export * from './agent-definitions.js';

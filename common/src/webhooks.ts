@@ -16,6 +16,10 @@ export const WEBHOOK_EVENTS = [
   'budget.exhausted',
   'schedule.fired',
   'trigger.fired',
+  'workflow.started',
+  'workflow.step_completed',
+  'workflow.completed',
+  'workflow.failed',
 ] as const satisfies readonly EventType[];
 
 /** A delivery answered 2xx within this is delivered. */

@@ -9,6 +9,7 @@ import { Controller, createControllerMetrics, type Reconciler } from './runtime/
 import { createAgentFactory } from './agents/create.js';
 import { createRunStarter } from './agents/run.js';
 import { JobExecutor } from './jobs/executor.js';
+import { WorkflowDriver } from './workflows/driver.js';
 import type { ModelRouter } from './runner/models/router.js';
 
 export interface OperatorDeps {
@@ -125,6 +126,15 @@ export function createOperator(deps: OperatorDeps): Operator {
     ...(deps.connectionString ? { connectionString: deps.connectionString } : {}),
     ...(deps.jobPollMs !== undefined ? { pollMs: deps.jobPollMs } : {}),
   });
+  const workflows = new WorkflowDriver({
+    pool: deps.db,
+    clock: deps.clock,
+    log: deps.log.child({ component: 'workflows' }),
+    metrics: deps.metrics,
+    currency: deps.billing.currency,
+    ...(deps.connectionString ? { connectionString: deps.connectionString } : {}),
+    ...(deps.jobPollMs !== undefined ? { pollMs: deps.jobPollMs } : {}),
+  });
   const schedules = controllerOf('Schedule', 2, createScheduleReconciler({ store: deps.store, db: deps.db, clock: deps.clock, metrics: createScheduleMetrics(deps.metrics) }));
   // Providers that can tell when a sandbox changes (a pod watch) wake its agent's reconcile.
   const sandboxWatches: { stop(): void }[] = [];
@@ -149,6 +159,7 @@ export function createOperator(deps: OperatorDeps): Operator {
       await schedules.start();
       billing.start();
       await jobs.start();
+      await workflows.start();
       // Not a reason to fail the start: the listener goes on trying, and reconciles of agents
       // with a run come back when its lease would run out anyway.
       await taskStates?.start().catch((error: unknown) => deps.log.warn({ err: error }, 'listening for task changes failed; retrying'));
@@ -158,6 +169,7 @@ export function createOperator(deps: OperatorDeps): Operator {
       }
     },
     async stop() {
+      await workflows.stop();
       await jobs.stop();
       await taskStates?.close();
       for (const watch of sandboxWatches.splice(0)) watch.stop();

@@ -73,6 +73,10 @@ const ID_BINDINGS: { dictionary: string; pathRegex?: string; operationIds?: stri
   { dictionary: 'spareSchedules', operationIds: ['deleteSchedule'], parameter: 'path.id' },
   { dictionary: 'triggers', pathRegex: '^(/v1)?/triggers/\\{id\\}', parameter: 'path.id' },
   { dictionary: 'jobs', pathRegex: '^/v1/jobs/\\{id\\}', parameter: 'path.id' },
+  { dictionary: 'workflows', pathRegex: '^/v1/workflows/\\{id\\}', excludeOperationIds: ['deleteWorkflow', 'runWorkflow'], parameter: 'path.id' },
+  { dictionary: 'spareWorkflows', operationIds: ['deleteWorkflow'], parameter: 'path.id' },
+  { dictionary: 'runnableWorkflows', operationIds: ['runWorkflow'], parameter: 'path.id' },
+  { dictionary: 'workflowRuns', pathRegex: '^/v1/workflow-runs/\\{runId\\}', parameter: 'path.runId' },
   { dictionary: 'secrets', pathRegex: '^/v1/(sessions/\\{id\\}/)?secrets/\\{name\\}', parameter: 'path.name' },
   { dictionary: 'users', pathRegex: '^/v1/(sessions/by-user|usage/users)/\\{userId\\}', parameter: 'path.userId' },
   { dictionary: 'providers', pathRegex: '^/v1/providers/\\{provider\\}', parameter: 'path.provider' },
@@ -221,7 +225,18 @@ async function seed(api: ApiClient, pass: Pass): Promise<Record<string, (string 
     }),
     [202],
   );
+  // A workflow and one run of it (its user has a session of its own). Runs of the live key each
+  // start a gVisor sandbox, so the live pass runs an archived workflow (409) rather than the real one.
+  const workflow = await must('a workflow', api.post('/v1/workflows', { name: `fuzz-${pass.key}`, steps: [{ name: 'only', agent: definition.id, input: 'Say {{input}}.' }] }), [201]);
+  const spareWorkflow = await must('a workflow to delete', api.post('/v1/workflows', { name: `fuzz-${pass.key}-spare`, steps: [{ name: 'only', agent: definition.id }] }), [201]);
+  const archivedWorkflow = await must('an archived workflow', api.post('/v1/workflows', { name: `fuzz-${pass.key}-archived`, steps: [{ name: 'only', agent: definition.id }] }), [201]);
+  await must('its archive', api.raw(`/v1/workflows/${archivedWorkflow.id}`, { method: 'DELETE' }), [200]);
+  const workflowRun = await must('a workflow run', api.post(`/v1/workflows/${workflow.id}/runs`, { userId: `fuzz-${pass.key}-workflow`, input: 'done' }), [201]);
   const dictionaries: Record<string, (string | number)[]> = {
+    workflows: [workflow.id],
+    spareWorkflows: [spareWorkflow.id],
+    runnableWorkflows: [pass.key === 'live' ? archivedWorkflow.id : workflow.id],
+    workflowRuns: [workflowRun.id],
     sessions: [session.id],
     spareSessions: [spare.id],
     agents: [agent.id],
