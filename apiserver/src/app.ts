@@ -23,6 +23,8 @@ import { secretRoutes } from './routes/secrets.js';
 import { providerRoutes } from './routes/providers.js';
 import { triggerRoutes } from './routes/triggers.js';
 import { jobRoutes } from './routes/jobs.js';
+import { fleetRoutes } from './routes/fleets.js';
+import { createFleetService } from './services/fleets.js';
 import { createTriggerService } from './services/triggers.js';
 import { createJobService } from './services/jobs.js';
 import { createSecretService } from './services/secrets.js';
@@ -141,6 +143,11 @@ export function createApp(deps: AppDeps): App {
     publicUrl: deps.publicUrl,
   });
   jobRoutes(routes, createJobService({ pool: deps.pool, currency: deps.currency }));
+  fleetRoutes(routes, {
+    fleets: createFleetService({ store: deps.store, pool: deps.pool, clock: deps.clock, cursors, currency: deps.currency }),
+    hub,
+    heartbeatMs: deps.streamHeartbeatMs ?? HEARTBEAT_MS,
+  });
 
   const app = express();
   app.disable('x-powered-by');

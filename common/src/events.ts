@@ -14,7 +14,11 @@ export type EventType =
   | 'budget.threshold'
   | 'budget.exhausted'
   | 'schedule.fired'
-  | 'trigger.fired';
+  | 'trigger.fired'
+  | 'fleet.started'
+  | 'fleet.item_completed'
+  | 'fleet.completed'
+  | 'fleet.cost_limited';
 
 export interface EventInput {
   type: EventType;

@@ -16,6 +16,10 @@ export const WEBHOOK_EVENTS = [
   'budget.exhausted',
   'schedule.fired',
   'trigger.fired',
+  'fleet.started',
+  'fleet.item_completed',
+  'fleet.completed',
+  'fleet.cost_limited',
 ] as const satisfies readonly EventType[];
 
 /** A delivery answered 2xx within this is delivered. */

@@ -1,9 +1,10 @@
-import { NotificationListener, createLimitGuard, idToObjectName, resolveSecrets, type Clock, type ComputePrices, type Kind, type Logger, type Pool, type ResourceStore, type SecretBox, type SnapshotStorage } from '@berth/common';
+import { NotificationListener, cancelJobsOf, createLimitGuard, idToObjectName, resolveSecrets, type Clock, type ComputePrices, type Kind, type Logger, type Pool, type ResourceStore, type SecretBox, type SnapshotStorage } from '@berth/common';
 import { BillingLoop } from './billing/loop.js';
 import type { Registry } from 'prom-client';
 import { createAgentMetrics, createAgentReconciler } from './controllers/agent.js';
 import { createSnapshotMetrics, createSnapshotReconciler } from './controllers/snapshot.js';
 import { createScheduleMetrics, createScheduleReconciler } from './controllers/schedule.js';
+import { createFleetMetrics, createFleetReconciler } from './controllers/fleet.js';
 import type { ProviderRegistry } from '@berth/providers';
 import { Controller, createControllerMetrics, type Reconciler } from './runtime/controller.js';
 import { createAgentFactory } from './agents/create.js';
@@ -125,6 +126,18 @@ export function createOperator(deps: OperatorDeps): Operator {
     ...(deps.jobPollMs !== undefined ? { pollMs: deps.jobPollMs } : {}),
   });
   const schedules = controllerOf('Schedule', 2, createScheduleReconciler({ store: deps.store, db: deps.db, clock: deps.clock, metrics: createScheduleMetrics(deps.metrics) }));
+  const fleets = controllerOf(
+    'Fleet',
+    2,
+    createFleetReconciler({
+      store: deps.store,
+      db: deps.db,
+      clock: deps.clock,
+      metrics: createFleetMetrics(deps.metrics),
+      currency: deps.billing.currency,
+      cancelOpenJobs: (tx, fleetId, now) => cancelJobsOf(tx, 'fleet', fleetId, now),
+    }),
+  );
   // Providers that can tell when a sandbox changes (a pod watch) wake its agent's reconcile.
   const sandboxWatches: { stop(): void }[] = [];
   // A task claimed, finished or handed back wakes its agent's reconcile (ADR 18).
@@ -146,6 +159,7 @@ export function createOperator(deps: OperatorDeps): Operator {
       await agents.start();
       await snapshots.start();
       await schedules.start();
+      await fleets.start();
       billing.start();
       await jobs.start();
       // Not a reason to fail the start: the listener goes on trying, and reconciles of agents
@@ -160,7 +174,7 @@ export function createOperator(deps: OperatorDeps): Operator {
       await jobs.stop();
       await taskStates?.close();
       for (const watch of sandboxWatches.splice(0)) watch.stop();
-      await Promise.all([agents.stop(), snapshots.stop(), schedules.stop(), billing.stop()]);
+      await Promise.all([agents.stop(), snapshots.stop(), schedules.stop(), fleets.stop(), billing.stop()]);
     },
   };
 }
