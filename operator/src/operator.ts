@@ -1,4 +1,4 @@
-import { NotificationListener, cancelJobsOf, createLimitGuard, idToObjectName, resolveSecrets, type Clock, type ComputePrices, type Kind, type Logger, type Pool, type ResourceStore, type SecretBox, type SnapshotStorage } from '@berth/common';
+import { NotificationListener, cancelJobsOf, createLimitGuard, parseJobEnded, idToObjectName, resolveSecrets, type Clock, type ComputePrices, type Kind, type Logger, type Pool, type ResourceStore, type SecretBox, type SnapshotStorage } from '@berth/common';
 import { BillingLoop } from './billing/loop.js';
 import type { Registry } from 'prom-client';
 import { createAgentMetrics, createAgentReconciler } from './controllers/agent.js';
@@ -154,6 +154,21 @@ export function createOperator(deps: OperatorDeps): Operator {
         onReconnect: () => agents.resync(),
       })
     : undefined;
+  // An item's job that ended wakes its fleet's reconcile at once (its periodic requeue is the fallback).
+  const jobEnds = deps.connectionString
+    ? new NotificationListener({
+        connectionString: deps.connectionString,
+        channels: ['berth_job_ended'],
+        name: 'fleet-jobs',
+        log: deps.log,
+        metrics: deps.metrics,
+        onNotification: (_channel, payload) => {
+          const ended = payload ? parseJobEnded(payload) : undefined;
+          if (ended?.source === 'fleet') fleets.enqueue(idToObjectName(ended.sourceId));
+        },
+        onReconnect: () => fleets.resync(),
+      })
+    : undefined;
   return {
     async start() {
       await agents.start();
@@ -165,6 +180,7 @@ export function createOperator(deps: OperatorDeps): Operator {
       // Not a reason to fail the start: the listener goes on trying, and reconciles of agents
       // with a run come back when its lease would run out anyway.
       await taskStates?.start().catch((error: unknown) => deps.log.warn({ err: error }, 'listening for task changes failed; retrying'));
+      await jobEnds?.start().catch((error: unknown) => deps.log.warn({ err: error }, 'listening for ended jobs failed; fleets poll until it is back'));
       for (const provider of deps.providers.all()) {
         const watch = provider.watchSandboxes?.((agentId) => agents.enqueue(idToObjectName(agentId)));
         if (watch) sandboxWatches.push(watch);
@@ -173,6 +189,7 @@ export function createOperator(deps: OperatorDeps): Operator {
     async stop() {
       await jobs.stop();
       await taskStates?.close();
+      await jobEnds?.close();
       for (const watch of sandboxWatches.splice(0)) watch.stop();
       await Promise.all([agents.stop(), snapshots.stop(), schedules.stop(), fleets.stop(), billing.stop()]);
     },

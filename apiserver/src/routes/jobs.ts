@@ -9,7 +9,7 @@ const jobSchema = z
   .object({
     id: z.string().describe('`job_…`'),
     state: z.enum(['queued', 'running', 'completed', 'failed', 'cancelled']).describe('queued → running → completed | failed; cancelled when its schedule was deleted before it started'),
-    source: z.object({ type: z.enum(['trigger', 'schedule']), id: z.string().describe('`trg_…` or `sched_…`') }).describe('what started it'),
+    source: z.object({ type: z.enum(['trigger', 'schedule', 'workflow', 'fleet']), id: z.string().describe('`trg_…`, `sched_…`, `wfr_…` or `flt_…`') }).describe('what started it'),
     agent: z.string().describe('the agent definition (`adef_…`) it runs, at its current version when the job starts'),
     userId: z.string(),
     input: z.unknown().describe('the input as given: the JSON body of a fire, the input of a schedule; sent to the model as text'),
