@@ -73,6 +73,7 @@ const ID_BINDINGS: { dictionary: string; pathRegex?: string; operationIds?: stri
   { dictionary: 'spareSchedules', operationIds: ['deleteSchedule'], parameter: 'path.id' },
   { dictionary: 'triggers', pathRegex: '^(/v1)?/triggers/\\{id\\}', parameter: 'path.id' },
   { dictionary: 'jobs', pathRegex: '^/v1/jobs/\\{id\\}', parameter: 'path.id' },
+  { dictionary: 'fleets', pathRegex: '^/v1/fleets/\\{id\\}', parameter: 'path.id' },
   { dictionary: 'secrets', pathRegex: '^/v1/(sessions/\\{id\\}/)?secrets/\\{name\\}', parameter: 'path.name' },
   { dictionary: 'users', pathRegex: '^/v1/(sessions/by-user|usage/users)/\\{userId\\}', parameter: 'path.userId' },
   { dictionary: 'providers', pathRegex: '^/v1/providers/\\{provider\\}', parameter: 'path.provider' },
@@ -221,6 +222,8 @@ async function seed(api: ApiClient, pass: Pass): Promise<Record<string, (string 
     }),
     [202],
   );
+  // A fleet of one item, in the spare session (the seeded one's agent limit is for the cases).
+  const fleet = await must('a fleet', api.post('/v1/fleets', { agent: definition.id, sessionId: spare.id, items: ['Say done.'] }), [201]);
   const dictionaries: Record<string, (string | number)[]> = {
     sessions: [session.id],
     spareSessions: [spare.id],
@@ -233,6 +236,7 @@ async function seed(api: ApiClient, pass: Pass): Promise<Record<string, (string 
     spareSchedules: [spareSchedule.id],
     triggers: [trigger.id],
     jobs: [fired.jobId],
+    fleets: [fleet.id],
     secrets: ['FUZZ_TOKEN', 'FUZZ_SESSION_TOKEN'],
     users: [`fuzz-${pass.key}`],
     providers: ['openai', 'remote', 'kubernetes'],

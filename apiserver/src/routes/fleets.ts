@@ -1,5 +1,5 @@
 import { ApiError, type StreamEvent } from '@berth/common';
-import { MAX_FLEET_CONCURRENCY, MAX_FLEET_ITEMS, costSchema, fleetPhaseSchema, freeFormObject } from '@berth/crds';
+import { MAX_FLEET_CONCURRENCY, MAX_FLEET_ITEMS, costSchema, currencySchema, fleetPhaseSchema, freeFormObject } from '@berth/crds';
 import { z } from 'zod';
 import { openEventStream } from '../http/sse.js';
 import { defineRoute, type RouteTable } from '../http/route.js';
@@ -89,7 +89,11 @@ export const createFleetBody = z
       .optional()
       .describe('task template: `{{item}}` is the item as text (an object as its JSON), `{{item.<key>}}` a top-level field of an object item'),
     concurrency: z.number().int().min(1).max(MAX_FLEET_CONCURRENCY).optional().describe(`the most items running at once, 1 to ${MAX_FLEET_CONCURRENCY} (default 10)`),
-    costCap: costSchema.optional().describe("the most the fleet may spend; reaching it cancels the rest (`fleet.cost_limited`). The install's currency"),
+    costCap: z
+      .object({ amount: z.number().int('must be an integer number of cents').min(1).describe('integer cents, at least 1'), currency: currencySchema.describe("the install's currency") })
+      .strict()
+      .optional()
+      .describe('the most the fleet may spend; reaching it cancels the rest (`fleet.cost_limited`)'),
     name: z.string().min(1).max(200).optional(),
   })
   .strict();

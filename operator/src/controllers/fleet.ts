@@ -80,12 +80,13 @@ export interface FleetReconcilerDeps {
   pollMs?: number;
 }
 
-/** What stops a fleet that has not ended, from its spec and its items; undefined while it goes on. */
+/** What ends a fleet that has not ended, from its spec and its items; undefined while it goes on. */
 export function fleetStop(spec: Resource<'Fleet'>['spec'], tally: FleetTally): FleetOutcome | undefined {
   if (spec.cancelled) return 'cancelled';
+  // Every item ended: nothing is left to stop, whatever the last ones spent.
+  if (tally.pending === 0 && tally.running === 0) return 'completed';
   if (spec.costCap && tally.costCents >= spec.costCap.amount) return 'cost_limit';
   if (tally.sessionLimited > 0) return 'session_limit';
-  if (tally.pending === 0 && tally.running === 0) return 'completed';
   return undefined;
 }
 
