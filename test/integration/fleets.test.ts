@@ -237,6 +237,27 @@ describe('a fleet that reaches its cost cap', () => {
   });
 });
 
+describe("the session's limits", () => {
+  it('apply to the items: one the limits refuse stops the fleet like the cost cap', async () => {
+    const limited = (await live.post('/v1/sessions', { userId: 'fleet-limited', limits: { maxAgents: 1 } })).body;
+    const items = Array.from({ length: 6 }, (_, i) => `limit-${i}`);
+    const created = await live.post('/v1/fleets', { agent: 'summariser', sessionId: limited.id, items, concurrency: 3 });
+    expect(created.status, JSON.stringify(created.body)).toBe(201);
+    const id = created.body.id as string;
+    const fleet = await fleetEnded(id);
+    expect(fleet).toMatchObject({ status: 'paused', reason: 'session_limit' });
+    expect(fleet.completed + fleet.failed + fleet.cancelled).toBe(6);
+    expect(fleet.failed).toBeGreaterThanOrEqual(1);
+    expect(fleet.cancelled).toBeGreaterThanOrEqual(1);
+    const refused = (await allItems(id)).find((item) => item.status === 'failed');
+    expect(refused.error.code).toBe('session_limit_exceeded');
+    const stream = await openSse(`${berth.baseUrl}/v1/fleets/${id}/stream`, liveKey);
+    const events = await stream.waitFor((seen) => seen.some((event) => event.event === 'fleet.paused'));
+    stream.close();
+    expect(events.find((event) => event.event === 'fleet.paused')!.data).toMatchObject({ reason: 'session_limit' });
+  });
+});
+
 describe('cancel', () => {
   it('cancels the items not ended; the fleet ends cancelled', async () => {
     const items = Array.from({ length: 10 }, (_, i) => `stop-${i}`);
