@@ -194,6 +194,14 @@ export async function settleFinishedItems(db: Queryable, fleetId: string): Promi
 }
 
 /**
+ * Holds the fleet's lock until the caller's transaction ends: claims and the end of a fleet take
+ * it, so an end never misses the jobs of a claim made at the same moment, and no claim follows an end.
+ */
+export async function lockFleet(db: Queryable, fleetId: string): Promise<void> {
+  await db.query("SELECT pg_advisory_xact_lock(hashtext('berth_fleet:' || $1))", [fleetId]);
+}
+
+/**
  * Takes the per-fleet lock (until the caller's transaction ends), counts the open items and
  * claims pending items up to `concurrency` open, in index order: `enqueue` queues the job of
  * each (in the same transaction) and returns its id, which is written into the item. Returns
@@ -206,7 +214,9 @@ export async function claimNextItems(
   enqueue: (item: Pick<FleetItem, 'id' | 'index' | 'input'>) => Promise<string>,
   now: Date,
 ): Promise<Pick<FleetItem, 'id' | 'index' | 'jobId'>[]> {
-  await db.query("SELECT pg_advisory_xact_lock(hashtext('berth_fleet:' || $1))", [fleetId]);
+  await lockFleet(db, fleetId);
+  const { rows: ended } = await db.query<{ ended: boolean }>('SELECT ended_at IS NOT NULL AS ended FROM fleets WHERE id = $1', [fleetId]);
+  if (ended[0]?.ended !== false) return [];
   const { rows: open } = await db.query<{ n: number }>("SELECT count(*)::int AS n FROM fleet_items WHERE fleet_id = $1 AND state = 'running'", [fleetId]);
   const slots = concurrency - open[0]!.n;
   if (slots <= 0) return [];
@@ -235,8 +245,9 @@ export async function markFleetStarted(db: Queryable, fleetId: string, now: Date
   return (result.rowCount ?? 0) > 0;
 }
 
-/** Records why the fleet ended; true only the first time (the caller then announces it). */
+/** Records why the fleet ended, under the fleet's lock; true only the first time (the caller then announces it). */
 export async function markFleetEnded(db: Queryable, fleetId: string, outcome: FleetOutcome, now: Date): Promise<boolean> {
+  await lockFleet(db, fleetId);
   const result = await db.query('UPDATE fleets SET ended_at = $2, outcome = $3 WHERE id = $1 AND ended_at IS NULL', [fleetId, now, outcome]);
   return (result.rowCount ?? 0) > 0;
 }

@@ -80,7 +80,7 @@ export const createFleetBody = z
       .array(itemInputSchema)
       .min(1)
       .max(MAX_FLEET_ITEMS)
-      .describe(`1 to ${MAX_FLEET_ITEMS} items, each text or a JSON object of at most ${MAX_FLEET_ITEM_BYTES / 1024} KiB (the whole body at most 2 MB)`),
+      .describe(`1 to ${MAX_FLEET_ITEMS} items, each text or a JSON object of at most ${MAX_FLEET_ITEM_BYTES / 1024} KiB (the whole body at most 2 MiB)`),
     prompt: z
       .string()
       .min(1)

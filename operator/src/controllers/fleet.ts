@@ -190,9 +190,9 @@ export function createFleetReconciler(deps: FleetReconcilerDeps): Reconciler {
     let tally = await tallyFleet(db, fleetId);
     const stop = outcome ? undefined : fleetStop(spec, tally);
     if (stop) {
-      await withTransaction(db, async (tx) => {
+      const ended = await withTransaction(db, async (tx) => {
         const now = clock.now();
-        if (!(await markFleetEnded(tx, fleetId, stop, now))) return;
+        if (!(await markFleetEnded(tx, fleetId, stop, now))) return false;
         const cancelled = stop === 'completed' ? 0 : (await cancelPendingItems(tx, fleetId, now)) + (await deps.cancelOpenJobs(tx, fleetId, now));
         const cost = money(tally.costCents);
         const processed = tally.completed + tally.failed;
@@ -211,10 +211,16 @@ export function createFleetReconciler(deps: FleetReconcilerDeps): Reconciler {
           }
           await appendFleetStreamEvent(tx, fleetId, 'fleet.paused', { reason: stop, cancelled, processed, totalCost: cost });
         }
+        return true;
       });
-      metrics.ended.inc({ outcome: stop });
-      log.info({ fleetId, outcome: stop }, 'fleet ended');
-      outcome = stop;
+      if (ended) {
+        metrics.ended.inc({ outcome: stop });
+        log.info({ fleetId, outcome: stop }, 'fleet ended');
+        outcome = stop;
+      } else {
+        // Another reconcile (a replica during a leader change) ended it first: its outcome stands.
+        outcome = (await getFleetRecord(db, fleetId))?.outcome ?? null;
+      }
       tally = await tallyFleet(db, fleetId);
     }
 
