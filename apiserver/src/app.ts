@@ -142,12 +142,12 @@ export function createApp(deps: AppDeps): App {
     triggers: createTriggerService({ pool: deps.pool, clock: deps.clock, box: secretBox, definitions, metrics: deps.metrics }),
     publicUrl: deps.publicUrl,
   });
-  jobRoutes(routes, createJobService({ pool: deps.pool, currency: deps.currency }));
   fleetRoutes(routes, {
     fleets: createFleetService({ store: deps.store, pool: deps.pool, clock: deps.clock, cursors, currency: deps.currency }),
     hub,
     heartbeatMs: deps.streamHeartbeatMs ?? HEARTBEAT_MS,
   });
+  jobRoutes(routes, createJobService({ pool: deps.pool, currency: deps.currency }));
 
   const app = express();
   app.disable('x-powered-by');

@@ -13,12 +13,12 @@ export type EventType =
   | 'session.cost_threshold'
   | 'budget.threshold'
   | 'budget.exhausted'
-  | 'schedule.fired'
-  | 'trigger.fired'
   | 'fleet.started'
   | 'fleet.item_completed'
   | 'fleet.completed'
-  | 'fleet.cost_limited';
+  | 'fleet.cost_limited'
+  | 'schedule.fired'
+  | 'trigger.fired';
 
 export interface EventInput {
   type: EventType;

@@ -14,12 +14,12 @@ export const WEBHOOK_EVENTS = [
   'session.cost_threshold',
   'budget.threshold',
   'budget.exhausted',
-  'schedule.fired',
-  'trigger.fired',
   'fleet.started',
   'fleet.item_completed',
   'fleet.completed',
   'fleet.cost_limited',
+  'schedule.fired',
+  'trigger.fired',
 ] as const satisfies readonly EventType[];
 
 /** A delivery answered 2xx within this is delivered. */

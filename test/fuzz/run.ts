@@ -72,8 +72,8 @@ const ID_BINDINGS: { dictionary: string; pathRegex?: string; operationIds?: stri
   { dictionary: 'schedules', pathRegex: '^/v1/schedules/\\{id\\}', excludeOperationIds: ['deleteSchedule'], parameter: 'path.id' },
   { dictionary: 'spareSchedules', operationIds: ['deleteSchedule'], parameter: 'path.id' },
   { dictionary: 'triggers', pathRegex: '^(/v1)?/triggers/\\{id\\}', parameter: 'path.id' },
-  { dictionary: 'jobs', pathRegex: '^/v1/jobs/\\{id\\}', parameter: 'path.id' },
   { dictionary: 'fleets', pathRegex: '^/v1/fleets/\\{id\\}', parameter: 'path.id' },
+  { dictionary: 'jobs', pathRegex: '^/v1/jobs/\\{id\\}', parameter: 'path.id' },
   { dictionary: 'secrets', pathRegex: '^/v1/(sessions/\\{id\\}/)?secrets/\\{name\\}', parameter: 'path.name' },
   { dictionary: 'users', pathRegex: '^/v1/(sessions/by-user|usage/users)/\\{userId\\}', parameter: 'path.userId' },
   { dictionary: 'providers', pathRegex: '^/v1/providers/\\{provider\\}', parameter: 'path.provider' },
@@ -209,6 +209,8 @@ async function seed(api: ApiClient, pass: Pass): Promise<Record<string, (string 
   // Yearly, so that the cases meet a real schedule that does not fire during the run (unless a PUT makes it).
   const schedule = await must('a schedule', api.post('/v1/schedules', { agent: definition.id, userId: `fuzz-${pass.key}`, cron: '0 0 1 1 *', input: 'Say done.' }), [201]);
   const spareSchedule = await must('a schedule to delete', api.post('/v1/schedules', { agent: definition.id, userId: `fuzz-${pass.key}`, cron: '0 0 1 1 *' }), [201]);
+  // A fleet of one item, in the spare session (the seeded one's agent limit is for the cases).
+  const fleet = await must('a fleet', api.post('/v1/fleets', { agent: definition.id, sessionId: spare.id, items: ['Say done.'] }), [201]);
   // A trigger and the job of one correctly signed fire (for a user of its own: its agent is not in the seeded session);
   // the fuzzed fires are unsigned or wrongly signed (401).
   const trigger = await must('a trigger', api.post('/v1/triggers', { agent: definition.id, userId: `fuzz-${pass.key}-trigger`, type: 'webhook' }), [201]);
@@ -222,8 +224,6 @@ async function seed(api: ApiClient, pass: Pass): Promise<Record<string, (string 
     }),
     [202],
   );
-  // A fleet of one item, in the spare session (the seeded one's agent limit is for the cases).
-  const fleet = await must('a fleet', api.post('/v1/fleets', { agent: definition.id, sessionId: spare.id, items: ['Say done.'] }), [201]);
   const dictionaries: Record<string, (string | number)[]> = {
     sessions: [session.id],
     spareSessions: [spare.id],
