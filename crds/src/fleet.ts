@@ -25,6 +25,8 @@ export const fleetSpecSchema = z.object({
   mode: modeSchema,
   /** The session every item's agent runs in: its limits apply to the fleet. */
   sessionId: z.string(),
+  /** The session's user, whom every item's job runs for. */
+  userId: z.string().min(1),
   /** Agent definition name or id each item runs on, as the client gave it. */
   definition: z.string().min(1),
   /** The `adef_…` id `definition` named on creation: each item uses its current version when it starts. */

@@ -116,6 +116,7 @@ export function createFleetService(deps: { store: ResourceStore; pool: Pool; clo
         organizationId: principal.organizationId,
         mode: principal.mode,
         sessionId: input.sessionId,
+        userId: session.spec.userId,
         definition: input.agent,
         definitionId: definition.id,
         ...(input.name !== undefined ? { name: input.name } : {}),

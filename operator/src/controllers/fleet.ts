@@ -4,7 +4,6 @@ import {
   claimNextItems,
   enqueueJob,
   getFleetRecord,
-  idToObjectName,
   markFleetEnded,
   markFleetStarted,
   objectNameToId,
@@ -225,42 +224,37 @@ export function createFleetReconciler(deps: FleetReconcilerDeps): Reconciler {
     }
 
     if (!outcome) {
-      const session = await store.get('Session', idToObjectName(spec.sessionId));
-      const userId = session?.spec.userId;
-      if (userId === undefined) {
-        log.warn({ fleetId, sessionId: spec.sessionId }, 'the fleet’s session is gone; no item starts');
-      } else {
-        const claimed = await withTransaction(db, async (tx) => {
-          const now = clock.now();
-          return claimNextItems(
-            tx,
-            fleetId,
-            spec.concurrency,
-            async (item) =>
-              (
-                await enqueueJob(
-                  tx,
-                  {
-                    organizationId: spec.organizationId,
-                    mode: spec.mode,
-                    source: 'fleet',
-                    sourceId: fleetId,
-                    userId,
-                    sessionId: spec.sessionId,
-                    definitionId: spec.definitionId,
-                    input: renderFleetTask(spec.prompt, item.input),
-                  },
-                  now,
-                )
-              ).id,
-            now,
-          );
-        });
-        if (claimed.length > 0) {
-          metrics.claimed.inc(claimed.length);
-          log.info({ fleetId, items: claimed.map((item) => item.index) }, 'fleet items started');
-          tally = await tallyFleet(db, fleetId);
-        }
+      // A session deleted under the fleet fails each item's job (`not_found`), and so ends the fleet.
+      const claimed = await withTransaction(db, async (tx) => {
+        const now = clock.now();
+        return claimNextItems(
+          tx,
+          fleetId,
+          spec.concurrency,
+          async (item) =>
+            (
+              await enqueueJob(
+                tx,
+                {
+                  organizationId: spec.organizationId,
+                  mode: spec.mode,
+                  source: 'fleet',
+                  sourceId: fleetId,
+                  userId: spec.userId,
+                  sessionId: spec.sessionId,
+                  definitionId: spec.definitionId,
+                  input: renderFleetTask(spec.prompt, item.input),
+                },
+                now,
+              )
+            ).id,
+          now,
+        );
+      });
+      if (claimed.length > 0) {
+        metrics.claimed.inc(claimed.length);
+        log.info({ fleetId, items: claimed.map((item) => item.index) }, 'fleet items started');
+        tally = await tallyFleet(db, fleetId);
       }
     }
 
