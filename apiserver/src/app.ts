@@ -23,6 +23,8 @@ import { secretRoutes } from './routes/secrets.js';
 import { providerRoutes } from './routes/providers.js';
 import { triggerRoutes } from './routes/triggers.js';
 import { jobRoutes } from './routes/jobs.js';
+import { fleetRoutes } from './routes/fleets.js';
+import { createFleetService } from './services/fleets.js';
 import { createTriggerService } from './services/triggers.js';
 import { createJobService } from './services/jobs.js';
 import { createSecretService } from './services/secrets.js';
@@ -143,6 +145,11 @@ export function createApp(deps: AppDeps): App {
   triggerRoutes(routes, {
     triggers: createTriggerService({ pool: deps.pool, clock: deps.clock, box: secretBox, definitions, metrics: deps.metrics }),
     publicUrl: deps.publicUrl,
+  });
+  fleetRoutes(routes, {
+    fleets: createFleetService({ store: deps.store, pool: deps.pool, clock: deps.clock, cursors, currency: deps.currency }),
+    hub,
+    heartbeatMs: deps.streamHeartbeatMs ?? HEARTBEAT_MS,
   });
   jobRoutes(routes, createJobService({ pool: deps.pool, currency: deps.currency }));
   workflowRoutes(routes, {

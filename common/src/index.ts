@@ -37,3 +37,4 @@ export * from './triggers.js';
 export * from './provider-configs.js';
 export * from './tool-catalogue.js';
 export * from './webhook-post.js';
+export * from './fleets.js';

@@ -72,6 +72,7 @@ const ID_BINDINGS: { dictionary: string; pathRegex?: string; operationIds?: stri
   { dictionary: 'schedules', pathRegex: '^/v1/schedules/\\{id\\}', excludeOperationIds: ['deleteSchedule'], parameter: 'path.id' },
   { dictionary: 'spareSchedules', operationIds: ['deleteSchedule'], parameter: 'path.id' },
   { dictionary: 'triggers', pathRegex: '^(/v1)?/triggers/\\{id\\}', parameter: 'path.id' },
+  { dictionary: 'fleets', pathRegex: '^/v1/fleets/\\{id\\}', parameter: 'path.id' },
   { dictionary: 'jobs', pathRegex: '^/v1/jobs/\\{id\\}', parameter: 'path.id' },
   { dictionary: 'workflows', pathRegex: '^/v1/workflows/\\{id\\}', excludeOperationIds: ['deleteWorkflow', 'runWorkflow'], parameter: 'path.id' },
   { dictionary: 'spareWorkflows', operationIds: ['deleteWorkflow'], parameter: 'path.id' },
@@ -212,6 +213,8 @@ async function seed(api: ApiClient, pass: Pass): Promise<Record<string, (string 
   // Yearly, so that the cases meet a real schedule that does not fire during the run (unless a PUT makes it).
   const schedule = await must('a schedule', api.post('/v1/schedules', { agent: definition.id, userId: `fuzz-${pass.key}`, cron: '0 0 1 1 *', input: 'Say done.' }), [201]);
   const spareSchedule = await must('a schedule to delete', api.post('/v1/schedules', { agent: definition.id, userId: `fuzz-${pass.key}`, cron: '0 0 1 1 *' }), [201]);
+  // A fleet of one item, in the spare session (the seeded one's agent limit is for the cases).
+  const fleet = await must('a fleet', api.post('/v1/fleets', { agent: definition.id, sessionId: spare.id, items: ['Say done.'] }), [201]);
   // A trigger and the job of one correctly signed fire (for a user of its own: its agent is not in the seeded session);
   // the fuzzed fires are unsigned or wrongly signed (401).
   const trigger = await must('a trigger', api.post('/v1/triggers', { agent: definition.id, userId: `fuzz-${pass.key}-trigger`, type: 'webhook' }), [201]);
@@ -248,6 +251,7 @@ async function seed(api: ApiClient, pass: Pass): Promise<Record<string, (string 
     spareSchedules: [spareSchedule.id],
     triggers: [trigger.id],
     jobs: [fired.jobId],
+    fleets: [fleet.id],
     secrets: ['FUZZ_TOKEN', 'FUZZ_SESSION_TOKEN'],
     users: [`fuzz-${pass.key}`],
     providers: ['openai', 'remote', 'kubernetes'],
