@@ -42,7 +42,7 @@ export interface JobExecutorOptions {
   connectionString?: string;
   /** How often open jobs are looked at without a notification (default 1 s). */
   pollMs?: number;
-  /** How long a claim holds a job while it is advanced (default 60 s). */
+  /** How long a claim holds a job while one pass advances it (default 15 s: a pass makes a few calls, never waits for a run; a dead executor's jobs are taken over once it runs out). */
   leaseMs?: number;
   /** Jobs advanced per pass (default 20). */
   batch?: number;
@@ -173,7 +173,7 @@ export class JobExecutor {
          SELECT id FROM jobs WHERE state IN ('queued', 'running') AND (claimed_by IS NULL OR claim_expires_at < $3)
          ORDER BY created_at LIMIT $4 FOR UPDATE SKIP LOCKED)
        RETURNING ${JOB_COLUMNS}`,
-      [identity, new Date(now.getTime() + (this.options.leaseMs ?? 60_000)), now, this.options.batch ?? 20],
+      [identity, new Date(now.getTime() + (this.options.leaseMs ?? 15_000)), now, this.options.batch ?? 20],
     );
     return rows.map(toJob);
   }
