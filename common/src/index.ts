@@ -8,6 +8,7 @@ export * from './errors.js';
 export * from './events.js';
 export * from './ids.js';
 export * from './keys.js';
+export * from './members.js';
 export * from './log.js';
 export * from './metrics.js';
 export * from './organizations.js';
