@@ -24,6 +24,8 @@ import { secretRoutes } from './routes/secrets.js';
 import { providerRoutes } from './routes/providers.js';
 import { triggerRoutes } from './routes/triggers.js';
 import { jobRoutes } from './routes/jobs.js';
+import { fleetRoutes } from './routes/fleets.js';
+import { createFleetService } from './services/fleets.js';
 import { createTriggerService } from './services/triggers.js';
 import { createJobService } from './services/jobs.js';
 import { createSecretService } from './services/secrets.js';
@@ -35,6 +37,9 @@ import { createRunService } from './services/runs.js';
 import { createScheduleService } from './services/schedules.js';
 import { createSnapshotService } from './services/snapshots.js';
 import { StreamHub } from './services/stream-hub.js';
+import { WorkflowStreamHub } from './services/workflow-stream-hub.js';
+import { createWorkflowService } from './services/workflows.js';
+import { workflowRoutes } from './routes/workflows.js';
 import { createSessionService } from './services/sessions.js';
 import { createUsageService } from './services/usage.js';
 import { CursorCodec } from './services/pagination.js';
@@ -136,6 +141,7 @@ export function createApp(deps: AppDeps): App {
   });
   const runs = createRunService({ pool: deps.pool, agents, runs: runStarter, currency: deps.currency });
   const hub = new StreamHub(deps.pool, deps.connectionString, deps.log, deps.metrics);
+  const workflowHub = new WorkflowStreamHub(deps.pool, deps.connectionString, deps.log, deps.metrics);
 
   const routes = new RouteTable();
   systemRoutes(routes, {
@@ -171,7 +177,17 @@ export function createApp(deps: AppDeps): App {
     triggers: createTriggerService({ pool: deps.pool, clock: deps.clock, box: secretBox, definitions, metrics: deps.metrics }),
     publicUrl: deps.publicUrl,
   });
+  fleetRoutes(routes, {
+    fleets: createFleetService({ store: deps.store, pool: deps.pool, clock: deps.clock, cursors, currency: deps.currency }),
+    hub,
+    heartbeatMs: deps.streamHeartbeatMs ?? HEARTBEAT_MS,
+  });
   jobRoutes(routes, createJobService({ pool: deps.pool, currency: deps.currency }));
+  workflowRoutes(routes, {
+    workflows: createWorkflowService({ pool: deps.pool, clock: deps.clock, cursors, currency: deps.currency }),
+    hub: workflowHub,
+    heartbeatMs: deps.streamHeartbeatMs ?? HEARTBEAT_MS,
+  });
 
   // The management plane: a second table, authorized by the sign-in cookie and the caller's role.
   const managementRoutes = new RouteTable();
@@ -218,5 +234,5 @@ export function createApp(deps: AppDeps): App {
   app.use(router);
   app.use(notFoundHandler);
   app.use(errorHandler);
-  return { express: app, routes, managementRoutes, close: () => hub.close() };
+  return { express: app, routes, managementRoutes, close: async () => (await hub.close(), await workflowHub.close()) };
 }

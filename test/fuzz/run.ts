@@ -78,7 +78,12 @@ const ID_BINDINGS: { dictionary: string; pathRegex?: string; operationIds?: stri
   { dictionary: 'schedules', pathRegex: '^/v1/schedules/\\{id\\}', excludeOperationIds: ['deleteSchedule'], parameter: 'path.id' },
   { dictionary: 'spareSchedules', operationIds: ['deleteSchedule'], parameter: 'path.id' },
   { dictionary: 'triggers', pathRegex: '^(/v1)?/triggers/\\{id\\}', parameter: 'path.id' },
+  { dictionary: 'fleets', pathRegex: '^/v1/fleets/\\{id\\}', parameter: 'path.id' },
   { dictionary: 'jobs', pathRegex: '^/v1/jobs/\\{id\\}', parameter: 'path.id' },
+  { dictionary: 'workflows', pathRegex: '^/v1/workflows/\\{id\\}', excludeOperationIds: ['deleteWorkflow', 'runWorkflow'], parameter: 'path.id' },
+  { dictionary: 'spareWorkflows', operationIds: ['deleteWorkflow'], parameter: 'path.id' },
+  { dictionary: 'runnableWorkflows', operationIds: ['runWorkflow'], parameter: 'path.id' },
+  { dictionary: 'workflowRuns', pathRegex: '^/v1/workflow-runs/\\{runId\\}', parameter: 'path.runId' },
   { dictionary: 'secrets', pathRegex: '^/v1/(sessions/\\{id\\}/)?secrets/\\{name\\}', parameter: 'path.name' },
   { dictionary: 'users', pathRegex: '^/v1/(sessions/by-user|usage/users)/\\{userId\\}', parameter: 'path.userId' },
   { dictionary: 'providers', pathRegex: '^/v1/providers/\\{provider\\}', parameter: 'path.provider' },
@@ -239,6 +244,8 @@ async function seed(api: ApiClient, pass: Pass): Promise<Record<string, (string 
   // Yearly, so that the cases meet a real schedule that does not fire during the run (unless a PUT makes it).
   const schedule = await must('a schedule', api.post('/v1/schedules', { agent: definition.id, userId: `fuzz-${pass.key}`, cron: '0 0 1 1 *', input: 'Say done.' }), [201]);
   const spareSchedule = await must('a schedule to delete', api.post('/v1/schedules', { agent: definition.id, userId: `fuzz-${pass.key}`, cron: '0 0 1 1 *' }), [201]);
+  // A fleet of one item, in the spare session (the seeded one's agent limit is for the cases).
+  const fleet = await must('a fleet', api.post('/v1/fleets', { agent: definition.id, sessionId: spare.id, items: ['Say done.'] }), [201]);
   // A trigger and the job of one correctly signed fire (for a user of its own: its agent is not in the seeded session);
   // the fuzzed fires are unsigned or wrongly signed (401).
   const trigger = await must('a trigger', api.post('/v1/triggers', { agent: definition.id, userId: `fuzz-${pass.key}-trigger`, type: 'webhook' }), [201]);
@@ -252,7 +259,18 @@ async function seed(api: ApiClient, pass: Pass): Promise<Record<string, (string 
     }),
     [202],
   );
+  // A workflow and one run of it (its user has a session of its own). Runs of the live key each
+  // start a gVisor sandbox, so the live pass runs an archived workflow (409) rather than the real one.
+  const workflow = await must('a workflow', api.post('/v1/workflows', { name: `fuzz-${pass.key}`, steps: [{ name: 'only', agent: definition.id, input: 'Say {{input}}.' }] }), [201]);
+  const spareWorkflow = await must('a workflow to delete', api.post('/v1/workflows', { name: `fuzz-${pass.key}-spare`, steps: [{ name: 'only', agent: definition.id }] }), [201]);
+  const archivedWorkflow = await must('an archived workflow', api.post('/v1/workflows', { name: `fuzz-${pass.key}-archived`, steps: [{ name: 'only', agent: definition.id }] }), [201]);
+  await must('its archive', api.raw(`/v1/workflows/${archivedWorkflow.id}`, { method: 'DELETE' }), [200]);
+  const workflowRun = await must('a workflow run', api.post(`/v1/workflows/${workflow.id}/runs`, { userId: `fuzz-${pass.key}-workflow`, input: 'done' }), [201]);
   const dictionaries: Record<string, (string | number)[]> = {
+    workflows: [workflow.id],
+    spareWorkflows: [spareWorkflow.id],
+    runnableWorkflows: [pass.key === 'live' ? archivedWorkflow.id : workflow.id],
+    workflowRuns: [workflowRun.id],
     sessions: [session.id],
     spareSessions: [spare.id],
     agents: [agent.id],
@@ -264,6 +282,7 @@ async function seed(api: ApiClient, pass: Pass): Promise<Record<string, (string 
     spareSchedules: [spareSchedule.id],
     triggers: [trigger.id],
     jobs: [fired.jobId],
+    fleets: [fleet.id],
     secrets: ['FUZZ_TOKEN', 'FUZZ_SESSION_TOKEN'],
     users: [`fuzz-${pass.key}`],
     providers: ['openai', 'remote', 'kubernetes'],

@@ -17,13 +17,20 @@ export function openEventStream(req: Request, res: Response, heartbeatMs = HEART
   };
   // Heartbeats carry no id, so they never move a client's Last-Event-ID.
   const heartbeat = setInterval(() => write('heartbeat', { t: Date.now() }), heartbeatMs);
+  let finish: () => void = () => undefined;
   const closed = new Promise<void>((resolve) => {
     const close = () => {
       clearInterval(heartbeat);
       resolve();
     };
+    finish = close;
     if (req.socket.destroyed) close(); // the client left before the stream opened
     else req.on('close', close);
   });
-  return { write, closed };
+  /** Ends the stream from the server's side (what it streams has ended). */
+  const end = () => {
+    finish();
+    res.end();
+  };
+  return { write, closed, end };
 }
