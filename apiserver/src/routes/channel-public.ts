@@ -242,7 +242,7 @@ export function channelPublicRoutes(
           description: 'an event stream',
           contentType: 'text/event-stream',
           schema: streamEventSchema,
-          example: 'event: connected\ndata: {"channelId":"ch_01m80gqv9d4kjqfcmvs2q4jxem","visitorId":"v_8f3k2m9x"}\n\nevent: message\ndata: {"role":"assistant","content":"Hello!","messageId":"msg_01m80gr2q3w8c6d5e4f3g2h1jk"}\n\n',
+          example: { event: 'message', data: '{"role":"assistant","content":"Hello!","messageId":"msg_01m80gr2q3w8c6d5e4f3g2h1jk"}' },
         },
       },
       errors: ['not_found', 'forbidden', 'rate_limited'],
