@@ -166,6 +166,7 @@ export function createApp(deps: AppDeps): App {
     log: deps.log,
     metrics: deps.metrics,
     conversations: createConversationService({ pool: deps.pool, clock: deps.clock, hub: channelHub, log: deps.log, metrics: deps.metrics }),
+    agentStreams: hub,
     limiter: createChannelLimiter({ pool: deps.pool, clock: deps.clock, limits: channelSettings.limits, metrics: deps.metrics }),
     settings: channelSettings,
     heartbeatMs: deps.streamHeartbeatMs ?? HEARTBEAT_MS,

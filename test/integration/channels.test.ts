@@ -9,6 +9,7 @@ import { eventually, type ApiClient, type ApiResponse } from '../helpers/http.js
 import { createTestDatabase } from '../helpers/postgres.js';
 import { metricValue, parsePrometheus } from '../helpers/prometheus.js';
 import { removeDataDir } from '../helpers/runsc.js';
+import { openSse } from '../helpers/sse.js';
 
 /**
  * Channels through a real `berth up` over HTTP: replies are runs of the channel's agent
@@ -177,6 +178,9 @@ describe('managing channels', () => {
 
   describe('a conversation', () => {
     it('is answered synchronously, and the model sees the history on the next message', async () => {
+      const stream = await openSse(`${berth.baseUrl}/channels/${chat.id}/stream?visitorId=visitor-1`, undefined, { origin: 'https://shop.example' });
+      expect(stream.status).toBe(200);
+      expect(stream.headers.get('access-control-allow-origin')).toBe('https://shop.example');
       const first = await anonymous.post(`/channels/${chat.id}/messages`, { text: 'My name is Ada.', visitorId: 'visitor-1' }, { origin: 'https://shop.example' });
       expect(first.status, JSON.stringify(first.body)).toBe(200);
       expect(first.body).toEqual({
@@ -195,6 +199,22 @@ describe('managing channels', () => {
         { role: 'user', content: 'What is my name?' },
       ]);
       expect(request.messages.find((message: any) => message.role === 'system')?.content).toBe('You help visitors.');
+
+      // The stream saw both messages of each turn, and each reply's text as it was written before the reply itself.
+      await stream.waitFor((events) => events.filter((event) => event.event === 'message').length >= 4, 10_000);
+      stream.close();
+      const events = stream.events.filter((event) => event.event !== 'heartbeat');
+      expect(events[0]).toEqual({ event: 'connected', data: { channelId: chat.id, visitorId: 'visitor-1' } });
+      expect(events.filter((event) => event.event === 'message').map((event) => event.data)).toEqual([
+        { role: 'user', content: 'My name is Ada.', messageId: first.body.messageId },
+        { role: 'assistant', content: first.body.response.content, messageId: first.body.response.id },
+        { role: 'user', content: 'What is my name?', messageId: second.body.messageId },
+        { role: 'assistant', content: second.body.response.content, messageId: second.body.response.id },
+      ]);
+      const deltas = events.filter((event) => event.event === 'delta' && event.data.messageId === second.body.response.id);
+      expect(deltas.map((event) => event.data.text).join('')).toBe(second.body.response.content);
+      const replyAt = events.findIndex((event) => event.event === 'message' && event.data.messageId === second.body.response.id);
+      expect(events.indexOf(deltas[0]!)).toBeLessThan(replyAt);
 
       const history = await anonymous.get(`/channels/${chat.id}/messages?visitorId=visitor-1`);
       expect(history.body.conversationId).toBe(first.body.conversationId);

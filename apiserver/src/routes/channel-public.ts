@@ -1,4 +1,4 @@
-import { ApiError, checkTriggerSignature, findChannel, type ChannelRecord, type Clock, type Logger, type Pool, type SecretBox } from '@berth/common';
+import { ApiError, checkTriggerSignature, findChannel, getJob, replyMessageId, type ChannelMessage, type ChannelRecord, type Clock, type Logger, type Pool, type SecretBox } from '@berth/common';
 import type { Request } from 'express';
 import { Counter, type Registry } from 'prom-client';
 import { z } from 'zod';
@@ -11,6 +11,7 @@ import { MAX_EMAIL_TEXT, parseRawEmail, replySubject, sendGridMail, type Inbound
 import { checkTwilioSignature, speakAndListen, TWILIO_SIGNATURE_HEADER } from '../services/channel-phone.js';
 import { DEFAULT_VOICE, openCredentials } from '../services/channels.js';
 import type { ConversationService, Received } from '../services/conversations.js';
+import type { StreamHub } from '../services/stream-hub.js';
 
 /** The channel stream closes itself after this long; the client opens another. */
 export const CHANNEL_STREAM_LIFETIME_MS = 10 * 60_000;
@@ -40,7 +41,7 @@ const messageSchema = z.object({
   createdAt: z.string(),
 });
 const streamEventSchema = z
-  .object({ event: z.enum(['connected', 'message', 'heartbeat']), data: z.string().describe('the payload, as JSON') })
+  .object({ event: z.enum(['connected', 'message', 'delta', 'heartbeat']), data: z.string().describe('the payload, as JSON') })
   .meta({ id: 'ChannelStreamEvent', description: 'one event of a channel stream' });
 
 const clientIp = (req: Request) => req.ip ?? req.socket.remoteAddress ?? 'unknown';
@@ -54,6 +55,8 @@ export function channelPublicRoutes(
     log: Logger;
     metrics: Registry;
     conversations: ConversationService;
+    /** The agents' event streams: a reply's text is relayed from its run's as the model writes it. */
+    agentStreams: StreamHub;
     limiter: ChannelLimiter;
     settings: ChannelSettings;
     heartbeatMs: number;
@@ -100,6 +103,38 @@ export function channelPublicRoutes(
         deps.log.warn({ err: error, channelId: received.channel.id, jobId: received.job.id }, 'a channel reply could not be sent');
       }
     })();
+  }
+
+  /**
+   * Relays the text the model streams while it writes the reply to `message` (a visitor's
+   * message), as `delta` events of the reply's id, until the reply is stored or the stream ends.
+   * The job's agent is made for that job alone, so every event of its stream is of this run.
+   */
+  function relayReply(message: ChannelMessage, write: (text: string) => void, closed: Promise<void>): void {
+    if (message.role !== 'user' || !message.jobId) return;
+    const jobId = message.jobId;
+    void (async () => {
+      let done = false;
+      void closed.then(() => (done = true));
+      let agentId: string | null = null;
+      while (!done && !agentId) {
+        const job = await getJob(pool, jobId);
+        if (!job || ['completed', 'failed', 'cancelled'].includes(job.state)) return;
+        agentId = job.agentId;
+        if (!agentId) await new Promise((resolve) => setTimeout(resolve, 200));
+      }
+      if (done || !agentId) return;
+      let stop: () => void = () => undefined;
+      const finished = new Promise<void>((resolve) => (stop = resolve));
+      const unsubscribe = await deps.agentStreams.subscribe(agentId, '0', (events) => {
+        for (const event of events) {
+          if (event.type === 'thinking' && typeof event.data.text === 'string') write(event.data.text);
+          if (event.type === 'output' || event.type === 'error') stop();
+        }
+      });
+      await Promise.race([finished, closed]);
+      unsubscribe();
+    })().catch((error: unknown) => deps.log.warn({ err: error, jobId }, 'relaying a reply as it is written failed; its message still comes'));
   }
 
   table.add(
@@ -232,7 +267,8 @@ export function channelPublicRoutes(
       tag: 'Channels',
       summary: "Stream a visitor's conversation",
       description:
-        'No API key. Server-sent events: `connected` `{ channelId, visitorId }` first; `message` `{ role, content, messageId }` for each message of the visitor\'s conversation stored after the stream opened (their own, also from another tab, and each reply); `heartbeat` `{ t }` (milliseconds) every 15 s. ' +
+        'No API key. Server-sent events: `connected` `{ channelId, visitorId }` first; `message` `{ role, content, messageId }` for each message of the visitor\'s conversation stored after the stream opened (their own, also from another tab, and each reply); ' +
+        '`delta` `{ messageId, text }` while a reply is being written: pieces of its text as the model streams them, `messageId` being the id its `message` will have (which then replaces them); `heartbeat` `{ t }` (milliseconds) every 15 s. ' +
         'The server closes the stream after 10 minutes; open a new one. Counted against the reads limit of the client IP. Only `chat_embed` channels.',
       auth: false,
       params: channelParam,
@@ -251,8 +287,17 @@ export function channelPublicRoutes(
         await limiter.read(clientIp(req));
         let stream: ReturnType<typeof openEventStream> | undefined;
         const early: Parameters<Parameters<ConversationService['follow']>[2]>[0] = [];
+        // Replies already sent whole: a piece of their text relayed late is not sent after them.
+        const replied = new Set<string>();
         const send = (messages: typeof early) => {
-          for (const message of messages) stream!.write('message', { role: message.role, content: message.content, messageId: message.id });
+          for (const message of messages) {
+            stream!.write('message', { role: message.role, content: message.content, messageId: message.id });
+            replied.add(message.id);
+            if (message.role === 'user' && message.jobId) {
+              const messageId = replyMessageId(message.jobId);
+              relayReply(message, (text) => replied.has(messageId) || stream!.write('delta', { messageId, text }), stream!.closed);
+            }
+          }
         };
         // Subscribed before the headers go out: a message sent once the stream answered is not missed.
         const unsubscribe = await conversations.follow(channel.id, query.visitorId, (messages) => (stream ? send(messages) : early.push(...messages)));
