@@ -7,7 +7,7 @@
 import type { Mode } from '@berth/crds';
 import type { Queryable } from './db/index.js';
 import type { ConversationTurn, Job } from './jobs.js';
-import type { SecretPlace } from './secrets.js';
+import type { SecretBox, SecretPlace } from './secrets.js';
 import { z } from 'zod';
 
 export const CHANNEL_TYPES = ['chat_embed', 'slack', 'email', 'phone'] as const;
@@ -325,4 +325,25 @@ export async function recordChannelReply(db: Queryable, job: Pick<Job, 'id'>, ou
 export async function findReply(db: Queryable, jobId: string): Promise<ChannelMessage | undefined> {
   const { rows } = await db.query<MessageRow>(`SELECT ${MESSAGE_COLUMNS} FROM channel_messages WHERE id = $1`, [replyMessageId(jobId)]);
   return rows[0] ? toMessage(rows[0]) : undefined;
+}
+
+/** Re-encrypts the credentials of every channel not under the current key (`berth secrets rotate`); returns how many. */
+export async function reencryptChannelCredentials(db: Queryable, box: SecretBox): Promise<number> {
+  const { rows } = await db.query<{ id: string; organization_id: string; mode: Mode; credentials_key_id: string; credentials_nonce: Buffer; credentials_ciphertext: Buffer }>(
+    `SELECT id, organization_id, mode, credentials_key_id, credentials_nonce, credentials_ciphertext FROM channels
+     WHERE credentials_key_id IS NOT NULL AND credentials_key_id <> $1`,
+    [box.keyId],
+  );
+  for (const row of rows) {
+    const place = channelCredentialsPlace({ organizationId: row.organization_id, mode: row.mode, id: row.id });
+    const sealed = box.seal(place, box.open(place, { keyId: row.credentials_key_id, nonce: row.credentials_nonce, ciphertext: row.credentials_ciphertext }));
+    await db.query('UPDATE channels SET credentials_key_id = $2, credentials_nonce = $3, credentials_ciphertext = $4 WHERE id = $1 AND credentials_key_id = $5', [
+      row.id,
+      sealed.keyId,
+      sealed.nonce,
+      sealed.ciphertext,
+      row.credentials_key_id,
+    ]);
+  }
+  return rows.length;
 }
