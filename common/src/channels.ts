@@ -7,7 +7,7 @@
 import type { Mode } from '@berth/crds';
 import type { Queryable } from './db/index.js';
 import type { ConversationTurn, Job } from './jobs.js';
-import type { SecretBox, SecretPlace } from './secrets.js';
+import { reencryptSealedColumns, type SecretBox, type SecretPlace } from './secrets.js';
 import { z } from 'zod';
 
 export const CHANNEL_TYPES = ['chat_embed', 'slack', 'email', 'phone'] as const;
@@ -109,16 +109,23 @@ export async function insertChannel(db: Queryable, channel: Omit<ChannelRecord, 
       channel.type,
       channel.name,
       channel.definitionId,
-      JSON.stringify(channel.settings),
-      channel.allowedOrigins,
-      channel.credentials?.keyId ?? null,
-      channel.credentials?.nonce ?? null,
-      channel.credentials?.ciphertext ?? null,
-      JSON.stringify(channel.credentialHints),
+      ...configValues(channel),
       now,
     ],
   );
   return toChannel(rows[0]!);
+}
+
+/** The values of the columns from settings to credential_hints, in the order of the table. */
+function configValues(channel: Pick<ChannelRecord, 'settings' | 'allowedOrigins' | 'credentials' | 'credentialHints'>): unknown[] {
+  return [
+    JSON.stringify(channel.settings),
+    channel.allowedOrigins,
+    channel.credentials?.keyId ?? null,
+    channel.credentials?.nonce ?? null,
+    channel.credentials?.ciphertext ?? null,
+    JSON.stringify(channel.credentialHints),
+  ];
 }
 
 /** A channel that is not deleted; with `scope`, only one of that organization and mode. */
@@ -149,18 +156,7 @@ export async function updateChannel(
     `UPDATE channels SET name = $2, definition_id = $3, settings = $4, allowed_origins = $5, credentials_key_id = $6, credentials_nonce = $7,
        credentials_ciphertext = $8, credential_hints = $9, updated_at = $10
      WHERE id = $1 AND deleted_at IS NULL RETURNING ${CHANNEL_COLUMNS}`,
-    [
-      channel.id,
-      channel.name,
-      channel.definitionId,
-      JSON.stringify(channel.settings),
-      channel.allowedOrigins,
-      channel.credentials?.keyId ?? null,
-      channel.credentials?.nonce ?? null,
-      channel.credentials?.ciphertext ?? null,
-      JSON.stringify(channel.credentialHints),
-      now,
-    ],
+    [channel.id, channel.name, channel.definitionId, ...configValues(channel), now],
   );
   return toChannel(rows[0]!);
 }
@@ -328,22 +324,6 @@ export async function findReply(db: Queryable, jobId: string): Promise<ChannelMe
 }
 
 /** Re-encrypts the credentials of every channel not under the current key (`berth secrets rotate`); returns how many. */
-export async function reencryptChannelCredentials(db: Queryable, box: SecretBox): Promise<number> {
-  const { rows } = await db.query<{ id: string; organization_id: string; mode: Mode; credentials_key_id: string; credentials_nonce: Buffer; credentials_ciphertext: Buffer }>(
-    `SELECT id, organization_id, mode, credentials_key_id, credentials_nonce, credentials_ciphertext FROM channels
-     WHERE credentials_key_id IS NOT NULL AND credentials_key_id <> $1`,
-    [box.keyId],
-  );
-  for (const row of rows) {
-    const place = channelCredentialsPlace({ organizationId: row.organization_id, mode: row.mode, id: row.id });
-    const sealed = box.seal(place, box.open(place, { keyId: row.credentials_key_id, nonce: row.credentials_nonce, ciphertext: row.credentials_ciphertext }));
-    await db.query('UPDATE channels SET credentials_key_id = $2, credentials_nonce = $3, credentials_ciphertext = $4 WHERE id = $1 AND credentials_key_id = $5', [
-      row.id,
-      sealed.keyId,
-      sealed.nonce,
-      sealed.ciphertext,
-      row.credentials_key_id,
-    ]);
-  }
-  return rows.length;
+export function reencryptChannelCredentials(db: Queryable, box: SecretBox): Promise<number> {
+  return reencryptSealedColumns(db, box, { table: 'channels', prefix: 'credentials' }, channelCredentialsPlace);
 }

@@ -1,96 +1,60 @@
 import type { Registry } from 'prom-client';
-import { NotificationListener, findConversation, messagesAfter, type ChannelMessage, type Logger, type Pool } from '@berth/common';
+import { findConversation, messagesAfter, type ChannelMessage, type Logger, type Pool } from '@berth/common';
+import { NotificationFanout } from './fanout.js';
 
-interface Subscriber {
+/** Messages read at a time for one subscriber. */
+const PAGE = 500;
+
+interface Where {
   channelId: string;
   visitorId: string;
   /** Unknown until the visitor's first message makes the conversation. */
   conversationId: string | undefined;
-  lastSeq: string;
-  deliver(messages: ChannelMessage[]): void;
-  /** Serialises reads so that messages go out in order, once. */
-  reading: Promise<void>;
 }
 
 /**
  * Fans the messages of conversations out to whoever waits for them (channel streams, and requests
- * waiting for a reply): one LISTEN connection per process on `berth_channel_messages` (its payload
- * is the conversation id); on each notification the subscribers of that conversation read what
- * they have not seen. A subscriber whose visitor had no conversation yet learns it from the first
- * notification of a new conversation of its channel. After a lost connection every subscriber
- * reads on from the last message it saw.
+ * waiting for a reply); `berth_channel_messages` carries the conversation id. A subscriber whose
+ * visitor had no conversation yet looks for it on each notification of a conversation it does not
+ * know, until it is there.
  */
 export class ChannelHub {
-  private readonly subscribers = new Set<Subscriber>();
-  private readonly listener: NotificationListener;
+  private readonly fanout: NotificationFanout<Where, ChannelMessage>;
 
-  constructor(
-    private readonly pool: Pool,
-    connectionString: string,
-    private readonly log: Logger,
-    metrics?: Registry,
-  ) {
-    this.listener = new NotificationListener({
-      connectionString,
-      channels: ['berth_channel_messages'],
-      name: 'channel-hub',
-      log,
-      ...(metrics ? { metrics } : {}),
-      onNotification: (_channel, conversationId) => {
-        for (const subscriber of this.subscribers) {
-          if (subscriber.conversationId === conversationId || subscriber.conversationId === undefined) this.pull(subscriber);
-        }
+  constructor(pool: Pool, connectionString: string, log: Logger, metrics?: Registry) {
+    this.fanout = new NotificationFanout(
+      { connectionString, channel: 'berth_channel_messages', name: 'channel-hub', log, metrics },
+      {
+        concerns: (where, conversationId) => where.conversationId === undefined || where.conversationId === conversationId,
+        read: async (where, after) => {
+          where.conversationId ??= (await findConversation(pool, where.channelId, where.visitorId))?.id;
+          if (where.conversationId === undefined) return { items: [], last: after, more: false };
+          const messages = await messagesAfter(pool, where.conversationId, after, PAGE);
+          return { items: messages, last: messages.at(-1)?.seq ?? after, more: messages.length === PAGE };
+        },
       },
-      onReconnect: () => {
-        for (const subscriber of this.subscribers) this.pull(subscriber);
-      },
-    });
-  }
-
-  private pull(subscriber: Subscriber): void {
-    subscriber.reading = subscriber.reading
-      .then(async () => {
-        if (!this.subscribers.has(subscriber)) return;
-        if (subscriber.conversationId === undefined) {
-          subscriber.conversationId = (await findConversation(this.pool, subscriber.channelId, subscriber.visitorId))?.id;
-          if (subscriber.conversationId === undefined) return;
-        }
-        for (;;) {
-          const messages = await messagesAfter(this.pool, subscriber.conversationId, subscriber.lastSeq);
-          if (messages.length === 0) return;
-          subscriber.lastSeq = messages.at(-1)!.seq;
-          subscriber.deliver(messages);
-        }
-      })
-      .catch((error: unknown) => this.log.warn({ err: error, channelId: subscriber.channelId }, 'reading channel messages failed; the next notification reads again'));
+    );
   }
 
   /**
-   * Subscribes to the visitor's conversation: messages stored after `afterSeq` go to `deliver`, in
-   * order. `afterSeq` is a message sequence number read after this call started listening.
+   * Subscribes to the visitor's conversation: messages stored after `afterSeq` (a message sequence
+   * number read after `start()`) go to `deliver`, in order.
    */
-  async subscribe(
+  subscribe(
     where: { channelId: string; visitorId: string; conversationId?: string | undefined },
     afterSeq: string,
     deliver: (messages: ChannelMessage[]) => void,
   ): Promise<() => void> {
-    await this.listener.start();
-    const subscriber: Subscriber = { ...where, conversationId: where.conversationId, lastSeq: afterSeq, deliver, reading: Promise.resolve() };
-    this.subscribers.add(subscriber);
-    // Anything stored between the caller reading `afterSeq` and this subscription is read now.
-    this.pull(subscriber);
-    return () => {
-      this.subscribers.delete(subscriber);
-    };
+    // Anything stored between the caller reading `afterSeq` and this subscription is read at once.
+    return this.fanout.subscribe({ ...where, conversationId: where.conversationId }, afterSeq, deliver, { readNow: true });
   }
 
   /** Starts listening; a subscriber's starting point must be read after this. */
   start(): Promise<void> {
-    return this.listener.start();
+    return this.fanout.start();
   }
 
-  async close(): Promise<void> {
-    this.subscribers.clear();
-    await this.listener.close();
+  close(): Promise<void> {
+    return this.fanout.close();
   }
 }
