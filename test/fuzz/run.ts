@@ -340,7 +340,7 @@ async function runSchemathesis(
         'true',
         ...filters,
       ],
-      { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, NO_COLOR: '1', SCHEMATHESIS_TELEMETRY: 'false' } },
+      { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, NO_COLOR: '1', SCHEMATHESIS_TELEMETRY: 'false', SCHEMATHESIS_HOOKS: join(ROOT, 'test', 'fuzz', 'hooks.py') } },
     );
     relay(child.stdout, process.stdout);
     relay(child.stderr, process.stderr);
