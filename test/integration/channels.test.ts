@@ -328,8 +328,15 @@ describe('Slack', () => {
     const acked = await post(body, headers);
     expect(acked.status, JSON.stringify(acked.body)).toBe(200);
     expect(acked.body).toEqual({ ok: true });
-    // Slack retries a delivery it thinks was lost: the same event is not answered twice.
+    // Slack retries a delivery it thinks was lost, and sends a mention as app_mention too: one message, one answer.
     expect((await post(body, { ...headers, 'x-slack-retry-num': '1' })).status).toBe(200);
+    const mention = JSON.stringify({
+      type: 'event_callback',
+      team_id: 'T0123ABC',
+      event_id: 'Ev0PV52K22',
+      event: { type: 'app_mention', user: 'U061F7AUR', text: 'Is the shop open on Sunday?', channel: 'C0SUPPORT', ts: '1700000000.000100' },
+    });
+    expect((await post(mention, { 'x-slack-signature': sign(timestamp, mention), 'x-slack-request-timestamp': timestamp })).status).toBe(200);
     await eventually(async () => (slackPosts.length > 0 ? true : undefined), { timeoutMs: 90_000, what: 'chat.postMessage' });
     expect(slackPosts[0]!.headers.authorization).toBe('Bearer xoxb-1234-5678-abcdef');
     expect(slackPosts[0]!.headers['content-type']).toContain('application/json');
@@ -491,7 +498,7 @@ describe('metrics', () => {
     expect(metricValue(metrics, 'berth_channel_replies_total', { type: 'chat_embed', result: 'answered' })).toBe(2);
     expect(metricValue(metrics, 'berth_channel_limit_refusals_total', { limit: 'visitorMessages' })).toBe(1);
     expect(metricValue(metrics, 'berth_channel_inbound_total', { type: 'slack', result: 'accepted' })).toBe(1);
-    expect(metricValue(metrics, 'berth_channel_inbound_total', { type: 'slack', result: 'duplicate' })).toBe(1);
+    expect(metricValue(metrics, 'berth_channel_inbound_total', { type: 'slack', result: 'duplicate' })).toBe(2);
     expect(metricValue(metrics, 'berth_channel_inbound_total', { type: 'slack', result: 'bad_signature' })).toBe(1);
     expect(metricValue(metrics, 'berth_channel_inbound_total', { type: 'email', result: 'accepted' })).toBe(2);
     expect(metricValue(metrics, 'berth_channel_outbound_total', { type: 'slack', result: 'sent' })).toBe(1);

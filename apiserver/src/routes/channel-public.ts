@@ -323,7 +323,7 @@ export function channelPublicRoutes(
       summary: 'Slack Events API webhook',
       description:
         "The request URL of a `slack` channel's Slack app. `X-Slack-Signature` (`v0=` HMAC-SHA256 of `v0:<X-Slack-Request-Timestamp>:<raw body>`, keyed by the signing secret) is checked; a timestamp more than 300 s from the server's clock is refused (401, `details.reason`: `missing_signature`, `bad_signature`, `bad_timestamp`, `stale_timestamp`). " +
-        '`url_verification` is answered with its `challenge`. A message event of the channel\'s workspace (not from a bot, not an edit, in one of its `channels` when it lists any) is stored and acknowledged at once (`{ ok: true }`); the reply is posted in its thread with `chat.postMessage`. Other events are acknowledged and ignored. A redelivered event (same `event_id`) is answered once.',
+        '`url_verification` is answered with its `challenge`. A message event of the channel\'s workspace (not from a bot, not an edit, in one of its `channels` when it lists any) is stored and acknowledged at once (`{ ok: true }`); the reply is posted in its thread with `chat.postMessage`. Other events are acknowledged and ignored. A message is answered once however often it arrives (a redelivery, or both its `message` and `app_mention` events).',
       auth: false,
       params: channelParam,
       headers: [
@@ -382,7 +382,8 @@ export function channelPublicRoutes(
           visitorId: where.visitorId,
           text: event!.text!.trim().slice(0, MAX_MESSAGE_TEXT),
           replyTo: where.replyTo,
-          externalId: payload.event_id ?? `${event!.channel}:${event!.ts}`,
+          // A redelivery, and the app_mention twin of a message event, are the same message.
+          externalId: `${event!.channel}:${event!.ts}`,
         });
         if (!received) {
           inbound.inc({ type: 'slack', result: 'duplicate' });
