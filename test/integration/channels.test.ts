@@ -31,6 +31,9 @@ interface Received {
   body: any;
 }
 const slackPosts: Received[] = [];
+/** Posts the local Slack answered 500 (it answers so while `slackFailures` is above 0). */
+const slackRefused: Received[] = [];
+let slackFailures = 0;
 const sendgridMails: Received[] = [];
 let providers: Server;
 
@@ -49,7 +52,11 @@ beforeAll(async () => {
     req.on('data', (chunk: Buffer) => (text += chunk.toString()));
     req.on('end', () => {
       const received = { path: req.url ?? '', headers: req.headers, body: JSON.parse(text || 'null') };
-      if (req.url === '/slack/api/chat.postMessage') {
+      if (req.url === '/slack/api/chat.postMessage' && slackFailures > 0) {
+        slackFailures--;
+        slackRefused.push(received);
+        res.writeHead(500, { 'content-type': 'application/json' }).end(JSON.stringify({ ok: false, error: 'internal_error' }));
+      } else if (req.url === '/slack/api/chat.postMessage') {
         slackPosts.push(received);
         res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ ok: true, channel: received.body.channel, ts: '1700000000.000200' }));
       } else if (req.url === '/sendgrid/v3/mail/send') {
@@ -334,6 +341,8 @@ describe('Slack', () => {
     });
     const timestamp = now();
     const headers = { 'x-slack-signature': sign(timestamp, body), 'x-slack-request-timestamp': timestamp };
+    // Slack fails the first post: the reply is posted on the next try.
+    slackFailures = 1;
     const acked = await post(body, headers);
     expect(acked.status, JSON.stringify(acked.body)).toBe(200);
     expect(acked.body).toEqual({ ok: true });
@@ -347,6 +356,7 @@ describe('Slack', () => {
     });
     expect((await post(mention, { 'x-slack-signature': sign(timestamp, mention), 'x-slack-request-timestamp': timestamp })).status).toBe(200);
     await eventually(async () => (slackPosts.length > 0 ? true : undefined), { timeoutMs: 90_000, what: 'chat.postMessage' });
+    expect(slackRefused.map((request) => request.body.text)).toEqual(['reply to "Is the shop open on Sunday?" after 0 earlier']);
     expect(slackPosts[0]!.headers.authorization).toBe('Bearer xoxb-1234-5678-abcdef');
     expect(slackPosts[0]!.headers['content-type']).toContain('application/json');
     expect(slackPosts[0]!.body).toEqual({
@@ -511,6 +521,7 @@ describe('metrics', () => {
     expect(metricValue(metrics, 'berth_channel_inbound_total', { type: 'slack', result: 'bad_signature' })).toBe(1);
     expect(metricValue(metrics, 'berth_channel_inbound_total', { type: 'email', result: 'accepted' })).toBe(2);
     expect(metricValue(metrics, 'berth_channel_outbound_total', { type: 'slack', result: 'sent' })).toBe(1);
+    expect(metricValue(metrics, 'berth_channel_outbound_total', { type: 'slack', result: 'retried' })).toBe(1);
     expect(metricValue(metrics, 'berth_channel_outbound_total', { type: 'email', result: 'sent' })).toBe(2);
     expect(metricValue(metrics, 'berth_jobs_finished_total', { source: 'channel', state: 'completed' })).toBeGreaterThanOrEqual(5);
   });

@@ -21,6 +21,8 @@ export const MAX_INBOUND_BODY_BYTES = 1024 * 1024;
 /** Twilio waits 15 s for a webhook's answer; a reply not ready sooner is apologised for. */
 const PHONE_REPLY_TIMEOUT_MS = 12_000;
 export const EMAIL_SIGNATURE_HEADER = 'x-berth-signature';
+/** Waits before each further try of a reply that a provider refused or did not take (the last entry is unused). */
+const OUTBOUND_RETRY_DELAYS_MS = [2_000, 10_000, 0];
 /** How soon an open stream of a deleted channel ends. */
 const DELETED_CHECK_MS = 5_000;
 
@@ -74,7 +76,7 @@ export function channelPublicRoutes(
   });
   const outbound = new Counter({
     name: 'berth_channel_outbound_total',
-    help: 'Replies sent out through a provider (Slack chat.postMessage, SendGrid mail/send), by channel type and result',
+    help: 'Replies sent out through a provider (Slack chat.postMessage, SendGrid mail/send), by channel type and result (sent, retried, failed)',
     labelNames: ['type', 'result'],
     registers: [deps.metrics],
   });
@@ -92,13 +94,26 @@ export function channelPublicRoutes(
     throw error;
   }
 
-  /** Waits for the reply in the background and hands it to a provider; an answer already went to the webhook. */
+  /**
+   * Waits for the reply in the background and hands it to a provider (an answer already went to
+   * the webhook); a send that fails is tried again after 2 s and 10 s.
+   */
   function replyLater(received: Received, visitorId: string, send: (text: string) => Promise<void>): void {
     const type = received.channel.type;
     void (async () => {
       try {
         const reply = await conversations.awaitReply(received, visitorId, settings.replyTimeoutMs);
-        await send(reply.content);
+        for (const [attempt, delayMs] of OUTBOUND_RETRY_DELAYS_MS.entries()) {
+          try {
+            await send(reply.content);
+            break;
+          } catch (error) {
+            if (attempt === OUTBOUND_RETRY_DELAYS_MS.length - 1) throw error;
+            outbound.inc({ type, result: 'retried' });
+            deps.log.warn({ err: error, channelId: received.channel.id, attempt }, 'sending a channel reply failed; trying again');
+            await new Promise((resolve) => setTimeout(resolve, delayMs));
+          }
+        }
         outbound.inc({ type, result: 'sent' });
       } catch (error) {
         outbound.inc({ type, result: 'failed' });
