@@ -42,7 +42,9 @@ const script = (body: any): FakeTurn => {
   const users = body.messages.filter((message: any) => message.role === 'user');
   const last = users.at(-1)?.content;
   const earlier = body.messages.filter((message: any) => message.role !== 'system').length - 1;
-  return { text: `reply to "${typeof last === 'string' ? last : JSON.stringify(last)}" after ${earlier} earlier`, usage: { input: 50, output: 10 } };
+  // 100,000 input tokens at $10 a million: one dollar.
+  const usage = last === 'Spend a dollar.' ? { input: 100_000, output: 0 } : { input: 50, output: 10 };
+  return { text: `reply to "${typeof last === 'string' ? last : JSON.stringify(last)}" after ${earlier} earlier`, usage };
 };
 
 beforeAll(async () => {
@@ -282,6 +284,24 @@ describe('managing channels', () => {
   });
 });
 
+describe("a channel's session", () => {
+  it('caps what the channel spends: over its maxCost, messages answer 402', async () => {
+    const channel = (await live.post('/v1/channels', { type: 'chat_embed', agent: 'helper' })).body;
+    const spent = await anonymous.post(`/channels/${channel.id}/messages`, { text: 'Spend a dollar.', visitorId: 'spender' });
+    expect(spent.status, JSON.stringify(spent.body)).toBe(200);
+    const session = await live.post(`/v1/sessions/by-user/${channel.id}`, {});
+    expect(session.status).toBe(200);
+    const capped = await live.patch(`/v1/sessions/${session.body.id}`, { limits: { maxCost: { amount: 50, currency: 'usd', period: 'month' } } });
+    expect(capped.status, JSON.stringify(capped.body)).toBe(200);
+    const refused = await anonymous.post(`/channels/${channel.id}/messages`, { text: 'And another?', visitorId: 'spender' });
+    expectError(refused, 402, 'session_limit_exceeded');
+    expect(modelRequestsFor('And another?')).toHaveLength(0);
+    // The visitor's message is kept; no reply was made.
+    const history = (await anonymous.get(`/channels/${channel.id}/messages?visitorId=spender`)).body.messages;
+    expect(history.map((message: any) => message.role)).toEqual(['user', 'assistant', 'user']);
+  }, 120_000);
+});
+
 describe('Slack', () => {
   const signingSecret = '8f742231b10e8888abcd99yyyzzz85a5';
   let channel: any;
@@ -513,8 +533,9 @@ describe('a deleted channel', () => {
 describe('metrics', () => {
   it('count messages, replies, refusals and inbound webhooks', async () => {
     const metrics = parsePrometheus((await anonymous.get('/metrics')).body);
-    expect(metricValue(metrics, 'berth_channel_messages_total', { type: 'chat_embed' })).toBe(2);
-    expect(metricValue(metrics, 'berth_channel_replies_total', { type: 'chat_embed', result: 'answered' })).toBe(2);
+    expect(metricValue(metrics, 'berth_channel_messages_total', { type: 'chat_embed' })).toBe(4);
+    expect(metricValue(metrics, 'berth_channel_replies_total', { type: 'chat_embed', result: 'answered' })).toBe(3);
+    expect(metricValue(metrics, 'berth_channel_replies_total', { type: 'chat_embed', result: 'failed' })).toBe(1);
     expect(metricValue(metrics, 'berth_channel_limit_refusals_total', { limit: 'visitorMessages' })).toBe(1);
     expect(metricValue(metrics, 'berth_channel_inbound_total', { type: 'slack', result: 'accepted' })).toBe(1);
     expect(metricValue(metrics, 'berth_channel_inbound_total', { type: 'slack', result: 'duplicate' })).toBe(2);
