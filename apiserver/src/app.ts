@@ -25,6 +25,7 @@ import { triggerRoutes } from './routes/triggers.js';
 import { jobRoutes } from './routes/jobs.js';
 import { channelRoutes } from './routes/channels.js';
 import { MAX_PUBLIC_BODY_BYTES, channelPublicRoutes, type ChannelSettings } from './routes/channel-public.js';
+import { channelWebhookRoutes } from './routes/channel-webhooks.js';
 import { channelCors } from './http/channel-cors.js';
 import { createChannelService } from './services/channels.js';
 import { createConversationService } from './services/conversations.js';
@@ -159,17 +160,25 @@ export function createApp(deps: AppDeps): App {
     sendgridApiUrl: 'https://api.sendgrid.com',
     ...deps.channels,
   };
+  const conversations = createConversationService({ pool: deps.pool, clock: deps.clock, hub: channelHub, log: deps.log, metrics: deps.metrics });
   channelPublicRoutes(routes, {
+    pool: deps.pool,
+    clock: deps.clock,
+    log: deps.log,
+    conversations,
+    agentStreams: hub,
+    limiter: createChannelLimiter({ pool: deps.pool, clock: deps.clock, limits: channelSettings.limits, metrics: deps.metrics }),
+    settings: channelSettings,
+    heartbeatMs: deps.streamHeartbeatMs ?? HEARTBEAT_MS,
+  });
+  channelWebhookRoutes(routes, {
     pool: deps.pool,
     clock: deps.clock,
     box: secretBox,
     log: deps.log,
     metrics: deps.metrics,
-    conversations: createConversationService({ pool: deps.pool, clock: deps.clock, hub: channelHub, log: deps.log, metrics: deps.metrics }),
-    agentStreams: hub,
-    limiter: createChannelLimiter({ pool: deps.pool, clock: deps.clock, limits: channelSettings.limits, metrics: deps.metrics }),
+    conversations,
     settings: channelSettings,
-    heartbeatMs: deps.streamHeartbeatMs ?? HEARTBEAT_MS,
     publicUrl: deps.publicUrl,
   });
 
