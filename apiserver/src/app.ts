@@ -175,7 +175,6 @@ export function createApp(deps: AppDeps): App {
     pool: deps.pool,
     clock: deps.clock,
     box: secretBox,
-    log: deps.log,
     metrics: deps.metrics,
     conversations,
     settings: channelSettings,

@@ -162,7 +162,7 @@ export function channelPublicRoutes(
       handler: async ({ req, params, body }) => {
         const channel = await liveChannel(pool, params.channelId, 'chat_embed');
         await limiter.message(channel.id, body.visitorId, clientIp(req));
-        const received = await conversations.receive(channel.id, { visitorId: body.visitorId, text: body.text });
+        const received = await conversations.receive(channel.id, { visitorId: body.visitorId, text: body.text }, req.log);
         if (!received) throw new ApiError('internal_error', 'the message was not stored');
         const reply = await conversations.awaitReply(received, body.visitorId, settings.replyTimeoutMs);
         return {

@@ -29,7 +29,6 @@ export function channelWebhookRoutes(
     pool: Pool;
     clock: Clock;
     box: SecretBox;
-    log: Logger;
     metrics: Registry;
     conversations: ConversationService;
     settings: ChannelSettings;
@@ -60,7 +59,7 @@ export function channelWebhookRoutes(
    * Waits for the reply in the background and hands it to a provider (an answer already went to
    * the webhook); a send that fails is tried again after 2 s and 10 s.
    */
-  function replyLater(received: Received, visitorId: string, send: (text: string) => Promise<void>): void {
+  function replyLater(received: Received, visitorId: string, log: Logger, send: (text: string) => Promise<void>): void {
     const type = received.channel.type;
     void (async () => {
       try {
@@ -72,14 +71,14 @@ export function channelWebhookRoutes(
           } catch (error) {
             if (attempt === OUTBOUND_RETRY_DELAYS_MS.length - 1) throw error;
             outbound.inc({ type, result: 'retried' });
-            deps.log.warn({ err: error, channelId: received.channel.id, attempt }, 'sending a channel reply failed; trying again');
+            log.warn({ err: error, channelId: received.channel.id, attempt }, 'sending a channel reply failed; trying again');
             await new Promise((resolve) => setTimeout(resolve, delayMs));
           }
         }
         outbound.inc({ type, result: 'sent' });
       } catch (error) {
         outbound.inc({ type, result: 'failed' });
-        deps.log.warn({ err: error, channelId: received.channel.id, jobId: received.job.id }, 'a channel reply could not be sent');
+        log.warn({ err: error, channelId: received.channel.id, jobId: received.job.id }, 'a channel reply could not be sent');
       }
     })();
   }
@@ -154,13 +153,13 @@ export function channelWebhookRoutes(
           replyTo: where.replyTo,
           // A redelivery, and the app_mention twin of a message event, are the same message.
           externalId: `${event!.channel}:${event!.ts}`,
-        });
+        }, req.log);
         if (!received) {
           inbound.inc({ type: 'slack', result: 'duplicate' });
           return { status: 200, body: { ok: true } };
         }
         inbound.inc({ type: 'slack', result: 'accepted' });
-        replyLater(received, where.visitorId, (text) =>
+        replyLater(received, where.visitorId, req.log, (text) =>
           postSlackMessage(settings.slackApiUrl, credentials.botToken ?? '', {
             channel: where.replyTo.channel,
             text,
@@ -220,13 +219,13 @@ export function channelWebhookRoutes(
           text: mail.text.slice(0, MAX_EMAIL_TEXT),
           replyTo: { address: from, subject: mail.subject ?? null, messageId: mail.messageId ?? null },
           externalId: mail.messageId,
-        });
+        }, req.log);
         if (!received) {
           inbound.inc({ type: 'email', result: 'duplicate' });
           return { status: 200, body: { ok: true, duplicate: true } };
         }
         inbound.inc({ type: 'email', result: 'accepted' });
-        replyLater(received, `email:${from}`, (text) =>
+        replyLater(received, `email:${from}`, req.log, (text) =>
           sendGridMail(settings.sendgridApiUrl, credentials.apiKey ?? '', {
             from: channel.settings.address as string,
             to: from,
@@ -296,7 +295,7 @@ export function channelWebhookRoutes(
           visitorId,
           text: speech.slice(0, MAX_MESSAGE_TEXT),
           replyTo: { from: form.get('From') ?? null },
-        });
+        }, req.log);
         inbound.inc({ type: 'phone', result: 'accepted' });
         try {
           const reply = await conversations.awaitReply(received!, visitorId, Math.min(PHONE_REPLY_TIMEOUT_MS, settings.replyTimeoutMs));
@@ -304,7 +303,7 @@ export function channelWebhookRoutes(
           return answer(reply.content);
         } catch (error) {
           outbound.inc({ type: 'phone', result: 'failed' });
-          deps.log.warn({ err: error, channelId: channel.id }, 'a phone reply was not ready');
+          req.log.warn({ err: error, channelId: channel.id }, 'a phone reply was not ready');
           return answer('Sorry, I could not answer that just now. Please say it again.');
         }
       },

@@ -72,11 +72,12 @@ export function createConversationService(deps: { pool: Pool; clock: Clock; hub:
     /**
      * Stores a visitor's message and queues its answer, in one transaction that holds the channel
      * (a delete waits for it, and every later message finds the channel gone). Undefined when the
-     * provider delivered a message with this `externalId` before.
+     * provider delivered a message with this `externalId` before. `log`: the request's.
      */
     async receive(
       channelId: string,
       input: { visitorId: string; text: string; replyTo?: Record<string, unknown>; externalId?: string | undefined },
+      log: Logger,
     ): Promise<Received | undefined> {
       const now = clock.now();
       const received = await withTransaction(pool, async (tx) => {
@@ -113,7 +114,10 @@ export function createConversationService(deps: { pool: Pool; clock: Clock; hub:
         await tx.query('UPDATE channel_messages SET job_id = $2 WHERE id = $1', [message.id, job.id]);
         return { channel, conversationId: conversation.id, message: { ...message, jobId: job.id }, job };
       });
-      if (received) metrics.messages.inc({ type: received.channel.type });
+      if (received) {
+        metrics.messages.inc({ type: received.channel.type });
+        log.info({ channelId, conversationId: received.conversationId, messageId: received.message.id, jobId: received.job.id }, 'channel message stored');
+      } else log.info({ channelId, externalId: input.externalId }, 'channel message delivered again; not answered twice');
       return received;
     },
 
