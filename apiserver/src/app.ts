@@ -197,5 +197,12 @@ export function createApp(deps: AppDeps): App {
   app.use(router);
   app.use(notFoundHandler);
   app.use(errorHandler);
-  return { express: app, routes, close: async () => void (await Promise.all([hub.close(), channelHub.close()])) };
+  return {
+    express: app,
+    routes,
+    close: async () => {
+      conversations.close();
+      await Promise.all([hub.close(), channelHub.close()]);
+    },
+  };
 }

@@ -67,6 +67,8 @@ function createMetrics(registry: Registry) {
 export function createConversationService(deps: { pool: Pool; clock: Clock; hub: ChannelHub; log: Logger; metrics: Registry }) {
   const { pool, clock, hub } = deps;
   const metrics = createMetrics(deps.metrics);
+  /** Ends the waits under way when the server stops, so that none holds the process open. */
+  const stopping = new Set<() => void>();
 
   return {
     /**
@@ -150,6 +152,8 @@ export function createConversationService(deps: { pool: Pool; clock: Clock; hub:
         const job = await getJob(pool, received.job.id);
         if (job && (job.state === 'failed' || job.state === 'cancelled')) settle({ error: replyError(job) });
       };
+      const stop = () => settle({ error: new ApiError('timeout', 'the server is stopping; the reply is stored and streamed when it comes', { jobId: received.job.id }) });
+      stopping.add(stop);
       const poll = setInterval(() => void check().catch((error: unknown) => deps.log.warn({ err: error }, 'checking a channel job failed')), JOB_CHECK_MS);
       const timer = setTimeout(
         () => settle({ error: new ApiError('timeout', `no reply within ${Math.round(timeoutMs / 1000)} s; it is stored and streamed when it comes`, { jobId: received.job.id }) }),
@@ -164,10 +168,16 @@ export function createConversationService(deps: { pool: Pool; clock: Clock; hub:
         observe('answered');
         return reply!;
       } finally {
+        stopping.delete(stop);
         clearInterval(poll);
         clearTimeout(timer);
         unsubscribe();
       }
+    },
+
+    /** Ends every wait for a reply now (504 `timeout` to a waiting request): the server is stopping. */
+    close(): void {
+      for (const stop of [...stopping]) stop();
     },
 
     /** The visitor's conversation and its latest `limit` messages, oldest first. */
