@@ -72,7 +72,7 @@ export interface AppDeps {
   byoiPolicy?: UrlPolicy;
   /** Which webhook URLs are accepted (default: https only, no private addresses). */
   webhookPolicy?: UrlPolicy;
-  /** Limits, reply timeout and provider URLs of channels (defaults: the documented ones). */
+  /** Limits and reply timeout of channels (defaults: the documented ones). */
   channels?: Partial<ChannelSettings>;
   /** Whether the controllers this process relies on are running (for /readyz). */
   ready?: () => boolean;
@@ -156,8 +156,6 @@ export function createApp(deps: AppDeps): App {
   const channelSettings: ChannelSettings = {
     limits: DEFAULT_CHANNEL_LIMITS,
     replyTimeoutMs: 120_000,
-    slackApiUrl: 'https://slack.com/api',
-    sendgridApiUrl: 'https://api.sendgrid.com',
     ...deps.channels,
   };
   const conversations = createConversationService({ pool: deps.pool, clock: deps.clock, hub: channelHub, log: deps.log, metrics: deps.metrics });

@@ -17,8 +17,6 @@ const DELETED_CHECK_MS = 5_000;
 export interface ChannelSettings {
   limits: ChannelLimits;
   replyTimeoutMs: number;
-  slackApiUrl: string;
-  sendgridApiUrl: string;
 }
 
 export const channelParam = z.object({ channelId: z.string().min(1).max(128).describe('the channel id (`ch_…`): the access token of these routes') }).strict();

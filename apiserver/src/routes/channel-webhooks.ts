@@ -1,27 +1,25 @@
-import { ApiError, checkTriggerSignature, type Clock, type Logger, type Pool, type SecretBox } from '@berth/common';
+import { ApiError, checkTriggerSignature, openChannelCredentials, type Clock, type Pool, type SecretBox } from '@berth/common';
 import type { Request } from 'express';
 import { Counter, type Registry } from 'prom-client';
 import { z } from 'zod';
 import { requestOrigin } from '../http/origin.js';
 import { defineRoute, type RouteTable } from '../http/route.js';
-import { checkSlackSignature, postSlackMessage, slackConversationOf, SLACK_SIGNATURE_HEADER, SLACK_TIMESTAMP_HEADER, type SlackMessageEvent } from '../services/channel-slack.js';
-import { MAX_EMAIL_TEXT, parseRawEmail, replySubject, sendGridMail, type InboundEmail } from '../services/channel-email.js';
+import { checkSlackSignature, slackConversationOf, SLACK_SIGNATURE_HEADER, SLACK_TIMESTAMP_HEADER, type SlackMessageEvent } from '../services/channel-slack.js';
+import { MAX_EMAIL_TEXT, parseRawEmail, type InboundEmail } from '../services/channel-email.js';
 import { checkTwilioSignature, speakAndListen, TWILIO_SIGNATURE_HEADER } from '../services/channel-phone.js';
-import { DEFAULT_VOICE, openCredentials } from '../services/channels.js';
-import type { ConversationService, Received } from '../services/conversations.js';
+import { DEFAULT_VOICE } from '../services/channels.js';
+import type { ConversationService } from '../services/conversations.js';
 import { channelParam, liveChannel, MAX_MESSAGE_TEXT, type ChannelSettings } from './channel-public.js';
 
 export const MAX_INBOUND_BODY_BYTES = 1024 * 1024;
 export const EMAIL_SIGNATURE_HEADER = 'x-berth-signature';
 /** Twilio waits 15 s for a webhook's answer; a reply not ready sooner is apologised for. */
 const PHONE_REPLY_TIMEOUT_MS = 12_000;
-/** Waits before each further try of a reply that a provider refused or did not take (the last entry is unused). */
-const OUTBOUND_RETRY_DELAYS_MS = [2_000, 10_000, 0];
 
 /**
  * The inbound webhooks of Slack, email and phone channels: each checks its provider's signature,
- * puts the message into the same conversation model as the chat routes, and answers through its
- * provider (Slack chat.postMessage, SendGrid, TwiML in the response).
+ * puts the message into the same conversation model as the chat routes; Slack and email replies
+ * are sent by the operator's channel reply sender once stored, a phone reply is the TwiML answer.
  */
 export function channelWebhookRoutes(
   table: RouteTable,
@@ -42,45 +40,11 @@ export function channelWebhookRoutes(
     labelNames: ['type', 'result'],
     registers: [deps.metrics],
   });
-  const outbound = new Counter({
-    name: 'berth_channel_outbound_total',
-    help: 'Replies sent out through a provider (Slack chat.postMessage, SendGrid mail/send), by channel type and result (sent, retried, failed)',
-    labelNames: ['type', 'result'],
-    registers: [deps.metrics],
-  });
 
   /** Refused inbound requests: counted, then answered with the error. */
   function refuse(type: string, result: string, error: ApiError): never {
     inbound.inc({ type, result });
     throw error;
-  }
-
-  /**
-   * Waits for the reply in the background and hands it to a provider (an answer already went to
-   * the webhook); a send that fails is tried again after 2 s and 10 s.
-   */
-  function replyLater(received: Received, visitorId: string, log: Logger, send: (text: string) => Promise<void>): void {
-    const type = received.channel.type;
-    void (async () => {
-      try {
-        const reply = await conversations.awaitReply(received, visitorId, settings.replyTimeoutMs);
-        for (const [attempt, delayMs] of OUTBOUND_RETRY_DELAYS_MS.entries()) {
-          try {
-            await send(reply.content);
-            break;
-          } catch (error) {
-            if (attempt === OUTBOUND_RETRY_DELAYS_MS.length - 1) throw error;
-            outbound.inc({ type, result: 'retried' });
-            log.warn({ err: error, channelId: received.channel.id, attempt }, 'sending a channel reply failed; trying again');
-            await new Promise((resolve) => setTimeout(resolve, delayMs));
-          }
-        }
-        outbound.inc({ type, result: 'sent' });
-      } catch (error) {
-        outbound.inc({ type, result: 'failed' });
-        log.warn({ err: error, channelId: received.channel.id, jobId: received.job.id }, 'a channel reply could not be sent');
-      }
-    })();
   }
 
   table.add(
@@ -111,7 +75,7 @@ export function channelWebhookRoutes(
       handler: async ({ req, params }) => {
         const channel = await liveChannel(pool, params.channelId, 'slack');
         const raw = Buffer.isBuffer(req.body) ? req.body : Buffer.alloc(0);
-        const credentials = openCredentials(deps.box, channel);
+        const credentials = openChannelCredentials(deps.box, channel);
         const problem = checkSlackSignature(
           credentials.signingSecret ?? '',
           raw,
@@ -159,14 +123,6 @@ export function channelWebhookRoutes(
           return { status: 200, body: { ok: true } };
         }
         inbound.inc({ type: 'slack', result: 'accepted' });
-        replyLater(received, where.visitorId, req.log, (text) =>
-          postSlackMessage(settings.slackApiUrl, credentials.botToken ?? '', {
-            channel: where.replyTo.channel,
-            text,
-            threadTs: where.replyTo.threadTs,
-            username: channel.settings.botName as string | undefined,
-          }),
-        );
         return { status: 200, body: { ok: true } };
       },
     }),
@@ -205,7 +161,7 @@ export function channelWebhookRoutes(
       handler: async ({ req, params }) => {
         const channel = await liveChannel(pool, params.channelId, 'email');
         const raw = Buffer.isBuffer(req.body) ? req.body : Buffer.alloc(0);
-        const credentials = openCredentials(deps.box, channel);
+        const credentials = openChannelCredentials(deps.box, channel);
         const check = checkTriggerSignature(credentials.webhookSecret ?? '', raw, { signature: req.get(EMAIL_SIGNATURE_HEADER), timestamp: undefined }, deps.clock.now());
         if (!check.ok) refuse('email', check.problem, new ApiError('unauthorized', `the ${EMAIL_SIGNATURE_HEADER} signature does not hold`, { reason: check.problem }));
         const mail = await readEmail(req, raw).catch((error: unknown) => refuse('email', 'bad_body', error instanceof ApiError ? error : new ApiError('unprocessable_entity', 'the mail could not be read')));
@@ -225,15 +181,6 @@ export function channelWebhookRoutes(
           return { status: 200, body: { ok: true, duplicate: true } };
         }
         inbound.inc({ type: 'email', result: 'accepted' });
-        replyLater(received, `email:${from}`, req.log, (text) =>
-          sendGridMail(settings.sendgridApiUrl, credentials.apiKey ?? '', {
-            from: channel.settings.address as string,
-            to: from,
-            subject: replySubject(mail.subject),
-            text,
-            inReplyTo: mail.messageId,
-          }),
-        );
         return { status: 202, body: { ok: true, messageId: received.message.id, conversationId: received.conversationId } };
       },
     }),
@@ -269,7 +216,7 @@ export function channelWebhookRoutes(
         const form = new URLSearchParams(raw.toString('utf8'));
         const origin = deps.publicUrl ?? requestOrigin(req) ?? '';
         const url = `${origin.replace(/\/+$/, '')}${req.originalUrl}`;
-        const credentials = openCredentials(deps.box, channel);
+        const credentials = openChannelCredentials(deps.box, channel);
         if (!checkTwilioSignature(credentials.authToken ?? '', url, form, req.get(TWILIO_SIGNATURE_HEADER))) {
           refuse('phone', 'bad_signature', new ApiError('unauthorized', `${TWILIO_SIGNATURE_HEADER} does not match this request`, { reason: 'bad_signature' }));
         }
@@ -299,10 +246,8 @@ export function channelWebhookRoutes(
         inbound.inc({ type: 'phone', result: 'accepted' });
         try {
           const reply = await conversations.awaitReply(received!, visitorId, Math.min(PHONE_REPLY_TIMEOUT_MS, settings.replyTimeoutMs));
-          outbound.inc({ type: 'phone', result: 'sent' });
           return answer(reply.content);
         } catch (error) {
-          outbound.inc({ type: 'phone', result: 'failed' });
           req.log.warn({ err: error, channelId: channel.id }, 'a phone reply was not ready');
           return answer('Sorry, I could not answer that just now. Please say it again.');
         }
