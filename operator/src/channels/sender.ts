@@ -27,6 +27,7 @@ interface DueReply {
   content: string;
   delivery_attempts: number;
   channel_id: string;
+  channel_type: string;
   reply_to: Record<string, string | null | undefined>;
 }
 
@@ -93,8 +94,8 @@ export class ChannelReplySender {
          WHERE delivery_state = 'pending' AND delivery_next_at <= $1 AND (delivery_claim_expires_at IS NULL OR delivery_claim_expires_at <= $1)
          ORDER BY delivery_next_at LIMIT 16 FOR UPDATE SKIP LOCKED)
        UPDATE channel_messages m SET delivery_claimed_by = $2, delivery_claim_expires_at = $3
-       FROM due, channel_conversations c WHERE m.id = due.id AND c.id = m.conversation_id
-       RETURNING m.id, m.content, m.delivery_attempts, c.channel_id, c.reply_to`,
+       FROM due, channel_conversations c, channels ch WHERE m.id = due.id AND c.id = m.conversation_id AND ch.id = c.channel_id
+       RETURNING m.id, m.content, m.delivery_attempts, c.channel_id, ch.type AS channel_type, c.reply_to`,
       [now, this.options.identity, new Date(now.getTime() + (this.options.claimMs ?? 60_000))],
     );
     return rows;
@@ -106,7 +107,7 @@ export class ChannelReplySender {
     const channel = await findChannel(pool, reply.channel_id);
     if (!channel) {
       await this.record(reply, 'failed', 'the channel was deleted', null);
-      this.sent.inc({ type: 'deleted', result: 'dropped' });
+      this.sent.inc({ type: reply.channel_type, result: 'dropped' });
       log.info('a reply of a deleted channel is not sent');
       return;
     }
