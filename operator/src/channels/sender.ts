@@ -1,5 +1,6 @@
 import { findChannel, openChannelCredentials, type Clock, type Logger, type Pool, type SecretBox } from '@berth/common';
 import { Counter, Gauge, type Registry } from 'prom-client';
+import { PassLoop } from '../runtime/passes.js';
 import { postSlackMessage, replySubject, sendGridMail } from './outbound.js';
 
 /** Waits before the second, third and fourth try of a reply a provider did not take; then it has failed. */
@@ -43,11 +44,10 @@ interface DueReply {
 export class ChannelReplySender {
   private readonly sent: Counter<'type' | 'result'>;
   private readonly pending: Gauge;
-  private timer: NodeJS.Timeout | undefined;
-  private running: Promise<unknown> = Promise.resolve();
-  private stopped = false;
+  private readonly loop: PassLoop;
 
   constructor(private readonly options: ChannelReplySenderOptions) {
+    this.loop = new PassLoop(() => this.tick(), { pollMs: options.pollMs ?? 500, log: options.log, failure: 'channel reply pass failed; the next one retries' });
     this.sent = new Counter({
       name: 'berth_channel_outbound_total',
       help: 'Channel replies sent through a provider (Slack chat.postMessage, SendGrid mail/send), by channel type and result (sent, retried, failed, dropped)',
@@ -62,19 +62,11 @@ export class ChannelReplySender {
   }
 
   start(): void {
-    this.stopped = false;
-    const pass = () => {
-      this.running = this.tick().catch((error: unknown) => this.options.log.error({ err: error }, 'channel reply pass failed; the next one retries'));
-    };
-    pass();
-    this.timer = setInterval(() => void this.running.then(() => !this.stopped && pass()), this.options.pollMs ?? 500);
-    this.timer.unref();
+    this.loop.start();
   }
 
-  async stop(): Promise<void> {
-    this.stopped = true;
-    clearInterval(this.timer);
-    await this.running;
+  stop(): Promise<void> {
+    return this.loop.stop();
   }
 
   /** One pass: sends what is due; returns how many it tried. */
