@@ -31,6 +31,8 @@ import { createChannelService } from './services/channels.js';
 import { createConversationService } from './services/conversations.js';
 import { createChannelLimiter } from './services/channel-limits.js';
 import { ChannelHub } from './services/channel-hub.js';
+import { fleetRoutes } from './routes/fleets.js';
+import { createFleetService } from './services/fleets.js';
 import { createTriggerService } from './services/triggers.js';
 import { createJobService } from './services/jobs.js';
 import { createSecretService } from './services/secrets.js';
@@ -42,9 +44,21 @@ import { createRunService } from './services/runs.js';
 import { createScheduleService } from './services/schedules.js';
 import { createSnapshotService } from './services/snapshots.js';
 import { StreamHub } from './services/stream-hub.js';
+import { WorkflowStreamHub } from './services/workflow-stream-hub.js';
+import { createWorkflowService } from './services/workflows.js';
+import { workflowRoutes } from './routes/workflows.js';
 import { createSessionService } from './services/sessions.js';
 import { createUsageService } from './services/usage.js';
 import { CursorCodec } from './services/pagination.js';
+import { CookieSigner } from './management/cookies.js';
+import { authenticateUser, requirePermission } from './management/guard.js';
+import { OidcClient, type OidcSettings } from './management/oidc.js';
+import { createSignInService, type SignupPolicy } from './management/sign-in.js';
+import { signInRoutes } from './routes/sign-in.js';
+import { teamRoutes } from './routes/team.js';
+import { createTeamService } from './services/team.js';
+import { managementDocumentRoute } from './routes/management-document.js';
+import type { RequestHandler } from 'express';
 
 export const API_VERSION = '0.1.0';
 
@@ -76,11 +90,21 @@ export interface AppDeps {
   channels?: Partial<ChannelSettings>;
   /** Whether the controllers this process relies on are running (for /readyz). */
   ready?: () => boolean;
+  /** The management plane (`/api`): sign-in and who may create organizations. */
+  management?: {
+    /** The OpenID Connect provider people sign in with; without one, only one-time links (embedded mode). */
+    oidc?: OidcSettings;
+    signup?: SignupPolicy;
+    /** Where the dashboard and `/api` are served; default: the origin of each request. */
+    dashboardUrl?: string;
+  };
 }
 
 export interface App {
   express: Express;
   routes: RouteTable;
+  /** The cookie-authorized management routes (`/api`), documented at `/api/openapi.json`. */
+  managementRoutes: RouteTable;
   /** Closes what the app holds open (the stream hub's connection). */
   close(): Promise<void>;
 }
@@ -115,6 +139,7 @@ export function createApp(deps: AppDeps): App {
   });
   const runs = createRunService({ pool: deps.pool, agents, runs: runStarter, currency: deps.currency });
   const hub = new StreamHub(deps.pool, deps.connectionString, deps.log, deps.metrics);
+  const workflowHub = new WorkflowStreamHub(deps.pool, deps.connectionString, deps.log, deps.metrics);
 
   const routes = new RouteTable();
   systemRoutes(routes, {
@@ -150,6 +175,11 @@ export function createApp(deps: AppDeps): App {
     triggers: createTriggerService({ pool: deps.pool, clock: deps.clock, box: secretBox, definitions, metrics: deps.metrics }),
     publicUrl: deps.publicUrl,
   });
+  fleetRoutes(routes, {
+    fleets: createFleetService({ store: deps.store, pool: deps.pool, clock: deps.clock, cursors, currency: deps.currency }),
+    hub,
+    heartbeatMs: deps.streamHeartbeatMs ?? HEARTBEAT_MS,
+  });
   jobRoutes(routes, createJobService({ pool: deps.pool, currency: deps.currency }));
   channelRoutes(routes, { channels: createChannelService({ pool: deps.pool, clock: deps.clock, box: secretBox }), publicUrl: deps.publicUrl });
   const channelHub = new ChannelHub(deps.pool, deps.connectionString, deps.log, deps.metrics);
@@ -178,6 +208,29 @@ export function createApp(deps: AppDeps): App {
     settings: channelSettings,
     publicUrl: deps.publicUrl,
   });
+  workflowRoutes(routes, {
+    workflows: createWorkflowService({ pool: deps.pool, clock: deps.clock, cursors, currency: deps.currency }),
+    hub: workflowHub,
+    heartbeatMs: deps.streamHeartbeatMs ?? HEARTBEAT_MS,
+  });
+
+  // The management plane: a second table, authorized by the sign-in cookie and the caller's role.
+  const managementRoutes = new RouteTable();
+  const signer = new CookieSigner(secretBox.subkey('berth/sign-in-cookie'));
+  const signIn = createSignInService({
+    pool: deps.pool,
+    clock: deps.clock,
+    log: deps.log,
+    metrics: deps.metrics,
+    oidc: deps.management?.oidc ? new OidcClient(deps.management.oidc) : undefined,
+    signup: deps.management?.signup ?? 'invite',
+  });
+  managementDocumentRoute(managementRoutes, (requestOrigin) =>
+    openapiDocument(managementRoutes, { version: API_VERSION, serverUrl: deps.management?.dashboardUrl ?? requestOrigin, plane: 'management' }),
+  );
+  signInRoutes(managementRoutes, { pool: deps.pool, clock: deps.clock, signIn, signer, dashboardUrl: deps.management?.dashboardUrl });
+  teamRoutes(managementRoutes, createTeamService({ pool: deps.pool, clock: deps.clock }));
+  const authenticateSession = authenticateUser({ db: deps.pool, clock: deps.clock, signer });
 
   const app = express();
   app.disable('x-powered-by');
@@ -191,16 +244,23 @@ export function createApp(deps: AppDeps): App {
   app.use(express.json({ limit: '2mb' }));
   for (const mount of deps.mounts ?? []) app.use(mount.path, mount.router);
   const router = express.Router();
-  routes.mount(router, authenticate({ db: deps.pool, clock: deps.clock }));
+  const authenticateKey = authenticate({ db: deps.pool, clock: deps.clock });
+  routes.mount(router, (route) => (route.auth === false ? [] : [authenticateKey]));
+  managementRoutes.mount(router, (route): RequestHandler[] => {
+    if (route.auth === false) return [];
+    if (!route.permission) throw new Error(`${route.method.toUpperCase()} ${route.path} names no permission`);
+    return route.permission === 'signed-in' ? [authenticateSession] : [authenticateSession, requirePermission({ db: deps.pool }, route.permission)];
+  });
   app.use(router);
   app.use(notFoundHandler);
   app.use(errorHandler);
   return {
     express: app,
     routes,
+    managementRoutes,
     close: async () => {
       conversations.close();
-      await Promise.all([hub.close(), channelHub.close()]);
+      await Promise.all([hub.close(), workflowHub.close(), channelHub.close()]);
     },
   };
 }

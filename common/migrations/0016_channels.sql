@@ -81,5 +81,5 @@ CREATE TABLE channel_rate_windows (
 -- A reply is a job of the channel's definition; the job carries the conversation before the
 -- new message, which the run starts from (the agent sees the history).
 ALTER TABLE jobs DROP CONSTRAINT jobs_source_check;
-ALTER TABLE jobs ADD CONSTRAINT jobs_source_check CHECK (source IN ('schedule', 'trigger', 'channel'));
+ALTER TABLE jobs ADD CONSTRAINT jobs_source_check CHECK (source IN ('schedule', 'trigger', 'workflow', 'fleet', 'channel'));
 ALTER TABLE jobs ADD COLUMN history jsonb;

@@ -424,6 +424,42 @@ export const SETTINGS = {
       .optional()
       .transform((text) => (text ? text.split(',').map((key) => key.trim()).filter(Boolean) : [])),
   },
+  oidcIssuer: {
+    env: 'BERTH_OIDC_ISSUER',
+    description:
+      'URL of the OpenID Connect provider people sign in to the management plane (/api, the dashboard) with; unset: no provider, sign-in only by the one-time links of `berth up` and `berth admin login`',
+    schema: z.string().url().optional(),
+  },
+  oidcClientId: {
+    env: 'BERTH_OIDC_CLIENT_ID',
+    description: 'client id of Berth at the OpenID Connect provider (needed with BERTH_OIDC_ISSUER)',
+    schema: z.string().min(1).optional(),
+  },
+  oidcClientSecret: {
+    env: 'BERTH_OIDC_CLIENT_SECRET',
+    description: 'client secret of Berth at the OpenID Connect provider (needed with BERTH_OIDC_ISSUER; the chart reads it from a Secret)',
+    schema: z.string().min(1).optional(),
+  },
+  oidcAllowHttp: {
+    env: 'BERTH_OIDC_ALLOW_HTTP',
+    description: 'accept an http:// BERTH_OIDC_ISSUER (not only https://); for development',
+    defaultText: 'false',
+    schema: z.enum(['true', 'false']).default('false').transform((value) => value === 'true'),
+  },
+  dashboardUrl: {
+    env: 'BERTH_DASHBOARD_URL',
+    description:
+      'URL where people reach the management plane (/api); the OpenID Connect redirect URL is <this>/api/auth/callback, and an https:// URL makes the sign-in cookie Secure',
+    defaultText: 'BERTH_PUBLIC_URL, else the origin of each request',
+    schema: z.string().url().optional(),
+  },
+  signup: {
+    env: 'BERTH_SIGNUP',
+    description:
+      'who gets an organization at sign-in: invite (the first person to sign in owns the first organization; others need an invite) or organization (everyone without one gets their own)',
+    defaultText: 'invite',
+    schema: z.enum(['invite', 'organization']).default('invite'),
+  },
   providerTokens: {
     env: 'BERTH_PROVIDER_TOKENS',
     description:

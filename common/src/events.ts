@@ -13,8 +13,16 @@ export type EventType =
   | 'session.cost_threshold'
   | 'budget.threshold'
   | 'budget.exhausted'
+  | 'fleet.started'
+  | 'fleet.item_completed'
+  | 'fleet.completed'
+  | 'fleet.cost_limited'
   | 'schedule.fired'
-  | 'trigger.fired';
+  | 'trigger.fired'
+  | 'workflow.started'
+  | 'workflow.step_completed'
+  | 'workflow.completed'
+  | 'workflow.failed';
 
 export interface EventInput {
   type: EventType;

@@ -14,8 +14,16 @@ export const WEBHOOK_EVENTS = [
   'session.cost_threshold',
   'budget.threshold',
   'budget.exhausted',
+  'fleet.started',
+  'fleet.item_completed',
+  'fleet.completed',
+  'fleet.cost_limited',
   'schedule.fired',
   'trigger.fired',
+  'workflow.started',
+  'workflow.step_completed',
+  'workflow.completed',
+  'workflow.failed',
 ] as const satisfies readonly EventType[];
 
 /** A delivery answered 2xx within this is delivered. */

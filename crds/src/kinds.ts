@@ -111,10 +111,10 @@ export const KINDS = {
     status: fleetStatusSchema,
     printerColumns: [
       { name: 'Phase', type: 'string', jsonPath: '.status.phase' },
-      { name: 'Items', type: 'integer', jsonPath: '.spec.itemCount' },
       { name: 'Completed', type: 'integer', jsonPath: '.status.completed' },
       { name: 'Failed', type: 'integer', jsonPath: '.status.failed' },
-      { name: 'Cost', type: 'integer', jsonPath: '.status.cost.amount', description: 'cents' },
+      { name: 'Total', type: 'integer', jsonPath: '.spec.itemCount' },
+      { name: 'Cost', type: 'integer', jsonPath: '.status.cost.amount', description: 'spend of its items so far, in cents' },
       age,
     ],
   },

@@ -1,14 +1,16 @@
-import { NotificationListener, createLimitGuard, idToObjectName, resolveSecrets, type Clock, type ComputePrices, type Kind, type Logger, type Pool, type ResourceStore, type SecretBox, type SnapshotStorage } from '@berth/common';
+import { NotificationListener, cancelJobsOf, createLimitGuard, parseJobEnded, idToObjectName, resolveSecrets, type Clock, type ComputePrices, type Kind, type Logger, type Pool, type ResourceStore, type SecretBox, type SnapshotStorage } from '@berth/common';
 import { BillingLoop } from './billing/loop.js';
 import type { Registry } from 'prom-client';
 import { createAgentMetrics, createAgentReconciler } from './controllers/agent.js';
 import { createSnapshotMetrics, createSnapshotReconciler } from './controllers/snapshot.js';
 import { createScheduleMetrics, createScheduleReconciler } from './controllers/schedule.js';
+import { createFleetMetrics, createFleetReconciler } from './controllers/fleet.js';
 import type { ProviderRegistry } from '@berth/providers';
 import { Controller, createControllerMetrics, type Reconciler } from './runtime/controller.js';
 import { createAgentFactory } from './agents/create.js';
 import { createRunStarter } from './agents/run.js';
 import { JobExecutor } from './jobs/executor.js';
+import { WorkflowDriver } from './workflows/driver.js';
 import type { ModelRouter } from './runner/models/router.js';
 
 export interface OperatorDeps {
@@ -125,7 +127,28 @@ export function createOperator(deps: OperatorDeps): Operator {
     ...(deps.connectionString ? { connectionString: deps.connectionString } : {}),
     ...(deps.jobPollMs !== undefined ? { pollMs: deps.jobPollMs } : {}),
   });
+  const workflows = new WorkflowDriver({
+    pool: deps.db,
+    clock: deps.clock,
+    log: deps.log.child({ component: 'workflows' }),
+    metrics: deps.metrics,
+    currency: deps.billing.currency,
+    ...(deps.connectionString ? { connectionString: deps.connectionString } : {}),
+    ...(deps.jobPollMs !== undefined ? { pollMs: deps.jobPollMs } : {}),
+  });
   const schedules = controllerOf('Schedule', 2, createScheduleReconciler({ store: deps.store, db: deps.db, clock: deps.clock, metrics: createScheduleMetrics(deps.metrics) }));
+  const fleets = controllerOf(
+    'Fleet',
+    2,
+    createFleetReconciler({
+      store: deps.store,
+      db: deps.db,
+      clock: deps.clock,
+      metrics: createFleetMetrics(deps.metrics),
+      currency: deps.billing.currency,
+      cancelOpenJobs: (tx, fleetId, now) => cancelJobsOf(tx, 'fleet', fleetId, now, { includeRunning: true }),
+    }),
+  );
   // Providers that can tell when a sandbox changes (a pod watch) wake its agent's reconcile.
   const sandboxWatches: { stop(): void }[] = [];
   // A task claimed, finished or handed back wakes its agent's reconcile (ADR 18).
@@ -142,26 +165,46 @@ export function createOperator(deps: OperatorDeps): Operator {
         onReconnect: () => agents.resync(),
       })
     : undefined;
+  // An item's job that ended wakes its fleet's reconcile at once (its periodic requeue is the fallback).
+  const jobEnds = deps.connectionString
+    ? new NotificationListener({
+        connectionString: deps.connectionString,
+        channels: ['berth_job_ended'],
+        name: 'fleet-jobs',
+        log: deps.log,
+        metrics: deps.metrics,
+        onNotification: (_channel, payload) => {
+          const ended = payload ? parseJobEnded(payload) : undefined;
+          if (ended?.source === 'fleet') fleets.enqueue(idToObjectName(ended.sourceId));
+        },
+        onReconnect: () => fleets.resync(),
+      })
+    : undefined;
   return {
     async start() {
       await agents.start();
       await snapshots.start();
       await schedules.start();
+      await fleets.start();
       billing.start();
       await jobs.start();
+      await workflows.start();
       // Not a reason to fail the start: the listener goes on trying, and reconciles of agents
       // with a run come back when its lease would run out anyway.
       await taskStates?.start().catch((error: unknown) => deps.log.warn({ err: error }, 'listening for task changes failed; retrying'));
+      await jobEnds?.start().catch((error: unknown) => deps.log.warn({ err: error }, 'listening for ended jobs failed; fleets poll until it is back'));
       for (const provider of deps.providers.all()) {
         const watch = provider.watchSandboxes?.((agentId) => agents.enqueue(idToObjectName(agentId)));
         if (watch) sandboxWatches.push(watch);
       }
     },
     async stop() {
+      await workflows.stop();
       await jobs.stop();
       await taskStates?.close();
+      await jobEnds?.close();
       for (const watch of sandboxWatches.splice(0)) watch.stop();
-      await Promise.all([agents.stop(), snapshots.stop(), schedules.stop(), billing.stop()]);
+      await Promise.all([agents.stop(), snapshots.stop(), schedules.stop(), fleets.stop(), billing.stop()]);
     },
   };
 }

@@ -431,6 +431,40 @@ describe('values reach the processes', () => {
   });
 });
 
+describe('sign-in to the management plane', () => {
+  it('has no identity provider by default, and only the API server reads the sign-in settings', async () => {
+    const rendered = await render();
+    const apiserver = rendered.env('apiserver');
+    expect(apiserver.get('BERTH_SIGNUP')!.value).toBe('invite');
+    expect([...apiserver.keys()].filter((name) => name.startsWith('BERTH_OIDC_') || name === 'BERTH_DASHBOARD_URL')).toEqual([]);
+    expect([...rendered.env('operator').keys()].filter((name) => name.startsWith('BERTH_OIDC_') || name === 'BERTH_SIGNUP')).toEqual([]);
+  });
+
+  it('passes the provider through, with the client secret from the named Secret only', async () => {
+    const args = [
+      ...WITH_URL,
+      '--set', 'oidc.issuer=https://id.example.com/realms/acme',
+      '--set', 'oidc.clientId=berth',
+      '--set', 'oidc.existingSecret=berth-oidc',
+      '--set', 'oidc.dashboardUrl=https://berth.example.com',
+      '--set', 'oidc.signup=organization',
+    ];
+    const env = (await render(args)).env('apiserver');
+    expect(env.get('BERTH_OIDC_ISSUER')!.value).toBe('https://id.example.com/realms/acme');
+    expect(env.get('BERTH_OIDC_CLIENT_ID')!.value).toBe('berth');
+    expect(env.get('BERTH_OIDC_CLIENT_SECRET')!.valueFrom!.secretKeyRef).toEqual({ name: 'berth-oidc', key: 'client-secret' });
+    expect(env.get('BERTH_DASHBOARD_URL')!.value).toBe('https://berth.example.com');
+    expect(env.get('BERTH_SIGNUP')!.value).toBe('organization');
+    expect(env.get('BERTH_OIDC_CLIENT_SECRET')!.value).toBeUndefined();
+  });
+
+  it('refuses an issuer without the client id or the Secret, and an unknown signup', async () => {
+    expect(await renderError([...WITH_URL, '--set', 'oidc.issuer=https://id.example.com', '--set', 'oidc.clientId=berth'])).toContain(SCHEMA_ERROR);
+    expect(await renderError([...WITH_URL, '--set', 'oidc.issuer=https://id.example.com', '--set', 'oidc.existingSecret=s'])).toContain(SCHEMA_ERROR);
+    expect(await renderError([...WITH_URL, '--set', 'oidc.signup=anyone'])).toContain(SCHEMA_ERROR);
+  });
+});
+
 describe('CRDs', () => {
   const crdNames = ['agents.berth.dev', 'fleets.berth.dev', 'schedules.berth.dev', 'sessions.berth.dev', 'snapshots.berth.dev'];
 

@@ -1,6 +1,8 @@
 /**
  * The fuzz tier: schemathesis against the OpenAPI document of a real `berth up`, once with
- * the test key and once with the live key (real gVisor sandboxes, so a smaller budget).
+ * the test key and once with the live key (real gVisor sandboxes, so a smaller budget), then
+ * against the management document (`/api/openapi.json`) with the owner's sign-in cookie and
+ * CSRF token (signed in with the one-time link the first start prints).
  *
  * The server is kept off the internet: model vendors point at local fake servers, and a
  * preloaded module (offline.mjs) refuses every connection that leaves this machine, so a
@@ -8,8 +10,8 @@
  * a task, a snapshot, ...) seeded before each pass are handed to schemathesis as
  * dictionaries: about half the generated path ids are real ones, the rest random.
  *
- * Usage: tsx test/fuzz/run.ts [--st <path of schemathesis' st>] [--keys test,live]
- * Environment: FUZZ_TEST_EXAMPLES, FUZZ_LIVE_EXAMPLES (cases per operation and phase),
+ * Usage: tsx test/fuzz/run.ts [--st <path of schemathesis' st>] [--keys test,live,management]
+ * Environment: FUZZ_TEST_EXAMPLES, FUZZ_LIVE_EXAMPLES, FUZZ_MANAGEMENT_EXAMPLES (cases per operation and phase),
  * FUZZ_SEED, FUZZ_REPORT_DIR (kept; default a temporary directory, removed on success).
  */
 import { createHmac } from 'node:crypto';
@@ -21,13 +23,16 @@ import { pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
 import { ROOT, startBerth, tempDir, type BerthProcess } from '../helpers/berth.js';
 import { startFakeAnthropic, startFakeOpenAI } from '../helpers/fake-models.js';
+import { Browser } from '../helpers/browser.js';
 import { eventually, type ApiClient } from '../helpers/http.js';
 import { removeDataDir } from '../helpers/runsc.js';
 
 type KeyName = 'test' | 'live';
+/** A data-plane key, or `management`: the /api document with a sign-in cookie. */
+type PassName = KeyName | 'management';
 
 interface Pass {
-  key: KeyName;
+  key: PassName;
   /** Cases per operation in each generating phase. */
   examples: number;
   /** Whether to seed resources that need a sandbox of their own (a snapshot: pause and checkpoint). */
@@ -39,7 +44,7 @@ interface Pass {
 const { values: args } = parseArgs({
   options: {
     st: { type: 'string' },
-    keys: { type: 'string', default: 'test,live' },
+    keys: { type: 'string', default: 'test,live,management' },
   },
 });
 
@@ -48,6 +53,7 @@ const PASSES: Pass[] = [
   // Live: each agent is a gVisor sandbox. The seeded session holds two and allows one more,
   // so all but one positive `createAgent` case answer 402; exec and run reach a real sandbox.
   { key: 'live' as const, examples: Number(process.env.FUZZ_LIVE_EXAMPLES ?? 12), snapshots: false, maxAgents: 3 },
+  { key: 'management' as const, examples: Number(process.env.FUZZ_MANAGEMENT_EXAMPLES ?? 30), snapshots: false, maxAgents: 0 },
 ].filter((pass) => args.keys!.split(',').includes(pass.key));
 
 // unsupported_method: every path answers a method it does not take with 405 and Allow (OPTIONS too).
@@ -72,7 +78,12 @@ const ID_BINDINGS: { dictionary: string; pathRegex?: string; operationIds?: stri
   { dictionary: 'schedules', pathRegex: '^/v1/schedules/\\{id\\}', excludeOperationIds: ['deleteSchedule'], parameter: 'path.id' },
   { dictionary: 'spareSchedules', operationIds: ['deleteSchedule'], parameter: 'path.id' },
   { dictionary: 'triggers', pathRegex: '^(/v1)?/triggers/\\{id\\}', parameter: 'path.id' },
+  { dictionary: 'fleets', pathRegex: '^/v1/fleets/\\{id\\}', parameter: 'path.id' },
   { dictionary: 'jobs', pathRegex: '^/v1/jobs/\\{id\\}', parameter: 'path.id' },
+  { dictionary: 'workflows', pathRegex: '^/v1/workflows/\\{id\\}', excludeOperationIds: ['deleteWorkflow', 'runWorkflow'], parameter: 'path.id' },
+  { dictionary: 'spareWorkflows', operationIds: ['deleteWorkflow'], parameter: 'path.id' },
+  { dictionary: 'runnableWorkflows', operationIds: ['runWorkflow'], parameter: 'path.id' },
+  { dictionary: 'workflowRuns', pathRegex: '^/v1/workflow-runs/\\{runId\\}', parameter: 'path.runId' },
   { dictionary: 'channels', pathRegex: '^/v1/channels/\\{id\\}', excludeOperationIds: ['deleteChannel'], parameter: 'path.id' },
   { dictionary: 'spareChannels', operationIds: ['deleteChannel'], parameter: 'path.id' },
   { dictionary: 'channels', operationIds: ['getChannelConfig', 'postChannelMessage', 'listChannelMessages', 'streamChannel'], parameter: 'path.channelId' },
@@ -103,7 +114,7 @@ function bindings(document: { paths: Record<string, Record<string, { operationId
 }
 
 interface Summary {
-  key: KeyName;
+  key: PassName;
   cases: number;
   statuses: Record<string, number>;
   failures: string[];
@@ -149,6 +160,10 @@ async function main(): Promise<number> {
       },
     });
     for (const pass of PASSES) {
+      if (pass.key === 'management') {
+        summaries.push(await managementPass(st, berth, pass, join(reportRoot, 'management')));
+        continue;
+      }
       const key = pass.key === 'live' ? berth.liveKey : berth.testKey;
       if (!key) throw new Error(`berth up printed no ${pass.key} key`);
       const dictionaries = await seed(berth.api(key), pass);
@@ -156,8 +171,9 @@ async function main(): Promise<number> {
       mkdirSync(dir, { recursive: true });
       // The operations that pause, end or change the seeded resources go last, so the others meet them ready.
       const disruptive = [...DISRUPTIVE_SESSION_OPERATIONS, ...DISRUPTIVE_AGENT_OPERATIONS];
-      const first = await runSchemathesis(st, berth.baseUrl, key, pass, dictionaries, join(dir, 'most'), disruptive.flatMap((id) => ['--exclude-operation-id', id]));
-      const last = await runSchemathesis(st, berth.baseUrl, key, pass, dictionaries, join(dir, 'disruptive'), disruptive.flatMap((id) => ['--include-operation-id', id]));
+      const target = { document: '/v1/openapi.json', headers: [`Authorization: Bearer ${key}`] };
+      const first = await runSchemathesis(st, berth.baseUrl, target, pass, dictionaries, join(dir, 'most'), disruptive.flatMap((id) => ['--exclude-operation-id', id]));
+      const last = await runSchemathesis(st, berth.baseUrl, target, pass, dictionaries, join(dir, 'disruptive'), disruptive.flatMap((id) => ['--include-operation-id', id]));
       summaries.push(merge(first, last));
     }
   } finally {
@@ -183,6 +199,26 @@ async function main(): Promise<number> {
   if (failed) console.log(`\nreports kept in ${reportRoot}`);
   else if (!process.env.FUZZ_REPORT_DIR) rmSync(reportRoot, { recursive: true, force: true });
   return failed ? 1 : 0;
+}
+
+/**
+ * The management document, as the owner signed in with the first start's link: every /api
+ * route with the cookie and the CSRF token. Sign-out ends the session the cases share, so it
+ * runs last, alone.
+ */
+async function managementPass(st: string, berth: BerthProcess, pass: Pass, dir: string): Promise<Summary> {
+  const link = /sign-in link: (\S+)/.exec(berth.stdout())?.[1];
+  if (!link) throw new Error('berth up printed no sign-in link');
+  const browser = new Browser(berth.baseUrl);
+  if ((await browser.get(link)).status !== 200) throw new Error('the sign-in link did not sign in');
+  await browser.loadCsrfToken();
+  const target = {
+    document: '/api/openapi.json',
+    headers: [`Cookie: berth_session=${browser.cookie('berth_session')!.value}`, `X-CSRF-Token: ${browser.csrfToken}`],
+  };
+  const first = await runSchemathesis(st, berth.baseUrl, target, pass, {}, join(dir, 'most'), ['--exclude-operation-id', 'signOut']);
+  const last = await runSchemathesis(st, berth.baseUrl, target, pass, {}, join(dir, 'sign-out'), ['--include-operation-id', 'signOut']);
+  return merge(first, last);
 }
 
 /** Real resources of the key, whose ids the cases use half of the time. */
@@ -214,6 +250,8 @@ async function seed(api: ApiClient, pass: Pass): Promise<Record<string, (string 
   // Yearly, so that the cases meet a real schedule that does not fire during the run (unless a PUT makes it).
   const schedule = await must('a schedule', api.post('/v1/schedules', { agent: definition.id, userId: `fuzz-${pass.key}`, cron: '0 0 1 1 *', input: 'Say done.' }), [201]);
   const spareSchedule = await must('a schedule to delete', api.post('/v1/schedules', { agent: definition.id, userId: `fuzz-${pass.key}`, cron: '0 0 1 1 *' }), [201]);
+  // A fleet of one item, in the spare session (the seeded one's agent limit is for the cases).
+  const fleet = await must('a fleet', api.post('/v1/fleets', { agent: definition.id, sessionId: spare.id, items: ['Say done.'] }), [201]);
   // A trigger and the job of one correctly signed fire (for a user of its own: its agent is not in the seeded session);
   // the fuzzed fires are unsigned or wrongly signed (401).
   const trigger = await must('a trigger', api.post('/v1/triggers', { agent: definition.id, userId: `fuzz-${pass.key}-trigger`, type: 'webhook' }), [201]);
@@ -227,6 +265,13 @@ async function seed(api: ApiClient, pass: Pass): Promise<Record<string, (string 
     }),
     [202],
   );
+  // A workflow and one run of it (its user has a session of its own). Runs of the live key each
+  // start a gVisor sandbox, so the live pass runs an archived workflow (409) rather than the real one.
+  const workflow = await must('a workflow', api.post('/v1/workflows', { name: `fuzz-${pass.key}`, steps: [{ name: 'only', agent: definition.id, input: 'Say {{input}}.' }] }), [201]);
+  const spareWorkflow = await must('a workflow to delete', api.post('/v1/workflows', { name: `fuzz-${pass.key}-spare`, steps: [{ name: 'only', agent: definition.id }] }), [201]);
+  const archivedWorkflow = await must('an archived workflow', api.post('/v1/workflows', { name: `fuzz-${pass.key}-archived`, steps: [{ name: 'only', agent: definition.id }] }), [201]);
+  await must('its archive', api.raw(`/v1/workflows/${archivedWorkflow.id}`, { method: 'DELETE' }), [200]);
+  const workflowRun = await must('a workflow run', api.post(`/v1/workflows/${workflow.id}/runs`, { userId: `fuzz-${pass.key}-workflow`, input: 'done' }), [201]);
   // Channels of each type: the public routes' cases meet a real one half the time (their webhooks' cases are unsigned: 401).
   const channel = (what: string, body: Record<string, unknown>) => must(what, api.post('/v1/channels', { agent: definition.id, ...body }), [201]);
   const chat = await channel('a chat channel', { type: 'chat_embed', theme: { title: 'Fuzz' } });
@@ -235,6 +280,10 @@ async function seed(api: ApiClient, pass: Pass): Promise<Record<string, (string 
   const email = await channel('an email channel', { type: 'email', address: 'fuzz@example.com', apiKey: 'SG.fuzz' });
   const phone = await channel('a phone channel', { type: 'phone', phoneNumber: '+15550000000', authToken: 'fuzz-auth-token' });
   const dictionaries: Record<string, (string | number)[]> = {
+    workflows: [workflow.id],
+    spareWorkflows: [spareWorkflow.id],
+    runnableWorkflows: [pass.key === 'live' ? archivedWorkflow.id : workflow.id],
+    workflowRuns: [workflowRun.id],
     sessions: [session.id],
     spareSessions: [spare.id],
     agents: [agent.id],
@@ -246,6 +295,7 @@ async function seed(api: ApiClient, pass: Pass): Promise<Record<string, (string 
     spareSchedules: [spareSchedule.id],
     triggers: [trigger.id],
     jobs: [fired.jobId],
+    fleets: [fleet.id],
     channels: [chat.id],
     spareChannels: [spareChat.id],
     slackChannels: [slack.id],
@@ -305,7 +355,8 @@ function schemathesisConfig(pass: Pass, dictionaries: Record<string, (string | n
 async function runSchemathesis(
   st: string,
   baseUrl: string,
-  key: string,
+  /** The document to fuzz and the credentials every request carries. */
+  target: { document: string; headers: string[] },
   pass: Pass,
   dictionaries: Record<string, (string | number)[]>,
   dir: string,
@@ -313,10 +364,10 @@ async function runSchemathesis(
 ): Promise<Summary> {
   mkdirSync(dir, { recursive: true });
   const config = join(dir, 'schemathesis.toml');
-  const document = (await (await fetch(`${baseUrl}/v1/openapi.json`)).json()) as Parameters<typeof bindings>[0];
+  const document = (await (await fetch(`${baseUrl}${target.document}`)).json()) as Parameters<typeof bindings>[0];
   writeFileSync(config, schemathesisConfig(pass, dictionaries, bindings(document)));
   const started = Date.now();
-  console.log(`\n=== fuzz: ${pass.key} key, ${pass.examples} cases per operation and phase, ${filters.join(' ')} ===`);
+  console.log(`\n=== fuzz: ${passLabel(pass.key)}, ${pass.examples} cases per operation and phase, ${filters.join(' ')} ===`);
   const exitCode = await new Promise<number | null>((resolve) => {
     const child = spawn(
       st,
@@ -324,11 +375,10 @@ async function runSchemathesis(
         '--config-file',
         config,
         'run',
-        `${baseUrl}/v1/openapi.json`,
+        `${baseUrl}${target.document}`,
         '--checks',
         CHECKS.join(','),
-        '--header',
-        `Authorization: Bearer ${key}`,
+        ...target.headers.flatMap((header) => ['--header', header]),
         '--phases',
         'examples,coverage,fuzzing',
         '--report',
@@ -415,6 +465,10 @@ function unhandledErrors(output: string): string[] {
     });
 }
 
+function passLabel(key: PassName): string {
+  return key === 'management' ? 'management API (sign-in cookie)' : `${key} key`;
+}
+
 function printSummary(summaries: Summary[], serverErrors: string[]): void {
   console.log('\n=== fuzz summary ===');
   for (const summary of summaries) {
@@ -422,7 +476,7 @@ function printSummary(summaries: Summary[], serverErrors: string[]): void {
       .sort(([a], [b]) => a.localeCompare(b))
       .map(([status, count]) => `${status}×${count}`)
       .join(' ');
-    console.log(`${summary.key} key: ${summary.cases} cases in ${summary.seconds} s, schemathesis exit ${summary.exitCode}; statuses ${statuses}`);
+    console.log(`${passLabel(summary.key)}: ${summary.cases} cases in ${summary.seconds} s, schemathesis exit ${summary.exitCode}; statuses ${statuses}`);
     for (const failure of summary.failures) console.log(`  FAIL ${failure}`);
   }
   console.log(`total: ${summaries.reduce((sum, summary) => sum + summary.cases, 0)} cases`);

@@ -1,3 +1,4 @@
+import pgModule from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { runBerth, startBerth, type BerthProcess } from '../helpers/berth.js';
 import { apiClient } from '../helpers/http.js';
@@ -6,12 +7,15 @@ import { removeDataDir } from '../helpers/runsc.js';
 
 let berth: BerthProcess;
 let databaseUrl: string;
+let pg: pgModule.Pool;
 
 beforeAll(async () => {
   databaseUrl = await createTestDatabase();
   berth = await startBerth({ env: { DATABASE_URL: databaseUrl } });
+  pg = new pgModule.Pool({ connectionString: databaseUrl, max: 1 });
 });
 afterAll(async () => {
+  await pg.end();
   expect(await berth.stop()).toBe(0);
   removeDataDir(berth.dataDir);
 });
@@ -61,6 +65,13 @@ describe('API keys', () => {
     expect(listed.stdout).toContain(keyId);
     expect(listed.stdout).toContain(key.slice(0, 15));
     expect(listed.stdout).not.toContain(key);
+    // Its use is recorded, once a minute at most, beside the request.
+    const lastUsed = async () =>
+      (await pg.query<{ last_used_at: Date | null }>('SELECT last_used_at FROM api_keys WHERE id = $1', [keyId])).rows[0]!.last_used_at;
+    await expect.poll(lastUsed).not.toBeNull();
+    const first = await lastUsed();
+    expect((await client.get('/v1/sessions')).status).toBe(200);
+    expect(await lastUsed()).toEqual(first);
 
     const revoked = await runBerth(['keys', 'revoke', keyId], env);
     expect(revoked.code).toBe(0);

@@ -1,12 +1,16 @@
 import type pg from 'pg';
 import { Registry } from 'prom-client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import pgModule from 'pg';
 import {
+  cancelJobsOf,
   createLimitGuard,
   createOrganization,
   enqueueJob,
   getJob,
   idToObjectName,
+  jobOutput,
+  parseJobEnded,
   silentLogger,
   systemClock,
   UnsupportedRequestError,
@@ -134,24 +138,115 @@ describe('a job whose agent fails', () => {
   });
 });
 
+/** A job executor of its own, advanced pass by pass by the test (no operator: agents stay booting). */
+function manualExecutor(identity: string): JobExecutor {
+  const models = new ModelRouter(loadConfig({}));
+  const limits = createLimitGuard({ pool, store, clock: systemClock });
+  return new JobExecutor({
+    pool,
+    store,
+    factory: createAgentFactory({ store, pool, providers, limits, models, clock: systemClock, defaultModel: 'openai/gpt-4o-mini', currency: 'usd' }),
+    runs: createRunStarter({ pool, store, limits, models, clock: systemClock }),
+    clock: systemClock,
+    log: silentLogger,
+    metrics: new Registry(),
+    identity,
+    currency: 'usd',
+  });
+}
+
+describe('a job of a workflow in a given session', () => {
+  it('runs in that session, its output can be read, and its end is announced on berth_job_ended', async () => {
+    const listener = new pgModule.Client({ connectionString: testApi.databaseUrl });
+    await listener.connect();
+    const ended: string[] = [];
+    listener.on('notification', (message) => ended.push(message.payload ?? ''));
+    await listener.query('LISTEN berth_job_ended');
+    try {
+      const session = await api.post('/v1/sessions', { userId: 'fleet-user' });
+      expect(session.status, JSON.stringify(session.body)).toBe(201);
+      const queued = await enqueueJob(
+        pool,
+        { organizationId, mode: 'test', source: 'workflow', sourceId: 'wfr_jobs5', userId: 'fleet-user', definitionId: await definitionId('reporter'), input: 'say hi', sessionId: session.body.id },
+        new Date(),
+      );
+      expect(queued).toMatchObject({ sessionId: session.body.id, source: 'workflow', timeoutMs: null });
+      expect(await jobOutput(pool, queued)).toBeNull();
+      const job = await finished(queued.id);
+      expect(job).toMatchObject({ state: 'completed', sessionId: session.body.id });
+      expect((await store.get('Agent', idToObjectName(job.agentId!)))!.spec.sessionId).toBe(session.body.id);
+      const output = await jobOutput(pool, job);
+      expect(output).toContain('[test mode]');
+      expect(output).toBe((await api.get(`/v1/tasks/${job.taskId}`)).body.output);
+      await eventually(async () => (ended.includes(`workflow:wfr_jobs5:${job.id}`) ? true : undefined), { what: 'berth_job_ended notification' });
+      expect(parseJobEnded(`workflow:wfr_jobs5:${job.id}`)).toEqual({ source: 'workflow', sourceId: 'wfr_jobs5', jobId: job.id });
+      expect(ended.filter((payload) => payload.endsWith(job.id))).toHaveLength(1);
+    } finally {
+      await listener.end();
+    }
+  });
+});
+
+describe('a job stopped before its task ends', () => {
+  beforeAll(async () => {
+    await operator.stop();
+  });
+  afterAll(async () => {
+    operator = await startInProcessOperator({ pool, store, connectionString: testApi.databaseUrl, providers, clock: systemClock, identity: 'operator-c' });
+  });
+
+  it('is cancelled while running: its agent is ended, no run starts, and a queued job of the source is cancelled at once', async () => {
+    const executor = manualExecutor('cancel-x');
+    const source = { organizationId, mode: 'test' as const, source: 'fleet' as const, sourceId: 'flt_jobs6', userId: 'cancel-user', definitionId: await definitionId('reporter') };
+    const running = await enqueueJob(pool, { ...source, input: 'one' }, new Date());
+    const other = await enqueueJob(pool, { ...source, sourceId: 'flt_jobs6b', input: 'three' }, new Date());
+    await executor.pass();
+    const queued = await enqueueJob(pool, { ...source, input: 'two' }, new Date());
+    const before = (await getJob(pool, running.id))!;
+    expect(before).toMatchObject({ state: 'running', taskId: null, cancelRequestedAt: null });
+    expect(before.agentId).not.toBeNull();
+
+    // Without includeRunning (a schedule's delete) a running job is left to finish.
+    expect(await cancelJobsOf(pool, 'fleet', 'flt_jobs6b', new Date())).toBe(0);
+    expect((await getJob(pool, other.id))!).toMatchObject({ state: 'running', cancelRequestedAt: null });
+
+    expect(await cancelJobsOf(pool, 'fleet', 'flt_jobs6', new Date(), { includeRunning: true })).toBe(2);
+    expect((await getJob(pool, queued.id))!).toMatchObject({ state: 'cancelled', agentId: null });
+    const requested = (await getJob(pool, running.id))!;
+    expect(requested.state).toBe('running');
+    expect(requested.cancelRequestedAt).not.toBeNull();
+    // Asking again changes nothing: the request stands, nothing else is open.
+    expect(await cancelJobsOf(pool, 'fleet', 'flt_jobs6', new Date(), { includeRunning: true })).toBe(0);
+
+    await executor.pass();
+    const cancelled = (await getJob(pool, running.id))!;
+    expect(cancelled).toMatchObject({ state: 'cancelled', taskId: null, error: { code: 'cancelled' } });
+    expect((await store.get('Agent', idToObjectName(cancelled.agentId!)))!.spec.desiredState).toBe('terminated');
+  });
+
+  it('fails with timeout once its timeoutMs ran out, and its agent is ended', async () => {
+    const executor = manualExecutor('timeout-x');
+    const queued = await enqueueJob(
+      pool,
+      { organizationId, mode: 'test', source: 'workflow', sourceId: 'wfr_jobs7', userId: 'timeout-user', definitionId: await definitionId('reporter'), input: 'slow', timeoutMs: 300 },
+      new Date(),
+    );
+    expect(queued.timeoutMs).toBe(300);
+    await executor.pass();
+    expect((await getJob(pool, queued.id))!.state).toBe('running');
+    await new Promise((resolve) => setTimeout(resolve, 400));
+    await executor.pass();
+    const job = (await getJob(pool, queued.id))!;
+    expect(job).toMatchObject({ state: 'failed', error: { code: 'timeout' } });
+    expect(job.error!.message).toContain('300 ms');
+    expect((await store.get('Agent', idToObjectName(job.agentId!)))!.spec.desiredState).toBe('terminated');
+  });
+});
+
 describe('two executors', () => {
   it('advance one job once: one agent, one run', async () => {
     await operator.stop();
-    const models = new ModelRouter(loadConfig({}));
-    const executors = ['x', 'y'].map((identity) => {
-      const limits = createLimitGuard({ pool, store, clock: systemClock });
-      return new JobExecutor({
-        pool,
-        store,
-        factory: createAgentFactory({ store, pool, providers, limits, models, clock: systemClock, defaultModel: 'openai/gpt-4o-mini', currency: 'usd' }),
-        runs: createRunStarter({ pool, store, limits, models, clock: systemClock }),
-        clock: systemClock,
-        log: silentLogger,
-        metrics: new Registry(),
-        identity,
-        currency: 'usd',
-      });
-    });
+    const executors = ['x', 'y'].map(manualExecutor);
     const queued = await enqueueJob(pool, { organizationId, mode: 'test', source: 'trigger', sourceId: 'trg_jobs3', userId: 'race-user', definitionId: await definitionId('reporter'), input: 'race' }, new Date());
     for (let i = 0; i < 5; i++) await Promise.all(executors.map((executor) => executor.pass()));
     const job = (await getJob(pool, queued.id))!;

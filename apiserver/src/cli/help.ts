@@ -43,6 +43,12 @@ export const COMMANDS: Record<string, CommandHelp> = {
     about: 'Manages API keys in the database, whether or not berth up is running.',
     settings: DATABASE,
   },
+  admin: {
+    usage: [['berth admin login', "print a one-time sign-in link for the organization's owner (the first owner, in embedded mode)"]],
+    about:
+      "Prints a link that signs a browser in to the management plane (/api) once, within 24 hours, as the owner of the install's first organization; if it has no owner yet, a local owner is created for it. For single-user and development installs without an identity provider.",
+    settings: [...DATABASE, 'BERTH_PUBLIC_URL', 'BERTH_DASHBOARD_URL', 'BERTH_HOST', 'BERTH_PORT'],
+  },
   secrets: {
     usage: [['berth secrets rotate', 're-encrypt every secret under BERTH_SECRETS_KEY']],
     about: 'Re-encrypts every stored secret under the current key. Keep the old key in BERTH_SECRETS_PREVIOUS_KEYS until it is done.',

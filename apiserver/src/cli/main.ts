@@ -7,6 +7,7 @@ import { COMMANDS, commandHelp, mainHelp } from './help.js';
 import { imagesCommand } from './images.js';
 import { CliError, keysCommand } from './keys.js';
 import { up } from './up.js';
+import { managementSettings } from './parts.js';
 
 
 const settingFlags = Object.fromEntries(
@@ -47,6 +48,8 @@ async function main(argv: string[]): Promise<number> {
   const flags = Object.fromEntries(Object.entries(values).filter(([, value]) => typeof value === 'string')) as Record<string, string>;
   const config = loadConfig(process.env, flags);
   const log = createLogger({ level: config.logLevel, name: 'berth' });
+  // Settings that only make sense together are checked before anything starts.
+  if (command === 'up' || command === 'apiserver') managementSettings(config);
   try {
     switch (command) {
       case 'up':
@@ -65,6 +68,17 @@ async function main(argv: string[]): Promise<number> {
         const database = await openDatabase(config, log, { shareRunning: true });
         try {
           await keysCommand(database.pool, { action, target: rest[0], mode: values.mode, label: values.label }, out);
+        } finally {
+          await database.close();
+        }
+        return 0;
+      }
+      case 'admin': {
+        if (action !== 'login') throw new CliError('usage: berth admin login');
+        const { adminLoginCommand } = await import('./admin.js');
+        const database = await openDatabase(config, log, { shareRunning: true });
+        try {
+          await adminLoginCommand(database.pool, config, out);
         } finally {
           await database.close();
         }

@@ -1,4 +1,4 @@
-import type { BerthConfig, Clock, Logger, Pool, ResourceStore, SandboxProvider, SecretBox, SnapshotStorage } from '@berth/common';
+import { ConfigError, type BerthConfig, type Clock, type Logger, type Pool, type ResourceStore, type SandboxProvider, type SecretBox, type SnapshotStorage } from '@berth/common';
 import { ChannelReplySender, WebhookSender, createOperator, createSnapshotStorage, type ModelRouter, type Operator } from '@berth/operator';
 import { remoteProviderRouter, type ProviderRegistry } from '@berth/providers';
 import { createApp, type App, type AppDeps } from '../app.js';
@@ -40,8 +40,26 @@ export function configuredApp(
     byoiPolicy: { allowHttp: config.byoiAllowHttp, allowPrivate: config.byoiAllowPrivate },
     secretBox: deps.secretBox,
     ...(config.publicUrl ? { publicUrl: config.publicUrl } : {}),
+    management: managementSettings(config),
     ...extra,
   });
+}
+
+/** Sign-in to the management plane, as configured: an OpenID Connect provider needs all three of issuer, client id and secret. */
+export function managementSettings(config: BerthConfig): NonNullable<AppDeps['management']> {
+  const { oidcIssuer: issuer, oidcClientId: clientId, oidcClientSecret: clientSecret } = config;
+  if (issuer && (!clientId || !clientSecret)) {
+    throw new ConfigError('BERTH_OIDC_ISSUER is set: BERTH_OIDC_CLIENT_ID and BERTH_OIDC_CLIENT_SECRET are needed too');
+  }
+  if (issuer && issuer.startsWith('http:') && !config.oidcAllowHttp) {
+    throw new ConfigError('BERTH_OIDC_ISSUER is http://: use https://, or set BERTH_OIDC_ALLOW_HTTP=true for development');
+  }
+  const dashboardUrl = (config.dashboardUrl ?? config.publicUrl)?.replace(/\/+$/, '');
+  return {
+    signup: config.signup,
+    ...(issuer && clientId && clientSecret ? { oidc: { issuer, clientId, clientSecret, allowHttp: config.oidcAllowHttp } } : {}),
+    ...(dashboardUrl ? { dashboardUrl } : {}),
+  };
 }
 
 /** The controllers and the billing pass, as configured. */

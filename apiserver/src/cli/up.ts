@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import {
   PostgresResourceStore,
   createMetricsRegistry,
+  findOwner,
   systemClock,
   type BerthConfig,
   type Logger,
@@ -12,6 +13,8 @@ import {
 import { DirectoryStorage, ModelRouter, byoiModelEndpoints } from '@berth/operator';
 import { ProviderRegistry, byoiSource, createLocalProvider } from '@berth/providers';
 import { bootstrap } from './bootstrap.js';
+import { signInLinkUrl } from './admin.js';
+import { embeddedOwnerLink } from '../management/sign-in.js';
 import { configuredApp, configuredChannelReplySender, configuredOperator, configuredProviderProtocol, configuredWebhookSender } from './parts.js';
 import { loadSecretBox } from './secrets.js';
 import { openDatabase } from './database.js';
@@ -50,7 +53,9 @@ export async function up(config: BerthConfig, log: Logger, out: (line: string) =
   const database = await openDatabase(config, log);
   const metrics = createMetricsRegistry({ version: API_VERSION });
   const store = new PostgresResourceStore(database.pool, { connectionString: database.connectionString, clock, log, metrics });
-  const { newKeys } = await bootstrap(database.pool);
+  const { organization, newKeys } = await bootstrap(database.pool);
+  // The first owner signs in with a one-time link, printed below; later ones come from `berth admin login`.
+  const ownerLink = (await findOwner(database.pool, organization.id)) ? undefined : await embeddedOwnerLink(database.pool, organization.id, clock.now());
 
   const local = createLocalProvider(config, log);
   const runscVersion = await local.runtimeVersion().catch((error: unknown) => {
@@ -101,6 +106,13 @@ export async function up(config: BerthConfig, log: Logger, out: (line: string) =
       `  live key: ${newKeys.live}`,
       `  test key: ${newKeys.test}`,
       'More with `berth keys create`.',
+    );
+  }
+  if (ownerLink) {
+    banner.push(
+      '',
+      'Sign in to the management API as the owner with this one-time link (valid 24 hours; `berth admin login` prints a new one):',
+      `  sign-in link: ${signInLinkUrl(config.dashboardUrl ?? baseUrl, ownerLink.token)}`,
     );
   }
   banner.push('', 'Press Ctrl-C to stop.');

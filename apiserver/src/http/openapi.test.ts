@@ -30,7 +30,66 @@ const app = createApp({
 afterAll(() => app.close());
 
 const document = openapiDocument(app.routes, { version: '0.1.0' }) as any;
+const management = openapiDocument(app.managementRoutes, { version: '0.1.0', plane: 'management' }) as any;
 const operations = Object.values(document.paths as Record<string, Record<string, any>>).flatMap((methods) => Object.values(methods));
+
+async function redoclyProblems(doc: unknown): Promise<string[]> {
+  const dir = mkdtempSync(join(tmpdir(), 'berth-openapi-'));
+  try {
+    const file = join(dir, 'openapi.json');
+    writeFileSync(file, JSON.stringify(doc));
+    const lint = await promisify(execFile)(
+      join(ROOT, 'node_modules', '.bin', 'redocly'),
+      ['lint', file, '--config', join(ROOT, 'redocly.yaml'), '--format', 'json'],
+      { cwd: ROOT, maxBuffer: 64 * 1024 * 1024 },
+    ).catch((error: { stdout?: string }) => ({ stdout: error.stdout ?? '' }));
+    const problems = (JSON.parse(lint.stdout) as { problems: { ruleId: string; severity: string; message: string; location: { pointer: string }[] }[] }).problems;
+    return problems.map((problem) => `${problem.severity} ${problem.ruleId}: ${problem.location[0]?.pointer} ${problem.message}`);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+describe('the management OpenAPI document (/api/openapi.json)', () => {
+  it('passes redocly lint with the repository rules', async () => {
+    // Only the three sign-in steps that answer with a redirect, as they must.
+    expect(await redoclyProblems(management)).toEqual([
+      'error operation-2xx-response: #/paths/~1api~1auth~1login/get/responses Operation must have at least one `2XX` response.',
+      'error operation-2xx-response: #/paths/~1api~1auth~1callback/get/responses Operation must have at least one `2XX` response.',
+      'error operation-2xx-response: #/paths/~1api~1auth~1link/get/responses Operation must have at least one `2XX` response.',
+    ]);
+  }, 60_000);
+
+  it('holds every /api route and nothing of /v1, and the data-plane document nothing of /api', () => {
+    expect(Object.keys(management.paths).every((path) => path.startsWith('/api/'))).toBe(true);
+    expect(Object.keys(document.paths).some((path) => path.startsWith('/api/'))).toBe(false);
+    const operationIds = Object.values(management.paths as Record<string, Record<string, any>>).flatMap((methods) => Object.values(methods).map((operation) => operation.operationId));
+    expect(operationIds.sort()).toEqual(app.managementRoutes.list().map((route) => route.operationId).sort());
+    for (const path of ['/api/team', '/api/team/{memberId}', '/api/team/transfer', '/api/auth/login', '/api/auth/callback', '/api/me']) expect(management.paths[path], path).toBeDefined();
+  });
+
+  it('authorizes by the session cookie, with the CSRF header on changes; sign-in itself needs neither', () => {
+    expect(management.components.securitySchemes).toEqual({
+      session: expect.objectContaining({ type: 'apiKey', in: 'cookie', name: 'berth_session' }),
+      csrf: expect.objectContaining({ type: 'apiKey', in: 'header', name: 'X-CSRF-Token' }),
+    });
+    expect(management.paths['/api/team'].get.security).toEqual([{ session: [] }]);
+    expect(management.paths['/api/team'].post.security).toBeUndefined(); // the document's default: session and csrf
+    expect(management.security).toEqual([{ session: [], csrf: [] }]);
+    expect(management.paths['/api/auth/login'].get.security).toEqual([]);
+    expect(Object.keys(management.paths['/api/team/{memberId}'].patch.responses).sort()).toEqual(['200', '400', '401', '403', '404', '413', '415', '422', '500']);
+    expect(management.paths['/api/team/{memberId}'].patch.responses['400'].description).toContain('invalid_role');
+  });
+
+  it('carries examples that match their schemas', () => {
+    for (const route of app.managementRoutes.list()) {
+      for (const [status, response] of Object.entries(route.responses)) {
+        if (response.schema) expect(() => response.schema!.parse(response.example), `${route.operationId} ${status}`).not.toThrow();
+      }
+      if (route.body) expect(() => route.body.parse(route.requestExample), route.operationId).not.toThrow();
+    }
+  });
+});
 
 describe('the OpenAPI document', () => {
   it('passes redocly lint with the repository rules', async () => {

@@ -1,7 +1,7 @@
 import { ERROR_STATUS, type ErrorCode } from '@berth/common';
 import { z } from 'zod';
 import { errorEnvelopeSchema } from './errors.js';
-import { AUTH_ERRORS, type RouteSpec, type RouteTable } from './route.js';
+import { AUTH_ERRORS, SESSION_AUTH_ERRORS, type RouteSpec, type RouteTable } from './route.js';
 
 type AnyRoute = RouteSpec<any, any, any>;
 type JsonSchema = Record<string, unknown>;
@@ -17,7 +17,7 @@ const BODY: ErrorCode[] = ['payload_too_large', 'unsupported_media_type', 'unpro
 export function routeErrorCodes(route: AnyRoute): ErrorCode[] {
   return [
     ...new Set<ErrorCode>([
-      ...(route.auth === false ? [] : AUTH_ERRORS),
+      ...(route.auth === false ? [] : route.permission ? SESSION_AUTH_ERRORS : AUTH_ERRORS),
       ...ALWAYS,
       ...(route.body || route.rawBody ? BODY : []),
       ...(route.params || route.query ? (['unprocessable_entity'] as const) : []),
@@ -81,6 +81,8 @@ export interface OpenapiInfo {
   version: string;
   /** Where clients reach the API: the install's public URL, or the origin a request came to; default `/`. */
   serverUrl?: string | undefined;
+  /** `data` (default): the `/v1` API with bearer keys; `management`: the `/api` routes with the sign-in cookie. */
+  plane?: 'data' | 'management';
 }
 
 /** The OpenAPI 3.1 document of a route table: the routes' own schemas, so the docs cannot drift from behaviour. */
@@ -170,6 +172,42 @@ export function openapiDocument(table: RouteTable, info: OpenapiInfo): Record<st
     };
   }
   const tags = [...new Set(table.list().map((route) => route.tag))].sort().map((name) => ({ name, description: TAGS[name] ?? name }));
+  if (info.plane === 'management') {
+    return {
+      openapi: '3.1.0',
+      info: {
+        title: 'Berth management API',
+        version: info.version,
+        description:
+          'The management plane (the dashboard): sign in (`/api/auth/login` with the install\'s OpenID Connect provider, or a one-time link in embedded mode), ' +
+          'then every route is authorized by the `berth_session` cookie and the caller\'s role in the organization. ' +
+          'State-changing requests (POST, PUT, PATCH, DELETE) must send the session\'s CSRF token (`csrfToken` of `GET /api/me`, also in the `berth_csrf` cookie) in `X-CSRF-Token`. ' +
+          'A role that lacks the permission gets 403 `forbidden`. Errors have the body `{ error: { code, message, details, requestId } }`.',
+      },
+      servers: [{ url: info.serverUrl ?? '/', description: info.serverUrl ? 'this install' : 'the host that served this document' }],
+      security: [{ session: [], csrf: [] }],
+      tags,
+      paths: Object.fromEntries(
+        Object.entries(paths).map(([path, methods]) => [
+          path,
+          Object.fromEntries(
+            Object.entries(methods).map(([method, operation]) => [
+              method,
+              // Reading needs only the cookie; changing needs the CSRF header too.
+              method === 'get' && (operation as { security?: unknown }).security === undefined ? { ...(operation as object), security: [{ session: [] }] } : operation,
+            ]),
+          ),
+        ]),
+      ),
+      components: {
+        securitySchemes: {
+          session: { type: 'apiKey', in: 'cookie', name: 'berth_session', description: 'the sign-in session, set by sign-in' },
+          csrf: { type: 'apiKey', in: 'header', name: 'X-CSRF-Token', description: 'the session\'s CSRF token, on POST, PUT, PATCH and DELETE' },
+        },
+        schemas: Object.fromEntries(Object.entries(components.schemas).sort(([a], [b]) => a.localeCompare(b))),
+      },
+    };
+  }
   return {
     openapi: '3.1.0',
     info: {
@@ -205,6 +243,10 @@ function errorExample(code: ErrorCode): unknown {
 
 const ERROR_MESSAGES: Partial<Record<ErrorCode, string>> = {
   unauthorized: 'missing API key: send "Authorization: Bearer <API key>"',
+  forbidden: 'your role (viewer) does not allow this (team.manage)',
+  invalid_role: 'the owner role moves only by POST /api/team/transfer',
+  already_member: 'user usr_01m80gqv2b7h3y9k0x1c4r5t6v is already a member or has a pending invite',
+  transfer_to_pending: 'member mem_01m80gqv9d4kjqfcmvs2q4jxem has not accepted the invite yet',
   'auth/invalid_key': 'the API key is not valid',
   bad_request: 'the request could not be read',
   not_found: 'agent agt_01jq3v9k2m8x7c4d5e6f7g8h9j not found',
@@ -232,4 +274,6 @@ const TAGS: Record<string, string> = {
   Channels: 'An agent definition answering people: a chat widget on your pages, Slack, email, phone; conversations keep their history.',
   Jobs: 'Runs of an agent definition started by a trigger or a schedule.',
   System: 'Health, readiness, metrics and this document.',
+  'Sign-in': 'Signing in and out of the management plane, the signed-in user and their invites.',
+  Team: 'Members of the organization, their roles, invites and ownership.',
 };

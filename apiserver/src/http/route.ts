@@ -1,7 +1,8 @@
 import { ApiError, type ErrorCode } from '@berth/common';
 import express, { type Request, type RequestHandler, type Response, type Router } from 'express';
 import { z } from 'zod';
-import type { Principal } from './context.js';
+import type { Caller, Principal } from './context.js';
+import type { Permission } from '../management/permissions.js';
 import { validationError } from './errors.js';
 import { inspectInput } from './input.js';
 
@@ -13,8 +14,10 @@ export interface HandlerContext<P, Q, B> {
   params: P;
   query: Q;
   body: B;
-  /** Present on every authenticated route. */
+  /** Present on every key-authenticated (`/v1`) route. */
   principal: Principal;
+  /** Present on every cookie-authorized (`/api`) route. */
+  caller: Caller;
 }
 
 /** A JSON reply; a handler that streams or writes text itself returns nothing. */
@@ -31,8 +34,14 @@ export interface RouteSpec<P extends z.ZodType, Q extends z.ZodType, B extends z
   tag: string;
   summary: string;
   description: string;
-  /** Routes need an API key unless they say otherwise. */
+  /** Routes need an API key (`/v1`) or a signed-in user (`/api`) unless they say otherwise. */
   auth?: boolean;
+  /**
+   * Management (`/api`) routes: the permission of the spec's table the caller's role must hold
+   * in the session's organization, or `signed-in` for routes any signed-in user may call (their
+   * own invites, sign-out).
+   */
+  permission?: Permission | 'signed-in';
   params?: P;
   query?: Q;
   body?: B;
@@ -65,6 +74,8 @@ export function defineRoute<
 }
 
 export const AUTH_ERRORS: ErrorCode[] = ['unauthorized', 'auth/invalid_key', 'auth/key_revoked'];
+/** Management routes: not signed in (401), or signed in without the role, the membership or the CSRF token (403). */
+export const SESSION_AUTH_ERRORS: ErrorCode[] = ['unauthorized', 'forbidden'];
 
 function parseOrThrow<T extends z.ZodType>(schema: T | undefined, value: unknown, location: 'body' | 'query' | 'params'): z.output<T> {
   if (!schema) return value as z.output<T>;
@@ -116,20 +127,20 @@ export class RouteTable {
     return router;
   }
 
-  mount(router: Router, authenticate: RequestHandler): void {
+  /** `guards(route)`: the handlers that run before the route's own (authentication, authorization). */
+  mount(router: Router, guards: (route: AnyRoute) => RequestHandler[]): void {
     for (const route of this.routes) {
       const handle: RequestHandler = async (req, res) => {
         const params = parseOrThrow(route.params, inspected(req.params, 'params'), 'params');
         const query = parseOrThrow(route.query, inspected(req.query, 'query'), 'query');
         const body = route.body ? parseOrThrow(route.body, inspected(readBody(req), 'body'), 'body') : undefined;
-        const reply = await route.handler({ req, res, params, query, body, principal: req.principal! });
+        const reply = await route.handler({ req, res, params, query, body, principal: req.principal!, caller: req.caller! });
         if (!reply) return;
         const schema = route.responses[reply.status]?.schema;
         // A response that does not match its schema is our bug: it must not reach the client half-right.
         res.status(reply.status).json(schema ? schema.parse(reply.body) : reply.body);
       };
-      const handlers = route.auth === false ? [handle] : [authenticate, handle];
-      router[route.method](route.path, ...handlers);
+      router[route.method](route.path, ...guards(route), handle);
     }
     // Registered after every route: a path that exists but not with this method (OPTIONS included) is a 405.
     for (const [path, methods] of this.methodsByPath()) {

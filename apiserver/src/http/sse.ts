@@ -34,7 +34,7 @@ export function openEventStream(req: Request, res: Response, heartbeatMs = HEART
   const tick = setInterval(() => {
     const now = clock.now().getTime();
     if (now >= endsAt) {
-      res.end();
+      end();
       return;
     }
     if (now >= nextHeartbeat) {
@@ -43,16 +43,23 @@ export function openEventStream(req: Request, res: Response, heartbeatMs = HEART
       nextHeartbeat = now + heartbeatMs;
     }
   }, Math.min(heartbeatMs, 1_000));
+  let finish: () => void = () => undefined;
   const closed = new Promise<void>((resolve) => {
     const close = () => {
       clearInterval(tick);
       resolve();
     };
+    finish = close;
     if (req.socket.destroyed) close(); // the client left before the stream opened
     else {
       req.on('close', close);
       res.on('finish', close);
     }
   });
-  return { write, closed };
+  /** Ends the stream from the server's side (what it streams has ended). */
+  const end = () => {
+    finish();
+    res.end();
+  };
+  return { write, closed, end };
 }

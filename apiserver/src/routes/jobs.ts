@@ -8,12 +8,16 @@ import { idParam } from './schemas.js';
 const jobSchema = z
   .object({
     id: z.string().describe('`job_…`'),
-    state: z.enum(['queued', 'running', 'completed', 'failed', 'cancelled']).describe('queued → running → completed | failed; cancelled when its schedule was deleted before it started'),
-    source: z.object({ type: z.enum(['trigger', 'schedule']), id: z.string().describe('`trg_…` or `sched_…`') }).describe('what started it'),
+    state: z
+      .enum(['queued', 'running', 'completed', 'failed', 'cancelled'])
+      .describe('queued → running → completed | failed (`timeout` when a workflow step ran past its timeout); cancelled when its schedule was deleted before it started, or its workflow run or fleet was cancelled'),
+    source: z
+      .object({ type: z.enum(['trigger', 'schedule', 'workflow', 'fleet']), id: z.string().describe('`trg_…`, `sched_…`, `wfr_…` (a step of that workflow run) or `flt_…`') })
+      .describe('what started it'),
     agent: z.string().describe('the agent definition (`adef_…`) it runs, at its current version when the job starts'),
     userId: z.string(),
     input: z.unknown().describe('the input as given: the JSON body of a fire, the input of a schedule; sent to the model as text'),
-    sessionId: z.string().nullable().describe("the user's session, once the job started"),
+    sessionId: z.string().nullable().describe("the session it runs in: the user's default one, or the one its source gave (a fleet's)"),
     agentId: z.string().nullable().describe('the agent it created (GET /v1/agents/{id})'),
     taskId: z.string().nullable().describe('its run (GET /v1/tasks/{id}, GET /v1/agents/{agentId}/stream)'),
     output: z.string().nullable().describe("the run's final answer, once completed"),
@@ -34,7 +38,7 @@ export function jobRoutes(table: RouteTable, jobs: JobService): void {
       tag: 'Jobs',
       summary: 'Follow a job',
       description:
-        "One run of an agent definition started by a trigger's fire (its `jobId`) or a schedule: its state, the session, agent and task it made (poll this, or stream the agent), the output or error, and the cost.",
+        "One run of an agent definition started by a trigger's fire (its `jobId`), a schedule, a step of a workflow run or an item of a fleet: its state, the session, agent and task it made (poll this, or stream the agent), the output or error, and the cost.",
       params: idParam('job', 'job'),
       responses: { 200: { description: 'the job', schema: jobSchema, example: jobExample } },
       errors: ['not_found'],

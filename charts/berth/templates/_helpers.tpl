@@ -264,3 +264,30 @@ Where the operator keeps snapshot archives (values: snapshots).
 {{- end }}
 {{- end }}
 {{- end }}
+
+{{/*
+Sign-in to the management plane: only the API server serves /api. The client secret is read from
+the Secret named in oidc.existingSecret, never from values.
+*/}}
+{{- define "berth.oidcEnv" -}}
+- name: BERTH_SIGNUP
+  value: {{ .Values.oidc.signup | quote }}
+{{- with .Values.oidc.dashboardUrl }}
+- name: BERTH_DASHBOARD_URL
+  value: {{ . | quote }}
+{{- end }}
+{{- if .Values.oidc.issuer }}
+{{- if not (and .Values.oidc.clientId .Values.oidc.existingSecret) }}
+{{- fail "oidc.issuer is set: oidc.clientId and oidc.existingSecret (the Secret with the client secret) are needed too" }}
+{{- end }}
+- name: BERTH_OIDC_ISSUER
+  value: {{ .Values.oidc.issuer | quote }}
+- name: BERTH_OIDC_CLIENT_ID
+  value: {{ .Values.oidc.clientId | quote }}
+- name: BERTH_OIDC_CLIENT_SECRET
+  valueFrom:
+    secretKeyRef:
+      name: {{ .Values.oidc.existingSecret }}
+      key: {{ .Values.oidc.clientSecretKey }}
+{{- end }}
+{{- end }}

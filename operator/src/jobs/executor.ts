@@ -43,7 +43,7 @@ export interface JobExecutorOptions {
   connectionString?: string;
   /** How often open jobs are looked at without a notification (default 1 s). */
   pollMs?: number;
-  /** How long a claim holds a job while it is advanced (default 60 s). */
+  /** How long a claim holds a job while one pass advances it (default 15 s: a pass makes a few calls, never waits for a run; a dead executor's jobs are taken over once it runs out). */
   leaseMs?: number;
   /** Jobs advanced per pass (default 20). */
   batch?: number;
@@ -66,7 +66,7 @@ export function createJobExecutorMetrics(registry: Registry): JobExecutorMetrics
     }),
     finished: new Counter({
       name: 'berth_jobs_finished_total',
-      help: 'Jobs that reached a final state, by source (schedule, trigger, channel) and state',
+      help: 'Jobs that reached a final state, by source (schedule, trigger, workflow, fleet, channel) and state',
       labelNames: ['source', 'state'],
       registers: [registry],
     }),
@@ -84,7 +84,7 @@ const PERMANENT = new Set(['unprocessable_entity', 'not_found', 'conflict', 'ses
 const AGENT_ENDED = new Set(['failed', 'terminated', 'paused']);
 
 /**
- * Runs the jobs that schedules, triggers and channels queue (see common/src/jobs.ts). Leader only. Each
+ * Runs the jobs that schedules, triggers, workflow runs, fleets and channels queue (see common/src/jobs.ts). Leader only. Each
  * pass claims open jobs (SKIP LOCKED, with a lease, so a job is advanced by one executor at a
  * time and a dead executor's jobs are taken over) and advances each as far as it can go now:
  * queued → the user's session → an agent from the definition → (the agent is ready) the run →
@@ -174,7 +174,7 @@ export class JobExecutor {
          SELECT id FROM jobs WHERE state IN ('queued', 'running') AND (claimed_by IS NULL OR claim_expires_at < $3)
          ORDER BY created_at LIMIT $4 FOR UPDATE SKIP LOCKED)
        RETURNING ${JOB_COLUMNS}`,
-      [identity, new Date(now.getTime() + (this.options.leaseMs ?? 60_000)), now, this.options.batch ?? 20],
+      [identity, new Date(now.getTime() + (this.options.leaseMs ?? 15_000)), now, this.options.batch ?? 20],
     );
     return rows.map(toJob);
   }
@@ -212,13 +212,22 @@ export class JobExecutor {
     return (result.rowCount ?? 0) > 0;
   }
 
-  /** Moves the job on as far as it can go now; `job` is updated in place as its fields are written. */
+  /**
+   * Moves the job on as far as it can go now; a cancel request or a timeout that ran out ends it
+   * (and its agent) unless its task already ended. `job` is updated in place as its fields are
+   * written.
+   */
   private async advance(job: Job, log: Logger): Promise<void> {
     const { store, pool, clock } = this.options;
     const principal: Principal = { organizationId: job.organizationId, mode: job.mode, keyId: `${job.source}:${job.sourceId}` };
     if (job.state === 'queued') {
       if (!(await this.update(job, { state: 'running', started_at: clock.now() }))) return;
       Object.assign(job, { state: 'running', startedAt: clock.now().toISOString() });
+    }
+
+    if (job.cancelRequestedAt && !job.agentId) {
+      await this.finish(job, 'cancelled', { code: 'cancelled', message: `the ${job.source} ${job.sourceId} was cancelled` }, log);
+      return;
     }
 
     let sessionId = job.sessionId;
@@ -246,6 +255,17 @@ export class JobExecutor {
     }
 
     let task = job.taskId ? await findTask(pool, job.taskId) : undefined;
+    if (!task || task.state === 'queued' || task.state === 'running') {
+      // A task that ended keeps its outcome; one still going is stopped by a cancel or the timeout.
+      if (job.cancelRequestedAt) {
+        await this.finish(job, 'cancelled', { code: 'cancelled', message: `the ${job.source} ${job.sourceId} was cancelled` }, log);
+        return;
+      }
+      if (job.timeoutMs !== null && job.startedAt && clock.now().getTime() - Date.parse(job.startedAt) > job.timeoutMs) {
+        await this.finish(job, 'failed', { code: 'timeout', message: `the job did not end within its timeout of ${job.timeoutMs} ms` }, log);
+        return;
+      }
+    }
     if (!task) {
       if (!agent) throw new ApiError('not_found', `agent ${agentId} of the job is gone before its run started`);
       const phase = agent.status?.phase ?? 'booting';
