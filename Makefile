@@ -73,6 +73,7 @@ bench: setup cluster-binaries ## latency and scale benchmarks against floors mea
 	npx tsx test/bench/memory.ts
 	npx tsx test/bench/trigger-fire.ts
 	npx tsx test/bench/rate-limit.ts
+	npx tsx test/bench/channel-reply.ts
 	npx tsx test/bench/fleet.ts
 	npx tsx test/bench/management-auth.ts
 

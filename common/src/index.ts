@@ -29,6 +29,7 @@ export * from './limits.js';
 export * from './limit-guard.js';
 export * from './principal.js';
 export * from './jobs.js';
+export * from './channels.js';
 export * from './workflow-graph.js';
 export * from './workflows.js';
 export * from './schedules.js';
