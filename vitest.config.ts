@@ -15,7 +15,7 @@ export default defineConfig({
         extends: true,
         test: {
           name: 'unit',
-          include: ['{crds,common,providers,operator,apiserver}/src/**/*.test.ts'],
+          include: ['{crds,common,providers,operator,apiserver,widget}/src/**/*.test.ts'],
           sequence: { groupOrder: 0 },
         },
       },

@@ -23,6 +23,7 @@ import { secretRoutes } from './routes/secrets.js';
 import { providerRoutes } from './routes/providers.js';
 import { triggerRoutes } from './routes/triggers.js';
 import { jobRoutes } from './routes/jobs.js';
+import { widgetRoutes } from './routes/widget.js';
 import { createTriggerService } from './services/triggers.js';
 import { createJobService } from './services/jobs.js';
 import { createSecretService } from './services/secrets.js';
@@ -141,6 +142,7 @@ export function createApp(deps: AppDeps): App {
     publicUrl: deps.publicUrl,
   });
   jobRoutes(routes, createJobService({ pool: deps.pool, currency: deps.currency }));
+  widgetRoutes(routes);
 
   const app = express();
   app.disable('x-powered-by');
