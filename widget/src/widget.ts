@@ -53,7 +53,8 @@ export class ChatWidget {
 
     this.panel = element('section', { id: 'berth-chat-panel', class: 'panel', role: 'dialog', 'aria-labelledby': 'berth-chat-title' });
     this.panel.hidden = true;
-    const header = element('header');
+    // A div, not a header: a header here would be a second banner landmark beside the page's own.
+    const header = element('div', { class: 'header' });
     const title = element('h2', { id: 'berth-chat-title' });
     title.textContent = theme.title;
     const close = element('button', { type: 'button', class: 'close', 'aria-label': 'Close chat' });
@@ -185,6 +186,7 @@ export class ChatWidget {
       }
       const fromVisitor = message.role === 'user';
       node.className = `message ${fromVisitor ? 'visitor' : 'agent'}${message.pending ? ' pending' : ''}`;
+      if (message.id !== undefined) node.dataset.messageId = message.id;
       node.firstElementChild!.textContent = fromVisitor ? 'You: ' : `${this.theme.title}: `;
       if (node.lastElementChild!.textContent !== message.content) node.lastElementChild!.textContent = message.content;
       const expected: ChildNode | null = previous ? previous.nextSibling : this.log.firstChild;

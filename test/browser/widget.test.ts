@@ -1,0 +1,197 @@
+import { mkdirSync, readFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { join } from 'node:path';
+import type { Browser, BrowserContext, Page } from 'playwright-core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ROOT } from '../helpers/berth.js';
+import { startChannelContract } from '../helpers/channel-contract.js';
+import { launchChromium } from '../helpers/chromium.js';
+import { startFakeOpenAI, type FakeModelServer } from '../helpers/fake-models.js';
+import { startCustomerSite } from '../helpers/page-server.js';
+
+/**
+ * The chat widget in a real headless Chromium (Debian's), on a customer's page of its own
+ * origin: opened and used with the keyboard alone, a reply streamed from a local server that
+ * speaks the OpenAI protocol, the history after a reload, axe-core's checks, and a phone's width.
+ */
+const ARTIFACTS = join(ROOT, '.test-results', 'browser');
+const AXE_SOURCE = readFileSync(createRequire(import.meta.url).resolve('axe-core/axe.min.js'), 'utf8');
+
+const THEME = { primaryColor: '#0b6e4f', mode: 'light', position: 'bottom-right', title: 'Harbour help', greeting: 'Ask us about orders and deliveries.', placeholder: 'Ask a question' };
+const QUESTION = 'When does my order ship?';
+const ANSWER = 'Orders placed before 2 pm ship the same day.';
+const FOLLOW_UP = 'And on weekends?';
+const FOLLOW_UP_ANSWER = 'Weekend orders ship on Monday morning.';
+
+/** What the widget's shadow root holds, read in the page. */
+interface WidgetState {
+  panelOpen: boolean;
+  focused: string | null;
+  messages: { role: string; text: string; id: string | null }[];
+  status: string;
+}
+
+async function widgetState(page: Page): Promise<WidgetState> {
+  return page.evaluate(() => {
+    const root = document.getElementById('berth-chat')?.shadowRoot;
+    if (!root) throw new Error('the widget is not on the page');
+    const active = root.activeElement;
+    return {
+      panelOpen: !(root.querySelector('[role=dialog]') as HTMLElement).hidden,
+      focused: active ? (active.getAttribute('aria-label') ?? active.id ?? active.tagName) : null,
+      messages: [...root.querySelectorAll<HTMLElement>('[role=log] .message')].map((node) => ({
+        role: node.classList.contains('visitor') ? 'user' : 'assistant',
+        text: node.querySelector('.text')!.textContent!,
+        id: node.dataset.messageId ?? null,
+      })),
+      status: root.querySelector('[role=status]')!.textContent!,
+    };
+  });
+}
+
+async function until(page: Page, what: string, predicate: (state: WidgetState) => boolean, timeoutMs = 60_000): Promise<WidgetState> {
+  const deadline = Date.now() + timeoutMs;
+  let state = await widgetState(page);
+  while (!predicate(state)) {
+    if (Date.now() > deadline) throw new Error(`widget: ${what} did not happen; the widget shows ${JSON.stringify(state)}`);
+    await page.waitForTimeout(50);
+    state = await widgetState(page);
+  }
+  return state;
+}
+
+async function axeViolations(page: Page): Promise<{ id: string; impact: string; nodes: string[] }[]> {
+  await page.addScriptTag({ content: AXE_SOURCE });
+  return page.evaluate(async () => {
+    const axe = (window as unknown as { axe: { run(context: Document): Promise<{ violations: { id: string; impact: string; nodes: { target: unknown[] }[] }[] }> } }).axe;
+    const result = await axe.run(document);
+    return result.violations.map((violation) => ({ id: violation.id, impact: violation.impact, nodes: violation.nodes.map((node) => JSON.stringify(node.target)) }));
+  });
+}
+
+describe('the chat widget in Chromium', () => {
+  let model: FakeModelServer;
+  let api: { baseUrl: string; close(): Promise<void> };
+  let site: Awaited<ReturnType<typeof startCustomerSite>>;
+  let browser: Browser;
+  let context: BrowserContext;
+  let page: Page;
+  const channelId = 'chn_widgettest';
+  const requests: string[] = [];
+
+  beforeAll(async () => {
+    mkdirSync(ARTIFACTS, { recursive: true });
+    model = await startFakeOpenAI((body: any) => {
+      const last = body.messages.at(-1);
+      const text = typeof last.content === 'string' ? last.content : last.content.map((part: any) => part.text).join('');
+      if (text.includes(QUESTION)) return { text: ANSWER };
+      if (text.includes(FOLLOW_UP)) return { text: FOLLOW_UP_ANSWER };
+      return { text: `unexpected: ${text}` };
+    });
+    api = await startChannelContract({ modelBaseUrl: model.baseUrl, channelId, theme: THEME });
+    site = await startCustomerSite(`<script src="${api.baseUrl}/widget/v1/berth-chat.js" data-channel-id="${channelId}" async></script>`);
+    browser = await launchChromium();
+    context = await browser.newContext({ viewport: { width: 1280, height: 800 } });
+    page = await context.newPage();
+    page.on('request', (request) => requests.push(request.url()));
+  });
+
+  afterAll(async () => {
+    await browser?.close();
+    await Promise.all([site?.close(), api?.close(), model?.close()]);
+  });
+
+  it('opens with the keyboard, sends a message and shows the reply streamed from the model', async () => {
+    await page.goto(site.url);
+    await page.waitForFunction(() => document.getElementById('berth-chat')?.shadowRoot?.querySelector('button.launcher'));
+    // The theme reached the button: its color and its accessible name.
+    const launcher = await page.evaluate(() => {
+      const button = document.getElementById('berth-chat')!.shadowRoot!.querySelector<HTMLButtonElement>('button.launcher')!;
+      return { name: button.getAttribute('aria-label'), background: getComputedStyle(button).backgroundColor, expanded: button.getAttribute('aria-expanded') };
+    });
+    expect(launcher).toEqual({ name: 'Harbour help', background: 'rgb(11, 110, 79)', expanded: 'false' });
+
+    // Keyboard only: the page's link, then the chat button.
+    await page.keyboard.press('Tab');
+    await page.keyboard.press('Tab');
+    expect((await widgetState(page)).focused).toBe('Harbour help');
+    await page.keyboard.press('Enter');
+    let state = await until(page, 'the panel opening with the input focused', (s) => s.panelOpen && s.focused === 'berth-chat-input');
+    expect(state.messages).toEqual([]);
+
+    await page.keyboard.type(QUESTION);
+    await page.keyboard.press('Enter');
+    state = await until(page, 'the reply', (s) => s.messages.some((m) => m.role === 'assistant' && m.text === ANSWER));
+    // The reply came by the channel stream: only the stream gives a message its id without a reload.
+    await until(page, 'the reply carrying its id from the stream', (s) => s.messages.every((m) => m.id !== null));
+    state = await widgetState(page);
+    expect(state.messages.map(({ role, text }) => ({ role, text }))).toEqual([
+      { role: 'user', text: QUESTION },
+      { role: 'assistant', text: ANSWER },
+    ]);
+    expect(state.focused).toBe('berth-chat-input');
+    await page.screenshot({ path: join(ARTIFACTS, 'widget-desktop.png') });
+  });
+
+  it('passes axe-core with the panel open', async () => {
+    const violations = await axeViolations(page);
+    expect(violations).toEqual([]);
+  });
+
+  it('closes with Escape and gives the focus back to the button', async () => {
+    await page.keyboard.press('Escape');
+    const state = await until(page, 'the panel closing', (s) => !s.panelOpen);
+    expect(state.focused).toBe('Harbour help');
+    const expanded = await page.evaluate(() => document.getElementById('berth-chat')!.shadowRoot!.querySelector<HTMLButtonElement>('button.launcher')!.getAttribute('aria-expanded'));
+    expect(expanded).toBe('false');
+  });
+
+  it('keeps the visitor across a reload and shows the history', async () => {
+    const visitorBefore = await page.evaluate((key) => localStorage.getItem(key), `berth-chat:${channelId}:visitor`);
+    expect(visitorBefore).toMatch(/^v_[0-9a-f]{32}$/);
+    await page.reload();
+    await page.waitForFunction(() => document.getElementById('berth-chat')?.shadowRoot?.querySelector('button.launcher'));
+    expect(await page.evaluate((key) => localStorage.getItem(key), `berth-chat:${channelId}:visitor`)).toBe(visitorBefore);
+    await page.keyboard.press('Tab');
+    await page.keyboard.press('Tab');
+    await page.keyboard.press('Enter');
+    const state = await until(page, 'the history after the reload', (s) => s.panelOpen && s.messages.length === 2);
+    expect(state.messages.map(({ role, text }) => ({ role, text }))).toEqual([
+      { role: 'user', text: QUESTION },
+      { role: 'assistant', text: ANSWER },
+    ]);
+
+    // The conversation goes on: the model sees what was said before.
+    await page.keyboard.type(FOLLOW_UP);
+    await page.keyboard.press('Enter');
+    await until(page, 'the follow-up reply', (s) => s.messages.some((m) => m.text === FOLLOW_UP_ANSWER));
+    const lastRequest = model.requests.at(-1) as { messages: { role: string; content: unknown }[] };
+    expect(JSON.stringify(lastRequest.messages)).toContain(QUESTION);
+    expect(JSON.stringify(lastRequest.messages)).toContain(ANSWER);
+  });
+
+  it('fills a phone screen and passes axe-core there', async () => {
+    const phone = await browser.newContext({ viewport: { width: 375, height: 667 }, isMobile: true, hasTouch: true, deviceScaleFactor: 2 });
+    try {
+      const small = await phone.newPage();
+      await small.goto(site.url);
+      await small.waitForFunction(() => document.getElementById('berth-chat')?.shadowRoot?.querySelector('button.launcher'));
+      await small.evaluate(() => document.getElementById('berth-chat')!.shadowRoot!.querySelector<HTMLButtonElement>('button.launcher')!.click());
+      await until(small, 'the panel opening on a phone', (s) => s.panelOpen);
+      const box = await small.evaluate(() => {
+        const rect = document.getElementById('berth-chat')!.shadowRoot!.querySelector('[role=dialog]')!.getBoundingClientRect();
+        return { x: rect.x, y: rect.y, width: rect.width, height: rect.height };
+      });
+      expect(box).toEqual({ x: 0, y: 0, width: 375, height: 667 });
+      await small.screenshot({ path: join(ARTIFACTS, 'widget-phone.png') });
+      expect(await axeViolations(small)).toEqual([]);
+    } finally {
+      await phone.close();
+    }
+  });
+
+  it('asks nothing of any host but the page and the Berth server', () => {
+    const origins = new Set(requests.map((url) => new URL(url).origin));
+    expect([...origins].sort()).toEqual([site.origin, new URL(api.baseUrl).origin].sort());
+  });
+});
