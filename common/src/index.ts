@@ -25,6 +25,7 @@ export * from './limits.js';
 export * from './limit-guard.js';
 export * from './principal.js';
 export * from './jobs.js';
+export * from './channels.js';
 export * from './schedules.js';
 export * from './sessions.js';
 export * from './agent-definitions.js';

@@ -1,5 +1,5 @@
 /**
- * Jobs: one run of an agent definition for a user, asked for by a schedule or a trigger.
+ * Jobs: one run of an agent definition for a user, asked for by a schedule, a trigger or a channel.
  *
  * The contract:
  * - A source enqueues with `enqueueJob(db, …)`, passing its own transaction as `db` when the job
@@ -15,12 +15,14 @@
  * - The job is scoped to the organization and mode (live or test) of its source: a test-mode job
  *   runs on the mock provider and the mock model and records no usage, like any test-key agent.
  * - `getJob` reads one job, optionally checking its scope (undefined when it is not the caller's).
+ * - `history` (channels): the turns of a conversation before the input; the run starts from them,
+ *   so the model sees them before the input as earlier messages of one conversation.
  */
 import type { Mode } from '@berth/crds';
 import type { Queryable } from './db/index.js';
 import { newId } from './ids.js';
 
-export type JobSource = 'schedule' | 'trigger';
+export type JobSource = 'schedule' | 'trigger' | 'channel';
 export type JobState = 'queued' | 'running' | 'completed' | 'failed' | 'cancelled';
 export const TERMINAL_JOB_STATES: readonly JobState[] = ['completed', 'failed', 'cancelled'];
 
@@ -28,6 +30,12 @@ export const TERMINAL_JOB_STATES: readonly JobState[] = ['completed', 'failed', 
 export interface JobError {
   code: string;
   message: string;
+}
+
+/** A turn of a conversation before a job's input: what a person said and what was answered. */
+export interface ConversationTurn {
+  role: 'user' | 'assistant';
+  content: string;
 }
 
 export interface EnqueueJobInput {
@@ -39,6 +47,8 @@ export interface EnqueueJobInput {
   /** An `adef_…` id: the definition's current version when the job starts is used. */
   definitionId: string;
   input: unknown;
+  /** Earlier turns the run starts from (channels); none for schedules and triggers. */
+  history?: ConversationTurn[] | undefined;
 }
 
 export interface Job extends EnqueueJobInput {
@@ -65,6 +75,7 @@ export interface JobRow {
   user_id: string;
   definition_id: string;
   input: unknown;
+  history: ConversationTurn[] | null;
   state: JobState;
   session_id: string | null;
   agent_id: string | null;
@@ -78,7 +89,7 @@ export interface JobRow {
   finished_at: Date | null;
 }
 
-export const JOB_COLUMNS = `id, organization_id, mode, source, source_id, user_id, definition_id, input, state, session_id, agent_id,
+export const JOB_COLUMNS = `id, organization_id, mode, source, source_id, user_id, definition_id, input, history, state, session_id, agent_id,
   task_id, error, cost_cents, currency, claimed_by, created_at, started_at, finished_at`;
 
 export function toJob(row: JobRow): Job {
@@ -91,6 +102,7 @@ export function toJob(row: JobRow): Job {
     userId: row.user_id,
     definitionId: row.definition_id,
     input: row.input,
+    ...(row.history ? { history: row.history } : {}),
     state: row.state,
     sessionId: row.session_id,
     agentId: row.agent_id,
@@ -112,9 +124,20 @@ export function jobCost(row: Pick<JobRow, 'cost_cents' | 'currency'>): { amount:
 /** Queues a job; inside the caller's transaction when `db` is one. */
 export async function enqueueJob(db: Queryable, input: EnqueueJobInput, now: Date): Promise<Job> {
   const { rows } = await db.query<JobRow>(
-    `INSERT INTO jobs (id, organization_id, mode, source, source_id, user_id, definition_id, input, state, created_at)
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'queued', $9) RETURNING ${JOB_COLUMNS}`,
-    [newId('job', now), input.organizationId, input.mode, input.source, input.sourceId, input.userId, input.definitionId, JSON.stringify(input.input ?? null), now],
+    `INSERT INTO jobs (id, organization_id, mode, source, source_id, user_id, definition_id, input, history, state, created_at)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 'queued', $10) RETURNING ${JOB_COLUMNS}`,
+    [
+      newId('job', now),
+      input.organizationId,
+      input.mode,
+      input.source,
+      input.sourceId,
+      input.userId,
+      input.definitionId,
+      JSON.stringify(input.input ?? null),
+      input.history ? JSON.stringify(input.history) : null,
+      now,
+    ],
   );
   return toJob(rows[0]!);
 }

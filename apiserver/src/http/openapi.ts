@@ -160,7 +160,9 @@ export function openapiDocument(table: RouteTable, info: OpenapiInfo): Record<st
               requestBody: {
                 required: true,
                 description: route.rawBody.description,
-                content: { 'application/json': { schema: {}, example: route.rawBody.example } },
+                content: Object.fromEntries(
+                  (route.rawBody.contentTypes ?? ['application/json']).map((type) => [type, { schema: {}, example: route.rawBody!.example }]),
+                ),
               },
             }
           : {}),
@@ -228,6 +230,7 @@ const TAGS: Record<string, string> = {
   Webhooks: 'Signed event deliveries to your endpoints.',
   Widget: 'The chat widget script that websites embed for a `chat_embed` channel.',
   Triggers: 'Public URLs that run an agent definition on a signed request.',
+  Channels: 'An agent definition answering people: a chat widget on your pages, Slack, email, phone; conversations keep their history.',
   Jobs: 'Runs of an agent definition started by a trigger or a schedule.',
   System: 'Health, readiness, metrics and this document.',
 };
