@@ -3,16 +3,19 @@ import { createRequire } from 'node:module';
 import { join } from 'node:path';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ROOT } from '../helpers/berth.js';
-import { startChannelContract } from '../helpers/channel-contract.js';
+import { ROOT, startBerth, tempDir, type BerthProcess } from '../helpers/berth.js';
 import { launchChromium } from '../helpers/chromium.js';
 import { startFakeOpenAI, type FakeModelServer } from '../helpers/fake-models.js';
 import { startCustomerSite } from '../helpers/page-server.js';
+import { createTestDatabase } from '../helpers/postgres.js';
+import { removeDataDir } from '../helpers/runsc.js';
 
 /**
- * The chat widget in a real headless Chromium (Debian's), on a customer's page of its own
- * origin: opened and used with the keyboard alone, a reply streamed from a local server that
- * speaks the OpenAI protocol, the history after a reload, axe-core's checks, and a phone's width.
+ * The chat widget in a real headless Chromium (Debian's), on a customer's page of its own origin,
+ * served by and talking to a real `berth up`: each reply is a run of the channel's agent
+ * definition in a gVisor sandbox against a local server that speaks the OpenAI protocol. Opened
+ * and used with the keyboard alone, the reply written as the model streams it, the history after
+ * a reload, axe-core's checks, and a phone's width.
  */
 const ARTIFACTS = join(ROOT, '.test-results', 'browser');
 const AXE_SOURCE = readFileSync(createRequire(import.meta.url).resolve('axe-core/axe.min.js'), 'utf8');
@@ -27,7 +30,7 @@ const FOLLOW_UP_ANSWER = 'Weekend orders ship on Monday morning.';
 interface WidgetState {
   panelOpen: boolean;
   focused: string | null;
-  messages: { role: string; text: string; id: string | null }[];
+  messages: { role: string; text: string; id: string | null; writing: boolean }[];
   status: string;
 }
 
@@ -43,6 +46,7 @@ async function widgetState(page: Page): Promise<WidgetState> {
         role: node.classList.contains('visitor') ? 'user' : 'assistant',
         text: node.querySelector('.text')!.textContent!,
         id: node.dataset.messageId ?? null,
+        writing: node.classList.contains('writing'),
       })),
       status: root.querySelector('[role=status]')!.textContent!,
     };
@@ -71,34 +75,82 @@ async function axeViolations(page: Page): Promise<{ id: string; impact: string; 
 
 describe('the chat widget in Chromium', () => {
   let model: FakeModelServer;
-  let api: { baseUrl: string; close(): Promise<void> };
+  let berth: BerthProcess;
   let site: Awaited<ReturnType<typeof startCustomerSite>>;
   let browser: Browser;
   let context: BrowserContext;
   let page: Page;
-  const channelId = 'chn_widgettest';
+  let channel: { id: string; scriptTag: string };
+  const dataDir = tempDir('berth-widget-');
   const requests: string[] = [];
 
   beforeAll(async () => {
     mkdirSync(ARTIFACTS, { recursive: true });
     model = await startFakeOpenAI((body: any) => {
-      const last = body.messages.at(-1);
+      const last = body.messages.filter((message: any) => message.role === 'user').at(-1);
       const text = typeof last.content === 'string' ? last.content : last.content.map((part: any) => part.text).join('');
-      if (text.includes(QUESTION)) return { text: ANSWER };
-      if (text.includes(FOLLOW_UP)) return { text: FOLLOW_UP_ANSWER };
+      // Written slowly, in pieces: the widget shows the reply as it comes.
+      if (text === QUESTION) return { text: ANSWER, pauseMs: 400 };
+      if (text === FOLLOW_UP) return { text: FOLLOW_UP_ANSWER };
       return { text: `unexpected: ${text}` };
     });
-    api = await startChannelContract({ modelBaseUrl: model.baseUrl, channelId, theme: THEME });
-    site = await startCustomerSite(`<script src="${api.baseUrl}/widget/v1/berth-chat.js" data-channel-id="${channelId}" async></script>`);
+    berth = await startBerth({
+      dataDir,
+      env: {
+        DATABASE_URL: await createTestDatabase(),
+        BERTH_MODEL_PROVIDERS: JSON.stringify({ openai: { api: 'openai', baseUrl: model.baseUrl } }),
+        BERTH_MODEL_PRICES: JSON.stringify({ 'openai/gpt-4o-mini': { input: '1.00', output: '1.00' } }),
+      },
+    });
+    site = await startCustomerSite(() => channel.scriptTag);
+    const live = berth.api(berth.liveKey!);
+    const definition = await live.post('/v1/agent-definitions', { name: 'harbour-help', model: 'openai/gpt-4o-mini', systemPrompt: 'You answer questions about orders.', timeout: '10m' });
+    expect(definition.status, JSON.stringify(definition.body)).toBe(201);
+    const created = await live.post('/v1/channels', { type: 'chat_embed', agent: 'harbour-help', theme: THEME, allowedOrigins: [site.origin] });
+    expect(created.status, JSON.stringify(created.body)).toBe(201);
+    channel = created.body;
     browser = await launchChromium();
     context = await browser.newContext({ viewport: { width: 1280, height: 800 } });
     page = await context.newPage();
     page.on('request', (request) => requests.push(request.url()));
-  });
+  }, 180_000);
 
   afterAll(async () => {
     await browser?.close();
-    await Promise.all([site?.close(), api?.close(), model?.close()]);
+    await site?.close();
+    expect(await berth?.stop()).toBe(0);
+    removeDataDir(dataDir);
+    await model?.close();
+  });
+
+  it('serves the widget: JavaScript, gzipped, cached a day with an ETag, loadable from any origin', async () => {
+    const url = `${berth.baseUrl}/widget/v1/berth-chat.js`;
+    const built = readFileSync(join(ROOT, 'widget', 'dist', 'berth-chat.js'));
+    const plain = await fetch(url, { headers: { 'accept-encoding': 'identity' } });
+    expect(plain.status).toBe(200);
+    expect(Object.fromEntries(['content-type', 'cache-control', 'access-control-allow-origin', 'cross-origin-resource-policy', 'x-content-type-options', 'vary'].map((name) => [name, plain.headers.get(name)]))).toEqual({
+      'content-type': 'text/javascript; charset=utf-8',
+      'cache-control': 'public, max-age=86400, stale-while-revalidate=604800',
+      'access-control-allow-origin': '*',
+      'cross-origin-resource-policy': 'cross-origin',
+      'x-content-type-options': 'nosniff',
+      vary: 'Accept-Encoding',
+    });
+    expect(plain.headers.get('content-encoding')).toBeNull();
+    expect(Buffer.from(await plain.arrayBuffer()).equals(built)).toBe(true);
+    const etag = plain.headers.get('etag')!;
+    expect(etag).toMatch(/^"[A-Za-z0-9_-]{27}"$/);
+
+    // fetch undoes the gzip; the length on the wire is the compressed one.
+    const gzipped = await fetch(url, { headers: { 'accept-encoding': 'gzip' } });
+    expect(gzipped.headers.get('content-encoding')).toBe('gzip');
+    expect(Number(gzipped.headers.get('content-length'))).toBeLessThan(built.length / 2);
+    expect(Buffer.from(await gzipped.arrayBuffer()).equals(built)).toBe(true);
+
+    const cached = await fetch(url, { headers: { 'if-none-match': etag } });
+    expect(cached.status).toBe(304);
+    expect(await cached.text()).toBe('');
+    expect((await fetch(url, { headers: { 'if-none-match': '"another"' } })).status).toBe(200);
   });
 
   it('opens with the keyboard, sends a message and shows the reply streamed from the model', async () => {
@@ -119,11 +171,22 @@ describe('the chat widget in Chromium', () => {
     let state = await until(page, 'the panel opening with the input focused', (s) => s.panelOpen && s.focused === 'berth-chat-input');
     expect(state.messages).toEqual([]);
 
+    // Every text a reply shows on its way, and whether it was still being written.
+    await page.evaluate(() => {
+      const root = document.getElementById('berth-chat')!.shadowRoot!;
+      const seen: string[] = [];
+      (window as unknown as { replyTexts: string[] }).replyTexts = seen;
+      new MutationObserver(() => {
+        for (const node of root.querySelectorAll('.message.agent')) seen.push(`${node.classList.contains('writing') ? 'writing' : 'whole'}:${node.querySelector('.text')!.textContent}`);
+      }).observe(root, { subtree: true, childList: true, characterData: true, attributes: true });
+    });
     await page.keyboard.type(QUESTION);
     await page.keyboard.press('Enter');
-    state = await until(page, 'the reply', (s) => s.messages.some((m) => m.role === 'assistant' && m.text === ANSWER));
-    // The reply came by the channel stream: only the stream gives a message its id without a reload.
-    await until(page, 'the reply carrying its id from the stream', (s) => s.messages.every((m) => m.id !== null));
+    await until(page, 'the reply, whole', (s) => s.messages.some((m) => m.role === 'assistant' && m.text === ANSWER && !m.writing));
+    const seen = await page.evaluate(() => (window as unknown as { replyTexts: string[] }).replyTexts);
+    const written = seen.filter((text) => text.startsWith('writing:')).map((text) => text.slice('writing:'.length));
+    expect(written.some((text) => text !== '' && text !== ANSWER && ANSWER.startsWith(text)), `texts shown: ${JSON.stringify(seen)}`).toBe(true);
+    expect(seen.at(-1)).toBe(`whole:${ANSWER}`);
     state = await widgetState(page);
     expect(state.messages.map(({ role, text }) => ({ role, text }))).toEqual([
       { role: 'user', text: QUESTION },
@@ -147,11 +210,11 @@ describe('the chat widget in Chromium', () => {
   });
 
   it('keeps the visitor across a reload and shows the history', async () => {
-    const visitorBefore = await page.evaluate((key) => localStorage.getItem(key), `berth-chat:${channelId}:visitor`);
+    const visitorBefore = await page.evaluate((key) => localStorage.getItem(key), `berth-chat:${channel.id}:visitor`);
     expect(visitorBefore).toMatch(/^v_[0-9a-f]{32}$/);
     await page.reload();
     await page.waitForFunction(() => document.getElementById('berth-chat')?.shadowRoot?.querySelector('button.launcher'));
-    expect(await page.evaluate((key) => localStorage.getItem(key), `berth-chat:${channelId}:visitor`)).toBe(visitorBefore);
+    expect(await page.evaluate((key) => localStorage.getItem(key), `berth-chat:${channel.id}:visitor`)).toBe(visitorBefore);
     await page.keyboard.press('Tab');
     await page.keyboard.press('Tab');
     await page.keyboard.press('Enter');
@@ -192,6 +255,6 @@ describe('the chat widget in Chromium', () => {
 
   it('asks nothing of any host but the page and the Berth server', () => {
     const origins = new Set(requests.map((url) => new URL(url).origin));
-    expect([...origins].sort()).toEqual([site.origin, new URL(api.baseUrl).origin].sort());
+    expect([...origins].sort()).toEqual([site.origin, new URL(berth.baseUrl).origin].sort());
   });
 });

@@ -16,7 +16,8 @@ export class ChatError extends Error {
 export interface SendResult {
   messageId: string;
   conversationId: string;
-  response: { role: string; content: string };
+  /** The reply; `id` is the `messageId` of its stream events. */
+  response: { id: string; role: string; content: string };
 }
 
 export interface History {
@@ -32,6 +33,8 @@ export interface ChannelConfig {
 
 export interface StreamHandlers {
   onMessage(event: { messageId: string; role: string; content: string }): void;
+  /** A piece of a reply as the model writes it. */
+  onDelta(event: { messageId: string; text: string }): void;
   /** The stream is open (`connected`), after a first connection or a reconnection. */
   onConnected(): void;
 }
@@ -75,6 +78,10 @@ export function createChatClient(apiBase: string, channelId: string, visitorId: 
         if (data && typeof data.messageId === 'string' && typeof data.role === 'string' && typeof data.content === 'string') {
           handlers.onMessage({ messageId: data.messageId, role: data.role, content: data.content });
         }
+      });
+      source.addEventListener('delta', (event) => {
+        const data = parse((event as MessageEvent<string>).data);
+        if (data && typeof data.messageId === 'string' && typeof data.text === 'string') handlers.onDelta({ messageId: data.messageId, text: data.text });
       });
       return () => source.close();
     },

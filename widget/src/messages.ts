@@ -21,10 +21,9 @@ export interface ShownMessage {
   content: string;
   /** The visitor's message, sent and not yet acknowledged. */
   pending?: boolean;
+  /** A reply being written: its text so far, from the stream's `delta` events. */
+  writing?: boolean;
 }
-
-/** Key of a reply shown from the answer to the visitor's message `<id>`: `reply:<id>`. */
-const REPLY_KEY = 'reply:';
 
 export function fromHistory(messages: readonly PublicMessage[]): ShownMessage[] {
   return messages.map((message) => ({ key: message.id, id: message.id, role: message.role, content: message.content }));
@@ -46,64 +45,62 @@ export function keepUnanswered(list: readonly ShownMessage[], localKey: string):
 }
 
 /**
- * The answer to `POST /channels/:id/messages`: the visitor's message gets its id, and the reply is
- * shown unless the stream delivered it already (the same role and content after the visitor's message).
+ * The answer to `POST /channels/:id/messages`: the visitor's message gets its id, and the reply
+ * (`response.id`, the id of its stream events) is shown whole, replacing what the stream wrote of it.
  */
 export function confirmSent(
   list: readonly ShownMessage[],
   localKey: string,
   messageId: string,
-  reply: { role: string; content: string } | undefined,
+  reply: { id: string; role: string; content: string },
 ): ShownMessage[] {
-  const index = list.findIndex((message) => message.key === localKey);
-  // The stream may have acknowledged the visitor's message already, under its id.
-  const at = index >= 0 ? index : list.findIndex((message) => message.id === messageId);
-  const next = list.map((message, i) =>
-    i === index ? { key: message.key, id: messageId, role: message.role, content: message.content } : message,
+  const confirmed = list.map((message) =>
+    message.key === localKey ? { key: message.key, id: messageId, role: message.role, content: message.content } : message,
   );
-  if (!reply || reply.content === '') return next;
-  const seen = next.slice(at + 1).some((message) => message.role === reply.role && message.content === reply.content);
-  if (seen) return next;
-  return [...next, { key: `${REPLY_KEY}${messageId}`, role: reply.role, content: reply.content }];
+  // The stream may have shown the visitor's message under its id before this answer came.
+  const once = confirmed.filter((message, i) => message.id !== messageId || confirmed.findIndex((m) => m.id === messageId) === i);
+  return applyStreamed(once, { messageId: reply.id, role: reply.role, content: reply.content });
 }
 
 /**
- * A `message` event of the channel stream. A known id updates that message (a reply streamed in
- * parts keeps its id); the visitor's own pending message, or a reply shown from the request's
- * answer, takes the id; anything else is new.
+ * A `delta` event: a piece of a reply the model is writing. The first piece shows the reply;
+ * a reply already complete (its `message` came) takes no more pieces.
+ */
+export function applyDelta(list: readonly ShownMessage[], event: { messageId: string; text: string }): ShownMessage[] {
+  const known = list.findIndex((message) => message.id === event.messageId);
+  if (known < 0) return [...list, { key: event.messageId, id: event.messageId, role: 'assistant', content: event.text, writing: true }];
+  const message = list[known]!;
+  if (!message.writing) return [...list];
+  return list.map((m, i) => (i === known ? { ...m, content: m.content + event.text } : m));
+}
+
+/**
+ * A `message` event of the channel stream: a stored message, whole. A known id (a reply being
+ * written, or shown from the request's answer) takes its final content; the visitor's own
+ * pending message takes its id; anything else is new.
  */
 export function applyStreamed(list: readonly ShownMessage[], event: { messageId: string; role: string; content: string }): ShownMessage[] {
+  const stored = { id: event.messageId, role: event.role, content: event.content };
   const known = list.findIndex((message) => message.id === event.messageId);
-  if (known >= 0) {
-    return list.map((message, i) => (i === known ? { ...message, content: event.content } : message));
+  if (known >= 0) return list.map((message, i) => (i === known ? { key: message.key, ...stored } : message));
+  if (event.role === 'user') {
+    const mine = list.findIndex((message) => message.id === undefined && message.role === 'user' && message.content === event.content);
+    if (mine >= 0) return list.map((message, i) => (i === mine ? { key: message.key, ...stored } : message));
   }
-  const unmatched = list.findIndex(
-    (message) => message.id === undefined && message.role === event.role && message.content === event.content,
-  );
-  if (unmatched >= 0) {
-    return list.map((message, i) => (i === unmatched ? { ...message, id: event.messageId } : message));
-  }
-  return [...list, { key: event.messageId, id: event.messageId, role: event.role, content: event.content }];
+  return [...list, { key: event.messageId, ...stored }];
 }
 
 /**
  * History fetched while the list holds messages: the history is the truth for every message it
- * holds; messages it does not hold yet (still on their way, or newer than it) stay after it.
+ * holds; messages it does not hold yet (on their way, being written, or newer) stay after it.
  * Elements keep their keys, so a screen reader's log does not announce them again.
  */
 export function mergeHistory(list: readonly ShownMessage[], history: readonly PublicMessage[]): ShownMessage[] {
-  let merged: ShownMessage[] = [];
-  for (const message of history) merged = applyStreamed(merged, { messageId: message.id, role: message.role, content: message.content });
-  const inHistory = new Set(history.map((message) => message.id));
   const keyOf = new Map<string, string>();
   for (const message of list) if (message.id !== undefined) keyOf.set(message.id, message.key);
-  merged = merged.map((message) => ({ ...message, key: keyOf.get(message.id!) ?? message.key }));
+  const inHistory = new Set(history.map((message) => message.id));
+  const merged = history.map((message) => ({ key: keyOf.get(message.id) ?? message.id, id: message.id, role: message.role, content: message.content }));
+  // A pending message the history holds already keeps its place here until its answer names it (confirmSent).
   const rest = list.filter((message) => message.id === undefined || !inHistory.has(message.id));
-  // A reply shown from a request's answer, without its id, that the history now holds with one.
-  const remaining = rest.filter((message) => {
-    if (message.id !== undefined || !message.key.startsWith(REPLY_KEY)) return true;
-    const answered = merged.findIndex((m) => m.id === message.key.slice(REPLY_KEY.length));
-    return !(answered >= 0 && merged.slice(answered + 1).some((m) => m.role === message.role && m.content === message.content));
-  });
-  return [...merged, ...remaining];
+  return [...merged, ...rest];
 }

@@ -1,5 +1,5 @@
 import { ChatError, type ChatClient } from './client.js';
-import { addPending, applyStreamed, confirmSent, dropPending, fromHistory, keepUnanswered, mergeHistory, type ShownMessage } from './messages.js';
+import { addPending, applyDelta, applyStreamed, confirmSent, dropPending, fromHistory, keepUnanswered, mergeHistory, type ShownMessage } from './messages.js';
 import type { Theme } from './theme.js';
 
 /** The longest message the public route takes (docs/channels.md). */
@@ -110,6 +110,7 @@ export class ChatWidget {
     this.closeStream = this.client.stream({
       onConnected: () => void this.loadHistory(),
       onMessage: (event) => this.show(applyStreamed(this.messages, event)),
+      onDelta: (event) => this.show(applyDelta(this.messages, event)),
     });
   }
 
@@ -185,7 +186,10 @@ export class ChatWidget {
         this.elements.set(message.key, node);
       }
       const fromVisitor = message.role === 'user';
-      node.className = `message ${fromVisitor ? 'visitor' : 'agent'}${message.pending ? ' pending' : ''}`;
+      node.className = `message ${fromVisitor ? 'visitor' : 'agent'}${message.pending ? ' pending' : ''}${message.writing ? ' writing' : ''}`;
+      // A reply being written is announced once, whole, not piece by piece.
+      if (message.writing) node.setAttribute('aria-busy', 'true');
+      else node.removeAttribute('aria-busy');
       if (message.id !== undefined) node.dataset.messageId = message.id;
       node.firstElementChild!.textContent = fromVisitor ? 'You: ' : `${this.theme.title}: `;
       if (node.lastElementChild!.textContent !== message.content) node.lastElementChild!.textContent = message.content;
