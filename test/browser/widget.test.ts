@@ -92,7 +92,7 @@ describe('the chat widget in Chromium', () => {
       // Written slowly, in pieces: the widget shows the reply as it comes.
       if (text === QUESTION) return { text: ANSWER, pauseMs: 400 };
       if (text === FOLLOW_UP) return { text: FOLLOW_UP_ANSWER };
-      return { text: `unexpected: ${text}` };
+      return { text: `Noted: ${text}` };
     });
     berth = await startBerth({
       dataDir,
@@ -100,6 +100,8 @@ describe('the chat widget in Chromium', () => {
         DATABASE_URL: await createTestDatabase(),
         BERTH_MODEL_PROVIDERS: JSON.stringify({ openai: { api: 'openai', baseUrl: model.baseUrl } }),
         BERTH_MODEL_PRICES: JSON.stringify({ 'openai/gpt-4o-mini': { input: '1.00', output: '1.00' } }),
+        // Two messages a minute per visitor: the third of the test is refused.
+        BERTH_CHANNEL_LIMITS: JSON.stringify({ visitorMessages: 2 }),
       },
     });
     site = await startCustomerSite(() => channel.scriptTag);
@@ -227,10 +229,33 @@ describe('the chat widget in Chromium', () => {
     // The conversation goes on: the model sees what was said before.
     await page.keyboard.type(FOLLOW_UP);
     await page.keyboard.press('Enter');
-    await until(page, 'the follow-up reply', (s) => s.messages.some((m) => m.text === FOLLOW_UP_ANSWER));
+    await until(page, 'the follow-up reply, whole', (s) => s.messages.some((m) => m.text === FOLLOW_UP_ANSWER && !m.writing));
     const lastRequest = model.requests.at(-1) as { messages: { role: string; content: unknown }[] };
     expect(JSON.stringify(lastRequest.messages)).toContain(QUESTION);
     expect(JSON.stringify(lastRequest.messages)).toContain(ANSWER);
+  });
+
+  it('gives a refused message back to the input and says when to try again', async () => {
+    // Two messages a visitor per window of a minute, and the windows are the clock's minutes: the
+    // two sent so far and at most two more fit in the two windows this test spans; a third is refused.
+    for (let attempt = 1; attempt <= 3; attempt++) {
+      const before = await widgetState(page);
+      const text = `One more thing (${attempt})`;
+      await page.keyboard.type(text);
+      await page.keyboard.press('Enter');
+      const state = await until(
+        page,
+        'the refusal or the reply',
+        (s) => s.status.startsWith('Too many messages') || (s.messages.length === before.messages.length + 2 && !s.messages.at(-1)!.writing),
+      );
+      if (!state.status.startsWith('Too many messages')) continue;
+      expect(state.status).toMatch(/^Too many messages\. Try again in \d+ seconds?\.$/);
+      expect(state.messages).toEqual(before.messages);
+      expect(await page.evaluate(() => document.getElementById('berth-chat')!.shadowRoot!.querySelector('textarea')!.value)).toBe(text);
+      expect(state.focused).toBe('berth-chat-input');
+      return;
+    }
+    throw new Error('no message was refused: the visitor limit of 2 a minute did not hold');
   });
 
   it('fills a phone screen and passes axe-core there', async () => {

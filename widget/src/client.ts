@@ -1,17 +1,5 @@
+import { ChatError } from './errors.js';
 import type { PublicMessage } from './messages.js';
-
-/** An answer of the public routes that is not a success, read from the error envelope. */
-export class ChatError extends Error {
-  constructor(
-    message: string,
-    readonly status: number,
-    readonly code: string,
-    /** Seconds to wait, from a 429's `details.retryAfter` or `Retry-After`. */
-    readonly retryAfter: number | undefined,
-  ) {
-    super(message);
-  }
-}
 
 export interface SendResult {
   messageId: string;

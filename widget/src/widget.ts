@@ -1,4 +1,5 @@
-import { ChatError, type ChatClient } from './client.js';
+import type { ChatClient } from './client.js';
+import { ChatError, describeFailure } from './errors.js';
 import { addPending, applyDelta, applyStreamed, confirmSent, dropPending, fromHistory, keepUnanswered, mergeHistory, type ShownMessage } from './messages.js';
 import type { Theme } from './theme.js';
 
@@ -129,7 +130,7 @@ export class ChatWidget {
       const history = await this.client.history();
       this.show(this.messages.length === 0 ? fromHistory(history.messages) : mergeHistory(this.messages, history.messages));
     } catch (error) {
-      this.setStatus(describe(error, 'The conversation could not be loaded.'));
+      this.setStatus(describeFailure(error, 'The conversation could not be loaded.'));
     }
   }
 
@@ -154,7 +155,7 @@ export class ChatWidget {
         this.show(dropPending(this.messages, localKey));
         if (this.input.value === '') this.input.value = text;
       }
-      this.setStatus(describe(error, 'Your message could not be sent.'));
+      this.setStatus(describeFailure(error, 'Your message could not be sent.'));
     } finally {
       this.sending = false;
       this.sendButton.disabled = false;
@@ -200,21 +201,6 @@ export class ChatWidget {
     this.greeting.hidden = this.theme.greeting === undefined || messages.length > 0;
     this.log.scrollTop = this.log.scrollHeight;
   }
-}
-
-function describe(error: unknown, fallback: string): string {
-  if (error instanceof ChatError) {
-    if (error.status === 429) {
-      return error.retryAfter !== undefined
-        ? `Too many messages. Try again in ${Math.ceil(error.retryAfter)} seconds.`
-        : 'Too many messages. Try again in a moment.';
-    }
-    if (error.status === 404) return 'This chat is not available.';
-    if (error.status === 504) return 'The reply is taking longer than usual; it will appear here.';
-    if (error.status === 502) return 'No reply could be made. Please try again.';
-    return `${fallback} ${error.message}`;
-  }
-  return `${fallback} Check your connection and try again.`;
 }
 
 function element<K extends keyof HTMLElementTagNameMap>(tag: K, attributes: Record<string, string> = {}): HTMLElementTagNameMap[K] {
