@@ -11,27 +11,19 @@ export interface InboundEmail {
 /** Text beyond this is cut before it reaches the agent (quoted history of long threads). */
 export const MAX_EMAIL_TEXT = 16_000;
 
-/** Reads a raw RFC 5322 message with mailparser: the sender, subject, Message-ID and text (the HTML part as text when there is no text part). */
+/**
+ * Reads a raw RFC 5322 message with mailparser: the sender, subject, Message-ID and text
+ * (mailparser makes it from the HTML part when there is no text part).
+ */
 export async function parseRawEmail(raw: Buffer): Promise<Partial<InboundEmail>> {
   const parsed = await simpleParser(raw, { skipImageLinks: true, skipTextToHtml: true });
-  const text = parsed.text ?? (typeof parsed.html === 'string' ? htmlToText(parsed.html) : undefined);
+  const text = parsed.text;
   return {
     ...(parsed.from?.value[0]?.address ? { from: parsed.from.value[0].address } : {}),
     subject: parsed.subject,
     ...(text !== undefined ? { text } : {}),
     messageId: parsed.messageId,
   };
-}
-
-function htmlToText(html: string): string {
-  return html
-    .replace(/<(script|style)[^>]*>[\s\S]*?<\/\1>/gi, '')
-    .replace(/<br\s*\/?>|<\/p>/gi, '\n')
-    .replace(/<[^>]+>/g, '')
-    .replace(/&nbsp;/g, ' ')
-    .replace(/&lt;/g, '<')
-    .replace(/&gt;/g, '>')
-    .replace(/&amp;/g, '&');
 }
 
 /** The subject of a reply: `Re: ` once. */
