@@ -278,6 +278,22 @@ describe('the chat widget in Chromium', () => {
     }
   });
 
+  it('shows no button on a page whose origin the channel does not allow', async () => {
+    const other = await startCustomerSite(() => channel.scriptTag);
+    const elsewhere = await context.newPage();
+    try {
+      const refused = new Promise<string>((resolve) =>
+        elsewhere.on('console', (message) => message.text().startsWith('berth-chat:') && resolve(`${message.type()}: ${message.text()}`)),
+      );
+      await elsewhere.goto(other.url);
+      expect(await refused).toMatch(new RegExp(`^error: berth-chat: channel ${channel.id} is not available: `));
+      expect(await elsewhere.evaluate(() => document.getElementById('berth-chat'))).toBeNull();
+    } finally {
+      await elsewhere.close();
+      await other.close();
+    }
+  });
+
   it('asks nothing of any host but the page and the Berth server', () => {
     const origins = new Set(requests.map((url) => new URL(url).origin));
     expect([...origins].sort()).toEqual([site.origin, new URL(berth.baseUrl).origin].sort());

@@ -25,6 +25,8 @@ export interface StreamHandlers {
   onDelta(event: { messageId: string; text: string }): void;
   /** The stream is open (`connected`), after a first connection or a reconnection. */
   onConnected(): void;
+  /** The server refused the stream (an error status: a limit, a refused origin, a gone channel); the browser does not retry. */
+  onRefused(): void;
 }
 
 /** The channel's public routes for one visitor: no API key, the channel id is the access token. */
@@ -70,6 +72,10 @@ export function createChatClient(apiBase: string, channelId: string, visitorId: 
       source.addEventListener('delta', (event) => {
         const data = parse((event as MessageEvent<string>).data);
         if (data && typeof data.messageId === 'string' && typeof data.text === 'string') handlers.onDelta({ messageId: data.messageId, text: data.text });
+      });
+      // A network error leaves the source connecting again by itself; an error status closes it.
+      source.addEventListener('error', () => {
+        if (source.readyState === EventSource.CLOSED) handlers.onRefused();
       });
       return () => source.close();
     },

@@ -88,6 +88,7 @@ export class ChatWidget {
         this.close();
       }
     });
+    this.input.addEventListener('input', () => this.fitInput());
     this.input.addEventListener('keydown', (event) => {
       // Enter sends; Shift+Enter is a new line; Enter that ends an IME composition is not a send.
       if (event.key === 'Enter' && !event.shiftKey && !event.isComposing) {
@@ -110,6 +111,8 @@ export class ChatWidget {
     // Connected first, then the history: nothing said between the two is missed.
     this.closeStream = this.client.stream({
       onConnected: () => void this.loadHistory(),
+      // Without the stream the panel still works: the history now, each reply in its send's answer.
+      onRefused: () => void this.loadHistory(),
       onMessage: (event) => this.show(applyStreamed(this.messages, event)),
       onDelta: (event) => this.show(applyDelta(this.messages, event)),
     });
@@ -141,6 +144,7 @@ export class ChatWidget {
     this.sendButton.disabled = true;
     const localKey = `local:${++this.localKeys}`;
     this.input.value = '';
+    this.fitInput();
     this.show(addPending(this.messages, localKey, text));
     this.setStatus(`${this.theme.title} is replying…`);
     try {
@@ -153,13 +157,22 @@ export class ChatWidget {
         this.show(keepUnanswered(this.messages, localKey));
       } else {
         this.show(dropPending(this.messages, localKey));
-        if (this.input.value === '') this.input.value = text;
+        if (this.input.value === '') {
+          this.input.value = text;
+          this.fitInput();
+        }
       }
       this.setStatus(describeFailure(error, 'Your message could not be sent.'));
     } finally {
       this.sending = false;
       this.sendButton.disabled = false;
     }
+  }
+
+  /** The input grows with its text, up to its CSS max-height, then scrolls. */
+  private fitInput(): void {
+    this.input.style.height = 'auto';
+    this.input.style.height = `${this.input.scrollHeight + 2}px`;
   }
 
   private setStatus(text: string): void {
