@@ -278,6 +278,32 @@ describe('the chat widget in Chromium', () => {
     }
   });
 
+  it('reads well in a dark theme with a light primary color', async () => {
+    const live = berth.api(berth.liveKey!);
+    const created = await live.post('/v1/channels', { type: 'chat_embed', agent: 'harbour-help', theme: { mode: 'dark', primaryColor: '#ffd400', title: 'Night desk' } });
+    expect(created.status, JSON.stringify(created.body)).toBe(201);
+    const darkSite = await startCustomerSite(() => created.body.scriptTag);
+    const dark = await context.newPage();
+    try {
+      await dark.goto(darkSite.url);
+      await dark.waitForFunction(() => document.getElementById('berth-chat')?.shadowRoot?.querySelector('button.launcher'));
+      await dark.evaluate(() => document.getElementById('berth-chat')!.shadowRoot!.querySelector<HTMLButtonElement>('button.launcher')!.click());
+      await until(dark, 'the dark panel opening', (s) => s.panelOpen);
+      const colors = await dark.evaluate(() => {
+        const root = document.getElementById('berth-chat')!.shadowRoot!;
+        const style = (selector: string) => getComputedStyle(root.querySelector(selector)!);
+        return { panel: style('[role=dialog]').backgroundColor, heading: style('h2').color, send: style('.send').color };
+      });
+      // Near-black text on the yellow; a dark panel.
+      expect(colors).toEqual({ panel: 'rgb(29, 31, 36)', heading: 'rgb(17, 17, 17)', send: 'rgb(17, 17, 17)' });
+      await dark.screenshot({ path: join(ARTIFACTS, 'widget-dark.png') });
+      expect(await axeViolations(dark)).toEqual([]);
+    } finally {
+      await dark.close();
+      await darkSite.close();
+    }
+  });
+
   it('shows no button on a page whose origin the channel does not allow', async () => {
     const other = await startCustomerSite(() => channel.scriptTag);
     const elsewhere = await context.newPage();

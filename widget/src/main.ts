@@ -9,6 +9,8 @@ import { readTheme } from './theme.js';
 import { visitorId } from './visitor.js';
 import { ChatWidget } from './widget.js';
 
+const HOST_ID = 'berth-chat';
+
 function ownScript(): HTMLScriptElement | undefined {
   const current = document.currentScript;
   if (current instanceof HTMLScriptElement) return current;
@@ -25,6 +27,8 @@ function storage(): Storage | undefined {
 }
 
 async function start(script: HTMLScriptElement): Promise<void> {
+  // The tag twice on a page (a template and a tag manager both adding it): one widget.
+  if (document.getElementById(HOST_ID)) return;
   const tag = readScriptTag(script.src, script.dataset.channelId);
   if ('error' in tag) {
     console.error(`berth-chat: ${tag.error}`);
@@ -42,8 +46,9 @@ async function start(script: HTMLScriptElement): Promise<void> {
   }
   const { theme, problems } = readTheme(config.theme);
   for (const problem of problems) console.warn(`berth-chat: ${problem}`);
+  if (document.getElementById(HOST_ID)) return;
   const host = document.createElement('div');
-  host.id = 'berth-chat';
+  host.id = HOST_ID;
   document.body.append(host);
   new ChatWidget(host, client, theme);
 }
