@@ -304,6 +304,36 @@ describe('the chat widget in Chromium', () => {
     }
   });
 
+  it('works on a page whose Content Security Policy allows nothing but the Berth server, with Trusted Types', async () => {
+    const api = new URL(berth.baseUrl).origin;
+    const created = await berth.api(berth.liveKey!).post('/v1/channels', { type: 'chat_embed', agent: 'harbour-help', theme: THEME });
+    expect(created.status, JSON.stringify(created.body)).toBe(201);
+    const strictSite = await startCustomerSite(() => created.body.scriptTag, {
+      'content-security-policy': `default-src 'none'; script-src ${api}; connect-src ${api}; require-trusted-types-for 'script'`,
+    });
+    const strict = await context.newPage();
+    try {
+      await strict.addInitScript(() => {
+        const seen: string[] = [];
+        (window as unknown as { violations: string[] }).violations = seen;
+        document.addEventListener('securitypolicyviolation', (event) => seen.push(`${event.violatedDirective} ${event.blockedURI}`));
+      });
+      await strict.goto(strictSite.url);
+      await strict.waitForFunction(() => document.getElementById('berth-chat')?.shadowRoot?.querySelector('button.launcher'));
+      await strict.evaluate(() => document.getElementById('berth-chat')!.shadowRoot!.querySelector<HTMLButtonElement>('button.launcher')!.click());
+      await until(strict, 'the panel opening under the policy', (s) => s.panelOpen && s.focused === 'berth-chat-input');
+      await strict.keyboard.type('Is this page strict?');
+      await strict.keyboard.press('Enter');
+      await until(strict, 'the reply under the policy', (s) => s.messages.some((m) => m.text === 'Noted: Is this page strict?' && !m.writing));
+      const background = await strict.evaluate(() => getComputedStyle(document.getElementById('berth-chat')!.shadowRoot!.querySelector('button.launcher')!).backgroundColor);
+      expect(background).toBe('rgb(11, 110, 79)');
+      expect(await strict.evaluate(() => (window as unknown as { violations: string[] }).violations)).toEqual([]);
+    } finally {
+      await strict.close();
+      await strictSite.close();
+    }
+  });
+
   it('shows no button on a page whose origin the channel does not allow', async () => {
     const other = await startCustomerSite(() => channel.scriptTag);
     const elsewhere = await context.newPage();

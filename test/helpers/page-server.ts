@@ -6,7 +6,10 @@ import type { AddressInfo } from 'node:net';
  * site's origin is known before the channel that allows it), on its own origin (a loopback port
  * other than the API's), so the widget's requests cross origins as on a real site.
  */
-export async function startCustomerSite(scriptTag: () => string): Promise<{ url: string; origin: string; close(): Promise<void> }> {
+export async function startCustomerSite(
+  scriptTag: () => string,
+  headers: Record<string, string> = {},
+): Promise<{ url: string; origin: string; close(): Promise<void> }> {
   const page = () => `<!doctype html>
 <html lang="en">
 <head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1"><title>Harbour Supplies</title></head>
@@ -18,7 +21,7 @@ ${scriptTag()}
 </html>`;
   const server: Server = createServer((req, res) => {
     if (req.url === '/' || req.url?.startsWith('/?')) {
-      res.writeHead(200, { 'content-type': 'text/html; charset=utf-8', 'cache-control': 'no-store' });
+      res.writeHead(200, { 'content-type': 'text/html; charset=utf-8', 'cache-control': 'no-store', ...headers });
       res.end(page());
     } else {
       res.writeHead(404, { 'content-type': 'text/plain' });

@@ -8,11 +8,13 @@ const MAX_TEXT = 4000;
 
 /** The stylesheet (widget.css), minified and put here by the build. */
 declare const BERTH_WIDGET_CSS: string;
+// Named once: the build puts the text at each mention of BERTH_WIDGET_CSS.
+const STYLES = BERTH_WIDGET_CSS;
 
+/** The icons' paths (24 × 24), drawn in the text color. */
 const CHAT_ICON =
-  '<svg aria-hidden="true" focusable="false" viewBox="0 0 24 24" width="28" height="28"><path fill="currentColor" d="M4 4h16a2 2 0 0 1 2 2v10a2 2 0 0 1-2 2H9l-5 4v-4a2 2 0 0 1-2-2V6a2 2 0 0 1 2-2zm3 6a1.5 1.5 0 1 0 0 3 1.5 1.5 0 0 0 0-3zm5 0a1.5 1.5 0 1 0 0 3 1.5 1.5 0 0 0 0-3zm5 0a1.5 1.5 0 1 0 0 3 1.5 1.5 0 0 0 0-3z"/></svg>';
-const CLOSE_ICON =
-  '<svg aria-hidden="true" focusable="false" viewBox="0 0 24 24" width="20" height="20"><path fill="currentColor" d="M6.4 5 12 10.6 17.6 5 19 6.4 13.4 12l5.6 5.6-1.4 1.4-5.6-5.6L6.4 19 5 17.6 10.6 12 5 6.4z"/></svg>';
+  'M4 4h16a2 2 0 0 1 2 2v10a2 2 0 0 1-2 2H9l-5 4v-4a2 2 0 0 1-2-2V6a2 2 0 0 1 2-2zm3 6a1.5 1.5 0 1 0 0 3 1.5 1.5 0 0 0 0-3zm5 0a1.5 1.5 0 1 0 0 3 1.5 1.5 0 0 0 0-3zm5 0a1.5 1.5 0 1 0 0 3 1.5 1.5 0 0 0 0-3z';
+const CLOSE_ICON = 'M6.4 5 12 10.6 17.6 5 19 6.4 13.4 12l5.6 5.6-1.4 1.4-5.6-5.6L6.4 19 5 17.6 10.6 12 5 6.4z';
 
 /**
  * The chat button and its panel, in a shadow root so that neither the site's styles nor ours
@@ -43,14 +45,12 @@ export class ChatWidget {
     private readonly theme: Theme,
   ) {
     this.root = host.attachShadow({ mode: 'open' });
-    const style = document.createElement('style');
-    style.textContent = BERTH_WIDGET_CSS;
     const frame = (this.frame = element('div', { class: `frame ${theme.position} mode-${theme.mode}` }));
     frame.style.setProperty('--berth-primary', theme.primaryColor);
     frame.style.setProperty('--berth-on-primary', theme.onPrimaryColor);
 
     this.launcher = element('button', { type: 'button', class: 'launcher', 'aria-expanded': 'false', 'aria-controls': 'berth-chat-panel', 'aria-label': theme.title });
-    this.launcher.innerHTML = CHAT_ICON;
+    this.launcher.append(icon(CHAT_ICON, 28));
 
     this.panel = element('section', { id: 'berth-chat-panel', class: 'panel', role: 'dialog', 'aria-labelledby': 'berth-chat-title' });
     this.panel.hidden = true;
@@ -59,7 +59,7 @@ export class ChatWidget {
     const title = element('h2', { id: 'berth-chat-title' });
     title.textContent = theme.title;
     const close = element('button', { type: 'button', class: 'close', 'aria-label': 'Close chat' });
-    close.innerHTML = CLOSE_ICON;
+    close.append(icon(CLOSE_ICON, 20));
     header.append(title, close);
 
     this.log = element('div', { class: 'log', role: 'log', 'aria-label': 'Messages', tabindex: '0' });
@@ -78,7 +78,8 @@ export class ChatWidget {
 
     this.panel.append(header, this.greeting, this.log, this.status, this.form);
     frame.append(this.panel, this.launcher);
-    this.root.append(style, frame);
+    adoptStyles(this.root);
+    this.root.append(frame);
 
     this.launcher.addEventListener('click', () => (this.panel.hidden ? this.open() : this.close()));
     close.addEventListener('click', () => this.close());
@@ -214,6 +215,36 @@ export class ChatWidget {
     this.greeting.hidden = this.theme.greeting === undefined || messages.length > 0;
     this.log.scrollTop = this.log.scrollHeight;
   }
+}
+
+/**
+ * The stylesheet, as a constructed sheet where the browser has them: a page whose Content
+ * Security Policy refuses inline styles does not refuse those. A `style` element otherwise.
+ */
+function adoptStyles(root: ShadowRoot): void {
+  if ('adoptedStyleSheets' in ShadowRoot.prototype && 'replaceSync' in CSSStyleSheet.prototype) {
+    const sheet = new CSSStyleSheet();
+    sheet.replaceSync(STYLES);
+    root.adoptedStyleSheets = [sheet];
+  } else {
+    const style = document.createElement('style');
+    style.textContent = STYLES;
+    root.append(style);
+  }
+}
+
+/** An icon made with DOM calls, not markup: pages that enforce Trusted Types refuse `innerHTML`. */
+function icon(path: string, size: number): SVGSVGElement {
+  const SVG = 'http://www.w3.org/2000/svg';
+  const svg = document.createElementNS(SVG, 'svg');
+  for (const [name, value] of Object.entries({ 'aria-hidden': 'true', focusable: 'false', viewBox: '0 0 24 24', width: String(size), height: String(size) })) {
+    svg.setAttribute(name, value);
+  }
+  const shape = document.createElementNS(SVG, 'path');
+  shape.setAttribute('fill', 'currentColor');
+  shape.setAttribute('d', path);
+  svg.append(shape);
+  return svg;
 }
 
 function element<K extends keyof HTMLElementTagNameMap>(tag: K, attributes: Record<string, string> = {}): HTMLElementTagNameMap[K] {
