@@ -75,6 +75,7 @@ bench: setup cluster-binaries ## latency and scale benchmarks against floors mea
 	npx tsx test/bench/pause-resume.ts
 	npx tsx test/bench/memory.ts
 	npx tsx test/bench/trigger-fire.ts
+	npx tsx test/bench/channel-reply.ts
 
 bench-smoke: setup cluster-binaries ## every bench at a tiny size: each must finish and print its table (part of make test)
 	test/bench/smoke.sh

@@ -128,10 +128,13 @@ function configValues(channel: Pick<ChannelRecord, 'settings' | 'allowedOrigins'
   ];
 }
 
-/** A channel that is not deleted; with `scope`, only one of that organization and mode. */
-export async function findChannel(db: Queryable, id: string, scope?: { organizationId: string; mode: Mode }, options: { forUpdate?: boolean } = {}): Promise<ChannelRecord | undefined> {
+/**
+ * A channel that is not deleted; with `scope`, only one of that organization and mode. `forShare`
+ * holds its row until the transaction ends: a delete (an update of the row) waits for it.
+ */
+export async function findChannel(db: Queryable, id: string, scope?: { organizationId: string; mode: Mode }, options: { forShare?: boolean } = {}): Promise<ChannelRecord | undefined> {
   const { rows } = await db.query<ChannelRow>(
-    `SELECT ${CHANNEL_COLUMNS} FROM channels WHERE id = $1 AND deleted_at IS NULL${options.forUpdate ? ' FOR UPDATE' : ''}`,
+    `SELECT ${CHANNEL_COLUMNS} FROM channels WHERE id = $1 AND deleted_at IS NULL${options.forShare ? ' FOR SHARE' : ''}`,
     [id],
   );
   const channel = rows[0] ? toChannel(rows[0]) : undefined;

@@ -21,6 +21,8 @@ export const MAX_INBOUND_BODY_BYTES = 1024 * 1024;
 /** Twilio waits 15 s for a webhook's answer; a reply not ready sooner is apologised for. */
 const PHONE_REPLY_TIMEOUT_MS = 12_000;
 export const EMAIL_SIGNATURE_HEADER = 'x-berth-signature';
+/** How soon an open stream of a deleted channel ends. */
+const DELETED_CHECK_MS = 5_000;
 
 export interface ChannelSettings {
   limits: import('@berth/common').ChannelLimits;
@@ -269,7 +271,7 @@ export function channelPublicRoutes(
       description:
         'No API key. Server-sent events: `connected` `{ channelId, visitorId }` first; `message` `{ role, content, messageId }` for each message of the visitor\'s conversation stored after the stream opened (their own, also from another tab, and each reply); ' +
         '`delta` `{ messageId, text }` while a reply is being written: pieces of its text as the model streams them, `messageId` being the id its `message` will have (which then replaces them); `heartbeat` `{ t }` (milliseconds) every 15 s. ' +
-        'The server closes the stream after 10 minutes; open a new one. Counted against the reads limit of the client IP. Only `chat_embed` channels.',
+        'The server closes the stream after 10 minutes (and within 5 s of the channel being deleted); open a new one. Counted against the reads limit of the client IP. Only `chat_embed` channels.',
       auth: false,
       params: channelParam,
       query: z.object({ visitorId: visitorIdSchema }).strict(),
@@ -304,7 +306,12 @@ export function channelPublicRoutes(
         stream = openEventStream(req, res, deps.heartbeatMs, { clock: deps.clock, lifetimeMs: CHANNEL_STREAM_LIFETIME_MS });
         stream.write('connected', { channelId: channel.id, visitorId: query.visitorId });
         send(early.splice(0));
+        // A channel deleted while its streams are open ends them too.
+        const gone = setInterval(() => {
+          void findChannel(pool, channel.id).then((live) => live || res.end(), () => undefined);
+        }, DELETED_CHECK_MS);
         await stream.closed;
+        clearInterval(gone);
         unsubscribe();
       },
     }),
@@ -316,7 +323,7 @@ export function channelPublicRoutes(
       summary: 'Slack Events API webhook',
       description:
         "The request URL of a `slack` channel's Slack app. `X-Slack-Signature` (`v0=` HMAC-SHA256 of `v0:<X-Slack-Request-Timestamp>:<raw body>`, keyed by the signing secret) is checked; a timestamp more than 300 s from the server's clock is refused (401, `details.reason`: `missing_signature`, `bad_signature`, `bad_timestamp`, `stale_timestamp`). " +
-        '`url_verification` is answered with its `challenge`. A message event of the channel\'s workspace (not from a bot, not an edit, in one of its `channels` when it lists any) is stored and acknowledged at once (`{ ok: true }`); the reply is posted in its thread with `chat.postMessage`. Other events are acknowledged and ignored. A redelivered event (same `event_id`) is answered once.',
+        '`url_verification` is answered with its `challenge`. A message event of the channel\'s workspace (not from a bot, not an edit, in one of its `channels` when it lists any) is stored and acknowledged at once (`{ ok: true }`); the reply is posted in its thread with `chat.postMessage`. Other events are acknowledged and ignored. A message is answered once however often it arrives (a redelivery, or both its `message` and `app_mention` events).',
       auth: false,
       params: channelParam,
       headers: [
@@ -375,7 +382,8 @@ export function channelPublicRoutes(
           visitorId: where.visitorId,
           text: event!.text!.trim().slice(0, MAX_MESSAGE_TEXT),
           replyTo: where.replyTo,
-          externalId: payload.event_id ?? `${event!.channel}:${event!.ts}`,
+          // A redelivery, and the app_mention twin of a message event, are the same message.
+          externalId: `${event!.channel}:${event!.ts}`,
         });
         if (!received) {
           inbound.inc({ type: 'slack', result: 'duplicate' });
@@ -400,7 +408,7 @@ export function channelPublicRoutes(
       tag: 'Channels',
       summary: 'Inbound email webhook',
       description:
-        "Mail to an `email` channel's address, forwarded by your mail provider: JSON `{ from, to?, subject?, text, messageId? }` (`Content-Type: application/json`) or the raw message (`Content-Type: message/rfc822`, read with mailparser: its text part, else its HTML as text). " +
+        "Mail to an `email` channel's address, forwarded by your mail provider: JSON `{ from, to?, subject?, text, messageId? }` (`Content-Type: application/json`; `to`, when given, must include the channel's address) or the raw message (`Content-Type: message/rfc822`, read with mailparser: its text part, else its HTML as text). " +
         `Signed: \`${EMAIL_SIGNATURE_HEADER}: sha256=<hex HMAC-SHA256 of the raw body, keyed by the channel's webhookSecret>\` (401 \`details.reason\` otherwise). ` +
         `Text beyond ${MAX_EMAIL_TEXT} characters is cut. Answers 202 once stored; the reply is mailed to the sender with SendGrid (\`Re: <subject>\`, \`In-Reply-To\`). One conversation per sender address; a redelivered message (same Message-ID) is answered once.`,
       auth: false,
@@ -432,6 +440,10 @@ export function channelPublicRoutes(
         const check = checkTriggerSignature(credentials.webhookSecret ?? '', raw, { signature: req.get(EMAIL_SIGNATURE_HEADER), timestamp: undefined }, deps.clock.now());
         if (!check.ok) refuse('email', check.problem, new ApiError('unauthorized', `the ${EMAIL_SIGNATURE_HEADER} signature does not hold`, { reason: check.problem }));
         const mail = await readEmail(req, raw).catch((error: unknown) => refuse('email', 'bad_body', error instanceof ApiError ? error : new ApiError('unprocessable_entity', 'the mail could not be read')));
+        const address = (channel.settings.address as string).toLowerCase();
+        if (mail.to !== undefined && !mail.to.toLowerCase().includes(address)) {
+          refuse('email', 'wrong_address', new ApiError('unprocessable_entity', `the mail is not to this channel's address ${address}`, { fields: { to: [`must include ${address}`] } }));
+        }
         const from = mail.from.toLowerCase();
         const received = await conversations.receive(channel.id, {
           visitorId: `email:${from}`,
@@ -463,7 +475,7 @@ export function channelPublicRoutes(
       tag: 'Channels',
       summary: 'Phone (voice) webhook',
       description:
-        "The voice webhook of a `phone` channel's number, and the action of each `<Gather input=\"speech\">` it answers with: Twilio's form-encoded request (`CallSid`, `From`, `SpeechResult`: the caller's words from the provider's speech-to-text), signed with `X-Twilio-Signature` (401 otherwise). " +
+        "The voice webhook of a `phone` channel's number, and the action of each `<Gather input=\"speech\">` it answers with: Twilio's form-encoded request (`CallSid`, `From`, `To`, `SpeechResult`: the caller's words from the provider's speech-to-text), signed with `X-Twilio-Signature` (401 otherwise); a call to another number than the channel's `phoneNumber` is 403. " +
         'Answers TwiML: the reply spoken with the channel\'s `voice`, then listening again; without `SpeechResult` (the call just started) a greeting. One conversation per call. A reply slower than 12 s is apologised for and spoken on the next turn of the conversation\'s history.',
       auth: false,
       params: channelParam,
@@ -481,7 +493,7 @@ export function channelPublicRoutes(
           example: '<?xml version="1.0" encoding="UTF-8"?>\n<Response><Say voice="alice">It left yesterday.</Say><Gather input="speech" action="https://berth.example/channels/ch_01m80gqv9d4kjqfcmvs2q4jxem/phone" method="POST" speechTimeout="auto"/></Response>',
         },
       },
-      errors: ['unauthorized', 'not_found', 'conflict'],
+      errors: ['unauthorized', 'forbidden', 'not_found', 'conflict'],
       handler: async ({ req, res, params }) => {
         const channel = await liveChannel(params.channelId, 'phone');
         const raw = Buffer.isBuffer(req.body) ? req.body : Buffer.alloc(0);
@@ -491,6 +503,10 @@ export function channelPublicRoutes(
         const credentials = openCredentials(deps.box, channel);
         if (!checkTwilioSignature(credentials.authToken ?? '', url, form, req.get(TWILIO_SIGNATURE_HEADER))) {
           refuse('phone', 'bad_signature', new ApiError('unauthorized', `${TWILIO_SIGNATURE_HEADER} does not match this request`, { reason: 'bad_signature' }));
+        }
+        const calledNumber = form.get('To');
+        if (calledNumber !== null && calledNumber !== channel.settings.phoneNumber) {
+          refuse('phone', 'wrong_number', new ApiError('forbidden', `this channel answers ${String(channel.settings.phoneNumber)}, not ${calledNumber}`, { reason: 'wrong_number' }));
         }
         const voice = (channel.settings.voice as string | undefined) ?? DEFAULT_VOICE;
         const callSid = form.get('CallSid');
@@ -536,7 +552,7 @@ const emailJson = z
   })
   .strict();
 
-async function readEmail(req: Request, raw: Buffer): Promise<InboundEmail> {
+async function readEmail(req: Request, raw: Buffer): Promise<InboundEmail & { to: string | undefined }> {
   if (req.is('application/json')) {
     let body: unknown;
     try {
@@ -550,7 +566,7 @@ async function readEmail(req: Request, raw: Buffer): Promise<InboundEmail> {
       for (const issue of parsed.error.issues) (fields[issue.path.join('.') || 'body'] ??= []).push(issue.message);
       throw new ApiError('unprocessable_entity', `invalid email: ${Object.keys(fields).join(', ')}`, { fields });
     }
-    return { from: parsed.data.from, subject: parsed.data.subject, text: parsed.data.text, messageId: parsed.data.messageId };
+    return { from: parsed.data.from, to: parsed.data.to, subject: parsed.data.subject, text: parsed.data.text, messageId: parsed.data.messageId };
   }
   if (req.is('message/rfc822')) {
     const mail = await parseRawEmail(raw);
@@ -558,7 +574,7 @@ async function readEmail(req: Request, raw: Buffer): Promise<InboundEmail> {
     if (!mail.from) fields.from = ['the message has no From address'];
     if (!mail.text?.trim()) fields.text = ['the message has no text'];
     if (Object.keys(fields).length > 0) throw new ApiError('unprocessable_entity', `invalid email: ${Object.keys(fields).join(', ')}`, { fields });
-    return { from: mail.from!, subject: mail.subject, text: mail.text!.trim(), messageId: mail.messageId };
+    return { from: mail.from!, to: mail.to, subject: mail.subject, text: mail.text!.trim(), messageId: mail.messageId };
   }
   throw new ApiError('unsupported_media_type', 'send the mail as application/json or message/rfc822', { contentType: req.get('content-type') ?? null });
 }

@@ -80,7 +80,7 @@ export function createConversationService(deps: { pool: Pool; clock: Clock; hub:
     ): Promise<Received | undefined> {
       const now = clock.now();
       const received = await withTransaction(pool, async (tx) => {
-        const channel = await findChannel(tx, channelId, undefined, { forUpdate: true });
+        const channel = await findChannel(tx, channelId, undefined, { forShare: true });
         if (!channel) throw new ApiError('not_found', `no channel ${channelId}`);
         const { rows } = await tx.query<{ archived: boolean }>('SELECT archived_at IS NOT NULL AS archived FROM agent_definitions WHERE id = $1', [channel.definitionId]);
         if (rows[0]?.archived) throw new ApiError('conflict', `the agent definition ${channel.definitionId} of this channel is archived`, { definitionId: channel.definitionId });
