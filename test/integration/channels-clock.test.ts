@@ -102,3 +102,17 @@ describe('a channel stream', () => {
     expect(stream.events.filter((event) => event.event === 'heartbeat').length).toBeGreaterThanOrEqual(2);
   });
 });
+
+describe('a channel whose agent definition was archived', () => {
+  it('refuses messages with 409 and stores nothing', async () => {
+    const definitionId = (await api.get(`/v1/channels/${channelId}`)).body.agent;
+    expect((await api.raw(`/v1/agent-definitions/${definitionId}`, { method: 'DELETE' })).status).toBe(200);
+    clock.advance(60_000);
+    const refused = await apiClient(testApi.baseUrl).post(`/channels/${channelId}/messages`, { text: 'anyone there?', visitorId: 'v-archived' });
+    expect(refused.status, JSON.stringify(refused.body)).toBe(409);
+    expect(refused.body.error).toMatchObject({ code: 'conflict', details: { definitionId } });
+    const { rows } = await testApi.pool.query("SELECT count(*)::int AS n FROM channel_messages WHERE content = 'anyone there?'");
+    expect(rows[0].n).toBe(0);
+    expect((await testApi.pool.query("SELECT count(*)::int AS n FROM jobs WHERE source = 'channel'")).rows[0].n).toBe(0);
+  });
+});

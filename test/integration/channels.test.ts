@@ -155,6 +155,15 @@ describe('managing channels', () => {
     expectError(await live.get('/v1/channels/ch_00000000000000000000000000'), 404, 'not_found');
   });
 
+  it('is not seen, changed or deleted with a key of another mode', async () => {
+    const other = berth.api(berth.testKey!);
+    expectError(await other.get(`/v1/channels/${chat.id}`), 404, 'not_found');
+    expectError(await other.patch(`/v1/channels/${chat.id}`, { name: 'taken' }), 404, 'not_found');
+    expectError(await other.raw(`/v1/channels/${chat.id}`, { method: 'DELETE' }), 404, 'not_found');
+    expect((await other.get('/v1/channels')).body).toEqual({ data: [] });
+    expect((await live.get(`/v1/channels/${chat.id}`)).body.name).toBe('Support');
+  });
+
   it('answers a preflight from an allowed origin and refuses another', async () => {
     const allowed = await anonymous.raw(`/channels/${chat.id}/messages`, {
       method: 'OPTIONS',
