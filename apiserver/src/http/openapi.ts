@@ -293,6 +293,7 @@ const TAGS: Record<string, string> = {
   Secrets: 'Encrypted values injected into sandboxes as environment variables.',
   Providers: 'Bring your own compute or model keys (BYOI).',
   Webhooks: 'Signed event deliveries to your endpoints.',
+  Widget: 'The chat widget script that websites embed for a `chat_embed` channel.',
   Triggers: 'Public URLs that run an agent definition on a signed request.',
   Channels: 'An agent definition answering people: a chat widget on your pages, Slack, email, phone; conversations keep their history.',
   Jobs: 'Runs of an agent definition started by a trigger or a schedule.',
