@@ -21,6 +21,9 @@ CREATE TABLE approvals (
   created_at timestamptz NOT NULL DEFAULT now(),
   expires_at timestamptz NOT NULL,
   decided_at timestamptz,
+  -- When the runner started the approved call: a runner taking the task over after this reports
+  -- the call interrupted rather than running it twice.
+  call_started_at timestamptz,
   UNIQUE (task_id, tool_call_id),
   CHECK ((state = 'pending') = (decided_at IS NULL))
 );

@@ -120,6 +120,7 @@ export interface Approval {
   createdAt: string;
   expiresAt: string;
   decidedAt: string | null;
+  callStartedAt: string | null;
 }
 
 interface ApprovalRow {
@@ -139,9 +140,10 @@ interface ApprovalRow {
   created_at: Date;
   expires_at: Date;
   decided_at: Date | null;
+  call_started_at: Date | null;
 }
 
-const COLUMNS = 'id, organization_id, mode, session_id, agent_id, task_id, tool_call_id, tool, preview, rule, state, reason, decided_by, created_at, expires_at, decided_at';
+const COLUMNS = 'id, organization_id, mode, session_id, agent_id, task_id, tool_call_id, tool, preview, rule, state, reason, decided_by, created_at, expires_at, decided_at, call_started_at';
 
 function toApproval(row: ApprovalRow): Approval {
   return {
@@ -161,6 +163,7 @@ function toApproval(row: ApprovalRow): Approval {
     createdAt: row.created_at.toISOString(),
     expiresAt: row.expires_at.toISOString(),
     decidedAt: row.decided_at?.toISOString() ?? null,
+    callStartedAt: row.call_started_at?.toISOString() ?? null,
   };
 }
 
@@ -240,6 +243,12 @@ export async function decideApproval(
     [id, decision.state, decision.reason ?? null, decision.decidedBy ?? null, at],
   );
   return rows[0] ? toApproval(rows[0]) : undefined;
+}
+
+/** Marks an approved call as started; false when it already was (by a runner that then stopped). */
+export async function startApprovedCall(db: Queryable, id: string): Promise<boolean> {
+  const result = await db.query(`UPDATE approvals SET call_started_at = now() WHERE id = $1 AND state = 'approved' AND call_started_at IS NULL`, [id]);
+  return (result.rowCount ?? 0) > 0;
 }
 
 /** The lifecycle event of an approval in its current state (`approval.requested` while pending). */
