@@ -168,7 +168,6 @@ describe('approvals', () => {
     expect(task.output).toContain('not on a Friday');
     expect(existsSync(workspaceFile(agent.id, 'ran.txt'))).toBe(false);
     expect(await lifecycleEvents(agent.id)).toEqual(['approval.requested', 'approval.denied']);
-    // Without a reason a denial is refused, naming the field.
     const listed = (await live.get(`/v1/approvals?agentId=${agent.id}&state=any`)).body.data;
     expect(listed.map((approval: any) => approval.state)).toEqual(['denied']);
   });
@@ -244,7 +243,11 @@ describe('guardrails', () => {
     const { taskId } = (await live.post(`/v1/agents/${agent.id}/run`, { task: 'talk about falcon' })).body;
     const task = await taskFinished(live, taskId);
     expect(task).toMatchObject({ status: 'completed', output: 'Project Falcon ships on Friday.' });
-    expect(task.guardrails).toEqual([{ rule: 'denyList', action: 'flag', where: 'output', kind: 'deny_list', count: 1, source: 'answer' }]);
+    // The rule checks both sides by default: the task names the term too.
+    expect(task.guardrails).toEqual([
+      { rule: 'denyList', action: 'flag', where: 'input', kind: 'deny_list', count: 1, source: 'task' },
+      { rule: 'denyList', action: 'flag', where: 'output', kind: 'deny_list', count: 1, source: 'answer' },
+    ]);
   });
 
   it('blocks a prompt injection in a tool result: the run fails with guardrail_blocked and the model never reads it', async () => {
@@ -254,7 +257,8 @@ describe('guardrails', () => {
     const { taskId } = (await live.post(`/v1/agents/${agent.id}/run`, { task: 'read the page' })).body;
     const task = await taskFinished(live, taskId);
     expect(task).toMatchObject({ status: 'failed', error: { code: 'guardrail_blocked' } });
-    expect(task.guardrails).toEqual([{ rule: 'promptInjection', action: 'block', where: 'input', kind: 'injection', count: 1, source: 'tool:exec' }]);
+    // Two heuristics fire: the order to ignore the instructions, and the ask for the system prompt.
+    expect(task.guardrails).toEqual([{ rule: 'promptInjection', action: 'block', where: 'input', kind: 'injection', count: 2, source: 'tool:exec' }]);
     expect(model.requests.length - before).toBe(1);
     await stream.waitFor((events) => events.some((event) => event.event === 'error'));
     stream.close();
