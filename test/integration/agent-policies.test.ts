@@ -136,6 +136,12 @@ describe('approvals', () => {
     const requested = stream.events.find((event) => event.event === 'approval.requested')!;
     expect(requested.data).toMatchObject({ taskId, approvalId: pending.id, tool: 'exec', parameters: { code: pending.parameters.code } });
 
+    // Another key's records (the organization's test key) do not hold it.
+    const other = berth.api(berth.testKey);
+    expect((await other.get(`/v1/approvals/${pending.id}`)).status).toBe(404);
+    expect((await other.post(`/v1/approvals/${pending.id}/approve`, {})).status).toBe(404);
+    expect((await live.get(`/v1/approvals/${pending.id}`)).body).toEqual(pending);
+
     const approved = await live.post(`/v1/approvals/${pending.id}/approve`, { reason: 'looks fine' });
     expect(approved.status, JSON.stringify(approved.body)).toBe(200);
     expect(approved.body).toMatchObject({ state: 'approved', reason: 'looks fine', decidedBy: expect.stringMatching(/^key_/) });
