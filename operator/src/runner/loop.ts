@@ -294,7 +294,7 @@ async function loop(
       // A pause or terminate waits for the tool call in flight, then stops the loop.
       const next = calls[index + 1];
       if (!next) {
-        checked_ = await checkpointBeside(io, progress, [result, ...events], estimateNextCall(progress, agent.spec.instructions, last, addedSince));
+        lastStep = await checkpointBeside(io, progress, [result, ...events], estimateNextCall(progress, agent.spec.instructions, last, addedSince));
         return undefined;
       }
       const after = await io.stopReason('after_tool_call');
@@ -307,7 +307,7 @@ async function loop(
    * After the last tool call of an answer: the stop check before the next model call, read while
    * that call's checkpoint is written, and the checkpoint, which the model call does not wait for.
    */
-  let checked_: { stop: Stop; written: Promise<void> } | undefined;
+  let lastStep: { stop: Stop; written: Promise<void> } | undefined;
 
   // A run taken over while a call waited for its decision goes on from that call; any other
   // call left without a result may or may not have run, and the model is told so.
@@ -326,9 +326,9 @@ async function loop(
   const modelSettings = modelSettingsOf(agent);
   const holdsText = checksOutput(policies.guardrails);
   for (;;) {
-    const written = checked_?.written;
-    const stop = checked_ ? checked_.stop : await io.stopReason('before_model_call', estimateNextCall(progress, agent.spec.instructions, last, addedSince));
-    checked_ = undefined;
+    const written = lastStep?.written;
+    const stop = lastStep ? lastStep.stop : await io.stopReason('before_model_call', estimateNextCall(progress, agent.spec.instructions, last, addedSince));
+    lastStep = undefined;
     if (stop || progress.steps >= settings.maxSteps) {
       await written;
       if (stop) return { state: stop.state, error: { code: stop.code, message: stop.message } };
