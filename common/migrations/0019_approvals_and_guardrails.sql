@@ -15,7 +15,8 @@ CREATE TABLE approvals (
   preview jsonb NOT NULL,
   -- Which rule of the policy asked for the approval (its index).
   rule integer NOT NULL,
-  state text NOT NULL CHECK (state IN ('pending', 'approved', 'denied', 'expired')),
+  -- cancelled: the run ended (paused, terminated, failed) while the call waited.
+  state text NOT NULL CHECK (state IN ('pending', 'approved', 'denied', 'expired', 'cancelled')),
   reason text,
   decided_by text,
   created_at timestamptz NOT NULL DEFAULT now(),

@@ -101,7 +101,7 @@ export function maskedPreview(input: unknown, secrets: Record<string, string>): 
   return walk(input);
 }
 
-export type ApprovalState = 'pending' | 'approved' | 'denied' | 'expired';
+export type ApprovalState = 'pending' | 'approved' | 'denied' | 'expired' | 'cancelled';
 
 export interface Approval {
   id: string;
@@ -251,8 +251,19 @@ export async function startApprovedCall(db: Queryable, id: string): Promise<bool
   return (result.rowCount ?? 0) > 0;
 }
 
+/** Closes the requests of a run that ended while they waited: nothing is left to act on a decision. */
+export async function cancelPendingApprovals(db: Queryable, taskId: string, at: Date): Promise<number> {
+  const result = await db.query(
+    `UPDATE approvals SET state = 'cancelled', reason = 'the run ended before a decision', decided_at = $2 WHERE task_id = $1 AND state = 'pending'`,
+    [taskId, at],
+  );
+  return result.rowCount ?? 0;
+}
+
 /** The lifecycle event of an approval in its current state (`approval.requested` while pending). */
 export function approvalEvent(approval: Approval): EventInput {
+  // A cancelled request has no event of its own: the run's end (agent.failed, agent.paused) says why.
+  if (approval.state === 'cancelled') throw new Error(`approval ${approval.id} is cancelled: it has no lifecycle event`);
   const type = approval.state === 'pending' ? 'approval.requested' : (`approval.${approval.state}` as const);
   return {
     type,

@@ -31,6 +31,7 @@ const scenarios: Record<string, (turn: number, body: any) => FakeTurn> = {
     turn === 0
       ? { text: 'Removing files.', toolCalls: [{ name: 'exec', input: { language: 'bash', code: 'echo denied-ran > ran.txt' } }] }
       : { text: `the call came back: ${lastToolResult(body)}` },
+  'pause while waiting': () => ({ text: 'Trying.', toolCalls: [{ name: 'exec', input: { language: 'bash', code: 'echo paused > ran.txt' } }] }),
   'let me expire': () => ({ text: 'Trying.', toolCalls: [{ name: 'exec', input: { language: 'bash', code: 'echo late > ran.txt' } }] }),
   'survive the takeover': (turn, body) =>
     turn === 0
@@ -217,6 +218,20 @@ describe('approvals', () => {
     expect(await lifecycleEvents(agent.id)).toEqual(['approval.requested', 'approval.approved']);
     const { rows } = await db.query('SELECT count(*)::int AS n FROM approvals WHERE task_id = $1', [taskId]);
     expect(rows[0].n).toBe(1);
+  });
+
+  it('closes the request when the run ends while it waits (the agent paused)', async () => {
+    const agent = await readyAgent(execNeedsApproval());
+    const { taskId } = (await live.post(`/v1/agents/${agent.id}/run`, { task: 'pause while waiting' })).body;
+    const pending = await pendingOf(agent.id);
+    expect((await live.post(`/v1/agents/${agent.id}/pause`, {})).status).toBe(200);
+    const task = await taskFinished(live, taskId);
+    expect(task).toMatchObject({ status: 'cancelled', error: { code: 'cancelled' } });
+    expect((await live.get(`/v1/approvals/${pending.id}`)).body).toMatchObject({ state: 'cancelled', reason: 'the run ended before a decision' });
+    const late = await live.post(`/v1/approvals/${pending.id}/approve`, {});
+    expect([late.status, late.body.error.details.state]).toEqual([409, 'cancelled']);
+    expect(existsSync(workspaceFile(agent.id, 'ran.txt'))).toBe(false);
+    expect(await lifecycleEvents(agent.id)).toEqual(['approval.requested']);
   });
 
   it('counts requests and decisions in the metrics', async () => {

@@ -13,7 +13,9 @@ export const approvalSchema = z
     toolCallId: z.string().describe('the tool call, as in the stream\'s `tool_call` event'),
     action: z.string().describe('the tool the model called'),
     parameters: z.unknown().describe("the call's input, with the values of the agent's secrets masked as `[secret:NAME]`"),
-    state: z.enum(['pending', 'approved', 'denied', 'expired']),
+    state: z
+      .enum(['pending', 'approved', 'denied', 'expired', 'cancelled'])
+      .describe('`cancelled`: the run ended (the agent paused or terminated, the run failed) while the call waited'),
     reason: z.string().optional().describe('the reviewer\'s reason'),
     decidedBy: z.string().optional().describe('the API key (`key_…`) or user (`usr_…`) that decided'),
     createdAt: z.string(),
@@ -27,7 +29,7 @@ const approvalPage = z
   .meta({ id: 'ApprovalPage' });
 
 const listQuery = paginationQuery.extend({
-  state: z.enum(['pending', 'approved', 'denied', 'expired', 'any']).default('pending').describe('default `pending`: the requests that wait'),
+  state: z.enum(['pending', 'approved', 'denied', 'expired', 'cancelled', 'any']).default('pending').describe('default `pending`: the requests that wait'),
   agentId: z.string().min(1).max(128).optional().describe('only the requests of this agent'),
 });
 

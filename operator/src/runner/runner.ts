@@ -9,6 +9,7 @@ import {
   approvalOfCall,
   approvalPolicySchema,
   approvalTtlSeconds,
+  cancelPendingApprovals,
   claimTask,
   decideApproval,
   guardrailsSchema,
@@ -490,6 +491,8 @@ export class Runner {
         return { decision: 'denied', reason: approval.reason ?? 'no reason given' };
       case 'expired':
         return { stop: approvalExpiredStop(approval) };
+      case 'cancelled':
+        return { stop: { state: 'cancelled', code: 'cancelled', message: `approval ${approval.id} was cancelled` } };
       case 'pending': {
         const now = clock.now();
         if (Date.parse(approval.expiresAt) > now.getTime()) return undefined;
@@ -612,6 +615,7 @@ export class Runner {
     }
     await withTransaction(pool, async (tx) => {
       await finishTask(tx, task, end.state === 'completed' ? { state: 'completed', output: end.output } : { state: end.state, error: end.error });
+      await cancelPendingApprovals(tx, task.id, finishedAt);
       if (end.state === 'completed') {
         await appendStreamEvent(tx, {
           agentId: task.agentId,
