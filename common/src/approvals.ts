@@ -260,6 +260,20 @@ export async function cancelPendingApprovals(db: Queryable, taskId: string, at: 
   return result.rowCount ?? 0;
 }
 
+/** What the agent stream's `approval.*` events carry. */
+export function approvalStreamData(approval: Approval): Record<string, unknown> {
+  return {
+    taskId: approval.taskId,
+    approvalId: approval.id,
+    id: approval.toolCallId,
+    tool: approval.tool,
+    parameters: approval.preview,
+    state: approval.state,
+    expiresAt: approval.expiresAt,
+    ...(approval.reason ? { reason: approval.reason } : {}),
+  };
+}
+
 /** The lifecycle event of an approval in its current state (`approval.requested` while pending). */
 export function approvalEvent(approval: Approval): EventInput {
   // A cancelled request has no event of its own: the run's end (agent.failed, agent.paused) says why.

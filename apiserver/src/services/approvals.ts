@@ -2,6 +2,7 @@ import {
   ApiError,
   appendStreamEvent,
   approvalEvent,
+  approvalStreamData,
   decideApproval,
   findApproval,
   listApprovals,
@@ -40,20 +41,6 @@ export function approvalView(approval: Approval) {
   };
 }
 export type ApprovalView = ReturnType<typeof approvalView>;
-
-/** What the stream's `approval.*` events carry (the runner writes `requested` and `expired` alike). */
-function streamData(approval: Approval): Record<string, unknown> {
-  return {
-    taskId: approval.taskId,
-    approvalId: approval.id,
-    id: approval.toolCallId,
-    tool: approval.tool,
-    parameters: approval.preview,
-    state: approval.state,
-    expiresAt: approval.expiresAt,
-    ...(approval.reason ? { reason: approval.reason } : {}),
-  };
-}
 
 export function createApprovalService(deps: { pool: Pool; clock: Clock; cursors: CursorCodec; metrics: Registry }) {
   const { pool, clock, cursors } = deps;
@@ -104,7 +91,7 @@ export function createApprovalService(deps: { pool: Pool; clock: Clock; cursors:
         const row = await decideApproval(tx, id, decision, now);
         if (!row) return undefined;
         await recordEvent(tx, approvalEvent(row), now);
-        await appendStreamEvent(tx, { agentId: row.agentId, taskId: row.taskId, type: `approval.${decision.state}`, data: streamData(row) });
+        await appendStreamEvent(tx, { agentId: row.agentId, taskId: row.taskId, type: `approval.${decision.state}`, data: approvalStreamData(row) });
         return row;
       });
       if (!decided) {

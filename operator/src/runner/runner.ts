@@ -8,6 +8,7 @@ import {
   approvalEvent,
   approvalOfCall,
   approvalPolicySchema,
+  approvalStreamData,
   approvalTtlSeconds,
   cancelPendingApprovals,
   claimTask,
@@ -443,7 +444,7 @@ export class Runner {
         try {
           await withTransaction(pool, async (tx) => {
             const recorded = await insertApproval(tx, request);
-            const streamed = { type: 'approval.requested' as const, data: { taskId: task.id, ...approvalStreamData(recorded) } };
+            const streamed = { type: 'approval.requested' as const, data: approvalStreamData(recorded) };
             await checkpointTask(tx, task, progress, { ...writes, events: [...writes.events, streamed] });
             await recordEvent(tx, approvalEvent(recorded), now);
           });
@@ -500,7 +501,7 @@ export class Runner {
           const decided = await decideApproval(tx, approval.id, { state: 'expired' }, now);
           if (!decided) return undefined;
           await recordEvent(tx, approvalEvent(decided), now);
-          await appendStreamEvent(tx, { agentId: decided.agentId, taskId: decided.taskId, type: 'approval.expired', data: { taskId: decided.taskId, ...approvalStreamData(decided) } });
+          await appendStreamEvent(tx, { agentId: decided.agentId, taskId: decided.taskId, type: 'approval.expired', data: approvalStreamData(decided) });
           return decided;
         });
         // Decided meanwhile: the next read has the decision.
@@ -650,19 +651,6 @@ function policiesOf(agent: Resource<'Agent'>): LoopPolicies | { error: string } 
     policies.guardrails = parsed.data;
   }
   return policies;
-}
-
-/** What the stream's `approval.*` events carry. */
-export function approvalStreamData(approval: Approval): Record<string, unknown> {
-  return {
-    approvalId: approval.id,
-    id: approval.toolCallId,
-    tool: approval.tool,
-    parameters: approval.preview,
-    state: approval.state,
-    expiresAt: approval.expiresAt,
-    ...(approval.reason ? { reason: approval.reason } : {}),
-  };
 }
 
 function approvalExpiredStop(approval: Approval): { state: 'cancelled'; code: string; message: string } {
