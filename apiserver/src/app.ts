@@ -58,6 +58,8 @@ import { OidcClient, type OidcSettings } from './management/oidc.js';
 import { createSignInService, type SignupPolicy } from './management/sign-in.js';
 import { signInRoutes } from './routes/sign-in.js';
 import { teamRoutes } from './routes/team.js';
+import { approvalRoutes } from './routes/approvals.js';
+import { createApprovalService } from './services/approvals.js';
 import { createTeamService } from './services/team.js';
 import { managementDocumentRoute } from './routes/management-document.js';
 import { apiKeyRoutes } from './routes/api-keys.js';
@@ -149,6 +151,7 @@ export function createApp(deps: AppDeps): App {
     metrics: deps.metrics,
     execTimeoutMs: deps.execTimeoutMs,
     cursors,
+    pool: deps.pool,
   });
   const runs = createRunService({ pool: deps.pool, agents, runs: runStarter, currency: deps.currency });
   const hub = new StreamHub(deps.pool, deps.connectionString, deps.log, deps.metrics);
@@ -251,6 +254,7 @@ export function createApp(deps: AppDeps): App {
   );
   eventLogRoutes(managementRoutes, createEventLogService({ pool: deps.pool, cursors }));
   dataPlaneViewRoutes(managementRoutes, routes, { pool: deps.pool, clock: deps.clock });
+  approvalRoutes(routes, managementRoutes, createApprovalService({ pool: deps.pool, clock: deps.clock, cursors, metrics: deps.metrics }));
   const authenticateSession = authenticateUser({ db: deps.pool, clock: deps.clock, signer });
 
   const app = express();

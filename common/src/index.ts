@@ -43,3 +43,5 @@ export * from './provider-configs.js';
 export * from './tool-catalogue.js';
 export * from './webhook-post.js';
 export * from './fleets.js';
+export * from './approvals.js';
+export * from './guardrails.js';

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ManualClock, ROLES, type Role } from '../../common/src/index.js';
+import { ManualClock, ROLES, insertApproval, insertTask, newId, type Role } from '../../common/src/index.js';
 import { roleHolds, type Permission } from '../../apiserver/src/management/permissions.js';
 import { ProviderRegistry } from '../../providers/src/registry.js';
 import { startTestApi, type TestApi } from '../helpers/app.js';
@@ -31,6 +31,32 @@ interface RouteCase {
   call(org: TestOrganization, caller: TestOrganization['owner']): Promise<BrowserResponse>;
 }
 
+/** A live tool call of the organization that waits for a decision, as a runner records it. */
+async function pendingApproval(org: TestOrganization): Promise<string> {
+  const task = await insertTask(api.pool, {
+    id: newId('task', clock.now()),
+    organizationId: org.organizationId,
+    mode: 'live',
+    sessionId: newId('ses', clock.now()),
+    agentId: newId('agt', clock.now()),
+    input: 'needs a decision',
+  });
+  const approval = await insertApproval(api.pool, {
+    id: newId('apr', clock.now()),
+    organizationId: org.organizationId,
+    mode: 'live',
+    sessionId: task.sessionId,
+    agentId: task.agentId,
+    taskId: task.id,
+    toolCallId: 'call_1',
+    tool: 'exec',
+    preview: { language: 'bash', code: 'echo hi' },
+    rule: 0,
+    expiresAt: new Date(clock.now().getTime() + 3_600_000),
+  });
+  return approval.id;
+}
+
 /** Every permission-checked /api route, by "METHOD path" as the route table names it. */
 const ROUTES: Record<string, RouteCase> = {
   'GET /api/team': { permission: 'team.view', status: 200, call: (_org, caller) => caller.browser.get('/api/team') },
@@ -53,6 +79,22 @@ const ROUTES: Record<string, RouteCase> = {
     permission: 'ownership.transfer',
     status: 200,
     call: (org, caller) => caller.browser.post('/api/team/transfer', { newOwnerId: org.members.member!.memberId }),
+  },
+  'GET /api/approvals': { permission: 'sessions.view', status: 200, call: (_org, caller) => caller.browser.get('/api/approvals') },
+  'GET /api/approvals/:id': {
+    permission: 'sessions.view',
+    status: 200,
+    call: async (org, caller) => caller.browser.get(`/api/approvals/${await pendingApproval(org)}`),
+  },
+  'POST /api/approvals/:id/approve': {
+    permission: 'sessions.manage',
+    status: 200,
+    call: async (org, caller) => caller.browser.post(`/api/approvals/${await pendingApproval(org)}/approve`, { reason: 'fine' }),
+  },
+  'POST /api/approvals/:id/deny': {
+    permission: 'sessions.manage',
+    status: 200,
+    call: async (org, caller) => caller.browser.post(`/api/approvals/${await pendingApproval(org)}/deny`, { reason: 'not now' }),
   },
 };
 

@@ -13,7 +13,7 @@ import {
   OVERRIDES_BOUNDS,
   sessionLimitsSchema,
 } from '@berth/crds';
-import { EXEC_LANGUAGES } from '@berth/common';
+import { EXEC_LANGUAGES, approvalPolicySchema, guardrailsSchema } from '@berth/common';
 import { z } from 'zod';
 
 /** Request and response schemas of the public API; the OpenAPI document is generated from them. */
@@ -89,13 +89,17 @@ export const createAgentBody = z
     provider: providerName.optional().describe('omit for the platform default'),
     providerFallback: providerName.optional().describe('used when the primary provider is unavailable'),
     region: z.string().min(1).max(64).optional(),
-    approvals: freeFormObject().optional().describe('human-in-the-loop approval policy; not enforced yet: supplying it answers 501'),
+    approvals: approvalPolicySchema
+      .optional()
+      .describe('tool calls that wait for a person\'s decision: `{ rules: [{ tool, when? }], ttl }` (see Approval policies in the docs)'),
     knowledge: z
       .union([z.boolean(), z.string().min(1).max(200)])
       .optional()
       .describe('true (the session default collection) or a collection name or id; not enforced yet: supplying it answers 501'),
     metadata: freeFormObject().optional().describe('custom pairs, stored and shown with the agent (at most 8 levels, 16 KiB of JSON)'),
-    guardrails: freeFormObject().optional().describe('content, PII and prompt-injection guardrails; not enforced yet: supplying it answers 501'),
+    guardrails: guardrailsSchema
+      .optional()
+      .describe('checks of what goes into and comes out of the model: `pii`, `promptInjection`, `denyList`, `maxOutputChars`, each with an action (block, redact, flag)'),
     definition: z.string().min(1).max(200).optional().describe('agent definition name or id: the fields come from its current version'),
     overrides: freeFormObject(OVERRIDES_BOUNDS).optional().describe("agent creation fields that replace the definition's; only with definition"),
     secrets: z.array(secretName).max(100).optional().describe('names of secrets injected into the environment'),
@@ -125,9 +129,13 @@ export const agentSchema = z
     endedAt: z.string().optional(),
     error: z.object({ code: z.string(), message: z.string() }).optional().describe('why a failed agent failed'),
     pauseReason: z
-      .enum(['requested', 'session_limit', 'cost_cap'])
+      .enum(['requested', 'session_limit', 'cost_cap', 'approval_expired'])
       .optional()
-      .describe('why a paused (or pausing) agent is paused: asked through the API, a session limit reached, or its costCap spent'),
+      .describe('why a paused (or pausing) agent is paused: asked through the API, a session limit reached, its costCap spent, or a tool call\'s approval expired'),
+    awaitingApproval: z
+      .object({ approvalId: z.string(), taskId: z.string(), action: z.string(), expiresAt: z.string() })
+      .optional()
+      .describe('present while a tool call of the running task waits for a decision (`POST /v1/approvals/{id}/approve` or `deny`); `status` stays `running`'),
     cost: costSchema.optional().describe("the agent's spend so far (models, compute, storage), updated by the operator every BERTH_METER_INTERVAL; absent until its first charge"),
     conditions: z.array(conditionSchema).describe('details behind `status`, Kubernetes-style'),
   })

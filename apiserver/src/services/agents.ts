@@ -3,7 +3,9 @@ import {
   LATENCY_BUCKETS,
   Labels,
   objectNameToId,
+  pendingApprovalOf,
   waitForAgent,
+  type Pool,
   type ExecLanguage,
   type ExecResult,
   type Resource,
@@ -70,6 +72,8 @@ export interface AgentServiceDeps {
   metrics: Registry;
   execTimeoutMs: number;
   cursors: CursorCodec;
+  /** Where a running agent's pending approval is read. */
+  pool: Pool;
 }
 
 export function createAgentService(deps: AgentServiceDeps) {
@@ -107,8 +111,13 @@ export function createAgentService(deps: AgentServiceDeps) {
       return agentView(await deps.factory.create(principal, await sessions.find(principal, sessionId), input));
     },
 
-    async get(principal: Principal, id: string): Promise<AgentView> {
-      return agentView(await find(principal, id));
+    /** The agent, and while a tool call of its run waits for a decision, which one. */
+    async get(principal: Principal, id: string): Promise<AgentView & { awaitingApproval?: { approvalId: string; taskId: string; action: string; expiresAt: string } }> {
+      const agent = await find(principal, id);
+      const view = agentView(agent);
+      if (view.status !== 'running') return view;
+      const pending = await pendingApprovalOf(deps.pool, view.id);
+      return pending ? { ...view, awaitingApproval: { approvalId: pending.id, taskId: pending.taskId, action: pending.tool, expiresAt: pending.expiresAt } } : view;
     },
 
     async listForSession(principal: Principal, sessionId: string, page: PageRequest) {
