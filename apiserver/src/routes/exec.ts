@@ -132,7 +132,7 @@ export function execRoutes(table: RouteTable, agents: AgentService, options: { t
     }),
     defineRoute({
       method: 'get',
-      path: '/v1/agents/:id/processes/:pid/output',
+      path: '/v1/agents/:id/processes/:pid/logs',
       operationId: 'readProcessOutput',
       tag: 'Exec',
       summary: "Read a background process's output",
@@ -195,7 +195,7 @@ export function execRoutes(table: RouteTable, agents: AgentService, options: { t
           cwd: z.string().max(4096).optional().describe('working directory, as for exec (default /workspace)'),
         })
         .strict(),
-      responses: { 101: { description: 'switching to the WebSocket protocol' } },
+      responses: { 101: { description: 'switching to the WebSocket protocol', example: 'HTTP/1.1 101 Switching Protocols' } },
       errors: ['bad_request', 'not_found', 'unprocessable_entity', 'conflict', 'not_implemented'],
       handler: async () => {
         throw new ApiError('bad_request', 'this route is a WebSocket: send a GET with "Connection: Upgrade" and "Upgrade: websocket"');
