@@ -51,7 +51,8 @@ HELLO, EXEC, STDOUT, STDERR, OUTCOME, CANCEL = 1, 2, 3, 4, 5, 6
 # ADR 39: INPUT (host: bytes for a terminal exec's input), RESIZE (host: {rows, cols}), CONTROL (host:
 # a request about background processes) and REPLY (launcher: its answer, or a background exec's pid).
 INPUT, RESIZE, CONTROL, REPLY = 7, 8, 9, 10
-PROTOCOL = 1
+# 2: the frames and EXEC fields of ADR 39 (stdin, pty, background; INPUT, RESIZE, CONTROL, REPLY).
+PROTOCOL = 2
 # Largest frame the host may send (an exec's argv and environment).
 MAX_REQUEST = 1 << 20
 # Between attempts to connect: from the first to the last, doubling.

@@ -82,7 +82,9 @@ export class FrameReader {
   }
 }
 
-const helloSchema = z.object({ protocol: z.literal(1), pid: z.number().int() });
+/** Protocol 2 (ADR 39) adds stdin, terminals and background processes; a launcher of protocol 1 has none of them. */
+const helloSchema = z.object({ protocol: z.union([z.literal(1), z.literal(2)]), pid: z.number().int() });
+export const PROTOCOL_WITH_ADR_39 = 2;
 /** What the launcher dropped of stdout and stderr past maxOutputBytes. */
 const droppedSchema = z.object({ dropped: z.tuple([z.number().int().nonnegative(), z.number().int().nonnegative()]) });
 
@@ -183,6 +185,8 @@ export class Connection {
   private readonly replies = new Map<number, (payload: Buffer | undefined) => void>();
   private nextId = 1;
   closed = false;
+  /** The protocol the launcher said in its hello. */
+  protocol = 1;
 
   constructor(
     readonly socket: Socket,
@@ -215,8 +219,11 @@ export class Connection {
         continue;
       }
       if (kind === FrameKind.hello) {
-        if (helloSchema.safeParse(safeJson(payload)).success) this.onHello(this);
-        else {
+        const hello = helloSchema.safeParse(safeJson(payload));
+        if (hello.success) {
+          this.protocol = hello.data.protocol;
+          this.onHello(this);
+        } else {
           this.log.warn({ hello: payload.toString('utf8') }, "the sandbox's launcher said an unknown hello: closing its channel");
           this.socket.destroy();
         }

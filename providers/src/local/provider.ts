@@ -49,6 +49,7 @@ import {
   type BackgroundProcessRecord,
   type ChannelExecResult,
   type Connection,
+  PROTOCOL_WITH_ADR_39,
 } from './channel.js';
 import { isImageName, type ImageName, type ImageStore } from './images.js';
 import { launcherLimit, parseOutcome, viaLauncher } from './launcher.js';
@@ -501,6 +502,7 @@ export class LocalProvider implements SandboxProvider {
   }
 
   private async runProgram(ref: SandboxRef, request: ExecRequest & Partial<Pick<StreamExecRequest, 'onOutput' | 'signal'>>): Promise<ExecResult> {
+    if (request.stdin !== undefined) await this.connectionOf(ref);
     const { argv, hostFile } = await this.writeProgram(ref, request);
     const started = performance.now();
     try {
@@ -518,9 +520,6 @@ export class LocalProvider implements SandboxProvider {
             ...(request.signal ? { signal: request.signal } : {}),
           })
         : undefined;
-      if (!overChannel && request.stdin !== undefined) {
-        throw new UnsupportedRequestError(this.name, "stdin: this sandbox's launcher has no channel (a sandbox started by an older Berth); stdin needs it");
-      }
       const result = overChannel ? await overChannel : await this.execViaClient(ref, argv, request);
       if (result.kind === 'timedOut') throw new ExecTimeoutError(request.timeoutMs);
       if (result.kind === 'lost') {
@@ -562,10 +561,10 @@ export class LocalProvider implements SandboxProvider {
   /** The sandbox's launcher connection: streaming, terminals and background processes need it. */
   private async connectionOf(ref: SandboxRef): Promise<Connection> {
     const connection = (await this.launcherConnected(ref.id)) ? this.channels.connection(ref.id) : undefined;
-    if (connection === undefined) {
+    if (connection === undefined || connection.protocol < PROTOCOL_WITH_ADR_39) {
       throw new UnsupportedRequestError(
         this.name,
-        "this sandbox's launcher has no channel (a sandbox started by an older Berth): streaming, terminals and background processes need it; terminate and create the agent again",
+        "this sandbox's launcher is from an older Berth: stdin, streaming, terminals and background processes need a newer one; terminate and create the agent again",
       );
     }
     return connection;
