@@ -11,7 +11,21 @@ import type { ErrorEnvelope } from './errors.js';
 export function createApiServer(listener: RequestListener, upgrade?: UpgradeListener): Server {
   const server = createServer(listener);
   // Every upgrade request meets `upgrade` (the terminal WebSocket), which answers the others 404.
-  if (upgrade) server.on('upgrade', upgrade);
+  if (upgrade) {
+    // An upgraded socket is no longer the HTTP server's to close, but `close` still waits for it:
+    // closing all connections (the end of a drain's grace) ends the terminals too.
+    const upgraded = new Set<Duplex>();
+    server.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => {
+      upgraded.add(socket);
+      socket.once('close', () => upgraded.delete(socket));
+      upgrade(req, socket, head);
+    });
+    const closeAllConnections = server.closeAllConnections.bind(server);
+    server.closeAllConnections = () => {
+      closeAllConnections();
+      for (const socket of upgraded) socket.destroy();
+    };
+  }
   server.on('clientError', (error: Error & { code?: string }, socket: Duplex) => {
     if (error.code === 'ECONNRESET' || !socket.writable) {
       socket.destroy();

@@ -78,7 +78,8 @@ export function execRoutes(table: RouteTable, agents: AgentService, options: { t
             signal: abort.signal,
             onStart: () => {
               stream = openEventStream(req, res, options.heartbeatMs);
-              void stream.closed.then(() => abort.abort());
+              // The response's close, not the request's: a POST's request is done once its body was read.
+              res.once('close', () => abort.abort());
             },
           });
           stream?.write('exit', { exitCode: result.exitCode, durationMs: result.durationMs });
