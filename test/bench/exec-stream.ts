@@ -94,7 +94,7 @@ async function main(): Promise<void> {
       for (let n = 0; n < RUNS; n++) {
         const sent = performance.now();
         ws.send(Buffer.from(`echo $((${n} + 1000))\n`));
-        await seen(`\r\n${n + 1000}\r\n`);
+        await seen(`\r${n + 1000}\r\n`);
         echoes.push(performance.now() - sent);
       }
       ws.close();
