@@ -317,6 +317,17 @@ describe('test keys (mock provider)', () => {
     expect(started.status).toBe(202);
     expect((await test.get(`/v1/agents/${agent.id}/processes`)).body.data).toHaveLength(1);
     expect((await test.post(`/v1/agents/${agent.id}/processes/${started.body.pid}/wait`, {})).body).toMatchObject({ status: 'exited', exitCode: 0 });
+    // A terminal that echoes, through a token as a browser would; ^D ends it.
+    const term = terminal((await test.post(`/v1/agents/${agent.id}/pty/token`, {})).body.path);
+    await term.opened;
+    await term.until('[test mode] terminal 80x24 for bash');
+    term.ws.send(Buffer.from('hello\n'));
+    await term.until('hello\r\n');
+    term.ws.send(JSON.stringify({ type: 'resize', rows: 30, cols: 100 }));
+    await term.until('resized to 100x30');
+    term.ws.send(Buffer.from([4]));
+    expect(await term.closed).toBe(1000);
+    expect(term.texts.at(-1)).toEqual({ type: 'exit', exitCode: 0 });
   }, 60_000);
 });
 
