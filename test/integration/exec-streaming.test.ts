@@ -1,5 +1,7 @@
+import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
+import { createApiKey, findApiKey, revokeApiKey } from '../../common/src/index.js';
 import { startBerth, type BerthProcess } from '../helpers/berth.js';
 import { eventually, type ApiClient } from '../helpers/http.js';
 import { createTestDatabase } from '../helpers/postgres.js';
@@ -13,15 +15,19 @@ import { removeDataDir } from '../helpers/runsc.js';
 let berth: BerthProcess;
 let live: ApiClient;
 let test: ApiClient;
+let db: pg.Pool;
 
 beforeAll(async () => {
-  berth = await startBerth({ env: { DATABASE_URL: await createTestDatabase() } });
+  const databaseUrl = await createTestDatabase();
+  db = new pg.Pool({ connectionString: databaseUrl });
+  berth = await startBerth({ env: { DATABASE_URL: databaseUrl } });
   live = berth.api(berth.liveKey);
   test = berth.api(berth.testKey);
 });
 afterAll(async () => {
   expect(await berth.stop()).toBe(0);
   removeDataDir(berth.dataDir);
+  await db.end();
 });
 
 function expectError(response: { status: number; body: any }, status: number, code: string) {
@@ -237,6 +243,15 @@ describe('terminal over WebSocket', () => {
     const other = await live.post(`/v1/agents/${agent.id}/pty/token`, {});
     await expect(terminal(`/v1/agents/agt_someoneelse/pty?token=${other.body.token}`).opened).rejects.toMatchObject({ status: 401 });
   }, 60_000);
+
+  it("refuses a token whose key was revoked after it was issued", async () => {
+    const { organizationId } = (await findApiKey(db, berth.liveKey!))!;
+    const { key, record } = await createApiKey(db, { organizationId, mode: 'live', label: 'console' });
+    const issued = await berth.api(key).post(`/v1/agents/${agent.id}/pty/token`, {});
+    expect(issued.status).toBe(201);
+    await revokeApiKey(db, record.id, new Date());
+    await expect(terminal(issued.body.path).opened).rejects.toMatchObject({ status: 401, body: { error: { code: 'auth/key_revoked' } } });
+  });
 
   it('answers a GET that is not an upgrade with 400, and bad sizes with 422', async () => {
     expectError(await live.get(`/v1/agents/${agent.id}/pty`), 400, 'bad_request');

@@ -1,7 +1,7 @@
 import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
-import { ApiError, type Clock, type Logger, type Principal, type Queryable, type TerminalHandle } from '@berth/common';
+import { ApiError, findApiKeysByIdOrPrefix, type Clock, type Logger, type Principal, type Queryable, type TerminalHandle } from '@berth/common';
 import { WebSocketServer, type RawData, type WebSocket } from 'ws';
 import { z } from 'zod';
 import type { AgentService } from '../services/agents.js';
@@ -118,6 +118,9 @@ export function terminalUpgrade(deps: { db: Queryable; agents: AgentService; tok
       principal = { organizationId: record.organizationId, mode: record.mode, keyId: record.id };
     } else {
       principal = deps.tokens.redeem(token, agentId);
+      // The key the token was issued to may have been revoked since.
+      const key = (await findApiKeysByIdOrPrefix(deps.db, principal.keyId)).find((record) => record.id === principal.keyId);
+      if (!key || key.revokedAt) throw new ApiError('auth/key_revoked', 'the API key this terminal token was issued to has been revoked');
     }
     const log = deps.log.child({ agentId, keyId: principal.keyId });
     // The program starts before the handshake, so that a refusal (409, 501) is an HTTP answer; its first output waits.
