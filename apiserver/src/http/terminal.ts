@@ -133,6 +133,10 @@ export function terminalUpgrade(deps: { db: Queryable; agents: AgentService; tok
       cols,
       onOutput: (chunk) => (ws ? ws.send(chunk, { binary: true }) : early.push(chunk)),
     });
+    // A client gone before the handshake finished never gets a WebSocket: its program ends here.
+    socket.once('close', () => {
+      if (!ws) handle.close();
+    });
     server.handleUpgrade(req, socket, head, (connected) => {
       ws = connected;
       log.info({ argv: argv[0] }, 'terminal opened');
