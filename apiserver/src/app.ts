@@ -12,6 +12,9 @@ import { openapiDocument } from './http/openapi.js';
 import { RouteTable } from './http/route.js';
 import { HEARTBEAT_MS } from './http/sse.js';
 import { agentDefinitionRoutes } from './routes/agent-definitions.js';
+import { execRoutes } from './routes/exec.js';
+import { TerminalTokens, terminalUpgrade } from './http/terminal.js';
+import type { UpgradeListener } from './http/server.js';
 import { agentRoutes } from './routes/agents.js';
 import { runRoutes } from './routes/runs.js';
 import { scheduleRoutes } from './routes/schedules.js';
@@ -120,6 +123,8 @@ export interface App {
   routes: RouteTable;
   /** The cookie-authorized management routes (`/api`), documented at `/api/openapi.json`. */
   managementRoutes: RouteTable;
+  /** Answers WebSocket upgrades (the terminal); pass it to `createApiServer`. */
+  upgrade: UpgradeListener;
   /** Closes what the app holds open (the stream hub's connection). */
   close(): Promise<void>;
 }
@@ -168,6 +173,8 @@ export function createApp(deps: AppDeps): App {
   const definitions = createAgentDefinitionService({ pool: deps.pool, clock: deps.clock, models: deps.models });
   agentDefinitionRoutes(routes, definitions);
   agentRoutes(routes, agents, { execTimeoutMs: deps.execTimeoutMs, definitions });
+  const terminalTokens = new TerminalTokens(secretBox.subkey('berth/terminal-tokens'), deps.clock);
+  execRoutes(routes, agents, { terminalTokens, heartbeatMs: deps.streamHeartbeatMs });
   runRoutes(routes, { runs, agents, hub, heartbeatMs: deps.streamHeartbeatMs ?? HEARTBEAT_MS });
   const snapshots = createSnapshotService({ store: deps.store, providers: deps.providers, clock: deps.clock, limits });
   snapshotRoutes(routes, { snapshots, agents, providers: deps.providers });
@@ -280,10 +287,12 @@ export function createApp(deps: AppDeps): App {
   app.use(router);
   app.use(notFoundHandler);
   app.use(errorHandler);
+  const upgrade = terminalUpgrade({ db: deps.pool, agents, tokens: terminalTokens, log: deps.log });
   return {
     express: app,
     routes,
     managementRoutes,
+    upgrade,
     close: async () => {
       conversations.close();
       await Promise.all([hub.close(), workflowHub.close(), channelHub.close()]);

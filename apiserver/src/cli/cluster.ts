@@ -149,7 +149,7 @@ export async function apiserverCommand(config: BerthConfig, log: Logger, out: (l
     models,
     connectionString: database.connectionString,
   });
-  const server = createApiServer(app.express);
+  const server = createApiServer(app.express, app.upgrade);
   const port = await listen(server, config.port, config.host);
   out(`berth apiserver listening on ${config.host}:${port}, resources in namespace ${config.namespace}`);
   await untilSignalled(log);

@@ -87,7 +87,7 @@ export async function up(config: BerthConfig, log: Logger, out: (line: string) =
     { store, pool: database.pool, providers, clock, log, metrics, secretBox, models, connectionString: database.connectionString },
     { mounts, ready: () => operatorRunning },
   );
-  const server = createApiServer(app.express);
+  const server = createApiServer(app.express, app.upgrade);
   const port = await listen(server, config.port, config.host);
   const host = config.host === '0.0.0.0' || config.host === '::' ? '127.0.0.1' : config.host;
   const baseUrl = config.publicUrl ?? `http://${host.includes(':') ? `[${host}]` : host}:${port}`;

@@ -1,3 +1,4 @@
+import { posix } from 'node:path';
 import {
   agentPhaseSchema,
   agentSpecSchema,
@@ -149,12 +150,88 @@ export const agentPage = z
   })
   .meta({ id: 'AgentPage' });
 
+/** Where exec'd programs run by default, and the only tree `cwd` may name. */
+export const WORKSPACE = '/workspace';
+/** Largest `stdin` an exec takes (it travels in one frame to the sandbox). */
+export const MAX_STDIN_BYTES = 512 * 1024;
+
+/**
+ * `cwd`: relative to /workspace, or absolute under it; normalised, and refused when it leaves
+ * /workspace (`..`, `/etc`), so that a program's directory is always in the agent's workspace.
+ */
+export const cwdSchema = z
+  .string()
+  .min(1)
+  .max(4096)
+  .refine((value) => !value.includes('\0'), 'must not contain NUL')
+  .transform((value, context) => {
+    const path = posix.resolve(WORKSPACE, value);
+    if (path !== WORKSPACE && !path.startsWith(`${WORKSPACE}/`)) {
+      context.addIssue({ code: 'custom', message: `must be inside ${WORKSPACE} (relative to it, or absolute under it); "${value}" resolves to ${path}` });
+      return z.NEVER;
+    }
+    return path;
+  })
+  .describe('working directory: relative to /workspace or absolute under it (default /workspace); leaving /workspace is refused');
+
+export const execEnvSchema = z
+  .record(z.string().regex(/^[A-Za-z_][A-Za-z0-9_]{0,127}$/, 'an environment variable name: letters, digits, _; not starting with a digit'), z.string().max(32 * 1024).refine((value) => !value.includes('\0'), 'must not contain NUL'))
+  .refine((env) => Object.keys(env).length <= 100, 'at most 100 variables')
+  .describe("variables added to the sandbox's environment for this program (at most 100, each value up to 32 KiB)");
+
+const execOptionFields = {
+  env: execEnvSchema.optional(),
+  cwd: cwdSchema.optional(),
+  stdin: z
+    .string()
+    .refine((value) => Buffer.byteLength(value) <= MAX_STDIN_BYTES, `at most ${MAX_STDIN_BYTES / 1024} KiB`)
+    .optional()
+    .describe(`text written to the program's stdin, which is then closed (UTF-8, at most ${MAX_STDIN_BYTES / 1024} KiB); without it stdin is empty`),
+};
+
 export const execBody = z
   .object({
     language: z.enum(EXEC_LANGUAGES).describe('python, typescript or bash'),
-    code: z.string().max(1024 * 1024).describe('the program; runs with /workspace as its working directory'),
+    code: z.string().max(1024 * 1024).describe('the program; runs with /workspace as its working directory unless `cwd` says otherwise'),
+    ...execOptionFields,
+    timeout: z.number().int().min(1).max(120).optional().describe('seconds, 1 to 120 (default and most: 120); a background process: no limit unless given (then up to 120 s too)'),
+    background: z.boolean().optional().describe('start the program and answer 202 with its process at once; see /v1/agents/{id}/processes'),
   })
   .strict();
+
+export const execStreamBody = z
+  .object({
+    language: z.enum(EXEC_LANGUAGES).describe('python, typescript or bash'),
+    code: z.string().max(1024 * 1024).describe('the program'),
+    ...execOptionFields,
+    timeout: z
+      .number()
+      .int()
+      .min(1)
+      .max(24 * 3600)
+      .optional()
+      .describe("seconds (default: the agent's remaining lifetime; never beyond it)"),
+  })
+  .strict();
+
+export const backgroundProcessSchema = z
+  .object({
+    pid: z.number().int().describe('the process id inside the sandbox'),
+    argv: z.array(z.string()).describe('the command line it was started with'),
+    startedAt: z.string().describe('ISO 8601'),
+    status: z.enum(['running', 'exited', 'signaled', 'timedOut', 'failed']),
+    exitCode: z.number().int().nullable().describe('null while it runs; 128 + signal when a signal ended it'),
+    endedAt: z.string().nullable().describe('ISO 8601; null while it runs'),
+  })
+  .meta({ id: 'BackgroundProcess', description: 'a process started with `background: true`' });
+
+export const backgroundOutputSchema = backgroundProcessSchema
+  .extend({
+    stdout: z.string().describe('the last 1 MiB of its stdout'),
+    stderr: z.string().describe('the last 1 MiB of its stderr'),
+    dropped: z.object({ stdout: z.number().int(), stderr: z.number().int() }).describe('bytes dropped before what is shown'),
+  })
+  .meta({ id: 'BackgroundOutput', description: "a background process's output: the last 1 MiB of each stream" });
 
 export const execResultSchema = z
   .object({
