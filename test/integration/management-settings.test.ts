@@ -173,8 +173,13 @@ describe('API keys', () => {
 
     const data = apiClient(api.baseUrl, created.body.key);
     expect((await data.get('/v1/sessions')).status).toBe(200);
-    const listed = await owner.browser.get('/api/keys');
-    const entry = listed.body.data.find((key: { id: string }) => key.id === created.body.id);
+    // A key's use is recorded beside the request, not before its answer.
+    const entryOf = async () => {
+      const listed = await owner.browser.get('/api/keys');
+      return { listed, entry: listed.body.data.find((key: { id: string }) => key.id === created.body.id) };
+    };
+    await expect.poll(async () => (await entryOf()).entry?.lastUsedAt).not.toBeNull();
+    const { listed, entry } = await entryOf();
     expect(entry).toEqual({
       id: created.body.id,
       prefix: created.body.prefix,
