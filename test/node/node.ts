@@ -9,7 +9,7 @@
  */
 import { spawn } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
-import { mkdir, readFile, writeFile } from 'node:fs/promises';
+import { mkdir, readdir, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { stringify } from 'yaml';
 import { importImage, ociLayout, pauseImage, sandboxImage, type ImageSpec } from './images.js';
@@ -157,14 +157,17 @@ export async function startRealNode(options: RealNodeOptions): Promise<RealNode>
       await stopProcess(kubelet);
       if (containerd.status() === undefined) {
         // Without the kubelet nothing restarts them: kill and remove every task and container,
-        // which ends the runsc sandboxes and their shims.
-        const tasks = (await ctr(['-n', 'k8s.io', 'tasks', 'ls', '-q']).catch(() => '')).split('\n').filter(Boolean);
-        for (const task of tasks) await ctr(['-n', 'k8s.io', 'tasks', 'kill', '-a', '-s', 'SIGKILL', task]).catch(() => '');
-        for (const task of tasks) await ctr(['-n', 'k8s.io', 'tasks', 'delete', '-f', task]).catch(() => '');
-        const containers = (await ctr(['-n', 'k8s.io', 'containers', 'ls', '-q']).catch(() => '')).split('\n').filter(Boolean);
-        if (containers.length > 0) await ctr(['-n', 'k8s.io', 'containers', 'delete', ...containers]).catch(() => '');
+        // which ends the runsc sandboxes and their shims. Each call has a time limit: a task whose
+        // sandbox died at its start can hang a delete, and the sweep below ends those.
+        const quick = (args: string[]) => run(binaries.ctr, ['--address', socket, '-n', 'k8s.io', ...args], undefined, 10_000).catch(() => '');
+        const tasks = (await quick(['tasks', 'ls', '-q'])).split('\n').filter(Boolean);
+        await Promise.all(tasks.map((task) => quick(['tasks', 'kill', '-a', '-s', 'SIGKILL', task])));
+        await Promise.all(tasks.map((task) => quick(['tasks', 'delete', '-f', task])));
+        const containers = (await quick(['containers', 'ls', '-q'])).split('\n').filter(Boolean);
+        if (containers.length > 0) await quick(['containers', 'delete', ...containers]);
       }
       await stopProcess(containerd);
+      await sweep(socket, join(runscRoot, 'k8s.io'));
       await unmountUnder(nodeDir);
     },
   };
@@ -191,7 +194,7 @@ function runscShimConfig(runscRoot: string, nodeDir: string): string {
   return [
     `binary_name = ${JSON.stringify(RUNSC)}`,
     `root = ${JSON.stringify(runscRoot)}`,
-    `log_path = ${JSON.stringify(join(nodeDir, 'shim-logs', '%ID%', 'shim.log'))}`,
+    `log_path = ${JSON.stringify(join(nodeDir, 'shim.log'))}`,
     'log_level = "info"',
     '',
   ].join('\n');
@@ -225,6 +228,11 @@ disabled_plugins = ["io.containerd.nri.v1.nri", "io.containerd.tracing.processor
 
 [plugins.'io.containerd.cri.v1.images'.pinned_images]
   sandbox = ${q(PAUSE_IMAGE)}
+
+[${runtime}]
+  # Root here may lack CAP_SYS_RESOURCE (this machine's does): never ask runsc for an OOM score
+  # below containerd's own, which it could not set (the pause container's default is -998).
+  restrict_oom_score_adj = true
 
 [${runtime}.containerd]
   default_runtime_name = "runsc"
@@ -294,6 +302,27 @@ function kubeletConfiguration(options: RealNodeOptions, socket: string) {
   };
 }
 
+/**
+ * Ends what outlived containerd: the shims it started (they name its socket on their command
+ * line) and the runsc sandboxes in the shims' state directory.
+ */
+async function sweep(socket: string, runscRoot: string): Promise<void> {
+  for (const pid of await readdir('/proc').catch(() => [] as string[])) {
+    if (!/^\d+$/.test(pid)) continue;
+    const args = (await readFile(`/proc/${pid}/cmdline`, 'utf8').catch(() => '')).split('\0');
+    if (args[0]?.endsWith('containerd-shim-runsc-v1') && args.includes(socket)) {
+      try {
+        process.kill(Number(pid), 'SIGKILL');
+      } catch {
+        // gone already
+      }
+    }
+  }
+  if (!existsSync(runscRoot)) return;
+  const listed = await run(RUNSC, [`--root=${runscRoot}`, 'list', '--quiet'], undefined, 10_000).catch(() => '');
+  for (const id of listed.split('\n').filter(Boolean)) await run(RUNSC, [`--root=${runscRoot}`, 'delete', '--force', id], undefined, 10_000).catch(() => '');
+}
+
 /** Unmounts what the kubelet left mounted (secret and projected volumes are tmpfs mounts). */
 async function unmountUnder(dir: string): Promise<void> {
   const mounts = (await readFile('/proc/mounts', 'utf8'))
@@ -304,9 +333,9 @@ async function unmountUnder(dir: string): Promise<void> {
   for (const path of mounts) await run('umount', ['-l', path]).catch(() => '');
 }
 
-function run(command: string, args: string[], onStderrLine?: (line: string) => void): Promise<string> {
+function run(command: string, args: string[], onStderrLine?: (line: string) => void, timeoutMs?: number): Promise<string> {
   return new Promise((resolve, reject) => {
-    const child = spawn(command, args, { stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(command, args, { stdio: ['ignore', 'pipe', 'pipe'], ...(timeoutMs ? { timeout: timeoutMs, killSignal: 'SIGKILL' as const } : {}) });
     let stdout = '';
     let stderr = '';
     child.stdout.setEncoding('utf8').on('data', (chunk: string) => (stdout += chunk));

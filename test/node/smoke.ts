@@ -1,3 +1,5 @@
+import { createRequire } from 'node:module';
+const require = createRequire(import.meta.url);
 /**
  * Proves the real node works, end to end through the real API server: a gVisor pod of the
  * python sandbox image turns Running, `kubectl exec` runs python and bash in it, and runsc lists
@@ -46,8 +48,9 @@ async function main(): Promise<void> {
     console.log((await cluster.kubectlRun(['describe', 'pod', 'sandbox'])).stdout);
     for (const log of ['kubelet', 'containerd']) {
       console.log(`--- ${log}.log`);
-      console.log(readFileSync(join(cluster.dir, `${log}.log`), 'utf8').split('\n').filter((line) => /error|fail/i.test(line)).slice(-15).join('\n'));
+      console.log(readFileSync(join(cluster.dir, `${log}.log`), 'utf8').split('\n').filter((line) => /error|fail|RunPodSandbox|Container/i.test(line)).slice(-25).join('\n'));
     }
+    console.log(require('node:child_process').execSync(`tail -n 20 ${join(cluster.dir, 'node', 'shim.log')} 2>&1; ps aux | grep -E 'runsc|shim' | grep -v grep | cut -c1-250`).toString());
     throw error;
   } finally {
     await cluster.stop();
