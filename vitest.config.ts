@@ -4,7 +4,8 @@ import { defineConfig } from 'vitest/config';
  * Test tiers. `unit`: pure code, no processes, seconds. `integration`: a real PostgreSQL
  * server, real `berth up` processes over HTTP, real gVisor sandboxes. `chart`: the Helm chart
  * through the real helm binary. `cluster`: a real kube-apiserver, etcd, scheduler,
- * controller-manager and KWOK nodes, with Berth's operator and API server against them.
+ * controller-manager and KWOK nodes, with Berth's operator and API server against them. `node`: the
+ * same control plane with a real node (kubelet, containerd, gVisor) where sandbox pods really run.
  */
 export default defineConfig({
   resolve: { conditions: ['source'] },
@@ -51,6 +52,19 @@ export default defineConfig({
           testTimeout: 180_000,
           hookTimeout: 600_000,
           // One control plane at a time: two would starve each other on two cores.
+          maxWorkers: 1,
+        },
+      },
+      {
+        extends: true,
+        test: {
+          name: 'node',
+          include: ['test/node-tier/**/*.test.ts'],
+          globalSetup: ['test/setup/node.ts'],
+          sequence: { groupOrder: 4 },
+          testTimeout: 240_000,
+          hookTimeout: 600_000,
+          // One real node per machine.
           maxWorkers: 1,
         },
       },
