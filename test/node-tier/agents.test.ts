@@ -104,7 +104,7 @@ describe.skipIf(unavailable !== '')('agents on a real node', () => {
     });
 
     const resumed = await berth.live.post(`/v1/agents/${agent.id}/resume`);
-    expect(resumed.body.status).toBe('idle');
+    expect(resumed.body.status, berth.operators[0]!.output().split('\n').filter((line) => /resum|restor|error/i.test(line)).slice(-8).join('\n')).toBe('idle');
     const newPod = await kubectlJson(['get', 'pod', name, '-n', berth.namespace]);
     expect(newPod.metadata.uid).not.toBe(firstUid);
     expect(newPod.spec.runtimeClassName).toBe('gvisor');
