@@ -71,17 +71,18 @@ test-node: setup node-binaries ## node tier: the control plane with a real node 
 test-fuzz: setup ## schemathesis against a real berth up, with the test and the live key (a few minutes)
 	npx tsx test/fuzz/run.ts --st "$$(test/fuzz/install.sh)"
 
-bench: setup cluster-binaries ## latency and scale benchmarks against floors measured in the same run
+bench: setup cluster-binaries node-binaries ## latency and scale benchmarks against floors measured in the same run
 	npx tsx test/bench/local-sandbox.ts
 	npx tsx test/bench/agent-loop.ts
 	npx tsx test/bench/cluster-scale.ts
+	npx tsx test/bench/node.ts
 	npx tsx test/bench/pause-resume.ts
 	npx tsx test/bench/memory.ts
 	npx tsx test/bench/trigger-fire.ts
 	npx tsx test/bench/fleet.ts
 	npx tsx test/bench/management-auth.ts
 
-bench-smoke: setup cluster-binaries ## every bench at a tiny size: each must finish and print its table (part of make test)
+bench-smoke: setup cluster-binaries node-binaries ## every bench at a tiny size: each must finish and print its table (part of make test)
 	test/bench/smoke.sh
 
 e2e-kind: ## end to end on a kind cluster with real containers (needs Docker and kind)
