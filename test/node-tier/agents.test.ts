@@ -2,7 +2,7 @@ import { execFile } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { eventually } from '../helpers/http.js';
-import { kubectl, kubectlJson, startBerthInCluster, waitForAgent, type BerthInCluster } from '../cluster-tier/helpers.js';
+import { kubectl, kubectlJson, startBerthInCluster, startClusterProcess, waitForAgent, type BerthInCluster } from '../cluster-tier/helpers.js';
 
 /**
  * Agents on the real node: Berth's operator turns them into real pods under gVisor, and exec
@@ -112,5 +112,40 @@ describe.skipIf(unavailable !== '')('agents on a real node', () => {
     const read = await berth.live.post(`/v1/agents/${agent.id}/exec`, { language: 'bash', code: 'cat notes/pause.txt; ls -A' });
     expect(read.body).toMatchObject({ exitCode: 0, stdout: 'kept\nnotes\n' });
     await berth.live.post(`/v1/agents/${agent.id}/terminate`);
+  });
+
+  it('deletes the pods and their gVisor sandboxes when the session is deleted', async () => {
+    const cascade = (await berth.live.post('/v1/sessions', { userId: 'node-cascade' })).body.id as string;
+    const agents = [(await berth.live.post(`/v1/sessions/${cascade}/agents`, {})).body, (await berth.live.post(`/v1/sessions/${cascade}/agents`, {})).body];
+    const containers: string[] = [];
+    for (const agent of agents) {
+      await waitForAgent(berth.live, agent.id, 'idle', 120_000);
+      const pod = await kubectlJson(['get', 'pod', podName(agent.id), '-n', berth.namespace]);
+      containers.push(pod.status.containerStatuses[0].containerID.replace('containerd://', ''));
+    }
+    const deleted = await kubectl(['delete', 'session', podName(cascade), '-n', berth.namespace, '--wait=false']);
+    expect(deleted.code, deleted.stderr).toBe(0);
+    await eventually(async () => {
+      const remaining = await kubectlJson(['get', 'agents,pods', '-n', berth.namespace, '-l', `berth.dev/session=${podName(cascade)}`]);
+      return remaining.items.length === 0 ? true : undefined;
+    }, { timeoutMs: 90_000, what: 'the agents and pods of the session to be gone' });
+    await eventually(async () => {
+      const listed = (JSON.parse(await runsc(['list', '--format=json'])) as { id: string }[] | null) ?? [];
+      return listed.every((container) => !containers.includes(container.id)) ? true : undefined;
+    }, { timeoutMs: 60_000, what: 'their gVisor sandboxes to be gone' });
+  });
+
+  it('converges after the operator is killed: agents created meanwhile become gVisor pods', async () => {
+    const [operator] = berth.operators;
+    expect(await operator!.stop('SIGKILL')).toBe(null);
+    const late = (await berth.live.post(`/v1/sessions/${sessionId}/agents`, {})).body;
+    const replacement = await startClusterProcess('operator', { ...berth.env, POD_NAME: 'operator-replacement' });
+    berth.operators.push(replacement);
+    await waitForAgent(berth.live, late.id, 'idle', 120_000);
+    const pod = await kubectlJson(['get', 'pod', podName(late.id), '-n', berth.namespace]);
+    expect(pod.spec.runtimeClassName).toBe('gvisor');
+    const exec = await berth.live.post(`/v1/agents/${late.id}/exec`, { language: 'python', code: 'print(6 * 7)' });
+    expect(exec.body).toMatchObject({ exitCode: 0, stdout: '42\n' });
+    await berth.live.post(`/v1/agents/${late.id}/terminate`);
   });
 });
