@@ -6,7 +6,9 @@
  *     bare pod of the same spec (desiredPod: image, RuntimeClass, limits) created directly until
  *     Running;
  *   - exec: POST /v1/agents/{id}/exec of `print(42)` in python, against `kubectl exec` of
- *     `python3 -c 'print(42)'` into the same pod (both through the API server and the kubelet).
+ *     `python3 -c 'print(42)'` into the same pod (both through the API server and the kubelet);
+ *   - pause then resume at filesystem level (workspace archived, pod deleted; a new pod, files
+ *     restored), against deleting the bare pod until gone and creating it again until Running.
  * Medians of BENCH_RUNS (default 10). Numbers from a shared two-core machine are noisy.
  */
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
@@ -106,6 +108,8 @@ async function main(): Promise<void> {
     const agentIdle: number[] = [];
     const berthExec: number[] = [];
     const kubectlExec: number[] = [];
+    const pauseResume: number[] = [];
+    const recreate: number[] = [];
     for (let run = 0; run < RUNS; run++) {
       const floorName = `floor-${run}`;
       const pod = desiredPod(
@@ -148,6 +152,30 @@ async function main(): Promise<void> {
       kubectlExec.push(performance.now() - started);
       if (direct !== '42\n') throw new Error(`kubectl exec answered ${direct}`);
 
+      await api.post(`/v1/agents/${agent.id}/exec`, { language: 'bash', code: 'echo kept > kept.txt' });
+      started = performance.now();
+      const paused = await api.post(`/v1/agents/${agent.id}/pause`);
+      const resumed = await api.post(`/v1/agents/${agent.id}/resume`);
+      pauseResume.push(performance.now() - started);
+      if (paused.body.status !== 'paused' || resumed.body.status !== 'idle') {
+        throw new Error(`pause answered ${JSON.stringify(paused.body)}, resume ${JSON.stringify(resumed.body)}`);
+      }
+      const kept = await api.post(`/v1/agents/${agent.id}/exec`, { language: 'bash', code: 'cat kept.txt' });
+      if (kept.body.stdout !== 'kept\n') throw new Error(`the resumed workspace answered ${JSON.stringify(kept.body)}`);
+      started = performance.now();
+      await core.deleteNamespacedPod({ name: floorName, namespace: NAMESPACE, gracePeriodSeconds: 0 });
+      await waitUntil(async () => {
+        try {
+          await core.readNamespacedPod({ name: floorName, namespace: NAMESPACE });
+          return false;
+        } catch {
+          return true;
+        }
+      }, `pod ${floorName} gone`);
+      await core.createNamespacedPod({ namespace: NAMESPACE, body: pod });
+      await waitUntil(async () => (await podPhase(floorName)) === 'Running', `pod ${floorName} Running again`);
+      recreate.push(performance.now() - started);
+
       await api.post(`/v1/agents/${agent.id}/terminate`);
       await core.deleteNamespacedPod({ name: floorName, namespace: NAMESPACE, gracePeriodSeconds: 0 });
       progress(`run ${run + 1}/${RUNS}`);
@@ -159,7 +187,11 @@ async function main(): Promise<void> {
     console.log(row('agent create -> pod Running', median(agentRunning), median(floorCreate)));
     console.log(row('agent create -> idle', median(agentIdle), median(floorCreate)));
     console.log(row('exec python print(42)', median(berthExec), median(kubectlExec)));
-    console.log('\nfloor: create = a bare pod of the same spec created directly until Running; exec = `kubectl exec` of the same command into the same pod.');
+    console.log(row('pause + resume (filesystem level)', median(pauseResume), median(recreate)));
+    console.log(
+      '\nfloor: create = a bare pod of the same spec created directly until Running; exec = `kubectl exec` of the same command into the same pod;\n' +
+        'pause + resume = that bare pod deleted until gone and created again until Running.',
+    );
   } finally {
     for (const child of processes.reverse()) {
       if (child.exitCode !== null) continue;
