@@ -1,10 +1,10 @@
-import { createRequire } from 'node:module';
-const require = createRequire(import.meta.url);
 /**
  * Proves the real node works, end to end through the real API server: a gVisor pod of the
- * python sandbox image turns Running, `kubectl exec` runs python and bash in it, and runsc lists
- * its sandbox. `npx tsx test/node/smoke.ts` as root; exits non-zero on failure.
+ * python sandbox image turns Running, `kubectl exec` runs python and bash in it (gVisor's dmesg),
+ * and containerd lists its containers under the runsc runtime. `npx tsx test/node/smoke.ts` as
+ * root; exits non-zero on failure.
  */
+import { execSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { startTestCluster } from '../cluster/cluster.js';
@@ -50,7 +50,7 @@ async function main(): Promise<void> {
       console.log(`--- ${log}.log`);
       console.log(readFileSync(join(cluster.dir, `${log}.log`), 'utf8').split('\n').filter((line) => /error|fail|RunPodSandbox|Container/i.test(line)).slice(-25).join('\n'));
     }
-    console.log(require('node:child_process').execSync(`tail -n 20 ${join(cluster.dir, 'node', 'shim.log')} 2>&1; ps aux | grep -E 'runsc|shim' | grep -v grep | cut -c1-250`).toString());
+    console.log(execSync(`tail -n 20 ${join(cluster.dir, 'node', 'shim.log')} 2>&1; ps aux | grep -E 'runsc|shim' | grep -v grep | cut -c1-250`).toString());
     throw error;
   } finally {
     await cluster.stop();
