@@ -3,7 +3,7 @@ SHELL := /bin/bash
 BERTH := node apiserver/dist/cli/main.js
 ARGS ?=
 
-.PHONY: help setup host deps build images cluster-binaries lint-guest check-deps run test test-unit bench-smoke test-integration test-browser test-chart test-cluster test-fuzz bench e2e-kind generate clean
+.PHONY: help setup host deps build images cluster-binaries node-binaries test-node lint-guest check-deps run test test-unit bench-smoke test-integration test-browser test-chart test-cluster test-fuzz bench e2e-kind generate clean
 
 help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-18s %s\n", $$1, $$2}'
@@ -28,6 +28,9 @@ images: build ## build the local sandbox images (python, node, go) if missing; b
 cluster-binaries: ## build the test control plane (etcd, kube-apiserver, ..., KWOK) from the Go module proxy, cached
 	@test/cluster/build.sh >/dev/null
 
+node-binaries: cluster-binaries ## build the test node (kubelet, containerd, gVisor's containerd shim, pause) from the Go module proxy, cached
+	@test/node/build.sh >/dev/null
+
 generate: deps ## regenerate the CRDs and the chart's CRD templates from the zod schemas
 	npx tsc -b && npm run --silent generate
 
@@ -43,7 +46,7 @@ check-deps: deps ## every workspace package declares what it imports, and nothin
 	npx tsx test/check-deps.ts
 
 # Each tier writes its counts (and the browser tier its screenshots) to .test-results/; the last line totals them ("total: N passed, N failed").
-test: setup cluster-binaries check-deps lint-guest ## every test tier: unit, integration, chart, cluster, fuzz, bench smoke
+test: setup cluster-binaries node-binaries check-deps lint-guest ## every test tier: unit, integration, browser, chart, cluster, node, fuzz, bench smoke
 	rm -rf .test-results && mkdir -p .test-results
 	npx vitest run --reporter=default --reporter=json --outputFile.json=.test-results/vitest.json
 	BERTH_TEST_RESULTS=.test-results $(MAKE) --no-print-directory test-fuzz
@@ -65,13 +68,17 @@ test-chart: build ## the Helm chart through the real helm
 test-cluster: build cluster-binaries ## cluster tier: a real control plane with berth apiserver and operator
 	npx vitest run --project cluster
 
+test-node: setup node-binaries ## node tier: the control plane with a real node (kubelet, containerd, gVisor pods) (root)
+	npx vitest run --project node
+
 test-fuzz: setup ## schemathesis against a real berth up, with the test and the live key (a few minutes)
 	npx tsx test/fuzz/run.ts --st "$$(test/fuzz/install.sh)"
 
-bench: setup cluster-binaries ## latency and scale benchmarks against floors measured in the same run
+bench: setup cluster-binaries node-binaries ## latency and scale benchmarks against floors measured in the same run
 	npx tsx test/bench/local-sandbox.ts
 	npx tsx test/bench/agent-loop.ts
 	npx tsx test/bench/cluster-scale.ts
+	npx tsx test/bench/node.ts
 	npx tsx test/bench/pause-resume.ts
 	npx tsx test/bench/memory.ts
 	npx tsx test/bench/trigger-fire.ts
@@ -82,7 +89,7 @@ bench: setup cluster-binaries ## latency and scale benchmarks against floors mea
 	npx tsx test/bench/guardrails.ts
 	npx tsx test/bench/exec-stream.ts
 
-bench-smoke: setup cluster-binaries ## every bench at a tiny size: each must finish and print its table (part of make test)
+bench-smoke: setup cluster-binaries node-binaries ## every bench at a tiny size: each must finish and print its table (part of make test)
 	test/bench/smoke.sh
 
 e2e-kind: ## end to end on a kind cluster with real containers (needs Docker and kind)

@@ -5,7 +5,8 @@ import { defineConfig } from 'vitest/config';
  * server, real `berth up` processes over HTTP, real gVisor sandboxes. `browser`: the chat widget
  * in Debian's headless Chromium, driven by playwright-core, against a real `berth up`. `chart`: the Helm chart
  * through the real helm binary. `cluster`: a real kube-apiserver, etcd, scheduler,
- * controller-manager and KWOK nodes, with Berth's operator and API server against them.
+ * controller-manager and KWOK nodes, with Berth's operator and API server against them. `node`: the
+ * same control plane with a real node (kubelet, containerd, gVisor) where sandbox pods really run.
  */
 export default defineConfig({
   resolve: { conditions: ['source'] },
@@ -65,6 +66,19 @@ export default defineConfig({
           testTimeout: 180_000,
           hookTimeout: 600_000,
           // One control plane at a time: two would starve each other on two cores.
+          maxWorkers: 1,
+        },
+      },
+      {
+        extends: true,
+        test: {
+          name: 'node',
+          include: ['test/node-tier/**/*.test.ts'],
+          globalSetup: ['test/setup/node.ts'],
+          sequence: { groupOrder: 4 },
+          testTimeout: 240_000,
+          hookTimeout: 600_000,
+          // One real node per machine.
           maxWorkers: 1,
         },
       },

@@ -216,6 +216,40 @@ describe('helm lint', () => {
   }
 });
 
+describe('disruption budgets and rollout history', () => {
+  it('gives each Deployment of several replicas a PodDisruptionBudget selecting exactly its pods', async () => {
+    const rendered = await render();
+    for (const component of ['apiserver', 'operator'] as const) {
+      const budget = rendered.get('PodDisruptionBudget', `${FULLNAME}-${component}`);
+      const deployment = rendered.get('Deployment', `${FULLNAME}-${component}`);
+      expect(budget.apiVersion).toBe('policy/v1');
+      expect(budget.spec).toEqual({ maxUnavailable: 1, selector: deployment.spec!.selector });
+      expect(budget.metadata.labels).toMatchObject({ 'app.kubernetes.io/component': component });
+    }
+  });
+
+  it('renders no budget for a single replica (it would block every drain) nor when disabled', async () => {
+    const rendered = await render([...WITH_URL, '--set', 'apiserver.replicas=1', '--set', 'operator.podDisruptionBudget.enabled=false']);
+    expect(rendered.ofKind('PodDisruptionBudget')).toEqual([]);
+    const other = await render([...WITH_URL, '--set', 'apiserver.podDisruptionBudget.maxUnavailable=2', '--set', 'apiserver.replicas=3']);
+    expect(other.get('PodDisruptionBudget', `${FULLNAME}-apiserver`).spec).toMatchObject({ maxUnavailable: 2 });
+  });
+
+  it('sets revisionHistoryLimit on both Deployments, 10 by default', async () => {
+    const byDefault = await render();
+    const changed = await render([...WITH_URL, '--set', 'revisionHistoryLimit=3']);
+    for (const component of ['apiserver', 'operator']) {
+      expect(byDefault.get('Deployment', `${FULLNAME}-${component}`).spec!.revisionHistoryLimit).toBe(10);
+      expect(changed.get('Deployment', `${FULLNAME}-${component}`).spec!.revisionHistoryLimit).toBe(3);
+    }
+  });
+
+  it('refuses a mistyped budget value', async () => {
+    expect(await renderError([...WITH_URL, '--set', 'operator.podDisruptionBudget.maxUnavailble=1'])).toMatch(/maxUnavailble/);
+    expect(await renderError([...WITH_URL, '--set', 'apiserver.podDisruptionBudget.maxUnavailable=0'])).toMatch(/maxUnavailable/);
+  });
+});
+
 describe('the default render', () => {
   let rendered: Rendered;
   beforeAll(async () => {
@@ -233,6 +267,8 @@ describe('the default render', () => {
         `Deployment/${FULLNAME}-apiserver`,
         `Deployment/${FULLNAME}-operator`,
         `NetworkPolicy/${FULLNAME}-sandboxes`,
+        `PodDisruptionBudget/${FULLNAME}-apiserver`,
+        `PodDisruptionBudget/${FULLNAME}-operator`,
         `Role/${FULLNAME}-apiserver`,
         `Role/${FULLNAME}-operator`,
         `RoleBinding/${FULLNAME}-apiserver`,

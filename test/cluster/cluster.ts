@@ -21,6 +21,7 @@ import { delimiter, dirname, join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { stringify } from 'yaml';
+import { buildNodeBinaries, NODE_IP, NODE_NAME, startRealNode, type NodeImage, type RealNode } from '../node/node.js';
 
 export interface TestCluster {
   /** Working directory: certificates, kubeconfig, etcd data and one log file per process. */
@@ -37,6 +38,8 @@ export interface TestCluster {
   helm: string;
   /** Runs kubectl against this cluster as the admin. */
   kubectlRun(args: string[], input?: string): Promise<CommandResult>;
+  /** The real node (kubelet, containerd, gVisor), when `realNode` was asked for. */
+  node?: RealNode;
   /** Stops every process (SIGTERM, then SIGKILL) and removes the working directory. */
   stop(): Promise<void>;
 }
@@ -52,6 +55,11 @@ export interface StartOptions {
   dir?: string;
   /** Number of fake nodes; default 2. */
   nodes?: number;
+  /**
+   * Also a real node (`berth-node`, label `type=real`): kubelet and containerd on this host, gVisor
+   * as the runtime, these sandbox images imported. Needs root (test/node/node.ts says what else).
+   */
+  realNode?: { images: NodeImage[] };
   log?: (line: string) => void;
 }
 
@@ -75,16 +83,19 @@ export async function startTestCluster(options: StartOptions = {}): Promise<Test
   await mkdir(dir, { recursive: true });
   await chmod(dir, 0o755);
   const processes: ManagedProcess[] = [];
+  let stopNodeOnFailure: (() => Promise<void>) | undefined;
   try {
-    const cluster = await boot(dir, options.nodes ?? 2, processes, log);
+    const cluster = await boot(dir, options.nodes ?? 2, options.realNode, processes, log, (stop) => (stopNodeOnFailure = stop));
     return {
       ...cluster,
       async stop() {
+        await cluster.node?.stop();
         await stopAll(processes);
         await rm(dir, { recursive: true, force: true });
       },
     };
   } catch (error) {
+    await stopNodeOnFailure?.();
     await stopAll(processes);
     // A directory the caller chose is kept so that its logs can be read.
     if (ownDir) await rm(dir, { recursive: true, force: true });
@@ -92,12 +103,24 @@ export async function startTestCluster(options: StartOptions = {}): Promise<Test
   }
 }
 
-async function boot(dir: string, nodes: number, processes: ManagedProcess[], log: (line: string) => void): Promise<Omit<TestCluster, 'stop'>> {
+async function boot(
+  dir: string,
+  nodes: number,
+  realNode: StartOptions['realNode'],
+  processes: ManagedProcess[],
+  log: (line: string) => void,
+  onNodeStarted: (stop: () => Promise<void>) => void,
+): Promise<Omit<TestCluster, 'stop'>> {
   const started = Date.now();
   const step = (what: string) => log(`[cluster] ${what} (${Date.now() - started} ms)`);
 
-  const [binaries, tools, ports] = await Promise.all([buildBinaries(log), clusterTools(), freePorts(4)]);
-  const [etcdPort, etcdPeerPort, apiPort, kwokPort] = ports as [number, number, number, number];
+  const [binaries, tools, ports, nodeBinaries] = await Promise.all([
+    buildBinaries(log),
+    clusterTools(),
+    freePorts(5),
+    realNode ? buildNodeBinaries(log) : undefined,
+  ]);
+  const [etcdPort, etcdPeerPort, apiPort, kwokPort, kubeletPort] = ports as [number, number, number, number, number];
   const pki = await makeCertificates(join(dir, 'pki'));
   const server = `https://127.0.0.1:${apiPort}`;
   const kubeconfig = join(dir, 'kubeconfig');
@@ -105,11 +128,13 @@ async function boot(dir: string, nodes: number, processes: ManagedProcess[], log
   const admin: Credentials = { ca: await readFile(pki.caCert), cert: await readFile(pki.adminCert), key: await readFile(pki.adminKey) };
   step('binaries, certificates and kubeconfig ready');
 
-  const start = (name: Binary, args: string[], env?: NodeJS.ProcessEnv) => {
-    const proc = startProcess(dir, name, binaries[name], args, env);
+  const startNamed = (name: string, command: string, args: string[], env?: NodeJS.ProcessEnv) => {
+    const proc = startProcess(dir, name, command, args, env);
     proc.onExit((status) => log(`[cluster] ${name} ${status}`));
     processes.push(proc);
+    return proc;
   };
+  const start = (name: Binary, args: string[], env?: NodeJS.ProcessEnv) => startNamed(name, binaries[name], args, env);
   const waitUntil = (what: string, ready: () => Promise<boolean>) => pollUntil(what, ready, processes);
 
   const etcdUrl = `http://127.0.0.1:${etcdPort}`;
@@ -129,12 +154,37 @@ async function boot(dir: string, nodes: number, processes: ManagedProcess[], log
   await waitUntil(`${nodes} schedulable nodes`, async () => (await schedulableNodes(server, admin)) === nodes);
   step(`${nodes} fake nodes Ready and schedulable`);
 
+  let node: RealNode | undefined;
+  if (realNode && nodeBinaries) {
+    node = await startRealNode({
+      dir,
+      binaries: nodeBinaries,
+      kubeconfig,
+      caCert: pki.caCert,
+      servingCert: pki.kubeletCert,
+      servingKey: pki.kubeletKey,
+      kubeletPort,
+      images: realNode.images,
+      start: (name, command, args, env) => {
+        const proc = startNamed(name, command, args, env);
+        return { exited: proc.exited, status: proc.status, kill: (signal) => proc.child.kill(signal) };
+      },
+      waitUntil,
+      log,
+    });
+    onNodeStarted(node.stop);
+    // A first start of a node takes longer than a step: the images are written and imported.
+    await waitUntil(`node ${NODE_NAME} Ready and schedulable`, async () => (await schedulableNodes(server, admin)) === nodes + 1);
+    step(`real node ${NODE_NAME} Ready and schedulable`);
+  }
+
   return {
     dir,
     kubeconfig,
     server,
     workspace: join(dir, 'pods', 'workspace'),
-    binaries,
+    binaries: { ...binaries, ...(nodeBinaries ? { kubelet: nodeBinaries.kubelet, containerd: nodeBinaries.containerd, ctr: nodeBinaries.ctr } : {}) },
+    ...(node ? { node } : {}),
     ...tools,
     // A private discovery cache: kubectl keys its default one by host and port, which a later
     // cluster may reuse with other resources installed.
@@ -208,6 +258,8 @@ interface Pki {
   adminKey: string;
   kwokCert: string;
   kwokKey: string;
+  kubeletCert: string;
+  kubeletKey: string;
   serviceAccountKey: string;
   serviceAccountPub: string;
 }
@@ -231,6 +283,8 @@ async function makeCertificates(dir: string): Promise<Pki> {
     adminKey: file('admin.key'),
     kwokCert: file('kwok.crt'),
     kwokKey: file('kwok.key'),
+    kubeletCert: file('kubelet.crt'),
+    kubeletKey: file('kubelet.key'),
     serviceAccountKey: file('service-account.key'),
     serviceAccountPub: file('service-account.pub'),
   };
@@ -249,6 +303,7 @@ async function makeCertificates(dir: string): Promise<Pki> {
     signed('/CN=kube-apiserver', pki.apiserverCert, pki.apiserverKey, serving('IP:127.0.0.1,DNS:localhost')),
     signed('/O=system:masters/CN=berth-admin', pki.adminCert, pki.adminKey, ['extendedKeyUsage=clientAuth']),
     signed('/CN=kwok', pki.kwokCert, pki.kwokKey, serving('IP:127.0.0.1')),
+    signed(`/CN=${NODE_NAME}`, pki.kubeletCert, pki.kubeletKey, serving(`IP:${NODE_IP},DNS:${NODE_NAME}`)),
     writeServiceAccountKeys(pki),
   ]);
   return pki;
@@ -331,6 +386,9 @@ function apiserverArgs(dir: string, pki: Pki, etcdUrl: string, port: number): st
     // resolves nowhere) and kwok serves a certificate this CA signed.
     '--kubelet-preferred-address-types=InternalIP',
     `--kubelet-certificate-authority=${pki.caCert}`,
+    // A real node's kubelet accepts only clients this CA signed (kwok asks for none).
+    `--kubelet-client-certificate=${pki.adminCert}`,
+    `--kubelet-client-key=${pki.adminKey}`,
   ];
 }
 

@@ -40,9 +40,11 @@ const restoreExtract = (compression: ArchiveCompression | undefined) => `set -e
 cd "\${BERTH_WORKSPACE:-/workspace}"
 rm -rf ${RESTORE_SCRATCH} && mkdir ${RESTORE_SCRATCH}
 tar -x ${compression ? `--${compression}` : ''} -f - -C ${RESTORE_SCRATCH}`;
+// Each top-level entry is copied, never the directory itself: /workspace is the pod's emptyDir,
+// owned by root, and the sandbox user may not set its times (\`cp -a dir/. .\` fails on '.').
 const RESTORE_COMMIT = `set -e
 cd "\${BERTH_WORKSPACE:-/workspace}"
-if [ -d ${RESTORE_SCRATCH}/workspace ]; then cp -a ${RESTORE_SCRATCH}/workspace/. .; fi
+if [ -d ${RESTORE_SCRATCH}/workspace ]; then find ${RESTORE_SCRATCH}/workspace -mindepth 1 -maxdepth 1 -exec cp -a -t . -- {} +; fi
 rm -rf ${RESTORE_SCRATCH}`;
 const RESTORE_ABORT = `cd "\${BERTH_WORKSPACE:-/workspace}" && rm -rf ${RESTORE_SCRATCH}`;
 
