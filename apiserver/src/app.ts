@@ -20,6 +20,7 @@ import { systemRoutes } from './routes/system.js';
 import { usageRoutes } from './routes/usage.js';
 import { webhookRoutes } from './routes/webhooks.js';
 import { secretRoutes } from './routes/secrets.js';
+import { knowledgeRoutes } from './routes/knowledge.js';
 import { providerRoutes } from './routes/providers.js';
 import { triggerRoutes } from './routes/triggers.js';
 import { jobRoutes } from './routes/jobs.js';
@@ -28,6 +29,7 @@ import { createFleetService } from './services/fleets.js';
 import { createTriggerService } from './services/triggers.js';
 import { createJobService } from './services/jobs.js';
 import { createSecretService } from './services/secrets.js';
+import { createKnowledgeService } from './services/knowledge.js';
 import { createProviderService } from './services/providers.js';
 import { createWebhookService } from './services/webhooks.js';
 import { createAgentDefinitionService } from './services/agent-definitions.js';
@@ -148,6 +150,18 @@ export function createApp(deps: AppDeps): App {
   scheduleRoutes(routes, createScheduleService({ store: deps.store, pool: deps.pool, clock: deps.clock }));
   usageRoutes(routes, createUsageService({ pool: deps.pool, clock: deps.clock, currency: deps.currency }));
   secretRoutes(routes, secrets);
+  knowledgeRoutes(
+    routes,
+    createKnowledgeService({
+      pool: deps.pool,
+      clock: deps.clock,
+      sessions,
+      cursors,
+      metrics: deps.metrics,
+      // URL sources are fetched under the rules of outbound webhooks.
+      policy: deps.webhookPolicy ?? { allowHttp: false, allowPrivate: false },
+    }),
+  );
   providerRoutes(
     routes,
     createProviderService({ pool: deps.pool, clock: deps.clock, models: deps.models, policy: deps.byoiPolicy ?? { allowHttp: false, allowPrivate: false } }),

@@ -22,7 +22,9 @@ export type EventType =
   | 'workflow.started'
   | 'workflow.step_completed'
   | 'workflow.completed'
-  | 'workflow.failed';
+  | 'workflow.failed'
+  | 'knowledge.sync_completed'
+  | 'knowledge.sync_failed';
 
 export interface EventInput {
   type: EventType;

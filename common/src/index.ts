@@ -39,3 +39,5 @@ export * from './provider-configs.js';
 export * from './tool-catalogue.js';
 export * from './webhook-post.js';
 export * from './fleets.js';
+export * from './knowledge.js';
+export * from './guarded-get.js';

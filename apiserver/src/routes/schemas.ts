@@ -93,7 +93,7 @@ export const createAgentBody = z
     knowledge: z
       .union([z.boolean(), z.string().min(1).max(200)])
       .optional()
-      .describe('true (the session default collection) or a collection name or id; not enforced yet: supplying it answers 501'),
+      .describe("true (the session's default collection, made when it has none) or a collection name or id: offers the model the knowledge_search tool over it; an unknown collection is 422"),
     metadata: freeFormObject().optional().describe('custom pairs, stored and shown with the agent (at most 8 levels, 16 KiB of JSON)'),
     guardrails: freeFormObject().optional().describe('content, PII and prompt-injection guardrails; not enforced yet: supplying it answers 501'),
     definition: z.string().min(1).max(200).optional().describe('agent definition name or id: the fields come from its current version'),

@@ -9,7 +9,6 @@ export const UNENFORCED_AGENT_FIELDS = {
   lifecycle: 'lifecycle policies (auto-pause, failure policy)',
   approvals: 'approval policies',
   guardrails: 'guardrails',
-  knowledge: 'knowledge collections',
   mcp: 'MCP connections',
 } as const;
 

@@ -4,6 +4,7 @@ import {
   MAX_TIMEOUT_SECONDS,
   assertInstallCurrency,
   assertSecretsExist,
+  resolveAgentKnowledge,
   idToObjectName,
   newId,
   objectNameToId,
@@ -130,6 +131,15 @@ export function createAgentFactory(deps: AgentFactoryDeps) {
       };
       if (input.secrets?.length) {
         await assertSecretsExist(deps.pool, { organizationId: principal.organizationId, mode: principal.mode, sessionId }, input.secrets);
+      }
+      if (input.knowledge !== undefined) {
+        // `true` makes the session's default collection when it has none.
+        const scope = { organizationId: principal.organizationId, mode: principal.mode };
+        if (!(await resolveAgentKnowledge(deps.pool, scope, sessionId, input.knowledge, clock.now())) && input.knowledge !== false) {
+          throw new ApiError('unprocessable_entity', `knowledge: no collection named or with id "${String(input.knowledge)}"`, {
+            fields: { knowledge: ['unknown collection'] },
+          });
+        }
       }
       await limits.assertWithin(session, 'creating an agent');
       return limits.withAgentSlot(session, () =>

@@ -3,7 +3,7 @@ import type { SandboxProvider } from '@berth/common';
 import type { SandboxRef } from '@berth/crds';
 import { ModelError, type Message, type ModelResponse, type ToolCall } from './models/types.js';
 import { callModel, type ModelRoute } from './models/router.js';
-import { TOOLS, ToolInputError, limitToolOutput, type ToolOutcome } from './tools.js';
+import { TOOLS, ToolInputError, limitToolOutput, type ToolOutcome, type ToolSpec } from './tools.js';
 
 export type LoopEnd = (
   | { state: 'completed'; output: string }
@@ -90,6 +90,14 @@ export function estimateNextCall(progress: LoopProgress, system: string | undefi
   return { inputTokens: last.inputTokens + Math.ceil(added / CHARS_PER_TOKEN), outputTokens: last.outputTokens };
 }
 
+/** What a run works with: the model, the sandbox, and the tools the agent's fields offer besides its `tools` (knowledge_search). */
+export interface RunContext {
+  route: ModelRoute;
+  provider: SandboxProvider;
+  sandbox: SandboxRef;
+  fieldTools?: ToolSpec[];
+}
+
 export interface LoopSettings {
   maxSteps: number;
   modelTimeoutMs: number;
@@ -169,7 +177,7 @@ function closeInterruptedCalls(conversation: Message[]): void {
 export async function runLoop(
   task: Task,
   agent: Resource<'Agent'>,
-  context: { route: ModelRoute; provider: SandboxProvider; sandbox: SandboxRef },
+  context: RunContext,
   io: LoopIo,
   settings: LoopSettings,
 ): Promise<LoopEnd> {
@@ -186,12 +194,13 @@ export async function runLoop(
 async function loop(
   progress: LoopProgress,
   agent: Resource<'Agent'>,
-  context: { route: ModelRoute; provider: SandboxProvider; sandbox: SandboxRef },
+  context: RunContext,
   io: LoopIo,
   settings: LoopSettings,
 ): Promise<LoopEnd> {
   closeInterruptedCalls(progress.conversation);
-  const tools = agent.spec.tools.map((name) => TOOLS.get(name)).filter((tool) => tool !== undefined);
+  const tools = [...agent.spec.tools.map((name) => TOOLS.get(name)).filter((tool) => tool !== undefined), ...(context.fieldTools ?? [])];
+  const offered: ReadonlyMap<string, ToolSpec> = new Map(tools.map((tool) => [tool.name, tool]));
 
   let last: TokenEstimate | undefined;
   let addedSince = 0;
@@ -271,7 +280,7 @@ async function loop(
     if (response.toolCalls.length === 0) return { state: 'completed', output: response.text };
 
     for (const [index, call] of response.toolCalls.entries()) {
-      const { outcome, result } = await runTool(call, agent, context, settings);
+      const { outcome, result } = await runTool(call, offered, context, settings);
       progress.conversation.push({
         role: 'tool',
         toolCallId: call.id,
@@ -332,16 +341,16 @@ function callSignal(run: AbortSignal, written: Promise<void> | undefined): { sig
 /** Runs one tool call (its `tool_call` event is written before); returns its outcome and `tool_result` event. */
 async function runTool(
   call: ToolCall,
-  agent: Resource<'Agent'>,
+  offered: ReadonlyMap<string, ToolSpec>,
   context: { provider: SandboxProvider; sandbox: SandboxRef },
   settings: LoopSettings,
 ): Promise<{ outcome: ToolOutcome; result: LoopEvent }> {
   const started = performance.now();
   let outcome: ToolOutcome;
-  const tool = TOOLS.get(call.name);
+  const tool = offered.get(call.name);
   try {
-    if (!tool || !agent.spec.tools.includes(call.name)) {
-      outcome = { output: `there is no tool "${call.name}"; the tools are ${agent.spec.tools.join(', ') || 'none'}`, isError: true };
+    if (!tool) {
+      outcome = { output: `there is no tool "${call.name}"; the tools are ${[...offered.keys()].join(', ') || 'none'}`, isError: true };
     } else if (call.invalidInput !== undefined) {
       outcome = { output: `invalid input: the arguments are not a JSON object: ${call.invalidInput.slice(0, 500)}`, isError: true };
     } else {

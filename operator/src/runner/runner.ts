@@ -34,7 +34,8 @@ import { agentsOf, enforceCostCap, enforceSessionLimit } from '../billing/limits
 import { budgetStop } from './budget.js';
 import { runLoop, type LoopEnd, type LoopIo } from './loop.js';
 import { mockModelAdapter } from './mock-model.js';
-import { runFileAction } from './tools.js';
+import { runFileAction, type ToolSpec } from './tools.js';
+import { knowledgeSearchTool } from './knowledge-tool.js';
 import { billingModeOf, modelCostNanocents, type ModelRoute, type ModelRouter } from './models/router.js';
 import { ModelError, type ModelResponse } from './models/types.js';
 
@@ -93,6 +94,12 @@ function createRunnerMetrics(registry: Registry) {
       name: 'berth_runner_model_retries_total',
       help: 'Model calls retried after 429, 5xx or a network failure',
       labelNames: ['vendor', 'status'],
+      registers: [registry],
+    }),
+    knowledgeSearches: new Counter({
+      name: 'berth_knowledge_searches_total',
+      help: 'knowledge_search calls of the agent loop, by result (hits, empty, no_collection)',
+      labelNames: ['result'],
       registers: [registry],
     }),
     toolCalls: new Histogram({
@@ -273,7 +280,11 @@ export class Runner {
       return end.state;
     }
     const watched = await this.watchAgent(agent);
-    const end = await runLoop(task, agent, { route, provider, sandbox }, this.loopIo(task, agent, route, signal, watched), {
+    const fieldTools: ToolSpec[] = [];
+    if (agent.spec.knowledge !== undefined && agent.spec.knowledge !== false) {
+      fieldTools.push(knowledgeSearchTool(this.options.pool, agent, (result) => this.metrics.knowledgeSearches.inc({ result })));
+    }
+    const end = await runLoop(task, agent, { route, provider, sandbox, fieldTools }, this.loopIo(task, agent, route, signal, watched), {
       maxSteps: this.options.maxSteps,
       modelTimeoutMs: this.options.modelTimeoutMs,
       toolTimeoutMs: this.options.toolTimeoutMs,

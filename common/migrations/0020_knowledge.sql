@@ -1,0 +1,45 @@
+-- Knowledge: collections of documents per organization, their sources (text, uploaded files,
+-- URLs fetched by the server) and the sources' chunks, searched with PostgreSQL full-text
+-- search. A collection with a session_id is that session's default collection (`knowledge: true`).
+
+CREATE TABLE knowledge_collections (
+  id text PRIMARY KEY,
+  organization_id text NOT NULL,
+  mode text NOT NULL CHECK (mode IN ('live', 'test')),
+  name text NOT NULL,
+  description text,
+  session_id text,
+  created_at timestamptz NOT NULL,
+  UNIQUE (organization_id, mode, name)
+);
+-- At most one default collection a session.
+CREATE UNIQUE INDEX knowledge_collections_session ON knowledge_collections (session_id) WHERE session_id IS NOT NULL;
+
+CREATE TABLE knowledge_sources (
+  id text PRIMARY KEY,
+  collection_id text NOT NULL REFERENCES knowledge_collections (id) ON DELETE CASCADE,
+  type text NOT NULL CHECK (type IN ('text', 'file', 'url')),
+  name text NOT NULL,
+  url text,
+  state text NOT NULL CHECK (state IN ('synced', 'failed')),
+  error text,
+  chunk_count integer NOT NULL DEFAULT 0,
+  -- the bytes of text the source's chunks hold
+  bytes bigint NOT NULL DEFAULT 0,
+  created_at timestamptz NOT NULL,
+  synced_at timestamptz
+);
+CREATE INDEX knowledge_sources_collection ON knowledge_sources (collection_id, id);
+
+CREATE TABLE knowledge_chunks (
+  id bigserial PRIMARY KEY,
+  source_id text NOT NULL REFERENCES knowledge_sources (id) ON DELETE CASCADE,
+  collection_id text NOT NULL REFERENCES knowledge_collections (id) ON DELETE CASCADE,
+  ordinal integer NOT NULL,
+  content text NOT NULL,
+  -- 'simple' keeps every word (no stemming of another language's words as English)
+  search tsvector GENERATED ALWAYS AS (to_tsvector('english', content) || to_tsvector('simple', content)) STORED,
+  UNIQUE (source_id, ordinal)
+);
+CREATE INDEX knowledge_chunks_search ON knowledge_chunks USING gin (search);
+CREATE INDEX knowledge_chunks_collection ON knowledge_chunks (collection_id);
