@@ -37,8 +37,7 @@ CREATE TABLE knowledge_chunks (
   collection_id text NOT NULL REFERENCES knowledge_collections (id) ON DELETE CASCADE,
   ordinal integer NOT NULL,
   content text NOT NULL,
-  -- 'simple' keeps every word (no stemming of another language's words as English)
-  search tsvector GENERATED ALWAYS AS (to_tsvector('english', content) || to_tsvector('simple', content)) STORED,
+  search tsvector GENERATED ALWAYS AS (to_tsvector('english', content)) STORED,
   UNIQUE (source_id, ordinal)
 );
 CREATE INDEX knowledge_chunks_search ON knowledge_chunks USING gin (search);

@@ -249,12 +249,13 @@ export interface SearchHit {
 }
 
 /**
- * The chunks of a collection that best match a query: `websearch_to_tsquery` over the English
- * and the simple configuration (words are matched stemmed and as written), ranked by ts_rank_cd.
+ * The chunks of a collection that best match a query. A model asks in sentences ("how long does
+ * a refund take"), so the query's words (English-stemmed, stop words dropped) are ORed, not
+ * ANDed, and ts_rank_cd puts the chunks that hold more of them, closer together, first.
  */
 export async function searchKnowledge(db: Queryable, collectionId: string, query: string, limit: number): Promise<SearchHit[]> {
   const { rows } = await db.query(
-    `WITH q AS (SELECT websearch_to_tsquery('english', $2) || websearch_to_tsquery('simple', $2) AS query)
+    `WITH q AS (SELECT replace(plainto_tsquery('english', $2)::text, ' & ', ' | ')::tsquery AS query)
      SELECT k.source_id, s.name AS source_name, k.ordinal, k.content, ts_rank_cd(k.search, q.query) AS rank
      FROM knowledge_chunks k JOIN knowledge_sources s ON s.id = k.source_id, q
      WHERE k.collection_id = $1 AND k.search @@ q.query
