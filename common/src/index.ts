@@ -41,3 +41,4 @@ export * from './webhook-post.js';
 export * from './fleets.js';
 export * from './knowledge.js';
 export * from './guarded-get.js';
+export * from './metadata-rules.js';

@@ -5,6 +5,8 @@ import type { StreamEventType } from './stream.js';
 
 export type TaskState = 'queued' | 'running' | 'completed' | 'failed' | 'cancelled';
 
+export type TaskExtraction = { metadata: Record<string, unknown> } | { error: { code: string; message: string; issues?: string[] } };
+
 export interface Task {
   id: string;
   organizationId: string;
@@ -21,6 +23,8 @@ export interface Task {
   outputTokens: number;
   output: string | null;
   error: { code: string; message: string } | null;
+  /** The metadata extracted from a completed run's output, or why none was; null without extraction rules. */
+  extraction: TaskExtraction | null;
   createdAt: string;
   startedAt: string | null;
   finishedAt: string | null;
@@ -42,13 +46,14 @@ interface TaskRow {
   output_tokens: string;
   output: string | null;
   error: { code: string; message: string } | null;
+  extraction: TaskExtraction | null;
   created_at: Date;
   started_at: Date | null;
   finished_at: Date | null;
 }
 
 const COLUMNS = `id, organization_id, mode, session_id, agent_id, input, state, attempt, claimed_by, conversation, steps,
-  input_tokens, output_tokens, output, error, created_at, started_at, finished_at`;
+  input_tokens, output_tokens, output, error, extraction, created_at, started_at, finished_at`;
 
 function toTask(row: TaskRow): Task {
   return {
@@ -67,6 +72,7 @@ function toTask(row: TaskRow): Task {
     outputTokens: Number(row.output_tokens),
     output: row.output,
     error: row.error,
+    extraction: row.extraction,
     createdAt: row.created_at.toISOString(),
     startedAt: row.started_at?.toISOString() ?? null,
     finishedAt: row.finished_at?.toISOString() ?? null,
@@ -203,12 +209,12 @@ export async function checkpointTask(
 export async function finishTask(
   db: Queryable,
   task: Pick<Task, 'id' | 'attempt'>,
-  outcome: { state: 'completed' | 'failed' | 'cancelled'; output?: string; error?: { code: string; message: string } },
+  outcome: { state: 'completed' | 'failed' | 'cancelled'; output?: string; error?: { code: string; message: string }; extraction?: TaskExtraction | undefined },
 ): Promise<void> {
   const result = await db.query(
-    `UPDATE tasks SET state = $3, output = $4, error = $5, finished_at = now(), lease_expires_at = NULL
+    `UPDATE tasks SET state = $3, output = $4, error = $5, extraction = $6, finished_at = now(), lease_expires_at = NULL
      WHERE id = $1 AND attempt = $2 AND state = 'running'`,
-    [task.id, task.attempt, outcome.state, outcome.output ?? null, outcome.error ? JSON.stringify(outcome.error) : null],
+    [task.id, task.attempt, outcome.state, outcome.output ?? null, outcome.error ? JSON.stringify(outcome.error) : null, outcome.extraction ? JSON.stringify(outcome.extraction) : null],
   );
   if ((result.rowCount ?? 0) === 0) throw new LostClaimError(task.id);
 }

@@ -94,7 +94,9 @@ export const createAgentBody = z
       .union([z.boolean(), z.string().min(1).max(200)])
       .optional()
       .describe("true (the session's default collection, made when it has none) or a collection name or id: offers the model the knowledge_search tool over it; an unknown collection is 422"),
-    metadata: freeFormObject().optional().describe('custom pairs, stored and shown with the agent (at most 8 levels, 16 KiB of JSON)'),
+    metadata: freeFormObject()
+      .optional()
+      .describe("extraction rules under `extract` (`{ schema: <JSON schema of an object>, instructions? }`: a completed run's output is validated against it, the model asked once more for JSON if needed, and the result put on the task and in `agent.completed`; a schema that is not valid is 422), and custom pairs (every other key), stored and shown with the agent (at most 8 levels, 16 KiB of JSON)"),
     guardrails: freeFormObject().optional().describe('content, PII and prompt-injection guardrails; not enforced yet: supplying it answers 501'),
     definition: z.string().min(1).max(200).optional().describe('agent definition name or id: the fields come from its current version'),
     overrides: freeFormObject(OVERRIDES_BOUNDS).optional().describe("agent creation fields that replace the definition's; only with definition"),

@@ -4,6 +4,7 @@ import {
   MAX_TIMEOUT_SECONDS,
   assertInstallCurrency,
   assertSecretsExist,
+  extractionRulesProblem,
   resolveAgentKnowledge,
   idToObjectName,
   newId,
@@ -110,6 +111,8 @@ export function createAgentFactory(deps: AgentFactoryDeps) {
       }
       const toolProblem = toolListProblem(input.tools, input.browser);
       if (toolProblem) throw new ApiError('unprocessable_entity', `tools: ${toolProblem}`, { fields: { tools: [toolProblem] } });
+      const rulesProblem = extractionRulesProblem(input.metadata);
+      if (rulesProblem) throw new ApiError('unprocessable_entity', `${rulesProblem.field}: ${rulesProblem.message}`, { fields: { [rulesProblem.field]: [rulesProblem.message] } });
       const model = input.model ?? deps.defaultModel;
       const modelProblem = deps.models.problem(model);
       if (modelProblem) throw new ApiError('unprocessable_entity', `model: ${modelProblem}`, { fields: { model: [modelProblem] } });

@@ -8,7 +8,7 @@ import { TOOLS, ToolInputError, limitToolOutput, type ToolOutcome, type ToolSpec
 export type LoopEnd = (
   | { state: 'completed'; output: string }
   | { state: 'failed' | 'cancelled'; error: { code: string; message: string; details?: Record<string, unknown> } }
-) & { usage?: { inputTokens: number; outputTokens: number } };
+) & { usage?: { inputTokens: number; outputTokens: number }; progress?: LoopProgress };
 
 export interface LoopProgress {
   conversation: Message[];
@@ -188,7 +188,7 @@ export async function runLoop(
     outputTokens: task.outputTokens,
   };
   const end = await loop(progress, agent, context, io, settings);
-  return { ...end, usage: { inputTokens: progress.inputTokens, outputTokens: progress.outputTokens } };
+  return { ...end, usage: { inputTokens: progress.inputTokens, outputTokens: progress.outputTokens }, progress };
 }
 
 async function loop(

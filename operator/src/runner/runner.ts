@@ -16,6 +16,7 @@ import {
   releaseTask,
   renewTaskLease,
   taskCost,
+  extractionRulesOf,
   withTransaction,
   type Clock,
   type ComputePrices,
@@ -27,6 +28,7 @@ import {
   type ResourceStore,
   type SandboxProvider,
   type Task,
+  type TaskExtraction,
 } from '@berth/common';
 import type { AgentPhase, Environment } from '@berth/crds';
 import type { ProviderRegistry } from '@berth/providers';
@@ -36,6 +38,7 @@ import { runLoop, type LoopEnd, type LoopIo } from './loop.js';
 import { mockModelAdapter } from './mock-model.js';
 import { runFileAction, type ToolSpec } from './tools.js';
 import { knowledgeSearchTool } from './knowledge-tool.js';
+import { extractMetadata } from './extraction.js';
 import { billingModeOf, modelCostNanocents, type ModelRoute, type ModelRouter } from './models/router.js';
 import { ModelError, type ModelResponse } from './models/types.js';
 
@@ -94,6 +97,12 @@ function createRunnerMetrics(registry: Registry) {
       name: 'berth_runner_model_retries_total',
       help: 'Model calls retried after 429, 5xx or a network failure',
       labelNames: ['vendor', 'status'],
+      registers: [registry],
+    }),
+    extractions: new Counter({
+      name: 'berth_metadata_extractions_total',
+      help: 'Metadata extractions at the end of completed runs, by result (ok, failed)',
+      labelNames: ['result'],
       registers: [registry],
     }),
     knowledgeSearches: new Counter({
@@ -284,7 +293,8 @@ export class Runner {
     if (agent.spec.knowledge !== undefined && agent.spec.knowledge !== false) {
       fieldTools.push(knowledgeSearchTool(this.options.pool, agent, (result) => this.metrics.knowledgeSearches.inc({ result })));
     }
-    const end = await runLoop(task, agent, { route, provider, sandbox, fieldTools }, this.loopIo(task, agent, route, signal, watched), {
+    const io = this.loopIo(task, agent, route, signal, watched);
+    const end = await runLoop(task, agent, { route, provider, sandbox, fieldTools }, io, {
       maxSteps: this.options.maxSteps,
       modelTimeoutMs: this.options.modelTimeoutMs,
       toolTimeoutMs: this.options.toolTimeoutMs,
@@ -296,7 +306,29 @@ export class Runner {
       },
       onToolCall: (tool, seconds, isError) => this.metrics.toolCalls.observe({ tool, result: isError ? 'error' : 'ok' }, seconds),
     }).finally(() => watched.stop());
-    await this.finish(task, end, { agent, route, provider, sandbox });
+    const rules = extractionRulesOf(agent.spec.metadata);
+    let extraction: TaskExtraction | undefined;
+    if (end.state === 'completed' && rules && end.progress) {
+      const progress = end.progress;
+      extraction = await extractMetadata(
+        rules,
+        { route, system: agent.spec.instructions, conversation: progress.conversation, output: end.output },
+        {
+          timeoutMs: this.options.modelTimeoutMs,
+          signal,
+          record: async (conversation, response) => {
+            progress.conversation = conversation;
+            progress.steps += 1;
+            progress.inputTokens += response.usage.inputTokens;
+            progress.outputTokens += response.usage.outputTokens;
+            await io.checkpoint(progress, { events: [], charge: { step: progress.steps, response } });
+            end.usage = { inputTokens: progress.inputTokens, outputTokens: progress.outputTokens };
+          },
+        },
+      );
+      this.metrics.extractions.inc({ result: 'metadata' in extraction ? 'ok' : 'failed' });
+    }
+    await this.finish(task, end, { agent, route, provider, sandbox }, extraction);
     log.info({ state: end.state, ...(end.state === 'completed' ? {} : { code: end.error.code }) }, 'run finished');
     return end.state;
   }
@@ -423,6 +455,7 @@ export class Runner {
     task: Task,
     end: LoopEnd,
     run: { agent: Resource<'Agent'>; route: ModelRoute; provider: SandboxProvider; sandbox: SandboxRef } | undefined,
+    extraction?: TaskExtraction,
   ): Promise<void> {
     const { pool, clock } = this.options;
     // The scan of the sandbox and the read of the run's charges are independent: made at once.
@@ -467,6 +500,8 @@ export class Runner {
           model: run
             ? { provider: run.route.vendor, model: run.route.model, inputTokens: end.usage?.inputTokens ?? 0, outputTokens: end.usage?.outputTokens ?? 0 }
             : undefined,
+          ...(extraction && 'metadata' in extraction ? { metadata: extraction.metadata } : {}),
+          ...(extraction && 'error' in extraction ? { metadataError: extraction.error } : {}),
         }),
       );
     } else if (end.state === 'failed') {
@@ -476,7 +511,7 @@ export class Runner {
       events.push(event('agent.run.completed', { status: end.state, cost, billingMode: billingModeOf(run.route) }));
     }
     await withTransaction(pool, async (tx) => {
-      await finishTask(tx, task, end.state === 'completed' ? { state: 'completed', output: end.output } : { state: end.state, error: end.error });
+      await finishTask(tx, task, end.state === 'completed' ? { state: 'completed', output: end.output, extraction } : { state: end.state, error: end.error });
       if (end.state === 'completed') {
         await appendStreamEvent(tx, {
           agentId: task.agentId,

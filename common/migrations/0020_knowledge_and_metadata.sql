@@ -42,3 +42,7 @@ CREATE TABLE knowledge_chunks (
 );
 CREATE INDEX knowledge_chunks_search ON knowledge_chunks USING gin (search);
 CREATE INDEX knowledge_chunks_collection ON knowledge_chunks (collection_id);
+
+-- Metadata extraction: what a completed run's output yielded against the agent's extraction
+-- schema, `{ "metadata": {...} }`, or why it did not, `{ "error": {...} }`; NULL without rules.
+ALTER TABLE tasks ADD COLUMN extraction jsonb;
