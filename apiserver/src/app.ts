@@ -21,6 +21,7 @@ import { usageRoutes } from './routes/usage.js';
 import { webhookRoutes } from './routes/webhooks.js';
 import { secretRoutes } from './routes/secrets.js';
 import { knowledgeRoutes } from './routes/knowledge.js';
+import { mcpServerRoutes } from './routes/mcp-servers.js';
 import { providerRoutes } from './routes/providers.js';
 import { triggerRoutes } from './routes/triggers.js';
 import { jobRoutes } from './routes/jobs.js';
@@ -30,6 +31,7 @@ import { createTriggerService } from './services/triggers.js';
 import { createJobService } from './services/jobs.js';
 import { createSecretService } from './services/secrets.js';
 import { createKnowledgeService } from './services/knowledge.js';
+import { createMcpServerService } from './services/mcp-servers.js';
 import { createProviderService } from './services/providers.js';
 import { createWebhookService } from './services/webhooks.js';
 import { createAgentDefinitionService } from './services/agent-definitions.js';
@@ -162,6 +164,7 @@ export function createApp(deps: AppDeps): App {
       policy: deps.webhookPolicy ?? { allowHttp: false, allowPrivate: false },
     }),
   );
+  mcpServerRoutes(routes, createMcpServerService({ pool: deps.pool, clock: deps.clock, policy: deps.webhookPolicy ?? { allowHttp: false, allowPrivate: false } }));
   providerRoutes(
     routes,
     createProviderService({ pool: deps.pool, clock: deps.clock, models: deps.models, policy: deps.byoiPolicy ?? { allowHttp: false, allowPrivate: false } }),

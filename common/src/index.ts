@@ -42,3 +42,4 @@ export * from './fleets.js';
 export * from './knowledge.js';
 export * from './guarded-get.js';
 export * from './metadata-rules.js';
+export * from './mcp-servers.js';

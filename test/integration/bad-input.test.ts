@@ -207,7 +207,6 @@ describe('policy fields nothing enforces yet', () => {
   it.each([
     ['approvals', { tools: ['exec'] }],
     ['guardrails', { pii: 'block' }],
-    ['mcp', '*'],
     ['lifecycle', { autoPause: '5m' }],
   ])('answers %s with 501 naming it, and creates no agent', async (field, value) => {
     const session = (await test.post('/v1/sessions', { userId: `policy-${field}` })).body;

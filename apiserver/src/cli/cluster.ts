@@ -67,6 +67,7 @@ export async function operatorCommand(config: BerthConfig, log: Logger, out: (li
     clock: systemClock,
     log,
     metrics,
+    secretBox,
   });
   await runner.start();
   // Every replica sends webhooks, leader or not: deliveries are claimed one sender at a time.

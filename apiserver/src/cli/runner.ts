@@ -1,6 +1,6 @@
 import { existsSync } from 'node:fs';
 import { hostname } from 'node:os';
-import { PostgresResourceStore, createMetricsRegistry, systemClock, type BerthConfig, type Logger } from '@berth/common';
+import { PostgresResourceStore, createMetricsRegistry, systemClock, type BerthConfig, type Logger, type SecretBox } from '@berth/common';
 import { ModelRouter, Runner, byoiModelEndpoints, type RunnerOptions } from '@berth/operator';
 import { ProviderRegistry, createLocalProvider } from '@berth/providers';
 import { openDatabase } from './database.js';
@@ -12,10 +12,13 @@ import { API_VERSION } from '../app.js';
 /** The runner workers as configured: in `berth up` and in every operator replica. */
 export function createRunner(
   config: BerthConfig,
-  deps: Pick<RunnerOptions, 'pool' | 'connectionString' | 'store' | 'providers' | 'models' | 'clock' | 'log' | 'metrics'>,
+  deps: Pick<RunnerOptions, 'pool' | 'connectionString' | 'store' | 'providers' | 'models' | 'clock' | 'log' | 'metrics'> & { secretBox: SecretBox },
 ): Runner {
+  const { secretBox, ...options } = deps;
   return new Runner({
-    ...deps,
+    ...options,
+    // MCP servers are reached under the rules of outbound webhooks.
+    mcp: { box: secretBox, policy: { allowHttp: config.webhookAllowHttp, allowPrivate: config.webhookAllowPrivate } },
     log: deps.log.child({ component: 'runner' }),
     identity: process.env.POD_NAME || `${hostname()}-${process.pid}`,
     workers: config.runnerWorkers,
@@ -54,6 +57,7 @@ export async function runnerCommand(config: BerthConfig, log: Logger, out: (line
     clock,
     log,
     metrics,
+    secretBox,
   });
   await runner.start();
   out(`berth runner started with ${config.runnerWorkers} workers on ${config.dataDir}`);

@@ -74,7 +74,7 @@ export async function up(config: BerthConfig, log: Logger, out: (line: string) =
   const webhooks = configuredWebhookSender(config, { pool: database.pool, clock, log, metrics }, identity);
   webhooks.start();
   let operatorRunning = true;
-  const runner = createRunner(config, { pool: database.pool, connectionString: database.connectionString, store, providers, models, clock, log, metrics });
+  const runner = createRunner(config, { pool: database.pool, connectionString: database.connectionString, store, providers, models, clock, log, metrics, secretBox });
   await runner.start();
 
   // Other Berth installs may run sandboxes here, through the remote provider protocol.

@@ -104,7 +104,7 @@ export const createAgentBody = z
     mcp: z
       .union([z.array(z.string().min(1).max(200)).max(100), z.literal('*')])
       .optional()
-      .describe('MCP connection ids or names, or * for all; not enforced yet: supplying it answers 501'),
+      .describe('MCP server ids or names (`POST /v1/mcp-servers`), or * for all of the organization: their tools are offered to the model as `mcp__<server>__<tool>`; an unknown server is 422'),
   })
   .strict();
 

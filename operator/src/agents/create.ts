@@ -6,6 +6,7 @@ import {
   assertSecretsExist,
   extractionRulesProblem,
   resolveAgentKnowledge,
+  resolveAgentMcp,
   idToObjectName,
   newId,
   objectNameToId,
@@ -142,6 +143,13 @@ export function createAgentFactory(deps: AgentFactoryDeps) {
           throw new ApiError('unprocessable_entity', `knowledge: no collection named or with id "${String(input.knowledge)}"`, {
             fields: { knowledge: ['unknown collection'] },
           });
+        }
+      }
+      if (Array.isArray(input.mcp)) {
+        const { missing } = await resolveAgentMcp(deps.pool, { organizationId: principal.organizationId, mode: principal.mode }, input.mcp);
+        if (missing.length > 0) {
+          const message = `no MCP server named or with id ${missing.join(', ')}`;
+          throw new ApiError('unprocessable_entity', `mcp: ${message}`, { fields: { mcp: [message] } });
         }
       }
       await limits.assertWithin(session, 'creating an agent');

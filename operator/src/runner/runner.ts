@@ -39,6 +39,7 @@ import { mockModelAdapter } from './mock-model.js';
 import { runFileAction, type ToolSpec } from './tools.js';
 import { knowledgeSearchTool } from './knowledge-tool.js';
 import { extractMetadata } from './extraction.js';
+import { mcpToolsFor, type McpSettings } from './mcp-tools.js';
 import { billingModeOf, modelCostNanocents, type ModelRoute, type ModelRouter } from './models/router.js';
 import { ModelError, type ModelResponse } from './models/types.js';
 
@@ -64,6 +65,8 @@ export interface RunnerOptions {
   leaseMs?: number;
   /** How often an idle worker looks for work when no notification wakes it. */
   pollMs?: number;
+  /** To reach MCP servers: the secrets box (their credentials) and the URL rules; without it, agents with `mcp` get no MCP tools. */
+  mcp?: McpSettings;
 }
 
 class RunnerStopping extends Error {
@@ -103,6 +106,18 @@ function createRunnerMetrics(registry: Registry) {
       name: 'berth_metadata_extractions_total',
       help: 'Metadata extractions at the end of completed runs, by result (ok, failed)',
       labelNames: ['result'],
+      registers: [registry],
+    }),
+    mcpCalls: new Counter({
+      name: 'berth_mcp_calls_total',
+      help: 'MCP tool calls, by server and result (ok, tool_error: the tool said it failed, failed: the call did not complete)',
+      labelNames: ['server', 'result'],
+      registers: [registry],
+    }),
+    mcpConnections: new Counter({
+      name: 'berth_mcp_connections_total',
+      help: 'Connections to MCP servers at the start of runs, by server and result',
+      labelNames: ['server', 'result'],
       registers: [registry],
     }),
     knowledgeSearches: new Counter({
@@ -293,6 +308,16 @@ export class Runner {
     if (agent.spec.knowledge !== undefined && agent.spec.knowledge !== false) {
       fieldTools.push(knowledgeSearchTool(this.options.pool, agent, (result) => this.metrics.knowledgeSearches.inc({ result })));
     }
+    const mcp =
+      agent.spec.mcp !== undefined && this.options.mcp
+        ? await mcpToolsFor(this.options.pool, agent, this.options.mcp, {
+            log,
+            toolTimeoutMs: this.options.toolTimeoutMs,
+            onCall: (server, result) => this.metrics.mcpCalls.inc({ server, result }),
+            onConnect: (server, ok) => this.metrics.mcpConnections.inc({ server, result: ok ? 'ok' : 'failed' }),
+          })
+        : undefined;
+    fieldTools.push(...(mcp?.tools ?? []));
     const io = this.loopIo(task, agent, route, signal, watched);
     const end = await runLoop(task, agent, { route, provider, sandbox, fieldTools }, io, {
       maxSteps: this.options.maxSteps,
@@ -305,7 +330,10 @@ export class Runner {
         log.warn({ status: error.status, attempt, delayMs }, 'model call failed; retrying');
       },
       onToolCall: (tool, seconds, isError) => this.metrics.toolCalls.observe({ tool, result: isError ? 'error' : 'ok' }, seconds),
-    }).finally(() => watched.stop());
+    }).finally(() => {
+      watched.stop();
+      void mcp?.close();
+    });
     const rules = extractionRulesOf(agent.spec.metadata);
     let extraction: TaskExtraction | undefined;
     if (end.state === 'completed' && rules && end.progress) {

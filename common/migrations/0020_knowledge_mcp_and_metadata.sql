@@ -46,3 +46,17 @@ CREATE INDEX knowledge_chunks_collection ON knowledge_chunks (collection_id);
 -- Metadata extraction: what a completed run's output yielded against the agent's extraction
 -- schema, `{ "metadata": {...} }`, or why it did not, `{ "error": {...} }`; NULL without rules.
 ALTER TABLE tasks ADD COLUMN extraction jsonb;
+
+-- MCP servers an organization registered: agents with `mcp` get their tools. The credential is
+-- the name of an organization secret, sent as a header when the runner connects.
+CREATE TABLE mcp_servers (
+  id text PRIMARY KEY,
+  organization_id text NOT NULL,
+  mode text NOT NULL CHECK (mode IN ('live', 'test')),
+  name text NOT NULL,
+  url text NOT NULL,
+  secret_name text,
+  header text,
+  created_at timestamptz NOT NULL,
+  UNIQUE (organization_id, mode, name)
+);
