@@ -109,3 +109,22 @@ export function validateExtraction(rules: ExtractionRules, text: string): { meta
   if (result.success) return { metadata: result.data as Record<string, unknown> };
   return { issues: result.error.issues.map((issue) => `${issue.path.join('.') || '(root)'}: ${issue.message}`) };
 }
+
+/** Custom pairs become labels of the agent under this prefix, so lists can filter by them. */
+export const METADATA_LABEL_PREFIX = 'metadata.berth.dev/';
+/** What a Kubernetes label name (after the prefix) and value can hold; other pairs are kept, not labelled. */
+const LABEL_PART = /^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$/;
+
+export function isLabelSafe(text: string): boolean {
+  return LABEL_PART.test(text);
+}
+
+/** The labels of an agent's custom pairs: each string pair whose key and value a label can hold. */
+export function metadataLabels(metadata: Record<string, unknown> | undefined): Record<string, string> {
+  const labels: Record<string, string> = {};
+  for (const [key, value] of Object.entries(metadata ?? {})) {
+    if (key === EXTRACT_KEY || typeof value !== 'string' || !isLabelSafe(key) || !isLabelSafe(value)) continue;
+    labels[`${METADATA_LABEL_PREFIX}${key}`] = value;
+  }
+  return labels;
+}

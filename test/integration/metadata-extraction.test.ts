@@ -144,4 +144,20 @@ describe('metadata extraction', () => {
     ]);
     expect((await live.get(`/v1/sessions/${session.id}/agents`)).body.data).toEqual([]);
   });
+
+  it('keeps custom pairs as labels that the agent list filters by', async () => {
+    const session = (await live.post('/v1/sessions', { userId: 'labels-user' })).body;
+    const create = async (metadata: Record<string, unknown>) => (await live.post(`/v1/sessions/${session.id}/agents`, { metadata })).body.id as string;
+    const support = await create({ team: 'support', tier: 'gold' });
+    const sales = await create({ team: 'sales', note: 'a long note with spaces, kept but not a label' });
+    const list = async (query: string) => (await live.get(`/v1/sessions/${session.id}/agents?${query}`)).body.data.map((agent: any) => agent.id).sort();
+    expect(await list('metadata=team:support')).toEqual([support]);
+    expect(await list('metadata=team:sales')).toEqual([sales]);
+    expect(await list('metadata=tier:gold')).toEqual([support]);
+    expect(await list('metadata=team:nobody')).toEqual([]);
+    expect(await list('')).toEqual([support, sales].sort());
+    const bad = await live.get(`/v1/sessions/${session.id}/agents?metadata=${encodeURIComponent('note:a long note')}`);
+    expect([bad.status, Object.keys(bad.body.error.details.fields)]).toEqual([422, ['metadata']]);
+    for (const id of [support, sales]) await live.post(`/v1/agents/${id}/terminate`, {});
+  });
 });

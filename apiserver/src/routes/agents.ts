@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { ApiError } from '@berth/common';
+import { ApiError, isLabelSafe } from '@berth/common';
 import { defineRoute, type RouteTable } from '../http/route.js';
 import type { AgentDefinitionService } from '../services/agent-definitions.js';
 import { BOOT_WAIT_MS, type AgentService } from '../services/agents.js';
@@ -17,6 +17,13 @@ import {
   okSchema,
 } from './schemas.js';
 import { agentExample, bootingAgentExample, createAgentExample, execExample, execResultExample } from './examples.js';
+
+/** `key:value` as the one-pair filter `{ key: value }`; none when absent. */
+function metadataFilter(text: string | undefined): Record<string, string> {
+  if (text === undefined) return {};
+  const at = text.indexOf(':');
+  return { [text.slice(0, at)]: text.slice(at + 1) };
+}
 
 /** How long `terminate` waits for the sandbox to be gone before answering anyway. */
 const TERMINATE_WAIT_MS = 15_000;
@@ -69,14 +76,25 @@ export function agentRoutes(
       operationId: 'listSessionAgents',
       tag: 'Agents',
       summary: "List a session's agents",
-      description: 'Newest first; paginated like `GET /v1/sessions`.',
+      description:
+        'Newest first; paginated like `GET /v1/sessions`. `metadata=key:value` keeps the agents whose `metadata` has that custom pair (string pairs of letters, digits, `-`, `_` and `.`, at most 63 characters each, are indexed as labels; others are kept but cannot be filtered on).',
       params: idParam('ses', 'session'),
-      query: paginationQuery,
+      query: paginationQuery.extend({
+        metadata: z
+          .string()
+          .max(200)
+          .refine((text) => {
+            const [key, ...rest] = text.split(':');
+            return rest.length > 0 && isLabelSafe(key!) && isLabelSafe(rest.join(':'));
+          }, 'must be key:value, each of letters, digits, -, _ and ., at most 63 characters')
+          .optional()
+          .describe('a custom pair the agents have, as `key:value`'),
+      }),
       responses: { 200: { description: 'one page of agents', schema: agentPage, example: { data: [agentExample], hasMore: false } } },
       errors: ['not_found', 'unprocessable_entity'],
       handler: async ({ principal, params, query }) => ({
         status: 200,
-        body: await agents.listForSession(principal, params.id, query),
+        body: await agents.listForSession(principal, params.id, { limit: query.limit, cursor: query.cursor }, metadataFilter(query.metadata)),
       }),
     }),
     defineRoute({

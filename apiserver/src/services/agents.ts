@@ -2,6 +2,7 @@ import {
   ApiError,
   LATENCY_BUCKETS,
   Labels,
+  METADATA_LABEL_PREFIX,
   objectNameToId,
   waitForAgent,
   type ExecLanguage,
@@ -111,9 +112,11 @@ export function createAgentService(deps: AgentServiceDeps) {
       return agentView(await find(principal, id));
     },
 
-    async listForSession(principal: Principal, sessionId: string, page: PageRequest) {
+    /** `metadata`: custom pairs every listed agent has (as labels: string pairs a label can hold). */
+    async listForSession(principal: Principal, sessionId: string, page: PageRequest, metadata: Record<string, string> = {}) {
       const session = await sessions.find(principal, sessionId);
-      return listPage(store, deps.cursors, 'Agent', { [Labels.session]: session.metadata.name }, page, agentView);
+      const labels = Object.fromEntries(Object.entries(metadata).map(([key, value]) => [`${METADATA_LABEL_PREFIX}${key}`, value]));
+      return listPage(store, deps.cursors, 'Agent', { ...labels, [Labels.session]: session.metadata.name }, page, agentView);
     },
 
     async exec(principal: Principal, id: string, request: { language: ExecLanguage; code: string }): Promise<ExecResult> {

@@ -5,6 +5,7 @@ import {
   assertInstallCurrency,
   assertSecretsExist,
   extractionRulesProblem,
+  metadataLabels,
   resolveAgentKnowledge,
   resolveAgentMcp,
   idToObjectName,
@@ -160,6 +161,8 @@ export function createAgentFactory(deps: AgentFactoryDeps) {
             [Labels.organization]: principal.organizationId,
             [Labels.mode]: principal.mode,
             [Labels.session]: session.metadata.name,
+            // Custom pairs, so that lists can filter agents by them.
+            ...metadataLabels(input.metadata),
           },
           ownerReferences: [{ kind: 'Session', name: session.metadata.name, uid: session.metadata.uid, controller: true }],
           finalizers: [SANDBOX_FINALIZER],
