@@ -22,6 +22,7 @@ import { webhookRoutes } from './routes/webhooks.js';
 import { secretRoutes } from './routes/secrets.js';
 import { knowledgeRoutes } from './routes/knowledge.js';
 import { mcpServerRoutes } from './routes/mcp-servers.js';
+import { agentResourceManagementRoutes } from './routes/agent-resources-management.js';
 import { providerRoutes } from './routes/providers.js';
 import { triggerRoutes } from './routes/triggers.js';
 import { jobRoutes } from './routes/jobs.js';
@@ -152,19 +153,18 @@ export function createApp(deps: AppDeps): App {
   scheduleRoutes(routes, createScheduleService({ store: deps.store, pool: deps.pool, clock: deps.clock }));
   usageRoutes(routes, createUsageService({ pool: deps.pool, clock: deps.clock, currency: deps.currency }));
   secretRoutes(routes, secrets);
-  knowledgeRoutes(
-    routes,
-    createKnowledgeService({
-      pool: deps.pool,
-      clock: deps.clock,
-      sessions,
-      cursors,
-      metrics: deps.metrics,
-      // URL sources are fetched under the rules of outbound webhooks.
-      policy: deps.webhookPolicy ?? { allowHttp: false, allowPrivate: false },
-    }),
-  );
-  mcpServerRoutes(routes, createMcpServerService({ pool: deps.pool, clock: deps.clock, policy: deps.webhookPolicy ?? { allowHttp: false, allowPrivate: false } }));
+  const knowledge = createKnowledgeService({
+    pool: deps.pool,
+    clock: deps.clock,
+    sessions,
+    cursors,
+    metrics: deps.metrics,
+    // URL sources are fetched under the rules of outbound webhooks.
+    policy: deps.webhookPolicy ?? { allowHttp: false, allowPrivate: false },
+  });
+  knowledgeRoutes(routes, knowledge);
+  const mcpServers = createMcpServerService({ pool: deps.pool, clock: deps.clock, policy: deps.webhookPolicy ?? { allowHttp: false, allowPrivate: false } });
+  mcpServerRoutes(routes, mcpServers);
   providerRoutes(
     routes,
     createProviderService({ pool: deps.pool, clock: deps.clock, models: deps.models, policy: deps.byoiPolicy ?? { allowHttp: false, allowPrivate: false } }),
@@ -210,6 +210,7 @@ export function createApp(deps: AppDeps): App {
   );
   signInRoutes(managementRoutes, { pool: deps.pool, clock: deps.clock, signIn, signer, dashboardUrl: deps.management?.dashboardUrl });
   teamRoutes(managementRoutes, createTeamService({ pool: deps.pool, clock: deps.clock }));
+  agentResourceManagementRoutes(managementRoutes, { knowledge, mcpServers });
   const authenticateSession = authenticateUser({ db: deps.pool, clock: deps.clock, signer });
 
   const app = express();

@@ -54,6 +54,50 @@ const ROUTES: Record<string, RouteCase> = {
     status: 200,
     call: (org, caller) => caller.browser.post('/api/team/transfer', { newOwnerId: org.members.member!.memberId }),
   },
+  'GET /api/knowledge/collections': { permission: 'agentResources.view', status: 200, call: (_org, caller) => caller.browser.get('/api/knowledge/collections') },
+  'POST /api/knowledge/collections': {
+    permission: 'agentResources.manage',
+    status: 201,
+    call: (_org, caller) => caller.browser.post('/api/knowledge/collections', { name: 'handbook' }),
+  },
+  'DELETE /api/knowledge/collections/:id': {
+    permission: 'agentResources.manage',
+    status: 200,
+    call: async (org, caller) => {
+      await org.owner.browser.post('/api/knowledge/collections', { name: 'doomed' });
+      return caller.browser.delete('/api/knowledge/collections/doomed');
+    },
+  },
+  'GET /api/knowledge/collections/:id/sources': {
+    permission: 'agentResources.view',
+    status: 200,
+    call: async (org, caller) => {
+      await org.owner.browser.post('/api/knowledge/collections', { name: 'read-me' });
+      return caller.browser.get('/api/knowledge/collections/read-me/sources');
+    },
+  },
+  'POST /api/knowledge/collections/:id/sources': {
+    permission: 'agentResources.manage',
+    status: 201,
+    call: async (org, caller) => {
+      await org.owner.browser.post('/api/knowledge/collections', { name: 'write-me' });
+      return caller.browser.post('/api/knowledge/collections/write-me/sources', { type: 'text', text: 'Refunds take 14 days.' });
+    },
+  },
+  'GET /api/mcp-servers': { permission: 'agentResources.view', status: 200, call: (_org, caller) => caller.browser.get('/api/mcp-servers') },
+  'POST /api/mcp-servers': {
+    permission: 'agentResources.manage',
+    status: 201,
+    call: (_org, caller) => caller.browser.post('/api/mcp-servers', { name: 'crm', url: 'https://mcp.example.com/mcp' }),
+  },
+  'DELETE /api/mcp-servers/:id': {
+    permission: 'agentResources.manage',
+    status: 200,
+    call: async (org, caller) => {
+      await org.owner.browser.post('/api/mcp-servers', { name: 'doomed', url: 'https://mcp.example.com/mcp' });
+      return caller.browser.delete('/api/mcp-servers/doomed');
+    },
+  },
 };
 
 describe('the permission table on every /api route', () => {

@@ -11,7 +11,7 @@ const collectionName = z
   .max(100)
   .regex(/^[A-Za-z0-9][A-Za-z0-9._-]*$/, 'letters, digits, ., _ and -, starting with a letter or digit');
 
-const collectionParam = z.object({ id: z.string().min(1).max(200).describe('collection id (`kcol_…`) or name') }).strict();
+export const collectionParam = z.object({ id: z.string().min(1).max(200).describe('collection id (`kcol_…`) or name') }).strict();
 
 export const collectionSchema = z
   .object({
@@ -42,7 +42,7 @@ export const sourceSchema = z
   })
   .meta({ id: 'KnowledgeSource' });
 
-const createCollectionBody = z
+export const createCollectionBody = z
   .object({
     name: collectionName.describe('unique in the organization; agents name the collection by it or by id'),
     description: z.string().max(1000).optional(),
@@ -52,7 +52,7 @@ const createCollectionBody = z
 
 const MAX_FILE_BASE64 = Math.ceil((MAX_SOURCE_CHARS * 4) / 3) + 4;
 
-const sourceBody = z
+export const sourceBody = z
   .discriminatedUnion('type', [
     z
       .object({
@@ -79,10 +79,10 @@ const sourceBody = z
   ])
   .describe('a text, an uploaded file or a URL');
 
-const collectionPage = z
+export const collectionPage = z
   .object({ data: z.array(collectionSchema), hasMore: z.boolean(), cursor: z.string().optional().describe('pass as `cursor` for the next page') })
   .meta({ id: 'KnowledgeCollectionPage' });
-const sourcePage = z
+export const sourcePage = z
   .object({ data: z.array(sourceSchema), hasMore: z.boolean(), cursor: z.string().optional().describe('pass as `cursor` for the next page') })
   .meta({ id: 'KnowledgeSourcePage' });
 

@@ -11,7 +11,7 @@ const serverName = z
   .max(24)
   .regex(/^[A-Za-z0-9][A-Za-z0-9-]*$/, 'letters, digits and -, starting with a letter or digit');
 
-const createBody = z
+export const createMcpServerBody = z
   .object({
     name: serverName.describe('unique in the organization; its tools reach the model as `mcp__<name>__<tool>`'),
     url: z.string().max(2048).describe('the streamable HTTP endpoint; https, no private addresses (the rules of outbound webhooks)'),
@@ -35,7 +35,9 @@ export const mcpServerSchema = z
   })
   .meta({ id: 'McpServer' });
 
-const example = {
+export const mcpServerList = z.object({ data: z.array(mcpServerSchema) }).meta({ id: 'McpServerList' });
+
+export const mcpServerExample = {
   id: 'mcp_01jd2m4x7q8r9s0t1v2w3x4y5z',
   name: 'crm',
   url: 'https://mcp.example.com/mcp',
@@ -55,9 +57,9 @@ export function mcpServerRoutes(table: RouteTable, servers: McpServerService): v
       description:
         'An MCP server (streamable HTTP) whose tools agents with `mcp` naming it (or `*`) are offered, as `mcp__<server>__<tool>`. The runner connects at the start of each run, lists its tools and calls them with the official MCP SDK; a result is cut at 16 KiB. ' +
         'With `secret` (an organization secret), its value is sent as `Authorization: Bearer <value>`, or as the value of `header`. The URL is held to the rules of outbound webhooks (https; no private, loopback or link-local address, checked again before each connection). A taken name is 409.',
-      body: createBody,
+      body: createMcpServerBody,
       requestExample: { name: 'crm', url: 'https://mcp.example.com/mcp', secret: 'CRM_MCP_TOKEN' },
-      responses: { 201: { description: 'the server', schema: mcpServerSchema, example } },
+      responses: { 201: { description: 'the server', schema: mcpServerSchema, example: mcpServerExample } },
       errors: ['unprocessable_entity', 'conflict'],
       handler: async ({ principal, body }) => ({ status: 201, body: await servers.create(principal, body) }),
     }),
@@ -68,7 +70,7 @@ export function mcpServerRoutes(table: RouteTable, servers: McpServerService): v
       tag: 'MCP servers',
       summary: 'List MCP servers',
       description: 'Oldest first; secrets by name, never their values.',
-      responses: { 200: { description: 'the servers', schema: z.object({ data: z.array(mcpServerSchema) }).meta({ id: 'McpServerList' }), example: { data: [example] } } },
+      responses: { 200: { description: 'the servers', schema: mcpServerList, example: { data: [mcpServerExample] } } },
       errors: [],
       handler: async ({ principal }) => ({ status: 200, body: await servers.list(principal) }),
     }),
