@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { SecretBox, createLimitGuard, type Clock, type Logger, type Pool, type ResourceStore, type UrlPolicy } from '@berth/common';
+import { SecretBox, createLimitGuard, type Clock, type Logger, type Pool, type ResourceStore, type UrlPolicy, type Embedder } from '@berth/common';
 import { createAgentFactory, createRunStarter, type ModelRouter } from '@berth/operator';
 import type { ProviderRegistry } from '@berth/providers';
 import express, { type Express } from 'express';
@@ -83,6 +83,8 @@ export interface AppDeps {
   byoiPolicy?: UrlPolicy;
   /** Which webhook URLs are accepted (default: https only, no private addresses). */
   webhookPolicy?: UrlPolicy;
+  /** Embeds knowledge chunks when the install configures an embeddings endpoint (BERTH_EMBEDDINGS). */
+  embedder?: Embedder;
   /** Whether the controllers this process relies on are running (for /readyz). */
   ready?: () => boolean;
   /** The management plane (`/api`): sign-in and who may create organizations. */
@@ -161,6 +163,7 @@ export function createApp(deps: AppDeps): App {
     metrics: deps.metrics,
     // URL sources are fetched under the rules of outbound webhooks.
     policy: deps.webhookPolicy ?? { allowHttp: false, allowPrivate: false },
+    embedder: deps.embedder,
   });
   knowledgeRoutes(routes, knowledge);
   const mcpServers = createMcpServerService({ pool: deps.pool, clock: deps.clock, policy: deps.webhookPolicy ?? { allowHttp: false, allowPrivate: false } });

@@ -38,6 +38,10 @@ CREATE TABLE knowledge_chunks (
   ordinal integer NOT NULL,
   content text NOT NULL,
   search tsvector GENERATED ALWAYS AS (to_tsvector('english', content)) STORED,
+  -- with BERTH_EMBEDDINGS: the chunk's embedding and the model that made it (a plain array: the
+  -- embedded PostgreSQL has no pgvector; similarity is computed over a collection's rows)
+  embedding real[],
+  embedding_model text,
   UNIQUE (source_id, ordinal)
 );
 CREATE INDEX knowledge_chunks_search ON knowledge_chunks USING gin (search);

@@ -43,3 +43,4 @@ export * from './knowledge.js';
 export * from './guarded-get.js';
 export * from './metadata-rules.js';
 export * from './mcp-servers.js';
+export * from './embeddings.js';

@@ -2,6 +2,7 @@ import type { Mode } from '@berth/crds';
 import type { Queryable } from './db/index.js';
 import { ApiError } from './errors.js';
 import { recordEvent } from './events.js';
+import { cosineSimilarity } from './embeddings.js';
 import { isId, newId } from './ids.js';
 
 /**
@@ -190,12 +191,15 @@ export async function writeSource(
   db: Queryable,
   scope: KnowledgeScope,
   collection: CollectionRow,
-  input: { type: SourceType; name: string; url?: string | undefined; text: string } | { type: SourceType; name: string; url?: string | undefined; error: string },
+  input:
+    | { type: SourceType; name: string; url?: string | undefined; chunks: string[]; embeddings?: { model: string; vectors: number[][] } | undefined }
+    | { type: SourceType; name: string; url?: string | undefined; error: string; errorCode?: 'fetch_failed' | 'embedding_failed' },
   now: Date,
 ): Promise<SourceRow> {
   const id = newId('ksrc', now);
   const failed = 'error' in input;
-  const chunks = failed ? [] : chunkText(input.text);
+  const chunks = failed ? [] : input.chunks;
+  const embeddings = failed ? undefined : input.embeddings;
   const bytes = chunks.reduce((sum, chunk) => sum + Buffer.byteLength(chunk), 0);
   const { rows } = await db.query(
     `INSERT INTO knowledge_sources (id, collection_id, type, name, url, state, error, chunk_count, bytes, created_at, synced_at)
@@ -204,13 +208,14 @@ export async function writeSource(
   );
   if (chunks.length > 0) {
     await db.query(
-      `INSERT INTO knowledge_chunks (source_id, collection_id, ordinal, content)
-       SELECT $1, $2, ordinal - 1, content FROM unnest($3::text[]) WITH ORDINALITY AS t (content, ordinal)`,
-      [id, collection.id, chunks],
+      `INSERT INTO knowledge_chunks (source_id, collection_id, ordinal, content, embedding, embedding_model)
+       SELECT $1, $2, t.ordinal - 1, t.content, CASE WHEN $4::text IS NULL THEN NULL ELSE ARRAY(SELECT jsonb_array_elements_text($5::jsonb -> (t.ordinal - 1)::int)::real) END, $4
+       FROM unnest($3::text[]) WITH ORDINALITY AS t (content, ordinal)`,
+      [id, collection.id, chunks, embeddings?.model ?? null, embeddings ? JSON.stringify(embeddings.vectors) : null],
     );
   }
   const data = failed
-    ? { collectionId: collection.id, sourceId: id, error: { code: 'fetch_failed', message: input.error } }
+    ? { collectionId: collection.id, sourceId: id, error: { code: input.errorCode ?? 'fetch_failed', message: input.error } }
     : {
         collectionId: collection.id,
         sourceId: id,
@@ -253,7 +258,48 @@ export interface SearchHit {
  * a refund take"), so the query's words (English-stemmed, stop words dropped) are ORed, not
  * ANDed, and ts_rank_cd puts the chunks that hold more of them, closer together, first.
  */
-export async function searchKnowledge(db: Queryable, collectionId: string, query: string, limit: number): Promise<SearchHit[]> {
+export async function searchKnowledge(
+  db: Queryable,
+  collectionId: string,
+  query: string,
+  limit: number,
+  embedded?: { model: string; vector: number[] },
+): Promise<SearchHit[]> {
+  const byMeaning = embedded ? await searchByEmbedding(db, collectionId, embedded, limit) : [];
+  const byWords = await searchByWords(db, collectionId, query, limit);
+  const seen = new Set(byMeaning.map((hit) => `${hit.sourceId}/${hit.ordinal}`));
+  return [...byMeaning, ...byWords.filter((hit) => !seen.has(`${hit.sourceId}/${hit.ordinal}`))].slice(0, Math.min(limit, MAX_SEARCH_RESULTS));
+}
+
+/** Chunks below this similarity to the query are not offered as meaning the same. */
+const MIN_SIMILARITY = 0.2;
+
+/**
+ * The chunks nearest the query's embedding (made by the same model), by cosine similarity over
+ * the collection's rows: the embedded PostgreSQL has no pgvector, so there is no vector index
+ * (ADR 34); a collection is read once a search.
+ */
+async function searchByEmbedding(db: Queryable, collectionId: string, embedded: { model: string; vector: number[] }, limit: number): Promise<SearchHit[]> {
+  const { rows } = await db.query(
+    `SELECT k.source_id, s.name AS source_name, k.ordinal, k.content, k.embedding
+     FROM knowledge_chunks k JOIN knowledge_sources s ON s.id = k.source_id
+     WHERE k.collection_id = $1 AND k.embedding_model = $2`,
+    [collectionId, embedded.model],
+  );
+  return rows
+    .map((row) => ({
+      sourceId: row.source_id as string,
+      sourceName: row.source_name as string,
+      ordinal: Number(row.ordinal),
+      content: row.content as string,
+      rank: cosineSimilarity(embedded.vector, row.embedding as number[]),
+    }))
+    .filter((hit) => hit.rank >= MIN_SIMILARITY)
+    .sort((a, b) => b.rank - a.rank)
+    .slice(0, Math.min(limit, MAX_SEARCH_RESULTS));
+}
+
+async function searchByWords(db: Queryable, collectionId: string, query: string, limit: number): Promise<SearchHit[]> {
   const { rows } = await db.query(
     `WITH q AS (SELECT replace(plainto_tsquery('english', $2)::text, ' & ', ' | ')::tsquery AS query)
      SELECT k.source_id, s.name AS source_name, k.ordinal, k.content, ts_rank_cd(k.search, q.query) AS rank

@@ -1,4 +1,4 @@
-import { ConfigError, type BerthConfig, type Clock, type Logger, type Pool, type ResourceStore, type SandboxProvider, type SecretBox, type SnapshotStorage } from '@berth/common';
+import { ConfigError, createEmbedder, type BerthConfig, type Clock, type Logger, type Pool, type ResourceStore, type SandboxProvider, type SecretBox, type SnapshotStorage } from '@berth/common';
 import { WebhookSender, createOperator, createSnapshotStorage, type ModelRouter, type Operator } from '@berth/operator';
 import { remoteProviderRouter, type ProviderRegistry } from '@berth/providers';
 import { createApp, type App, type AppDeps } from '../app.js';
@@ -36,6 +36,7 @@ export function configuredApp(
     currency: config.currency,
     streamHeartbeatMs: config.streamHeartbeat,
     webhookPolicy: { allowHttp: config.webhookAllowHttp, allowPrivate: config.webhookAllowPrivate },
+    ...(config.embeddings ? { embedder: createEmbedder(config.embeddings) } : {}),
     byoiPolicy: { allowHttp: config.byoiAllowHttp, allowPrivate: config.byoiAllowPrivate },
     secretBox: deps.secretBox,
     ...(config.publicUrl ? { publicUrl: config.publicUrl } : {}),

@@ -1,6 +1,6 @@
 import { existsSync } from 'node:fs';
 import { hostname } from 'node:os';
-import { PostgresResourceStore, createMetricsRegistry, systemClock, type BerthConfig, type Logger, type SecretBox } from '@berth/common';
+import { PostgresResourceStore, createEmbedder, createMetricsRegistry, systemClock, type BerthConfig, type Logger, type SecretBox } from '@berth/common';
 import { ModelRouter, Runner, byoiModelEndpoints, type RunnerOptions } from '@berth/operator';
 import { ProviderRegistry, createLocalProvider } from '@berth/providers';
 import { openDatabase } from './database.js';
@@ -19,6 +19,7 @@ export function createRunner(
     ...options,
     // MCP servers are reached under the rules of outbound webhooks.
     mcp: { box: secretBox, policy: { allowHttp: config.webhookAllowHttp, allowPrivate: config.webhookAllowPrivate } },
+    ...(config.embeddings ? { embedder: createEmbedder(config.embeddings) } : {}),
     log: deps.log.child({ component: 'runner' }),
     identity: process.env.POD_NAME || `${hostname()}-${process.pid}`,
     workers: config.runnerWorkers,

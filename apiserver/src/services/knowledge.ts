@@ -2,6 +2,7 @@ import { Counter, type Registry } from 'prom-client';
 import {
   ApiError,
   MAX_SOURCE_CHARS,
+  chunkText,
   createCollection,
   deleteCollection,
   deleteSource,
@@ -15,6 +16,7 @@ import {
   writeSource,
   type Clock,
   type CollectionRow,
+  type Embedder,
   type Pool,
   type SourceRow,
   type SourceType,
@@ -89,7 +91,7 @@ function decodeText(bytes: Buffer): string | undefined {
   }
 }
 
-export function createKnowledgeService(deps: { pool: Pool; clock: Clock; sessions: SessionService; policy: UrlPolicy; metrics: Registry; cursors: CursorCodec }) {
+export function createKnowledgeService(deps: { pool: Pool; clock: Clock; sessions: SessionService; policy: UrlPolicy; metrics: Registry; cursors: CursorCodec; embedder?: Embedder | undefined }) {
   const { pool, clock, sessions, cursors } = deps;
   const syncs = new Counter({
     name: 'berth_knowledge_syncs_total',
@@ -169,11 +171,27 @@ export function createKnowledgeService(deps: { pool: Pool; clock: Clock; session
           fields: { [input.type === 'text' ? 'text' : 'content']: ['too large'] },
         });
       }
+      // Chunks are embedded before the transaction (no connection held over an HTTP call); an
+      // embeddings endpoint that fails fails the sync like a URL that cannot be fetched.
+      let content: Parameters<typeof writeSource>[3];
+      if ('error' in text) content = { type: input.type as SourceType, ...text };
+      else {
+        const chunks = chunkText(text.text);
+        const { text: _text, ...named } = text;
+        content = { type: input.type as SourceType, ...named, chunks };
+        if (deps.embedder && chunks.length > 0) {
+          try {
+            content = { ...content, embeddings: { model: deps.embedder.model, vectors: await deps.embedder.embed(chunks) } };
+          } catch (error) {
+            content = { type: input.type as SourceType, ...named, error: `embedding failed: ${(error as Error).message}`, errorCode: 'embedding_failed' };
+          }
+        }
+      }
       const source = await withTransaction(pool, async (tx) => {
         // Read again inside the transaction: the event's totals include sources added meanwhile.
         const current = await findCollection(tx, scopeOf(principal), collection.id);
         if (!current) throw new ApiError('not_found', `collection ${idOrName} does not exist`);
-        return writeSource(tx, scopeOf(principal), current, { type: input.type as SourceType, ...text }, clock.now());
+        return writeSource(tx, scopeOf(principal), current, content, clock.now());
       });
       syncs.inc({ type: input.type, result: source.state });
       return sourceView(source);

@@ -1,4 +1,4 @@
-import { MAX_SEARCH_RESULTS, findCollection, searchKnowledge, sessionCollection, type Queryable, type Resource } from '@berth/common';
+import { MAX_SEARCH_RESULTS, findCollection, searchKnowledge, sessionCollection, type Embedder, type Logger, type Queryable, type Resource } from '@berth/common';
 import { ToolInputError, type ToolSpec } from './tools.js';
 
 const DEFAULT_RESULTS = 5;
@@ -10,7 +10,12 @@ export type SearchResult = 'hits' | 'empty' | 'no_collection';
  * (the session's default one for `true`). The collection is looked up at every call, so one
  * deleted during a run is reported to the model rather than searched.
  */
-export function knowledgeSearchTool(db: Queryable, agent: Resource<'Agent'>, onSearch: (result: SearchResult) => void): ToolSpec {
+export function knowledgeSearchTool(
+  db: Queryable,
+  agent: Resource<'Agent'>,
+  onSearch: (result: SearchResult) => void,
+  options: { embedder?: Embedder | undefined; log: Logger },
+): ToolSpec {
   const { knowledge, organizationId, mode, sessionId } = agent.spec;
   const scope = { organizationId, mode };
   return {
@@ -39,7 +44,16 @@ export function knowledgeSearchTool(db: Queryable, agent: Resource<'Agent'>, onS
         onSearch('no_collection');
         return { output: 'the knowledge collection of this agent no longer exists', isError: true };
       }
-      const hits = await searchKnowledge(db, collection.id, query, limit);
+      let embedded: { model: string; vector: number[] } | undefined;
+      if (options.embedder) {
+        try {
+          embedded = { model: options.embedder.model, vector: (await options.embedder.embed([query]))[0]! };
+        } catch (error) {
+          // Words still find what they match: the search goes on without the similarity half.
+          options.log.warn({ err: error }, 'embedding the knowledge query failed; searching by words only');
+        }
+      }
+      const hits = await searchKnowledge(db, collection.id, query, limit, embedded);
       onSearch(hits.length > 0 ? 'hits' : 'empty');
       if (hits.length === 0) return { output: `no passages in collection "${collection.name}" match: ${query}`, isError: false };
       const output = hits.map((hit, index) => `[${index + 1}] ${hit.sourceName} (passage ${hit.ordinal + 1})\n${hit.content}`).join('\n\n');

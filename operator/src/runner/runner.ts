@@ -29,6 +29,7 @@ import {
   type SandboxProvider,
   type Task,
   type TaskExtraction,
+  type Embedder,
 } from '@berth/common';
 import type { AgentPhase, Environment } from '@berth/crds';
 import type { ProviderRegistry } from '@berth/providers';
@@ -67,6 +68,8 @@ export interface RunnerOptions {
   pollMs?: number;
   /** To reach MCP servers: the secrets box (their credentials) and the URL rules; without it, agents with `mcp` get no MCP tools. */
   mcp?: McpSettings;
+  /** Embeds knowledge queries when the install configures an embeddings endpoint. */
+  embedder?: Embedder;
 }
 
 class RunnerStopping extends Error {
@@ -306,7 +309,9 @@ export class Runner {
     const watched = await this.watchAgent(agent);
     const fieldTools: ToolSpec[] = [];
     if (agent.spec.knowledge !== undefined && agent.spec.knowledge !== false) {
-      fieldTools.push(knowledgeSearchTool(this.options.pool, agent, (result) => this.metrics.knowledgeSearches.inc({ result })));
+      fieldTools.push(
+        knowledgeSearchTool(this.options.pool, agent, (result) => this.metrics.knowledgeSearches.inc({ result }), { embedder: this.options.embedder, log }),
+      );
     }
     const mcp =
       agent.spec.mcp !== undefined && this.options.mcp
