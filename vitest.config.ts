@@ -10,9 +10,6 @@ export default defineConfig({
   resolve: { conditions: ['source'] },
   ssr: { resolve: { conditions: ['source'] } },
   test: {
-    // The `source` condition is for Berth's own packages; eventsource-parser (under the MCP SDK)
-    // also exports TypeScript under it, which Node cannot load unless Vite transforms it.
-    server: { deps: { inline: [/@modelcontextprotocol\/sdk/, 'eventsource', 'eventsource-parser'] } },
     projects: [
       {
         extends: true,
