@@ -1,16 +1,20 @@
 import { randomBytes } from 'node:crypto';
-import { SecretBox, createLimitGuard, type Clock, type Logger, type Pool, type ResourceStore, type UrlPolicy, type Embedder } from '@berth/common';
+import { DEFAULT_CHANNEL_LIMITS, SecretBox, createLimitGuard, type Clock, type PlanSettings, type Logger, type Pool, type ResourceStore, type UrlPolicy, type Embedder } from '@berth/common';
 import { createAgentFactory, createRunStarter, type ModelRouter } from '@berth/operator';
 import type { ProviderRegistry } from '@berth/providers';
 import express, { type Express } from 'express';
 import type { Registry } from 'prom-client';
 import { authenticate } from './http/auth.js';
+import { createRateLimiter } from './http/rate-limit.js';
 import { errorHandler, notFoundHandler } from './http/errors.js';
 import { observeRequests } from './http/observe.js';
 import { openapiDocument } from './http/openapi.js';
 import { RouteTable } from './http/route.js';
 import { HEARTBEAT_MS } from './http/sse.js';
 import { agentDefinitionRoutes } from './routes/agent-definitions.js';
+import { execRoutes } from './routes/exec.js';
+import { TerminalTokens, terminalUpgrade } from './http/terminal.js';
+import type { UpgradeListener } from './http/server.js';
 import { agentRoutes } from './routes/agents.js';
 import { runRoutes } from './routes/runs.js';
 import { scheduleRoutes } from './routes/schedules.js';
@@ -26,6 +30,15 @@ import { agentResourceManagementRoutes } from './routes/agent-resources-manageme
 import { providerRoutes } from './routes/providers.js';
 import { triggerRoutes } from './routes/triggers.js';
 import { jobRoutes } from './routes/jobs.js';
+import { widgetRoutes } from './routes/widget.js';
+import { channelRoutes } from './routes/channels.js';
+import { MAX_PUBLIC_BODY_BYTES, channelPublicRoutes, type ChannelSettings } from './routes/channel-public.js';
+import { channelWebhookRoutes } from './routes/channel-webhooks.js';
+import { channelCors } from './http/channel-cors.js';
+import { createChannelService } from './services/channels.js';
+import { createConversationService } from './services/conversations.js';
+import { createChannelLimiter } from './services/channel-limits.js';
+import { ChannelHub } from './services/channel-hub.js';
 import { fleetRoutes } from './routes/fleets.js';
 import { createFleetService } from './services/fleets.js';
 import { createTriggerService } from './services/triggers.js';
@@ -53,8 +66,17 @@ import { OidcClient, type OidcSettings } from './management/oidc.js';
 import { createSignInService, type SignupPolicy } from './management/sign-in.js';
 import { signInRoutes } from './routes/sign-in.js';
 import { teamRoutes } from './routes/team.js';
+import { approvalRoutes } from './routes/approvals.js';
+import { createApprovalService } from './services/approvals.js';
 import { createTeamService } from './services/team.js';
 import { managementDocumentRoute } from './routes/management-document.js';
+import { apiKeyRoutes } from './routes/api-keys.js';
+import { organizationSettingsRoutes } from './routes/organization-settings.js';
+import { dataPlaneViewRoutes } from './routes/data-plane-views.js';
+import { eventLogRoutes } from './routes/event-log.js';
+import { createEventLogService } from './services/event-log.js';
+import { createApiKeyService } from './services/api-keys.js';
+import { createOrganizationSettingsService } from './services/organization-settings.js';
 import type { RequestHandler } from 'express';
 
 export const API_VERSION = '0.1.0';
@@ -85,6 +107,12 @@ export interface AppDeps {
   webhookPolicy?: UrlPolicy;
   /** Embeds knowledge chunks when the install configures an embeddings endpoint (BERTH_EMBEDDINGS). */
   embedder?: Embedder;
+  /** Plans: the rate limit of `/v1` requests per API key by the organization's plan. */
+  plans: PlanSettings;
+  /** Whether `/v1` requests are counted and limited (default true); false only for the floor of the rate-limit bench. */
+  limitRequests?: boolean;
+  /** Limits and reply timeout of channels (defaults: the documented ones). */
+  channels?: Partial<ChannelSettings>;
   /** Whether the controllers this process relies on are running (for /readyz). */
   ready?: () => boolean;
   /** The management plane (`/api`): sign-in and who may create organizations. */
@@ -102,6 +130,8 @@ export interface App {
   routes: RouteTable;
   /** The cookie-authorized management routes (`/api`), documented at `/api/openapi.json`. */
   managementRoutes: RouteTable;
+  /** Answers WebSocket upgrades (the terminal); pass it to `createApiServer`. */
+  upgrade: UpgradeListener;
   /** Closes what the app holds open (the stream hub's connection). */
   close(): Promise<void>;
 }
@@ -133,6 +163,7 @@ export function createApp(deps: AppDeps): App {
     metrics: deps.metrics,
     execTimeoutMs: deps.execTimeoutMs,
     cursors,
+    pool: deps.pool,
   });
   const runs = createRunService({ pool: deps.pool, agents, runs: runStarter, currency: deps.currency });
   const hub = new StreamHub(deps.pool, deps.connectionString, deps.log, deps.metrics);
@@ -149,6 +180,8 @@ export function createApp(deps: AppDeps): App {
   const definitions = createAgentDefinitionService({ pool: deps.pool, clock: deps.clock, models: deps.models });
   agentDefinitionRoutes(routes, definitions);
   agentRoutes(routes, agents, { execTimeoutMs: deps.execTimeoutMs, definitions });
+  const terminalTokens = new TerminalTokens(secretBox.subkey('berth/terminal-tokens'), deps.clock);
+  execRoutes(routes, agents, { terminalTokens, heartbeatMs: deps.streamHeartbeatMs });
   runRoutes(routes, { runs, agents, hub, heartbeatMs: deps.streamHeartbeatMs ?? HEARTBEAT_MS });
   const snapshots = createSnapshotService({ store: deps.store, providers: deps.providers, clock: deps.clock, limits });
   snapshotRoutes(routes, { snapshots, agents, providers: deps.providers });
@@ -191,11 +224,39 @@ export function createApp(deps: AppDeps): App {
     heartbeatMs: deps.streamHeartbeatMs ?? HEARTBEAT_MS,
   });
   jobRoutes(routes, createJobService({ pool: deps.pool, currency: deps.currency }));
+  channelRoutes(routes, { channels: createChannelService({ pool: deps.pool, clock: deps.clock, box: secretBox }), publicUrl: deps.publicUrl });
+  const channelHub = new ChannelHub(deps.pool, deps.connectionString, deps.log, deps.metrics);
+  const channelSettings: ChannelSettings = {
+    limits: DEFAULT_CHANNEL_LIMITS,
+    replyTimeoutMs: 120_000,
+    ...deps.channels,
+  };
+  const conversations = createConversationService({ pool: deps.pool, clock: deps.clock, hub: channelHub, log: deps.log, metrics: deps.metrics });
+  channelPublicRoutes(routes, {
+    pool: deps.pool,
+    clock: deps.clock,
+    log: deps.log,
+    conversations,
+    agentStreams: hub,
+    limiter: createChannelLimiter({ pool: deps.pool, clock: deps.clock, limits: channelSettings.limits, metrics: deps.metrics }),
+    settings: channelSettings,
+    heartbeatMs: deps.streamHeartbeatMs ?? HEARTBEAT_MS,
+  });
+  channelWebhookRoutes(routes, {
+    pool: deps.pool,
+    clock: deps.clock,
+    box: secretBox,
+    metrics: deps.metrics,
+    conversations,
+    settings: channelSettings,
+    publicUrl: deps.publicUrl,
+  });
   workflowRoutes(routes, {
     workflows: createWorkflowService({ pool: deps.pool, clock: deps.clock, cursors, currency: deps.currency }),
     hub: workflowHub,
     heartbeatMs: deps.streamHeartbeatMs ?? HEARTBEAT_MS,
   });
+  widgetRoutes(routes);
 
   // The management plane: a second table, authorized by the sign-in cookie and the caller's role.
   const managementRoutes = new RouteTable();
@@ -214,6 +275,14 @@ export function createApp(deps: AppDeps): App {
   signInRoutes(managementRoutes, { pool: deps.pool, clock: deps.clock, signIn, signer, dashboardUrl: deps.management?.dashboardUrl });
   teamRoutes(managementRoutes, createTeamService({ pool: deps.pool, clock: deps.clock }));
   agentResourceManagementRoutes(managementRoutes, { knowledge, mcpServers });
+  apiKeyRoutes(managementRoutes, createApiKeyService({ pool: deps.pool, clock: deps.clock }));
+  organizationSettingsRoutes(
+    managementRoutes,
+    createOrganizationSettingsService({ pool: deps.pool, clock: deps.clock, plans: deps.plans, currency: deps.currency, cursors }),
+  );
+  eventLogRoutes(managementRoutes, createEventLogService({ pool: deps.pool, cursors }));
+  dataPlaneViewRoutes(managementRoutes, routes, { pool: deps.pool, clock: deps.clock });
+  approvalRoutes(routes, managementRoutes, createApprovalService({ pool: deps.pool, clock: deps.clock, cursors, metrics: deps.metrics }));
   const authenticateSession = authenticateUser({ db: deps.pool, clock: deps.clock, signer });
 
   const app = express();
@@ -222,10 +291,14 @@ export function createApp(deps: AppDeps): App {
   app.use(observeRequests(deps.log, deps.metrics));
   // Before the JSON parser: routes that verify a signature over the body read it as bytes.
   app.use(routes.rawBodyReaders());
+  // Public chat routes: browsers' preflight and origins first, and a small body limit.
+  app.use(channelCors(deps.pool));
+  app.use('/channels', express.json({ limit: MAX_PUBLIC_BODY_BYTES }));
   app.use(express.json({ limit: '2mb' }));
   for (const mount of deps.mounts ?? []) app.use(mount.path, mount.router);
   const router = express.Router();
-  const authenticateKey = authenticate({ db: deps.pool, clock: deps.clock });
+  const rateLimiter = deps.limitRequests === false ? undefined : createRateLimiter({ db: deps.pool, clock: deps.clock, plans: deps.plans, metrics: deps.metrics });
+  const authenticateKey = authenticate({ db: deps.pool, clock: deps.clock, ...(rateLimiter ? { rateLimiter } : {}) });
   routes.mount(router, (route) => (route.auth === false ? [] : [authenticateKey]));
   managementRoutes.mount(router, (route): RequestHandler[] => {
     if (route.auth === false) return [];
@@ -235,5 +308,15 @@ export function createApp(deps: AppDeps): App {
   app.use(router);
   app.use(notFoundHandler);
   app.use(errorHandler);
-  return { express: app, routes, managementRoutes, close: async () => (await hub.close(), await workflowHub.close()) };
+  const upgrade = terminalUpgrade({ db: deps.pool, agents, tokens: terminalTokens, log: deps.log });
+  return {
+    express: app,
+    routes,
+    managementRoutes,
+    upgrade,
+    close: async () => {
+      conversations.close();
+      await Promise.all([hub.close(), workflowHub.close(), channelHub.close()]);
+    },
+  };
 }

@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import { modelSchema, parseDuration } from '@berth/crds';
 import { DEFAULT_COMPUTE_PRICES, DEFAULT_STORAGE_PRICE, computePricesSchema, type ComputePrices } from './pricing.js';
 import { z } from 'zod';
+import { channelLimitsSchema } from './channels.js';
 
 /**
  * Every setting in one table: its environment variable, its command-line flag, what it
@@ -527,6 +528,19 @@ export const SETTINGS = {
     defaultText: 'usd',
     schema: z.string().regex(/^[a-z]{3}$/, 'must be a lowercase three-letter currency code').default('usd'),
   },
+  defaultPlan: {
+    env: 'BERTH_DEFAULT_PLAN',
+    description:
+      'plan of an organization that has none of its own: free (60 requests/minute per API key), pro (300) or enterprise (BERTH_ENTERPRISE_RATE_LIMIT); the first organization of an install is enterprise',
+    defaultText: 'free',
+    schema: z.enum(['free', 'pro', 'enterprise']).default('free'),
+  },
+  enterpriseRateLimit: {
+    env: 'BERTH_ENTERPRISE_RATE_LIMIT',
+    description: 'requests per minute per API key on the enterprise plan (/v1 routes)',
+    defaultText: '60000',
+    schema: z.coerce.number().int().min(1).max(10_000_000).default(60_000),
+  },
   runMaxSteps: {
     env: 'BERTH_RUN_MAX_STEPS',
     description: 'model calls a run may make before it stops with step_limit',
@@ -563,6 +577,43 @@ export const SETTINGS = {
     description: 'interval of heartbeat events on open agent streams',
     defaultText: '15s',
     schema: durationMs('15s'),
+  },
+  channelLimits: {
+    env: 'BERTH_CHANNEL_LIMITS',
+    description:
+      'requests a minute the public channel routes accept, as JSON such as {"visitorMessages":5}: channelMessages (to one channel), visitorMessages (from one visitor of a channel), ipMessages and ipReads (from one client IP); fields left out keep their defaults',
+    defaultText: '600, 20, 60 and 300 a minute',
+    schema: z
+      .string()
+      .default('{}')
+      .transform((text, ctx) => {
+        try {
+          const parsed = channelLimitsSchema.safeParse(JSON.parse(text));
+          if (parsed.success) return parsed.data;
+          ctx.addIssue({ code: 'custom', message: parsed.error.issues.map((issue) => `${issue.path.join('.') || '(root)'}: ${issue.message}`).join('; ') });
+        } catch {
+          ctx.addIssue({ code: 'custom', message: 'not JSON' });
+        }
+        return z.NEVER;
+      }),
+  },
+  channelReplyTimeout: {
+    env: 'BERTH_CHANNEL_REPLY_TIMEOUT',
+    description: 'longest a public channel message waits for its reply before it is answered 504 (the reply is still stored and streamed)',
+    defaultText: '120s',
+    schema: durationMs('120s'),
+  },
+  slackApiUrl: {
+    env: 'BERTH_SLACK_API_URL',
+    description: 'base URL of the Slack Web API that channel replies are posted to (chat.postMessage)',
+    defaultText: 'https://slack.com/api',
+    schema: z.string().url().default('https://slack.com/api'),
+  },
+  sendgridApiUrl: {
+    env: 'BERTH_SENDGRID_API_URL',
+    description: 'base URL of the SendGrid API that email channel replies are sent through (v3/mail/send)',
+    defaultText: 'https://api.sendgrid.com',
+    schema: z.string().url().default('https://api.sendgrid.com'),
   },
   execTimeout: {
     env: 'BERTH_EXEC_TIMEOUT',

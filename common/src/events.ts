@@ -24,7 +24,11 @@ export type EventType =
   | 'workflow.completed'
   | 'workflow.failed'
   | 'knowledge.sync_completed'
-  | 'knowledge.sync_failed';
+  | 'knowledge.sync_failed'
+  | 'approval.requested'
+  | 'approval.approved'
+  | 'approval.denied'
+  | 'approval.expired';
 
 export interface EventInput {
   type: EventType;
@@ -103,7 +107,11 @@ export async function listEvents(
      ${where.length ? `WHERE ${where.join(' AND ')}` : ''} ORDER BY seq`,
     params,
   );
-  return rows.map((row) => ({
+  return rows.map(toStoredEvent);
+}
+
+function toStoredEvent(row: EventRow): StoredEvent {
+  return {
     id: row.id,
     seq: row.seq,
     type: row.type,
@@ -112,5 +120,23 @@ export async function listEvents(
     subjectId: row.subject_id,
     data: row.data,
     createdAt: row.created_at.toISOString(),
-  }));
+  };
+}
+
+/**
+ * One page of an organization's events of one mode, newest first: its event log. `beforeSeq`
+ * is the `seq` of the last event of the previous page; one more than `limit` is read to say
+ * whether another page follows.
+ */
+export async function listEventPage(
+  db: Queryable,
+  filter: { organizationId: string; mode: Mode; type?: EventType | undefined; limit: number; beforeSeq?: string | undefined },
+): Promise<{ events: StoredEvent[]; hasMore: boolean }> {
+  const { rows } = await db.query<EventRow>(
+    `SELECT id, seq, type, organization_id, mode, subject_id, data, created_at FROM events
+     WHERE organization_id = $1 AND mode = $2 AND ($3::text IS NULL OR type = $3) AND ($4::bigint IS NULL OR seq < $4::bigint)
+     ORDER BY seq DESC LIMIT $5`,
+    [filter.organizationId, filter.mode, filter.type ?? null, filter.beforeSeq ?? null, filter.limit + 1],
+  );
+  return { events: rows.slice(0, filter.limit).map(toStoredEvent), hasMore: rows.length > filter.limit };
 }

@@ -76,13 +76,13 @@ function toRecord(row: KeyRow): ApiKeyRecord {
 /** Creates a key and returns it in full; this is the only time the full key exists outside the client. */
 export async function createApiKey(
   db: Queryable,
-  input: { organizationId: string; mode: Mode; label?: string; createdBy?: string },
+  input: { organizationId: string; mode: Mode; label?: string; createdBy?: string; createdAt?: Date },
 ): Promise<{ key: string; record: ApiKeyRecord }> {
   const key = generateKey(input.mode);
   const { rows } = await db.query<KeyRow>(
-    `INSERT INTO api_keys (id, organization_id, mode, label, prefix, secret_hash, created_by)
-     VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING ${KEY_COLUMNS}`,
-    [newId('key'), input.organizationId, input.mode, input.label ?? '', visiblePrefix(key), hashKey(key), input.createdBy ?? null],
+    `INSERT INTO api_keys (id, organization_id, mode, label, prefix, secret_hash, created_by, created_at)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, coalesce($8, now())) RETURNING ${KEY_COLUMNS}`,
+    [newId('key', input.createdAt), input.organizationId, input.mode, input.label ?? '', visiblePrefix(key), hashKey(key), input.createdBy ?? null, input.createdAt ?? null],
   );
   return { key, record: toRecord(rows[0]!) };
 }

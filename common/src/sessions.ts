@@ -1,4 +1,5 @@
 import type { Environment, SessionLimits } from '@berth/crds';
+import { getSessionDefaults } from './budgets.js';
 import type { Pool } from './db/index.js';
 import { idToObjectName, objectNameToId } from './ids.js';
 import type { Principal } from './principal.js';
@@ -16,9 +17,18 @@ export function scopeLabels(principal: Pick<Principal, 'organizationId' | 'mode'
   return { [Labels.organization]: principal.organizationId, [Labels.mode]: principal.mode };
 }
 
-/** Writes the Session resource with this id. */
-export async function createSessionResource(store: ResourceStore, principal: Principal, id: string, input: CreateSessionInput): Promise<Resource<'Session'>> {
-  return store.create('Session', {
+/**
+ * Writes the Session resource with this id. Limits the input does not give come from the
+ * organization's budgets (its session defaults, set on the management plane).
+ */
+export async function createSessionResource(
+  deps: { store: ResourceStore; pool: Pool },
+  principal: Principal,
+  id: string,
+  input: CreateSessionInput,
+): Promise<Resource<'Session'>> {
+  const defaults = await getSessionDefaults(deps.pool, principal.organizationId);
+  return deps.store.create('Session', {
     name: idToObjectName(id),
     labels: scopeLabels(principal),
     spec: {
@@ -26,7 +36,7 @@ export async function createSessionResource(store: ResourceStore, principal: Pri
       mode: principal.mode,
       userId: input.userId,
       environment: input.environment ?? 'production',
-      limits: input.limits ?? {},
+      limits: { ...defaults, ...input.limits },
       metadata: input.metadata ?? {},
     },
     status: { phase: 'active' },
@@ -65,7 +75,7 @@ export async function getOrCreateUserSession(
   const existing = await deps.store.get('Session', idToObjectName(sessionId));
   if (existing) return { session: existing, created: false };
   try {
-    return { session: await createSessionResource(deps.store, principal, sessionId, input), created: true };
+    return { session: await createSessionResource(deps, principal, sessionId, input), created: true };
   } catch (error) {
     if (!isStoreError(error, 'AlreadyExists')) throw error;
     const raced = await deps.store.get('Session', idToObjectName(sessionId));

@@ -1,6 +1,7 @@
 import type { Mode } from '@berth/crds';
 import type { Queryable } from './db/index.js';
 import { LEDGER_COLUMNS, ledgerPlaceholders, ledgerRow, type LedgerEntry } from './ledger.js';
+import type { GuardrailHit } from './guardrails.js';
 import type { StreamEventType } from './stream.js';
 
 export type TaskState = 'queued' | 'running' | 'completed' | 'failed' | 'cancelled';
@@ -25,6 +26,8 @@ export interface Task {
   error: { code: string; message: string } | null;
   /** The metadata extracted from a completed run's output, or why none was; null without extraction rules. */
   extraction: TaskExtraction | null;
+  /** What the agent's guardrails found during the run, in order. */
+  guardrailHits: GuardrailHit[];
   createdAt: string;
   startedAt: string | null;
   finishedAt: string | null;
@@ -47,13 +50,14 @@ interface TaskRow {
   output: string | null;
   error: { code: string; message: string } | null;
   extraction: TaskExtraction | null;
+  guardrail_hits: GuardrailHit[];
   created_at: Date;
   started_at: Date | null;
   finished_at: Date | null;
 }
 
 const COLUMNS = `id, organization_id, mode, session_id, agent_id, input, state, attempt, claimed_by, conversation, steps,
-  input_tokens, output_tokens, output, error, extraction, created_at, started_at, finished_at`;
+  input_tokens, output_tokens, output, error, extraction, guardrail_hits, created_at, started_at, finished_at`;
 
 function toTask(row: TaskRow): Task {
   return {
@@ -73,6 +77,7 @@ function toTask(row: TaskRow): Task {
     output: row.output,
     error: row.error,
     extraction: row.extraction,
+    guardrailHits: row.guardrail_hits,
     createdAt: row.created_at.toISOString(),
     startedAt: row.started_at?.toISOString() ?? null,
     finishedAt: row.finished_at?.toISOString() ?? null,
@@ -81,12 +86,14 @@ function toTask(row: TaskRow): Task {
 
 export async function insertTask(
   db: Queryable,
-  task: { id: string; organizationId: string; mode: Mode; sessionId: string; agentId: string; input: string },
+  task: { id: string; organizationId: string; mode: Mode; sessionId: string; agentId: string; input: string; conversation?: unknown[] | undefined },
 ): Promise<Task> {
+  // A conversation given here is where the loop starts (earlier turns, then the input); without
+  // one the loop starts from the input alone.
   const { rows } = await db.query<TaskRow>(
-    `INSERT INTO tasks (id, organization_id, mode, session_id, agent_id, input, state)
-     VALUES ($1, $2, $3, $4, $5, $6, 'queued') RETURNING ${COLUMNS}`,
-    [task.id, task.organizationId, task.mode, task.sessionId, task.agentId, task.input],
+    `INSERT INTO tasks (id, organization_id, mode, session_id, agent_id, input, conversation, state)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, 'queued') RETURNING ${COLUMNS}`,
+    [task.id, task.organizationId, task.mode, task.sessionId, task.agentId, task.input, JSON.stringify(task.conversation ?? [])],
   );
   return toTask(rows[0]!);
 }
@@ -161,13 +168,21 @@ export interface StepWrites {
 export async function checkpointTask(
   db: Queryable,
   task: Pick<Task, 'id' | 'attempt'>,
-  progress: { conversation: unknown[]; steps: number; inputTokens: number; outputTokens: number },
+  progress: { conversation: unknown[]; steps: number; inputTokens: number; outputTokens: number; guardrailHits?: GuardrailHit[] },
   writes: StepWrites = {},
 ): Promise<void> {
-  const params: unknown[] = [task.id, task.attempt, JSON.stringify(progress.conversation), progress.steps, progress.inputTokens, progress.outputTokens];
+  const params: unknown[] = [
+    task.id,
+    task.attempt,
+    JSON.stringify(progress.conversation),
+    progress.steps,
+    progress.inputTokens,
+    progress.outputTokens,
+    JSON.stringify(progress.guardrailHits ?? []),
+  ];
   const statements = [
     `checkpoint AS (
-       UPDATE tasks SET conversation = $3, steps = $4, input_tokens = $5, output_tokens = $6
+       UPDATE tasks SET conversation = $3, steps = $4, input_tokens = $5, output_tokens = $6, guardrail_hits = $7
        WHERE id = $1 AND attempt = $2 AND state = 'running'
        RETURNING id, agent_id)`,
   ];

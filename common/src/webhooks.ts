@@ -26,6 +26,10 @@ export const WEBHOOK_EVENTS = [
   'workflow.failed',
   'knowledge.sync_completed',
   'knowledge.sync_failed',
+  'approval.requested',
+  'approval.approved',
+  'approval.denied',
+  'approval.expired',
 ] as const satisfies readonly EventType[];
 
 /** A delivery answered 2xx within this is delivered. */

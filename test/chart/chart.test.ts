@@ -465,6 +465,18 @@ describe('sign-in to the management plane', () => {
   });
 });
 
+describe('plans', () => {
+  it('gives the API server the default plan and the enterprise limit, and refuses an unknown plan', async () => {
+    const apiserver = (await render()).env('apiserver');
+    expect(apiserver.get('BERTH_DEFAULT_PLAN')!.value).toBe('free');
+    expect(apiserver.get('BERTH_ENTERPRISE_RATE_LIMIT')!.value).toBe('60000');
+    const set = (await render([...WITH_URL, '--set', 'plans.default=pro', '--set', 'plans.enterpriseRateLimit=9000'])).env('apiserver');
+    expect(set.get('BERTH_DEFAULT_PLAN')!.value).toBe('pro');
+    expect(set.get('BERTH_ENTERPRISE_RATE_LIMIT')!.value).toBe('9000');
+    expect(await renderError([...WITH_URL, '--set', 'plans.default=gold'])).toContain(SCHEMA_ERROR);
+  });
+});
+
 describe('CRDs', () => {
   const crdNames = ['agents.berth.dev', 'fleets.berth.dev', 'schedules.berth.dev', 'sessions.berth.dev', 'snapshots.berth.dev'];
 

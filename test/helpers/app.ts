@@ -50,6 +50,8 @@ export async function startTestApi(options: { clock: Clock; providers: ProviderR
     execTimeoutMs: 5_000,
     defaultModel: 'openai/gpt-4o-mini',
     currency: 'usd',
+    // Organizations the tests create have no plan of their own: enterprise keeps them unthrottled.
+    plans: { defaultPlan: 'enterprise', enterpriseRateLimit: 60_000 },
     ...options.app,
   };
   const started: { app: App; close(): void }[] = [];

@@ -1,11 +1,11 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ManualClock, ROLES, type Role } from '../../common/src/index.js';
+import { ManualClock, ROLES, insertApproval, insertTask, newId, type Role } from '../../common/src/index.js';
 import { roleHolds, type Permission } from '../../apiserver/src/management/permissions.js';
 import { ProviderRegistry } from '../../providers/src/registry.js';
 import { startTestApi, type TestApi } from '../helpers/app.js';
 import type { BrowserResponse } from '../helpers/browser.js';
 import { IdleProvider } from '../helpers/fake-providers.js';
-import { managementPeople, type TestOrganization } from '../helpers/management.js';
+import { managementPeople, permissionTableOf, type TestOrganization } from '../helpers/management.js';
 
 /**
  * The permission table over HTTP: every `/api` route that needs a permission, called by each of
@@ -31,6 +31,32 @@ interface RouteCase {
   call(org: TestOrganization, caller: TestOrganization['owner']): Promise<BrowserResponse>;
 }
 
+/** A live tool call of the organization that waits for a decision, as a runner records it. */
+async function pendingApproval(org: TestOrganization): Promise<string> {
+  const task = await insertTask(api.pool, {
+    id: newId('task', clock.now()),
+    organizationId: org.organizationId,
+    mode: 'live',
+    sessionId: newId('ses', clock.now()),
+    agentId: newId('agt', clock.now()),
+    input: 'needs a decision',
+  });
+  const approval = await insertApproval(api.pool, {
+    id: newId('apr', clock.now()),
+    organizationId: org.organizationId,
+    mode: 'live',
+    sessionId: task.sessionId,
+    agentId: task.agentId,
+    taskId: task.id,
+    toolCallId: 'call_1',
+    tool: 'exec',
+    preview: { language: 'bash', code: 'echo hi' },
+    rule: 0,
+    expiresAt: new Date(clock.now().getTime() + 3_600_000),
+  });
+  return approval.id;
+}
+
 /** Every permission-checked /api route, by "METHOD path" as the route table names it. */
 const ROUTES: Record<string, RouteCase> = {
   'GET /api/team': { permission: 'team.view', status: 200, call: (_org, caller) => caller.browser.get('/api/team') },
@@ -54,57 +80,29 @@ const ROUTES: Record<string, RouteCase> = {
     status: 200,
     call: (org, caller) => caller.browser.post('/api/team/transfer', { newOwnerId: org.members.member!.memberId }),
   },
-  'GET /api/knowledge/collections': { permission: 'agentResources.view', status: 200, call: (_org, caller) => caller.browser.get('/api/knowledge/collections') },
-  'POST /api/knowledge/collections': {
-    permission: 'agentResources.manage',
-    status: 201,
-    call: (_org, caller) => caller.browser.post('/api/knowledge/collections', { name: 'handbook' }),
-  },
-  'DELETE /api/knowledge/collections/:id': {
-    permission: 'agentResources.manage',
+  'GET /api/approvals': { permission: 'sessions.view', status: 200, call: (_org, caller) => caller.browser.get('/api/approvals') },
+  'GET /api/approvals/:id': {
+    permission: 'sessions.view',
     status: 200,
-    call: async (org, caller) => {
-      await org.owner.browser.post('/api/knowledge/collections', { name: 'doomed' });
-      return caller.browser.delete('/api/knowledge/collections/doomed');
-    },
+    call: async (org, caller) => caller.browser.get(`/api/approvals/${await pendingApproval(org)}`),
   },
-  'GET /api/knowledge/collections/:id/sources': {
-    permission: 'agentResources.view',
+  'POST /api/approvals/:id/approve': {
+    permission: 'sessions.manage',
     status: 200,
-    call: async (org, caller) => {
-      await org.owner.browser.post('/api/knowledge/collections', { name: 'read-me' });
-      return caller.browser.get('/api/knowledge/collections/read-me/sources');
-    },
+    call: async (org, caller) => caller.browser.post(`/api/approvals/${await pendingApproval(org)}/approve`, { reason: 'fine' }),
   },
-  'POST /api/knowledge/collections/:id/sources': {
-    permission: 'agentResources.manage',
-    status: 201,
-    call: async (org, caller) => {
-      await org.owner.browser.post('/api/knowledge/collections', { name: 'write-me' });
-      return caller.browser.post('/api/knowledge/collections/write-me/sources', { type: 'text', text: 'Refunds take 14 days.' });
-    },
-  },
-  'GET /api/mcp-servers': { permission: 'agentResources.view', status: 200, call: (_org, caller) => caller.browser.get('/api/mcp-servers') },
-  'POST /api/mcp-servers': {
-    permission: 'agentResources.manage',
-    status: 201,
-    call: (_org, caller) => caller.browser.post('/api/mcp-servers', { name: 'crm', url: 'https://mcp.example.com/mcp' }),
-  },
-  'DELETE /api/mcp-servers/:id': {
-    permission: 'agentResources.manage',
+  'POST /api/approvals/:id/deny': {
+    permission: 'sessions.manage',
     status: 200,
-    call: async (org, caller) => {
-      await org.owner.browser.post('/api/mcp-servers', { name: 'doomed', url: 'https://mcp.example.com/mcp' });
-      return caller.browser.delete('/api/mcp-servers/doomed');
-    },
+    call: async (org, caller) => caller.browser.post(`/api/approvals/${await pendingApproval(org)}/deny`, { reason: 'not now' }),
   },
 };
 
 describe('the permission table on every /api route', () => {
-  it('covers every route that names a permission', () => {
+  it('covers every route of the team and approvals that names a permission (the others: management-settings.test.ts)', () => {
     const checked = api.app.managementRoutes
       .list()
-      .filter((route) => route.permission && route.permission !== 'signed-in')
+      .filter((route) => route.permission && route.permission !== 'signed-in' && permissionTableOf(route.path) === 'permissions')
       .map((route) => `${route.method.toUpperCase()} ${route.path}`);
     expect(checked.sort()).toEqual(Object.keys(ROUTES).sort());
     for (const route of api.app.managementRoutes.list()) {

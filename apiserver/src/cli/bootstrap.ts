@@ -2,6 +2,7 @@ import {
   createApiKey,
   createOrganization,
   findDefaultOrganization,
+  setOrganizationPlan,
   withTransaction,
   type Organization,
   type Pool,
@@ -10,7 +11,8 @@ import {
 const BOOTSTRAP_LOCK = 7_261_998_002;
 
 /**
- * On the first start of an install: one organization and, with `createKeys`, one live and one
+ * On the first start of an install: one organization, on the enterprise plan (its owner runs
+ * the install: local use and the operator's own keys are not throttled), and, with `createKeys`, one live and one
  * test key. The keys are returned in full only here; the database keeps their hashes.
  */
 export async function bootstrap(
@@ -22,6 +24,7 @@ export async function bootstrap(
     const existing = await findDefaultOrganization(tx);
     if (existing) return { organization: existing };
     const organization = await createOrganization(tx, 'default');
+    await setOrganizationPlan(tx, organization.id, 'enterprise');
     if (!options.createKeys) return { organization };
     const live = await createApiKey(tx, { organizationId: organization.id, mode: 'live', label: 'created at first start', createdBy: 'berth up' });
     const test = await createApiKey(tx, { organizationId: organization.id, mode: 'test', label: 'created at first start', createdBy: 'berth up' });

@@ -1,5 +1,5 @@
 import { ConfigError, createEmbedder, type BerthConfig, type Clock, type Logger, type Pool, type ResourceStore, type SandboxProvider, type SecretBox, type SnapshotStorage } from '@berth/common';
-import { WebhookSender, createOperator, createSnapshotStorage, type ModelRouter, type Operator } from '@berth/operator';
+import { ChannelReplySender, WebhookSender, createOperator, createSnapshotStorage, type ModelRouter, type Operator } from '@berth/operator';
 import { remoteProviderRouter, type ProviderRegistry } from '@berth/providers';
 import { createApp, type App, type AppDeps } from '../app.js';
 import type { Router } from 'express';
@@ -35,10 +35,12 @@ export function configuredApp(
     defaultModel: config.defaultModel,
     currency: config.currency,
     streamHeartbeatMs: config.streamHeartbeat,
+    channels: { limits: config.channelLimits, replyTimeoutMs: config.channelReplyTimeout },
     webhookPolicy: { allowHttp: config.webhookAllowHttp, allowPrivate: config.webhookAllowPrivate },
     ...(config.embeddings ? { embedder: createEmbedder(config.embeddings) } : {}),
     byoiPolicy: { allowHttp: config.byoiAllowHttp, allowPrivate: config.byoiAllowPrivate },
     secretBox: deps.secretBox,
+    plans: { defaultPlan: config.defaultPlan, enterpriseRateLimit: config.enterpriseRateLimit },
     ...(config.publicUrl ? { publicUrl: config.publicUrl } : {}),
     management: managementSettings(config),
     ...extra,
@@ -97,6 +99,24 @@ export function configuredWebhookSender(config: BerthConfig, deps: Pick<Deps, 'p
     metrics: deps.metrics,
     identity,
     allowPrivate: config.webhookAllowPrivate,
+  });
+}
+
+/** The sender of Slack and email channel replies of this process (every process may run one: replies are claimed). */
+export function configuredChannelReplySender(
+  config: BerthConfig,
+  deps: Pick<Deps, 'pool' | 'clock' | 'log' | 'metrics' | 'secretBox'>,
+  identity: string,
+): ChannelReplySender {
+  return new ChannelReplySender({
+    pool: deps.pool,
+    clock: deps.clock,
+    log: deps.log.child({ component: 'channel-replies' }),
+    metrics: deps.metrics,
+    box: deps.secretBox,
+    identity,
+    slackApiUrl: config.slackApiUrl,
+    sendgridApiUrl: config.sendgridApiUrl,
   });
 }
 

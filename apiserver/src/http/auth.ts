@@ -1,29 +1,23 @@
 import { ApiError, KEY_PATTERN, findApiKey, touchApiKey, type Clock, type Queryable } from '@berth/common';
 import type { RequestHandler } from 'express';
+import type { RateLimiter } from './rate-limit.js';
 
 /** How often a key's `last_used_at` is written at most (as `touchApiKey` keeps it). */
 const TOUCH_INTERVAL_MS = 60_000;
 
 /**
- * API-key authentication for `/v1`. The three 401 codes:
+ * API-key authentication for `/v1`, then the key's rate limit (without `rateLimiter` nothing
+ * is limited: only the floor of the rate-limit bench). The three 401 codes:
  * - `unauthorized`: no credentials at all (no `Authorization: Bearer` header);
  * - `auth/invalid_key`: a bearer token that is not a key of this install;
  * - `auth/key_revoked`: a key that existed and was revoked.
  */
-export function authenticate(deps: { db: Queryable; clock: Clock }): RequestHandler {
+export function authenticate(deps: { db: Queryable; clock: Clock; rateLimiter?: RateLimiter }): RequestHandler {
   // When this process last recorded each key's use: `last_used_at` moves at most once a minute,
   // so a busy key's requests skip that write's round trip (one of the few each request makes).
   const touched = new Map<string, number>();
-  return async (req, _res, next) => {
-    const header = req.get('authorization');
-    const match = header ? /^Bearer[ \t]+(\S+)[ \t]*$/i.exec(header) : null;
-    if (!match) {
-      throw new ApiError('unauthorized', header ? 'the Authorization header must be "Bearer <API key>"' : 'missing API key: send "Authorization: Bearer <API key>"');
-    }
-    const key = match[1]!;
-    const record = KEY_PATTERN.test(key) ? await findApiKey(deps.db, key) : undefined;
-    if (!record) throw new ApiError('auth/invalid_key', 'the API key is not valid');
-    if (record.revokedAt) throw new ApiError('auth/key_revoked', 'the API key has been revoked', { revokedAt: record.revokedAt });
+  return async (req, res, next) => {
+    const record = await verifyBearerKey(deps.db, req.get('authorization'));
     req.principal = { organizationId: record.organizationId, mode: record.mode, keyId: record.id };
     req.log = req.log.child({ keyId: record.id, mode: record.mode });
     const now = deps.clock.now();
@@ -35,6 +29,20 @@ export function authenticate(deps: { db: Queryable; clock: Clock }): RequestHand
         req.log.warn({ err: error }, 'could not record key use');
       });
     }
+    await deps.rateLimiter?.admit(req.principal, res);
     next();
   };
+}
+
+/** The key record of an `Authorization: Bearer <API key>` header, or the 401 it deserves. */
+export async function verifyBearerKey(db: Queryable, header: string | undefined) {
+  const match = header ? /^Bearer[ \t]+(\S+)[ \t]*$/i.exec(header) : null;
+  if (!match) {
+    throw new ApiError('unauthorized', header ? 'the Authorization header must be "Bearer <API key>"' : 'missing API key: send "Authorization: Bearer <API key>"');
+  }
+  const key = match[1]!;
+  const record = KEY_PATTERN.test(key) ? await findApiKey(db, key) : undefined;
+  if (!record) throw new ApiError('auth/invalid_key', 'the API key is not valid');
+  if (record.revokedAt) throw new ApiError('auth/key_revoked', 'the API key has been revoked', { revokedAt: record.revokedAt });
+  return record;
 }

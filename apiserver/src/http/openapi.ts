@@ -13,11 +13,22 @@ const ALWAYS: ErrorCode[] = ['bad_request', 'internal_error'];
 /** Codes of a request body it cannot take: too large, not JSON. */
 const BODY: ErrorCode[] = ['payload_too_large', 'unsupported_media_type', 'unprocessable_entity'];
 
+/** Codes of a request with an API key: beside the three of authentication, the key's rate limit. */
+const KEYED: ErrorCode[] = [...AUTH_ERRORS, 'rate_limited'];
+
+/** The rate-limit headers of every response to a request with a valid key (http/rate-limit.ts). */
+const RATE_LIMIT_RESPONSE_HEADERS = {
+  'RateLimit-Limit': { description: 'requests a minute the key\'s plan allows', schema: { type: 'integer' } },
+  'RateLimit-Remaining': { description: 'requests left in the current window', schema: { type: 'integer' } },
+  'RateLimit-Reset': { description: 'seconds until the oldest counted request leaves the window', schema: { type: 'integer' } },
+  'RateLimit-Policy': { description: 'the plan\'s limit and window in seconds, as `60;w=60`', schema: { type: 'string' } },
+};
+
 /** Every error code a route can answer with: those it names, plus those the HTTP layer adds. */
 export function routeErrorCodes(route: AnyRoute): ErrorCode[] {
   return [
     ...new Set<ErrorCode>([
-      ...(route.auth === false ? [] : route.permission ? SESSION_AUTH_ERRORS : AUTH_ERRORS),
+      ...(route.auth === false ? [] : route.permission ? SESSION_AUTH_ERRORS : KEYED),
       ...ALWAYS,
       ...(route.body || route.rawBody ? BODY : []),
       ...(route.params || route.query ? (['unprocessable_entity'] as const) : []),
@@ -118,10 +129,12 @@ export function openapiDocument(table: RouteTable, info: OpenapiInfo): Record<st
       });
     }
     const responses: Record<string, unknown> = {};
+    const keyed = route.auth !== false && !route.permission;
     for (const [status, response] of Object.entries(route.responses)) {
       const example = response.example === undefined ? {} : { example: response.example };
       responses[status] = {
         description: response.description,
+        ...(keyed ? { headers: RATE_LIMIT_RESPONSE_HEADERS } : {}),
         ...(response.schema
           ? { content: { [response.contentType ?? 'application/json']: { schema: components.toSchema(response.schema, 'output'), ...example } } }
           : response.contentType
@@ -134,7 +147,9 @@ export function openapiDocument(table: RouteTable, info: OpenapiInfo): Record<st
     for (const [status, codes] of [...byStatus].sort(([a], [b]) => a - b)) {
       responses[String(status)] = {
         description: `error codes: ${codes.map((code) => `\`${code}\``).join(', ')}`,
-        ...(status === 429 ? { headers: { 'Retry-After': { description: 'seconds to wait', schema: { type: 'integer' } } } } : {}),
+        ...(status === 429
+          ? { headers: { 'Retry-After': { description: 'seconds to wait', schema: { type: 'integer' } }, ...(keyed ? RATE_LIMIT_RESPONSE_HEADERS : {}) } }
+          : {}),
         content: { 'application/json': { schema: errorRef, example: errorExample(codes[0]!) } },
       };
     }
@@ -162,7 +177,9 @@ export function openapiDocument(table: RouteTable, info: OpenapiInfo): Record<st
               requestBody: {
                 required: true,
                 description: route.rawBody.description,
-                content: { 'application/json': { schema: {}, example: route.rawBody.example } },
+                content: Object.fromEntries(
+                  (route.rawBody.contentTypes ?? ['application/json']).map((type) => [type, { schema: {}, example: route.rawBody!.example }]),
+                ),
               },
             }
           : {}),
@@ -215,7 +232,9 @@ export function openapiDocument(table: RouteTable, info: OpenapiInfo): Record<st
         'Sandboxed compute for AI agents. Authenticate with `Authorization: Bearer <API key>`; ' +
         '`svc_live_` keys run real sandboxes, `svc_test_` keys get realistic mock results and never touch a provider. ' +
         'Every error has the body `{ error: { code, message, details, requestId } }` (the `Error` schema); clients branch on `error.code`. ' +
-        'A method a path does not list answers 405 `method_not_allowed` with an `Allow` header.',
+        'A method a path does not list answers 405 `method_not_allowed` with an `Allow` header. ' +
+        'Requests with a key are limited per key by the organization\'s plan (a sliding window of 60 s): every answer carries ' +
+        '`RateLimit-Limit`, `RateLimit-Remaining`, `RateLimit-Reset` and `RateLimit-Policy`; over the limit, 429 `rate_limited` with `Retry-After` and `details.retryAfter`.',
     },
     servers: [{ url: info.serverUrl ?? '/', description: info.serverUrl ? 'this install' : 'the host that served this document' }],
     security: [{ bearer: [] }],
@@ -233,7 +252,12 @@ function errorExample(code: ErrorCode): unknown {
     error: {
       code,
       message: ERROR_MESSAGES[code] ?? code.replace(/_/g, ' '),
-      details: code === 'unprocessable_entity' ? { fields: { userId: ['Too small: expected string to have >=1 characters'] } } : {},
+      details:
+        code === 'unprocessable_entity'
+          ? { fields: { userId: ['Too small: expected string to have >=1 characters'] } }
+          : code === 'rate_limited'
+            ? { retryAfter: 42, plan: 'free', limit: 60, windowSeconds: 60 }
+            : {},
       requestId: 'req_01jq3v9k2m8x7c4d5e6f7g8h9j',
     },
   };
@@ -257,6 +281,7 @@ const ERROR_MESSAGES: Partial<Record<ErrorCode, string>> = {
   not_implemented: 'lifecycle policies (auto-pause, failure policy) are not enforced yet; remove "lifecycle"',
   provider_error: 'provider "local" is unavailable',
   timeout: 'the code did not finish within 120 s',
+  rate_limited: 'the free plan allows 60 requests a minute per API key; retry in 42 s',
 };
 
 const TAGS: Record<string, string> = {
@@ -268,7 +293,9 @@ const TAGS: Record<string, string> = {
   Secrets: 'Encrypted values injected into sandboxes as environment variables.',
   Providers: 'Bring your own compute or model keys (BYOI).',
   Webhooks: 'Signed event deliveries to your endpoints.',
+  Widget: 'The chat widget script that websites embed for a `chat_embed` channel.',
   Triggers: 'Public URLs that run an agent definition on a signed request.',
+  Channels: 'An agent definition answering people: a chat widget on your pages, Slack, email, phone; conversations keep their history.',
   Jobs: 'Runs of an agent definition started by a trigger or a schedule.',
   System: 'Health, readiness, metrics and this document.',
   'Sign-in': 'Signing in and out of the management plane, the signed-in user and their invites.',

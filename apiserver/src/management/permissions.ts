@@ -45,6 +45,8 @@ export const PERMISSIONS = {
    */
   'agentResources.view': ['owner', 'admin', 'member'],
   'agentResources.manage': ['owner', 'admin'],
+  /** Read the audit log: not a row of the spec's table; the feature gives it to owners and admins. */
+  'audit.view': ['owner', 'admin'],
 } as const satisfies Record<string, readonly Role[]>;
 
 export type Permission = keyof typeof PERMISSIONS;

@@ -15,6 +15,7 @@ export function taskView(task: Task, cost: { amount: number; currency: string })
     ...(task.extraction && 'metadata' in task.extraction ? { metadata: task.extraction.metadata } : {}),
     ...(task.extraction && 'error' in task.extraction ? { metadataError: task.extraction.error } : {}),
     steps: task.steps,
+    guardrails: task.guardrailHits,
     usage: { inputTokens: task.inputTokens, outputTokens: task.outputTokens },
     cost,
     createdAt: task.createdAt,

@@ -52,7 +52,7 @@ export function createSessionService(deps: { store: ResourceStore; pool: Pool; c
 
     async create(principal: Principal, input: CreateSessionInput): Promise<SessionView> {
       checkLimits(input.limits);
-      const session = await createSessionResource(store, principal, newId('ses', clock.now()), input);
+      const session = await createSessionResource({ store, pool }, principal, newId('ses', clock.now()), input);
       await claimDefaultSession(pool, principal, input.userId, objectNameToId(session.metadata.name));
       return sessionView(session);
     },

@@ -5,6 +5,7 @@ import {
   findUser,
   inviteMember,
   listMembers,
+  recordAudit,
   removeMember,
   setMemberRole,
   transferOwnership,
@@ -16,6 +17,7 @@ import {
   type Role,
 } from '@berth/common';
 import type { Caller } from '../http/context.js';
+import { actorOf } from '../management/acting.js';
 
 export type AssignableRole = Exclude<Role, 'owner'>;
 
@@ -58,6 +60,11 @@ export function createTeamService(deps: { pool: Pool; clock: Clock }) {
     });
   }
 
+  /** Each change of the team is in the audit log, written in the change's transaction. */
+  function audit(tx: PoolClient, caller: Caller, action: string, memberId: string, details: Record<string, unknown>, now: Date) {
+    return recordAudit(tx, { organizationId: caller.organizationId!, actor: actorOf(caller), action, target: { type: 'member', id: memberId }, details, at: now });
+  }
+
   async function target(tx: PoolClient, caller: Caller, memberId: string, now: Date): Promise<Member> {
     const member = await findMember(tx, caller.organizationId!, memberId, now);
     if (!member) throw new ApiError('not_found', `member ${memberId} not found`, { memberId });
@@ -86,6 +93,7 @@ export function createTeamService(deps: { pool: Pool; clock: Clock }) {
           now,
         );
         if (!invited) throw new ApiError('already_member', `user ${input.userId} is already a member or has a pending invite`, { userId: input.userId });
+        await audit(tx, caller, 'member.invited', invited.id, { userId: input.userId, role: input.role }, now);
         return teamMember(invited);
       });
     },
@@ -104,6 +112,7 @@ export function createTeamService(deps: { pool: Pool; clock: Clock }) {
           throw new ApiError('forbidden', "only the owner can change another admin's role", { reason: 'admin' });
         }
         await setMemberRole(tx, member.id, role);
+        await audit(tx, caller, 'member.role_changed', member.id, { userId: member.userId, from: member.role, to: role }, now);
         return { id: member.id, role };
       });
     },
@@ -120,6 +129,7 @@ export function createTeamService(deps: { pool: Pool; clock: Clock }) {
           throw new ApiError('forbidden', 'only the owner can remove an admin', { reason: 'admin' });
         }
         await removeMember(tx, member.id);
+        await audit(tx, caller, 'member.removed', member.id, { userId: member.userId, role: member.role, pending: member.acceptedAt === null }, now);
         return { ok: true as const };
       });
     },
@@ -134,6 +144,7 @@ export function createTeamService(deps: { pool: Pool; clock: Clock }) {
         }
         if (member.id === callerMember.id) throw new ApiError('conflict', 'you are the owner already', { memberId: member.id });
         await transferOwnership(tx, caller.organizationId!, callerMember.id, member.id);
+        await audit(tx, caller, 'ownership.transferred', member.id, { from: caller.user.id, to: member.userId }, now);
         return { ok: true as const };
       });
     },
