@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { DEFAULT_CHANNEL_LIMITS, SecretBox, createLimitGuard, type Clock, type PlanSettings, type Logger, type Pool, type ResourceStore, type UrlPolicy } from '@berth/common';
+import { DEFAULT_CHANNEL_LIMITS, SecretBox, createLimitGuard, type Clock, type PlanSettings, type Logger, type Pool, type ResourceStore, type UrlPolicy, type Embedder } from '@berth/common';
 import { createAgentFactory, createRunStarter, type ModelRouter } from '@berth/operator';
 import type { ProviderRegistry } from '@berth/providers';
 import express, { type Express } from 'express';
@@ -24,6 +24,9 @@ import { systemRoutes } from './routes/system.js';
 import { usageRoutes } from './routes/usage.js';
 import { webhookRoutes } from './routes/webhooks.js';
 import { secretRoutes } from './routes/secrets.js';
+import { knowledgeRoutes } from './routes/knowledge.js';
+import { mcpServerRoutes } from './routes/mcp-servers.js';
+import { agentResourceManagementRoutes } from './routes/agent-resources-management.js';
 import { providerRoutes } from './routes/providers.js';
 import { triggerRoutes } from './routes/triggers.js';
 import { jobRoutes } from './routes/jobs.js';
@@ -41,6 +44,8 @@ import { createFleetService } from './services/fleets.js';
 import { createTriggerService } from './services/triggers.js';
 import { createJobService } from './services/jobs.js';
 import { createSecretService } from './services/secrets.js';
+import { createKnowledgeService } from './services/knowledge.js';
+import { createMcpServerService } from './services/mcp-servers.js';
 import { createProviderService } from './services/providers.js';
 import { createWebhookService } from './services/webhooks.js';
 import { createAgentDefinitionService } from './services/agent-definitions.js';
@@ -100,6 +105,8 @@ export interface AppDeps {
   byoiPolicy?: UrlPolicy;
   /** Which webhook URLs are accepted (default: https only, no private addresses). */
   webhookPolicy?: UrlPolicy;
+  /** Embeds knowledge chunks when the install configures an embeddings endpoint (BERTH_EMBEDDINGS). */
+  embedder?: Embedder;
   /** Plans: the rate limit of `/v1` requests per API key by the organization's plan. */
   plans: PlanSettings;
   /** Whether `/v1` requests are counted and limited (default true); false only for the floor of the rate-limit bench. */
@@ -181,6 +188,19 @@ export function createApp(deps: AppDeps): App {
   scheduleRoutes(routes, createScheduleService({ store: deps.store, pool: deps.pool, clock: deps.clock }));
   usageRoutes(routes, createUsageService({ pool: deps.pool, clock: deps.clock, currency: deps.currency }));
   secretRoutes(routes, secrets);
+  const knowledge = createKnowledgeService({
+    pool: deps.pool,
+    clock: deps.clock,
+    sessions,
+    cursors,
+    metrics: deps.metrics,
+    // URL sources are fetched under the rules of outbound webhooks.
+    policy: deps.webhookPolicy ?? { allowHttp: false, allowPrivate: false },
+    embedder: deps.embedder,
+  });
+  knowledgeRoutes(routes, knowledge);
+  const mcpServers = createMcpServerService({ pool: deps.pool, clock: deps.clock, policy: deps.webhookPolicy ?? { allowHttp: false, allowPrivate: false } });
+  mcpServerRoutes(routes, mcpServers);
   providerRoutes(
     routes,
     createProviderService({ pool: deps.pool, clock: deps.clock, models: deps.models, policy: deps.byoiPolicy ?? { allowHttp: false, allowPrivate: false } }),
@@ -254,6 +274,7 @@ export function createApp(deps: AppDeps): App {
   );
   signInRoutes(managementRoutes, { pool: deps.pool, clock: deps.clock, signIn, signer, dashboardUrl: deps.management?.dashboardUrl });
   teamRoutes(managementRoutes, createTeamService({ pool: deps.pool, clock: deps.clock }));
+  agentResourceManagementRoutes(managementRoutes, { knowledge, mcpServers });
   apiKeyRoutes(managementRoutes, createApiKeyService({ pool: deps.pool, clock: deps.clock }));
   organizationSettingsRoutes(
     managementRoutes,

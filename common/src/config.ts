@@ -111,6 +111,16 @@ export const modelProvidersSchema = z.record(
 );
 export type ModelProviders = z.output<typeof modelProvidersSchema>;
 
+/** An OpenAI-compatible embeddings endpoint for knowledge search (`POST <baseUrl>/embeddings`). */
+export const embeddingsSchema = z
+  .object({
+    baseUrl: z.string().url(),
+    model: z.string().min(1),
+    apiKeyEnv: z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/).optional(),
+  })
+  .strict();
+export type EmbeddingsSettings = z.output<typeof embeddingsSchema>;
+
 export const DEFAULT_MODEL_PROVIDERS: ModelProviders = {
   openai: { api: 'openai', baseUrl: 'https://api.openai.com/v1', apiKeyEnv: 'OPENAI_API_KEY' },
   anthropic: { api: 'anthropic', baseUrl: 'https://api.anthropic.com', apiKeyEnv: 'ANTHROPIC_API_KEY' },
@@ -353,6 +363,24 @@ export const SETTINGS = {
         }
       }),
   },
+  embeddings: {
+    env: 'BERTH_EMBEDDINGS',
+    description:
+      'JSON { baseUrl, model, apiKeyEnv? } of an OpenAI-compatible embeddings endpoint (POST <baseUrl>/embeddings): knowledge chunks and queries are embedded and searched by similarity before full-text matches',
+    defaultText: 'unset: knowledge search is PostgreSQL full-text search only',
+    schema: z
+      .string()
+      .optional()
+      .transform((text, ctx) => {
+        if (text === undefined) return undefined;
+        try {
+          return embeddingsSchema.parse(JSON.parse(text));
+        } catch (error) {
+          ctx.addIssue({ code: 'custom', message: `not an embeddings setting: ${(error as Error).message}` });
+          return z.NEVER;
+        }
+      }),
+  },
   modelPrices: {
     env: 'BERTH_MODEL_PRICES',
     description:
@@ -484,13 +512,13 @@ export const SETTINGS = {
   },
   webhookAllowHttp: {
     env: 'BERTH_WEBHOOK_ALLOW_HTTP',
-    description: 'accept http:// webhook URLs (not only https://); for development',
+    description: 'accept http:// webhook URLs (not only https://), and the same for knowledge URL sources and MCP servers; for development',
     defaultText: 'false',
     schema: z.enum(['true', 'false']).default('false').transform((value) => value === 'true'),
   },
   webhookAllowPrivate: {
     env: 'BERTH_WEBHOOK_ALLOW_PRIVATE',
-    description: 'deliver webhooks to private, loopback and link-local addresses (checked at registration and again after DNS resolution at delivery)',
+    description: 'deliver webhooks to private, loopback and link-local addresses (checked at registration and again after DNS resolution at delivery); the same rule holds for knowledge URL sources and MCP servers',
     defaultText: 'false',
     schema: z.enum(['true', 'false']).default('false').transform((value) => value === 'true'),
   },

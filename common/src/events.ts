@@ -23,6 +23,8 @@ export type EventType =
   | 'workflow.step_completed'
   | 'workflow.completed'
   | 'workflow.failed'
+  | 'knowledge.sync_completed'
+  | 'knowledge.sync_failed'
   | 'approval.requested'
   | 'approval.approved'
   | 'approval.denied'

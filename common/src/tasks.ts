@@ -6,6 +6,8 @@ import type { StreamEventType } from './stream.js';
 
 export type TaskState = 'queued' | 'running' | 'completed' | 'failed' | 'cancelled';
 
+export type TaskExtraction = { metadata: Record<string, unknown> } | { error: { code: string; message: string; issues?: string[] } };
+
 export interface Task {
   id: string;
   organizationId: string;
@@ -22,6 +24,8 @@ export interface Task {
   outputTokens: number;
   output: string | null;
   error: { code: string; message: string } | null;
+  /** The metadata extracted from a completed run's output, or why none was; null without extraction rules. */
+  extraction: TaskExtraction | null;
   /** What the agent's guardrails found during the run, in order. */
   guardrailHits: GuardrailHit[];
   createdAt: string;
@@ -45,6 +49,7 @@ interface TaskRow {
   output_tokens: string;
   output: string | null;
   error: { code: string; message: string } | null;
+  extraction: TaskExtraction | null;
   guardrail_hits: GuardrailHit[];
   created_at: Date;
   started_at: Date | null;
@@ -52,7 +57,7 @@ interface TaskRow {
 }
 
 const COLUMNS = `id, organization_id, mode, session_id, agent_id, input, state, attempt, claimed_by, conversation, steps,
-  input_tokens, output_tokens, output, error, guardrail_hits, created_at, started_at, finished_at`;
+  input_tokens, output_tokens, output, error, extraction, guardrail_hits, created_at, started_at, finished_at`;
 
 function toTask(row: TaskRow): Task {
   return {
@@ -71,6 +76,7 @@ function toTask(row: TaskRow): Task {
     outputTokens: Number(row.output_tokens),
     output: row.output,
     error: row.error,
+    extraction: row.extraction,
     guardrailHits: row.guardrail_hits,
     createdAt: row.created_at.toISOString(),
     startedAt: row.started_at?.toISOString() ?? null,
@@ -218,12 +224,12 @@ export async function checkpointTask(
 export async function finishTask(
   db: Queryable,
   task: Pick<Task, 'id' | 'attempt'>,
-  outcome: { state: 'completed' | 'failed' | 'cancelled'; output?: string; error?: { code: string; message: string } },
+  outcome: { state: 'completed' | 'failed' | 'cancelled'; output?: string; error?: { code: string; message: string }; extraction?: TaskExtraction | undefined },
 ): Promise<void> {
   const result = await db.query(
-    `UPDATE tasks SET state = $3, output = $4, error = $5, finished_at = now(), lease_expires_at = NULL
+    `UPDATE tasks SET state = $3, output = $4, error = $5, extraction = $6, finished_at = now(), lease_expires_at = NULL
      WHERE id = $1 AND attempt = $2 AND state = 'running'`,
-    [task.id, task.attempt, outcome.state, outcome.output ?? null, outcome.error ? JSON.stringify(outcome.error) : null],
+    [task.id, task.attempt, outcome.state, outcome.output ?? null, outcome.error ? JSON.stringify(outcome.error) : null, outcome.extraction ? JSON.stringify(outcome.extraction) : null],
   );
   if ((result.rowCount ?? 0) === 0) throw new LostClaimError(task.id);
 }

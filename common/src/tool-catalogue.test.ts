@@ -12,6 +12,10 @@ describe('toolListProblem', () => {
     expect(toolListProblem(['exec', 'teleport', 'toString'], false)).toBe(`unknown tools teleport, toString; valid tools: ${TOOL_NAMES.join(', ')}`);
   });
 
+  it('refuses tools that a field of the agent offers', () => {
+    expect(toolListProblem(['exec', 'knowledge_search'], false)).toBe("knowledge_search is offered by the agent's knowledge field, not named in tools");
+  });
+
   it('refuses browser tools on an agent without a browser', () => {
     expect(toolListProblem(['browser_text'], false)).toBe('browser_text needs a browser agent (browser: true)');
     expect(toolListProblem(['browser_text', 'browser_type'], false)).toBe('browser_text, browser_type need a browser agent (browser: true)');

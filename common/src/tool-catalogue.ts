@@ -23,8 +23,20 @@ export function isToolName(name: string): name is ToolName {
   return Object.hasOwn(TOOL_CATALOGUE, name);
 }
 
+/**
+ * Tools an agent gets from a field of its own rather than from `tools`: the runner offers each
+ * when that field is set (its unit test checks that it implements them).
+ */
+export const FIELD_TOOLS = {
+  knowledge_search: { field: 'knowledge' },
+} as const satisfies Record<string, { field: string }>;
+
 /** Why an agent's `tools` list is not acceptable, or undefined when it is. */
 export function toolListProblem(tools: readonly string[], browser: boolean): string | undefined {
+  const byField = tools.filter((name) => Object.hasOwn(FIELD_TOOLS, name));
+  if (byField.length > 0) {
+    return byField.map((name) => `${name} is offered by the agent's ${FIELD_TOOLS[name as keyof typeof FIELD_TOOLS].field} field, not named in tools`).join('; ');
+  }
   const unknown = tools.filter((name) => !isToolName(name));
   if (unknown.length > 0) return `unknown tool${unknown.length > 1 ? 's' : ''} ${unknown.join(', ')}; valid tools: ${TOOL_NAMES.join(', ')}`;
   const browserOnly = tools.filter((name) => TOOL_CATALOGUE[name as ToolName].needsBrowser);

@@ -23,7 +23,7 @@ const RESPONSE_EXCERPT_BYTES = 512;
  * A DNS lookup that refuses private addresses: the address checked is the one connected to,
  * so a name cannot resolve to a public address when registered and a private one when used.
  */
-function guardedLookup(allowPrivate: boolean): LookupFunction {
+export function guardedLookup(allowPrivate: boolean): LookupFunction {
   return (hostname, options, callback) => {
     dnsLookup(hostname, { ...options, all: true }, (error, addresses) => {
       if (error) return callback(error, '', 0);

@@ -24,6 +24,8 @@ export const WEBHOOK_EVENTS = [
   'workflow.step_completed',
   'workflow.completed',
   'workflow.failed',
+  'knowledge.sync_completed',
+  'knowledge.sync_failed',
   'approval.requested',
   'approval.approved',
   'approval.denied',

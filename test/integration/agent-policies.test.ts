@@ -131,7 +131,15 @@ describe('approvals', () => {
     expect(JSON.stringify(pending)).not.toContain(SECRET_VALUE);
     // The call has not run; the agent shows what it waits for.
     expect(existsSync(workspaceFile(agent.id, 'ran.txt'))).toBe(false);
-    const waiting = (await live.get(`/v1/agents/${agent.id}`)).body;
+    // The approval request is written with the step; the agent's `running` phase comes from its
+    // controller, which may see the claimed run a moment later on a loaded machine.
+    const waiting = await eventually(
+      async () => {
+        const shown = (await live.get(`/v1/agents/${agent.id}`)).body;
+        return shown.status === 'running' ? shown : undefined;
+      },
+      { what: 'the agent running', timeoutMs: 10_000 },
+    );
     expect(waiting).toMatchObject({ status: 'running', awaitingApproval: { approvalId: pending.id, taskId, action: 'exec' } });
     await stream.waitFor((events) => events.some((event) => event.event === 'approval.requested'));
     const requested = stream.events.find((event) => event.event === 'approval.requested')!;

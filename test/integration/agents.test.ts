@@ -316,14 +316,14 @@ describe('agent creation input', () => {
     await live.post(`/v1/agents/${agent.id}/terminate`);
   });
 
-  it('stores the fields it shows (the policy fields not enforced yet are 501: bad-input.test.ts)', async () => {
+  it('stores the fields it shows (the policy fields not enforced yet are 501: bad-input.test.ts; metadata.extract is a JSON schema)', async () => {
     const fields = {
       model: 'anthropic/claude-sonnet-4-5',
       tools: ['exec', 'read_file'],
       costCap: { amount: 250, currency: 'usd' },
       region: 'eu-west-1',
       providerFallback: 'local',
-      metadata: { extract: ['name'], team: 'a' },
+      metadata: { extract: { schema: { type: 'object', properties: { name: { type: 'string' } } } }, team: 'a' },
       secrets: ['OPENAI_API_KEY'],
     };
     expect((await live.post('/v1/secrets', { OPENAI_API_KEY: 'sk-stored-for-this-test' })).status).toBe(200);

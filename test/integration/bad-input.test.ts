@@ -232,8 +232,6 @@ describe('approval policies and guardrails that are not valid', () => {
 
 describe('policy fields nothing enforces yet', () => {
   it.each([
-    ['knowledge', true],
-    ['mcp', '*'],
     ['lifecycle', { autoPause: '5m' }],
   ])('answers %s with 501 naming it, and creates no agent', async (field, value) => {
     const session = (await test.post('/v1/sessions', { userId: `policy-${field}` })).body;

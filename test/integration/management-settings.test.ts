@@ -68,6 +68,16 @@ describe('the permission table on these routes, one test per route and role', ()
     sessionId = (await live.post('/v1/sessions', { userId: 'alice' })).body.id;
   });
 
+  /** Names are unique in the organization, and every role's call shares it: each call makes its own. */
+  let made = 0;
+  const unique = (name: string) => `${name}-${++made}`;
+  /** A knowledge collection the owner made for one call; its name. */
+  async function collection(name: string): Promise<string> {
+    const named = unique(name);
+    expect((await organization.owner.browser.post('/api/knowledge/collections', { name: named })).status).toBe(201);
+    return named;
+  }
+
   /** Each route, the permission it needs, the request, and the answer a role that holds it gets. */
   const ROUTES: { permission: Permission; name: string; call: (browser: Browser) => Promise<BrowserResponse>; allowed: number }[] = [
     { permission: 'keys.view', name: 'GET /api/keys', call: (b) => b.get('/api/keys'), allowed: 200 },
@@ -138,6 +148,48 @@ describe('the permission table on these routes, one test per route and role', ()
       name: 'GET /api/schedules/:id/history',
       call: (b) => b.get('/api/schedules/sched_00000000000000000000000000/history'),
       allowed: 404,
+    },
+    { permission: 'agentResources.view', name: 'GET /api/knowledge/collections', call: (b) => b.get('/api/knowledge/collections'), allowed: 200 },
+    {
+      permission: 'agentResources.manage',
+      name: 'POST /api/knowledge/collections',
+      call: (b) => b.post('/api/knowledge/collections', { name: unique('handbook') }),
+      allowed: 201,
+    },
+    {
+      permission: 'agentResources.manage',
+      name: 'DELETE /api/knowledge/collections/:id',
+      call: async (b) => b.delete(`/api/knowledge/collections/${await collection('doomed')}`),
+      allowed: 200,
+    },
+    {
+      permission: 'agentResources.view',
+      name: 'GET /api/knowledge/collections/:id/sources',
+      call: async (b) => b.get(`/api/knowledge/collections/${await collection('read-me')}/sources`),
+      allowed: 200,
+    },
+    {
+      permission: 'agentResources.manage',
+      name: 'POST /api/knowledge/collections/:id/sources',
+      call: async (b) => b.post(`/api/knowledge/collections/${await collection('write-me')}/sources`, { type: 'text', text: 'Refunds take 14 days.' }),
+      allowed: 201,
+    },
+    { permission: 'agentResources.view', name: 'GET /api/mcp-servers', call: (b) => b.get('/api/mcp-servers'), allowed: 200 },
+    {
+      permission: 'agentResources.manage',
+      name: 'POST /api/mcp-servers',
+      call: (b) => b.post('/api/mcp-servers', { name: unique('crm'), url: 'https://mcp.example.com/mcp' }),
+      allowed: 201,
+    },
+    {
+      permission: 'agentResources.manage',
+      name: 'DELETE /api/mcp-servers/:id',
+      call: async (b) => {
+        const name = unique('doomed');
+        expect((await organization.owner.browser.post('/api/mcp-servers', { name, url: 'https://mcp.example.com/mcp' })).status).toBe(201);
+        return b.delete(`/api/mcp-servers/${name}`);
+      },
+      allowed: 200,
     },
   ];
 

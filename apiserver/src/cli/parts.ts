@@ -1,4 +1,4 @@
-import { ConfigError, type BerthConfig, type Clock, type Logger, type Pool, type ResourceStore, type SandboxProvider, type SecretBox, type SnapshotStorage } from '@berth/common';
+import { ConfigError, createEmbedder, type BerthConfig, type Clock, type Logger, type Pool, type ResourceStore, type SandboxProvider, type SecretBox, type SnapshotStorage } from '@berth/common';
 import { ChannelReplySender, WebhookSender, createOperator, createSnapshotStorage, type ModelRouter, type Operator } from '@berth/operator';
 import { remoteProviderRouter, type ProviderRegistry } from '@berth/providers';
 import { createApp, type App, type AppDeps } from '../app.js';
@@ -37,6 +37,7 @@ export function configuredApp(
     streamHeartbeatMs: config.streamHeartbeat,
     channels: { limits: config.channelLimits, replyTimeoutMs: config.channelReplyTimeout },
     webhookPolicy: { allowHttp: config.webhookAllowHttp, allowPrivate: config.webhookAllowPrivate },
+    ...(config.embeddings ? { embedder: createEmbedder(config.embeddings) } : {}),
     byoiPolicy: { allowHttp: config.byoiAllowHttp, allowPrivate: config.byoiAllowPrivate },
     secretBox: deps.secretBox,
     plans: { defaultPlan: config.defaultPlan, enterpriseRateLimit: config.enterpriseRateLimit },

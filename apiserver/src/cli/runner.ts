@@ -1,6 +1,6 @@
 import { existsSync } from 'node:fs';
 import { hostname } from 'node:os';
-import { PostgresResourceStore, createMetricsRegistry, resolveSecrets, systemClock, type BerthConfig, type Logger, type SecretBox } from '@berth/common';
+import { PostgresResourceStore, createEmbedder, createMetricsRegistry, resolveSecrets, systemClock, type BerthConfig, type Logger, type SecretBox } from '@berth/common';
 import { ModelRouter, Runner, byoiModelEndpoints, type RunnerOptions } from '@berth/operator';
 import { ProviderRegistry, createLocalProvider } from '@berth/providers';
 import { openDatabase } from './database.js';
@@ -12,18 +12,17 @@ import { API_VERSION } from '../app.js';
 /** The runner workers as configured: in `berth up` and in every operator replica. */
 export function createRunner(
   config: BerthConfig,
-  deps: Pick<RunnerOptions, 'pool' | 'connectionString' | 'store' | 'providers' | 'models' | 'clock' | 'log' | 'metrics'> & { secretBox?: SecretBox | undefined },
+  deps: Pick<RunnerOptions, 'pool' | 'connectionString' | 'store' | 'providers' | 'models' | 'clock' | 'log' | 'metrics'> & { secretBox: SecretBox },
 ): Runner {
-  const { secretBox, ...parts } = deps;
+  const { secretBox, ...options } = deps;
   return new Runner({
-    ...parts,
+    ...options,
+    // MCP servers are reached under the rules of outbound webhooks.
+    mcp: { box: secretBox, policy: { allowHttp: config.webhookAllowHttp, allowPrivate: config.webhookAllowPrivate } },
+    ...(config.embeddings ? { embedder: createEmbedder(config.embeddings) } : {}),
     // Reviewers of approvals see the call's input with these values masked.
-    ...(secretBox
-      ? {
-          secrets: (agent) =>
-            resolveSecrets(deps.pool, secretBox, { organizationId: agent.spec.organizationId, mode: agent.spec.mode, sessionId: agent.spec.sessionId }, agent.spec.secrets ?? []),
-        }
-      : {}),
+    secrets: (agent) =>
+      resolveSecrets(deps.pool, secretBox, { organizationId: agent.spec.organizationId, mode: agent.spec.mode, sessionId: agent.spec.sessionId }, agent.spec.secrets ?? []),
     log: deps.log.child({ component: 'runner' }),
     identity: process.env.POD_NAME || `${hostname()}-${process.pid}`,
     workers: config.runnerWorkers,

@@ -2,7 +2,7 @@ import { ROLES, type Role } from '@berth/common';
 import { describe, expect, it } from 'vitest';
 import { PERMISSIONS, effectiveRole, roleHolds, type Permission } from './permissions.js';
 
-/** The spec's table (Roles, management plane), row by row as written there: owner, admin, member, viewer. */
+/** The spec's table (Roles, management plane), row by row as written there: owner, admin, member, viewer; then Berth's own rows. */
 const SPEC_TABLE: [row: string, permissions: Permission[], cells: [owner: boolean, admin: boolean, member: boolean, viewer: boolean]][] = [
   ['Delete organization; transfer ownership', ['organization.delete', 'ownership.transfer'], [true, false, false, false]],
   ['Update org settings', ['organization.update'], [true, true, false, false]],
@@ -21,6 +21,9 @@ const SPEC_TABLE: [row: string, permissions: Permission[], cells: [owner: boolea
   ['View sessions / agents', ['sessions.view'], [true, true, true, true]],
   ['View logs / traces / metrics', ['observability.view'], [true, true, true, true]],
   ['Configure webhooks', ['webhooks.manage'], [true, true, false, false]],
+  // Rows beyond the spec's table: knowledge collections and MCP servers, which it does not show.
+  ['View knowledge collections and MCP servers', ['agentResources.view'], [true, true, true, false]],
+  ['Change knowledge collections and MCP servers', ['agentResources.manage'], [true, true, false, false]],
 ];
 /** Permissions the spec's table has no row for, with the cells this install gives them. */
 const BEYOND_THE_TABLE: typeof SPEC_TABLE = [['Read the audit log', ['audit.view'], [true, true, false, false]]];

@@ -39,6 +39,12 @@ export const PERMISSIONS = {
   'observability.view': ['owner', 'admin', 'member', 'viewer'],
   /** Configure webhooks. */
   'webhooks.manage': ['owner', 'admin'],
+  /**
+   * Beyond the spec's table (it does not show knowledge or MCP routes): what agents are given to
+   * work with, read by those who run agents, changed by admins, as providers and webhooks are.
+   */
+  'agentResources.view': ['owner', 'admin', 'member'],
+  'agentResources.manage': ['owner', 'admin'],
   /** Read the audit log: not a row of the spec's table; the feature gives it to owners and admins. */
   'audit.view': ['owner', 'admin'],
 } as const satisfies Record<string, readonly Role[]>;

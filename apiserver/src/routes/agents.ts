@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { ApiError } from '@berth/common';
+import { ApiError, isLabelSafe } from '@berth/common';
 import { defineRoute, type RouteTable } from '../http/route.js';
 import type { AgentDefinitionService } from '../services/agent-definitions.js';
 import { BOOT_WAIT_MS, type AgentService } from '../services/agents.js';
@@ -20,6 +20,12 @@ import {
 } from './schemas.js';
 import { agentExample, bootingAgentExample, createAgentExample, execExample, execResultExample } from './examples.js';
 
+/** `key:value` as the one-pair filter `{ key: value }`; none when absent. */
+function metadataFilter(text: string | undefined): Record<string, string> {
+  if (text === undefined) return {};
+  const at = text.indexOf(':');
+  return { [text.slice(0, at)]: text.slice(at + 1) };
+}
 const backgroundStartedExample = {
   pid: 7,
   argv: ['python3', '-u', '/run/berth/exec/0b7c3e52-2d5f-4a3e-9d0e-5f4c1b2a3d4e.py'],
@@ -49,7 +55,7 @@ export function agentRoutes(
       description:
         'Creates an agent in the session and starts provisioning its sandbox. The agent comes back with status `booting`; poll `GET /v1/agents/{id}` until it is `idle` (an `agent.started` event is written then). ' +
         'Refused with 422: unknown fields, a `timeout` that is not a duration, `storage` (no provider supports it), `browser: true` when no browser-capable template is configured, `gpu` on a provider without GPUs, an unknown `provider`. ' +
-        '`lifecycle`, `knowledge` and `mcp` are not enforced yet: supplying any of them (also inside `overrides`) answers 501 `not_implemented` naming the field, rather than storing a policy nothing applies. An `approvals` policy or `guardrails` that is not valid answers 422 naming the field (`approvals.rules.0.when.code`). Timeouts over 24h are capped to 24h. ' +
+        '`knowledge` (`true` or a collection name or id; an unknown collection is 422) gives the model the `knowledge_search` tool; `mcp` (MCP server names or ids, or `*`; an unknown one is 422) gives it the tools of those servers. `lifecycle` is not enforced yet: supplying it (also inside `overrides`) answers 501 `not_implemented` naming the field, rather than storing a policy nothing applies. An `approvals` policy or `guardrails` that is not valid answers 422 naming the field (`approvals.rules.0.when.code`). Timeouts over 24h are capped to 24h. ' +
         "With `definition` (the name or id of an agent definition), the agent's compute, model, instructions (the definition's systemPrompt), tools, browser and timeout come from the definition's current version; `overrides` (agent creation fields) replace them and fields given at the top level replace both. " +
         'Overrides are validated like the same fields at the top level; errors name them `overrides.<field>`. An unknown or archived definition is 422 naming `definition`; `overrides` without `definition` is 422. ' +
         'The agent shows the definition id and version it was made from (`definition`, `definitionVersion`); later updates of the definition do not change it.',
@@ -80,14 +86,25 @@ export function agentRoutes(
       operationId: 'listSessionAgents',
       tag: 'Agents',
       summary: "List a session's agents",
-      description: 'Newest first; paginated like `GET /v1/sessions`.',
+      description:
+        'Newest first; paginated like `GET /v1/sessions`. `metadata=key:value` keeps the agents whose `metadata` has that custom pair (string pairs of letters, digits, `-`, `_` and `.`, at most 63 characters each, are indexed as labels; others are kept but cannot be filtered on).',
       params: idParam('ses', 'session'),
-      query: paginationQuery,
+      query: paginationQuery.extend({
+        metadata: z
+          .string()
+          .max(200)
+          .refine((text) => {
+            const [key, ...rest] = text.split(':');
+            return rest.length > 0 && isLabelSafe(key!) && isLabelSafe(rest.join(':'));
+          }, 'must be key:value, each of letters, digits, -, _ and ., at most 63 characters')
+          .optional()
+          .describe('a custom pair the agents have, as `key:value`'),
+      }),
       responses: { 200: { description: 'one page of agents', schema: agentPage, example: { data: [agentExample], hasMore: false } } },
       errors: ['not_found', 'unprocessable_entity'],
       handler: async ({ principal, params, query }) => ({
         status: 200,
-        body: await agents.listForSession(principal, params.id, query),
+        body: await agents.listForSession(principal, params.id, { limit: query.limit, cursor: query.cursor }, metadataFilter(query.metadata)),
       }),
     }),
     defineRoute({

@@ -23,6 +23,14 @@ export const taskSchema = z
   task: z.string(),
   output: z.string().optional().describe('the final answer, when completed'),
   error: z.object({ code: z.string(), message: z.string() }).passthrough().optional().describe('why it failed or was cancelled'),
+  metadata: z
+    .record(z.string(), z.unknown())
+    .optional()
+    .describe("what the output yielded under the agent's extraction rules (`metadata.extract`): an object valid against their schema; also in `agent.completed`"),
+  metadataError: z
+    .object({ code: z.literal('extraction_failed'), message: z.string(), issues: z.array(z.string()).optional() })
+    .optional()
+    .describe('why a completed run with extraction rules has no metadata: its answer, and the answer to one request for JSON, did not match the schema'),
   steps: z.number().int().describe('model calls so far'),
   guardrails: z
     .array(

@@ -96,8 +96,10 @@ export const createAgentBody = z
     knowledge: z
       .union([z.boolean(), z.string().min(1).max(200)])
       .optional()
-      .describe('true (the session default collection) or a collection name or id; not enforced yet: supplying it answers 501'),
-    metadata: freeFormObject().optional().describe('custom pairs, stored and shown with the agent (at most 8 levels, 16 KiB of JSON)'),
+      .describe("true (the session's default collection, made when it has none) or a collection name or id: offers the model the knowledge_search tool over it; an unknown collection is 422"),
+    metadata: freeFormObject()
+      .optional()
+      .describe("extraction rules under `extract` (`{ schema: <JSON schema of an object>, instructions? }`: a completed run's output is validated against it, the model asked once more for JSON if needed, and the result put on the task and in `agent.completed`; a schema that is not valid is 422), and custom pairs (every other key), stored and shown with the agent (at most 8 levels, 16 KiB of JSON)"),
     guardrails: guardrailsSchema
       .optional()
       .describe('checks of what goes into and comes out of the model: `pii`, `promptInjection`, `denyList`, `maxOutputChars`, each with an action (block, redact, flag)'),
@@ -107,7 +109,7 @@ export const createAgentBody = z
     mcp: z
       .union([z.array(z.string().min(1).max(200)).max(100), z.literal('*')])
       .optional()
-      .describe('MCP connection ids or names, or * for all; not enforced yet: supplying it answers 501'),
+      .describe('MCP server ids or names (`POST /v1/mcp-servers`), or * for all of the organization: their tools are offered to the model as `mcp__<server>__<tool>`; an unknown server is 422'),
   })
   .strict();
 

@@ -7,8 +7,6 @@ import { ApiError } from '@berth/common';
  */
 export const UNENFORCED_AGENT_FIELDS = {
   lifecycle: 'lifecycle policies (auto-pause, failure policy)',
-  knowledge: 'knowledge collections',
-  mcp: 'MCP connections',
 } as const;
 
 /** Throws 501 `not_implemented` for the first unenforced field present; `prefix` names where it was written (`overrides.`). */

@@ -3,6 +3,7 @@ import {
   EXEC_OPTIONS,
   LATENCY_BUCKETS,
   Labels,
+  METADATA_LABEL_PREFIX,
   MAX_TIMEOUT_SECONDS,
   idToObjectName,
   objectNameToId,
@@ -184,9 +185,11 @@ export function createAgentService(deps: AgentServiceDeps) {
       return pending ? { ...view, awaitingApproval: { approvalId: pending.id, taskId: pending.taskId, action: pending.tool, expiresAt: pending.expiresAt } } : view;
     },
 
-    async listForSession(principal: Principal, sessionId: string, page: PageRequest) {
+    /** `metadata`: custom pairs every listed agent has (as labels: string pairs a label can hold). */
+    async listForSession(principal: Principal, sessionId: string, page: PageRequest, metadata: Record<string, string> = {}) {
       const session = await sessions.find(principal, sessionId);
-      return listPage(store, deps.cursors, 'Agent', { [Labels.session]: session.metadata.name }, page, agentView);
+      const labels = Object.fromEntries(Object.entries(metadata).map(([key, value]) => [`${METADATA_LABEL_PREFIX}${key}`, value]));
+      return listPage(store, deps.cursors, 'Agent', { ...labels, [Labels.session]: session.metadata.name }, page, agentView);
     },
 
     /** The agent's ready sandbox and the provider holding it; 409 when it has none, 502 when its provider is gone. */

@@ -12,6 +12,8 @@ export function taskView(task: Task, cost: { amount: number; currency: string })
     task: task.input,
     output: task.output ?? undefined,
     error: task.error ?? undefined,
+    ...(task.extraction && 'metadata' in task.extraction ? { metadata: task.extraction.metadata } : {}),
+    ...(task.extraction && 'error' in task.extraction ? { metadataError: task.extraction.error } : {}),
     steps: task.steps,
     guardrails: task.guardrailHits,
     usage: { inputTokens: task.inputTokens, outputTokens: task.outputTokens },

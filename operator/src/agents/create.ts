@@ -4,6 +4,10 @@ import {
   MAX_TIMEOUT_SECONDS,
   assertInstallCurrency,
   assertSecretsExist,
+  extractionRulesProblem,
+  metadataLabels,
+  resolveAgentKnowledge,
+  resolveAgentMcp,
   idToObjectName,
   newId,
   objectNameToId,
@@ -109,6 +113,8 @@ export function createAgentFactory(deps: AgentFactoryDeps) {
       }
       const toolProblem = toolListProblem(input.tools, input.browser);
       if (toolProblem) throw new ApiError('unprocessable_entity', `tools: ${toolProblem}`, { fields: { tools: [toolProblem] } });
+      const rulesProblem = extractionRulesProblem(input.metadata);
+      if (rulesProblem) throw new ApiError('unprocessable_entity', `${rulesProblem.field}: ${rulesProblem.message}`, { fields: { [rulesProblem.field]: [rulesProblem.message] } });
       const model = input.model ?? deps.defaultModel;
       const modelProblem = deps.models.problem(model);
       if (modelProblem) throw new ApiError('unprocessable_entity', `model: ${modelProblem}`, { fields: { model: [modelProblem] } });
@@ -131,6 +137,22 @@ export function createAgentFactory(deps: AgentFactoryDeps) {
       if (input.secrets?.length) {
         await assertSecretsExist(deps.pool, { organizationId: principal.organizationId, mode: principal.mode, sessionId }, input.secrets);
       }
+      if (input.knowledge !== undefined) {
+        // `true` makes the session's default collection when it has none.
+        const scope = { organizationId: principal.organizationId, mode: principal.mode };
+        if (!(await resolveAgentKnowledge(deps.pool, scope, sessionId, input.knowledge, clock.now())) && input.knowledge !== false) {
+          throw new ApiError('unprocessable_entity', `knowledge: no collection named or with id "${String(input.knowledge)}"`, {
+            fields: { knowledge: ['unknown collection'] },
+          });
+        }
+      }
+      if (Array.isArray(input.mcp)) {
+        const { missing } = await resolveAgentMcp(deps.pool, { organizationId: principal.organizationId, mode: principal.mode }, input.mcp);
+        if (missing.length > 0) {
+          const message = `no MCP server named or with id ${missing.join(', ')}`;
+          throw new ApiError('unprocessable_entity', `mcp: ${message}`, { fields: { mcp: [message] } });
+        }
+      }
       await limits.assertWithin(session, 'creating an agent');
       return limits.withAgentSlot(session, () =>
         store.create('Agent', {
@@ -139,6 +161,8 @@ export function createAgentFactory(deps: AgentFactoryDeps) {
             [Labels.organization]: principal.organizationId,
             [Labels.mode]: principal.mode,
             [Labels.session]: session.metadata.name,
+            // Custom pairs, so that lists can filter agents by them.
+            ...metadataLabels(input.metadata),
           },
           ownerReferences: [{ kind: 'Session', name: session.metadata.name, uid: session.metadata.uid, controller: true }],
           finalizers: [SANDBOX_FINALIZER],

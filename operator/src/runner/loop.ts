@@ -3,12 +3,12 @@ import type { SandboxProvider } from '@berth/common';
 import type { SandboxRef } from '@berth/crds';
 import { ModelError, type Message, type ModelResponse, type ToolCall } from './models/types.js';
 import { callModel, type ModelRoute } from './models/router.js';
-import { TOOLS, ToolInputError, limitToolOutput, type ToolOutcome } from './tools.js';
+import { TOOLS, ToolInputError, limitToolOutput, type ToolOutcome, type ToolSpec } from './tools.js';
 
 export type LoopEnd = (
   | { state: 'completed'; output: string }
   | { state: 'failed' | 'cancelled'; error: { code: string; message: string; details?: Record<string, unknown> } }
-) & { usage?: { inputTokens: number; outputTokens: number } };
+) & { usage?: { inputTokens: number; outputTokens: number }; progress?: LoopProgress };
 
 export interface LoopProgress {
   conversation: Message[];
@@ -208,14 +208,19 @@ export async function runLoop(
     guardrailHits: [...task.guardrailHits],
   };
   const end = await loop(progress, task.input, agent, context, io, settings);
-  return { ...end, usage: { inputTokens: progress.inputTokens, outputTokens: progress.outputTokens } };
+  return { ...end, usage: { inputTokens: progress.inputTokens, outputTokens: progress.outputTokens }, progress };
 }
 
+/**
+ * What a run works with: the model, the sandbox, the agent's policies, and the tools the agent's
+ * fields offer besides its `tools` (knowledge_search, MCP servers' tools).
+ */
 export interface LoopContext {
   route: ModelRoute;
   provider: SandboxProvider;
   sandbox: SandboxRef;
   policies: LoopPolicies;
+  fieldTools?: ToolSpec[];
 }
 
 /** The code a run ends with when a guardrail whose action is block fired. */
@@ -261,7 +266,8 @@ async function loop(
     progress.conversation.push({ role: 'user', content: checked.text });
   }
   if (carried.length > 0) await io.checkpoint(progress, { events: carried });
-  const tools = agent.spec.tools.map((name) => TOOLS.get(name)).filter((tool) => tool !== undefined);
+  const tools = [...agent.spec.tools.map((name) => TOOLS.get(name)).filter((tool) => tool !== undefined), ...(context.fieldTools ?? [])];
+  const offered: ReadonlyMap<string, ToolSpec> = new Map(tools.map((tool) => [tool.name, tool]));
 
   let last: TokenEstimate | undefined;
   let addedSince = 0;
@@ -281,7 +287,7 @@ async function loop(
       if (decision && 'stop' in decision) return { state: decision.stop.state, error: { code: decision.stop.code, message: decision.stop.message } };
       if (decision?.decision === 'denied') ran = deniedCall(call, decision.reason);
       else if (decision?.decision === 'interrupted') ran = interruptedCall(call);
-      else ran = await runTool(call, agent, context, settings);
+      else ran = await runTool(call, offered, context, settings);
       const checked = screen(policies, progress, events, ran.outcome.output, 'input', `tool:${call.name}`);
       const output = 'end' in checked ? `[the tool result was blocked by a guardrail]` : checked.text;
       progress.conversation.push({ role: 'tool', toolCallId: call.id, name: call.name, content: limitToolOutput(output), isError: ran.outcome.isError });
@@ -459,16 +465,16 @@ function callSignal(run: AbortSignal, written: Promise<void> | undefined): { sig
 /** Runs one tool call (its `tool_call` event is written before); returns its outcome and `tool_result` event. */
 async function runTool(
   call: ToolCall,
-  agent: Resource<'Agent'>,
+  offered: ReadonlyMap<string, ToolSpec>,
   context: { provider: SandboxProvider; sandbox: SandboxRef },
   settings: LoopSettings,
 ): Promise<{ outcome: ToolOutcome; result: LoopEvent }> {
   const started = performance.now();
   let outcome: ToolOutcome;
-  const tool = TOOLS.get(call.name);
+  const tool = offered.get(call.name);
   try {
-    if (!tool || !agent.spec.tools.includes(call.name)) {
-      outcome = { output: `there is no tool "${call.name}"; the tools are ${agent.spec.tools.join(', ') || 'none'}`, isError: true };
+    if (!tool) {
+      outcome = { output: `there is no tool "${call.name}"; the tools are ${[...offered.keys()].join(', ') || 'none'}`, isError: true };
     } else if (call.invalidInput !== undefined) {
       outcome = { output: `invalid input: the arguments are not a JSON object: ${call.invalidInput.slice(0, 500)}`, isError: true };
     } else {

@@ -29,6 +29,7 @@ import {
   releaseTask,
   renewTaskLease,
   taskCost,
+  extractionRulesOf,
   withTransaction,
   type Clock,
   type ComputePrices,
@@ -41,6 +42,8 @@ import {
   type SandboxProvider,
   type Approval,
   type Task,
+  type TaskExtraction,
+  type Embedder,
 } from '@berth/common';
 import type { AgentPhase, Environment } from '@berth/crds';
 import type { ProviderRegistry } from '@berth/providers';
@@ -48,7 +51,10 @@ import { agentsOf, enforceCostCap, enforceSessionLimit } from '../billing/limits
 import { budgetStop } from './budget.js';
 import { runLoop, type Decision, type LoopEnd, type LoopIo, type LoopPolicies } from './loop.js';
 import { mockModelAdapter } from './mock-model.js';
-import { runFileAction } from './tools.js';
+import { runFileAction, type ToolSpec } from './tools.js';
+import { knowledgeSearchTool } from './knowledge-tool.js';
+import { extractMetadata } from './extraction.js';
+import { mcpToolsFor, type McpSettings } from './mcp-tools.js';
 import { billingModeOf, modelCostNanocents, type ModelRoute, type ModelRouter } from './models/router.js';
 import { ModelError, type ModelResponse } from './models/types.js';
 
@@ -74,6 +80,10 @@ export interface RunnerOptions {
   leaseMs?: number;
   /** How often an idle worker looks for work when no notification wakes it. */
   pollMs?: number;
+  /** To reach MCP servers: the secrets box (their credentials) and the URL rules; without it, agents with `mcp` get no MCP tools. */
+  mcp?: McpSettings;
+  /** Embeds knowledge queries when the install configures an embeddings endpoint. */
+  embedder?: Embedder;
   /** The values of the agent's secrets, masked in what reviewers of its approvals see. */
   secrets?: (agent: Resource<'Agent'>) => Promise<Record<string, string>>;
   /** How often a tool call that waits for a decision reads it again. */
@@ -123,6 +133,30 @@ function createRunnerMetrics(registry: Registry) {
       name: 'berth_runner_guardrail_hits_total',
       help: 'Guardrail rules that fired in runs, by rule and action',
       labelNames: ['rule', 'action'],
+      registers: [registry],
+    }),
+    extractions: new Counter({
+      name: 'berth_metadata_extractions_total',
+      help: 'Metadata extractions at the end of completed runs, by result (ok, failed)',
+      labelNames: ['result'],
+      registers: [registry],
+    }),
+    mcpCalls: new Counter({
+      name: 'berth_mcp_calls_total',
+      help: 'MCP tool calls, by server and result (ok, tool_error: the tool said it failed, failed: the call did not complete)',
+      labelNames: ['server', 'result'],
+      registers: [registry],
+    }),
+    mcpConnections: new Counter({
+      name: 'berth_mcp_connections_total',
+      help: 'Connections to MCP servers at the start of runs, by server and result',
+      labelNames: ['server', 'result'],
+      registers: [registry],
+    }),
+    knowledgeSearches: new Counter({
+      name: 'berth_knowledge_searches_total',
+      help: 'knowledge_search calls of the agent loop, by result (hits, empty, no_collection)',
+      labelNames: ['result'],
       registers: [registry],
     }),
     toolCalls: new Histogram({
@@ -309,7 +343,24 @@ export class Runner {
       return end.state;
     }
     const watched = await this.watchAgent(agent);
-    const end = await runLoop(task, agent, { route, provider, sandbox, policies }, this.loopIo(task, agent, route, signal, watched, policies), {
+    const fieldTools: ToolSpec[] = [];
+    if (agent.spec.knowledge !== undefined && agent.spec.knowledge !== false) {
+      fieldTools.push(
+        knowledgeSearchTool(this.options.pool, agent, (result) => this.metrics.knowledgeSearches.inc({ result }), { embedder: this.options.embedder, log }),
+      );
+    }
+    const mcp =
+      agent.spec.mcp !== undefined && this.options.mcp
+        ? await mcpToolsFor(this.options.pool, agent, this.options.mcp, {
+            log,
+            toolTimeoutMs: this.options.toolTimeoutMs,
+            onCall: (server, result) => this.metrics.mcpCalls.inc({ server, result }),
+            onConnect: (server, ok) => this.metrics.mcpConnections.inc({ server, result: ok ? 'ok' : 'failed' }),
+          })
+        : undefined;
+    fieldTools.push(...(mcp?.tools ?? []));
+    const io = this.loopIo(task, agent, route, signal, watched, policies);
+    const end = await runLoop(task, agent, { route, provider, sandbox, policies, fieldTools }, io, {
       maxSteps: this.options.maxSteps,
       modelTimeoutMs: this.options.modelTimeoutMs,
       toolTimeoutMs: this.options.toolTimeoutMs,
@@ -320,8 +371,33 @@ export class Runner {
         log.warn({ status: error.status, attempt, delayMs }, 'model call failed; retrying');
       },
       onToolCall: (tool, seconds, isError) => this.metrics.toolCalls.observe({ tool, result: isError ? 'error' : 'ok' }, seconds),
-    }).finally(() => watched.stop());
-    await this.finish(task, end, { agent, route, provider, sandbox });
+    }).finally(() => {
+      watched.stop();
+      void mcp?.close();
+    });
+    const rules = extractionRulesOf(agent.spec.metadata);
+    let extraction: TaskExtraction | undefined;
+    if (end.state === 'completed' && rules && end.progress) {
+      const progress = end.progress;
+      extraction = await extractMetadata(
+        rules,
+        { route, system: agent.spec.instructions, conversation: progress.conversation, output: end.output },
+        {
+          timeoutMs: this.options.modelTimeoutMs,
+          signal,
+          record: async (conversation, response) => {
+            progress.conversation = conversation;
+            progress.steps += 1;
+            progress.inputTokens += response.usage.inputTokens;
+            progress.outputTokens += response.usage.outputTokens;
+            await io.checkpoint(progress, { events: [], charge: { step: progress.steps, response } });
+            end.usage = { inputTokens: progress.inputTokens, outputTokens: progress.outputTokens };
+          },
+        },
+      );
+      this.metrics.extractions.inc({ result: 'metadata' in extraction ? 'ok' : 'failed' });
+    }
+    await this.finish(task, end, { agent, route, provider, sandbox }, extraction);
     log.info({ state: end.state, ...(end.state === 'completed' ? {} : { code: end.error.code }) }, 'run finished');
     return end.state;
   }
@@ -562,6 +638,7 @@ export class Runner {
     task: Task,
     end: LoopEnd,
     run: { agent: Resource<'Agent'>; route: ModelRoute; provider: SandboxProvider; sandbox: SandboxRef } | undefined,
+    extraction?: TaskExtraction,
   ): Promise<void> {
     const { pool, clock } = this.options;
     // The scan of the sandbox and the read of the run's charges are independent: made at once.
@@ -606,6 +683,8 @@ export class Runner {
           model: run
             ? { provider: run.route.vendor, model: run.route.model, inputTokens: end.usage?.inputTokens ?? 0, outputTokens: end.usage?.outputTokens ?? 0 }
             : undefined,
+          ...(extraction && 'metadata' in extraction ? { metadata: extraction.metadata } : {}),
+          ...(extraction && 'error' in extraction ? { metadataError: extraction.error } : {}),
         }),
       );
     } else if (end.state === 'failed') {
@@ -615,7 +694,7 @@ export class Runner {
       events.push(event('agent.run.completed', { status: end.state, cost, billingMode: billingModeOf(run.route) }));
     }
     await withTransaction(pool, async (tx) => {
-      await finishTask(tx, task, end.state === 'completed' ? { state: 'completed', output: end.output } : { state: end.state, error: end.error });
+      await finishTask(tx, task, end.state === 'completed' ? { state: 'completed', output: end.output, extraction } : { state: end.state, error: end.error });
       await cancelPendingApprovals(tx, task.id, finishedAt);
       if (end.state === 'completed') {
         await appendStreamEvent(tx, {
