@@ -469,7 +469,8 @@ describe('BYOI models: an organization configures its own model vendor account',
     expect(customer.requests).toHaveLength(1);
     expect(openai.requests.length).toBe(platformCalls);
     expect(await ledgerOf(taskId)).toEqual([]);
-    expect((await live.get(`/v1/agents/${agentId}`)).body.status).toBe('idle');
+    // The task's end wakes the agent's reconcile, which derives idle from it a moment later.
+    await expect.poll(async () => (await live.get(`/v1/agents/${agentId}`)).body.status, { timeout: 10_000 }).toBe('idle');
     // Back for the next test: the configuration is still there.
     expect((await live.post('/v1/secrets', { CUSTOMER_OPENAI_KEY: CUSTOMER_KEY })).status).toBe(200);
   });
