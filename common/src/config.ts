@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import { modelSchema, parseDuration } from '@berth/crds';
 import { DEFAULT_COMPUTE_PRICES, DEFAULT_STORAGE_PRICE, computePricesSchema, type ComputePrices } from './pricing.js';
 import { z } from 'zod';
+import { channelLimitsSchema } from './channels.js';
 
 /**
  * Every setting in one table: its environment variable, its command-line flag, what it
@@ -548,6 +549,43 @@ export const SETTINGS = {
     description: 'interval of heartbeat events on open agent streams',
     defaultText: '15s',
     schema: durationMs('15s'),
+  },
+  channelLimits: {
+    env: 'BERTH_CHANNEL_LIMITS',
+    description:
+      'requests a minute the public channel routes accept, as JSON: channelMessages (to one channel), visitorMessages (from one visitor of a channel), ipMessages and ipReads (from one client IP); fields left out keep their defaults',
+    defaultText: '{"channelMessages":600,"visitorMessages":20,"ipMessages":60,"ipReads":300}',
+    schema: z
+      .string()
+      .default('{}')
+      .transform((text, ctx) => {
+        try {
+          const parsed = channelLimitsSchema.safeParse(JSON.parse(text));
+          if (parsed.success) return parsed.data;
+          ctx.addIssue({ code: 'custom', message: parsed.error.issues.map((issue) => `${issue.path.join('.') || '(root)'}: ${issue.message}`).join('; ') });
+        } catch {
+          ctx.addIssue({ code: 'custom', message: 'not JSON' });
+        }
+        return z.NEVER;
+      }),
+  },
+  channelReplyTimeout: {
+    env: 'BERTH_CHANNEL_REPLY_TIMEOUT',
+    description: 'longest a public channel message waits for its reply before it is answered 504 (the reply is still stored and streamed)',
+    defaultText: '120s',
+    schema: durationMs('120s'),
+  },
+  slackApiUrl: {
+    env: 'BERTH_SLACK_API_URL',
+    description: 'base URL of the Slack Web API that channel replies are posted to (chat.postMessage)',
+    defaultText: 'https://slack.com/api',
+    schema: z.string().url().default('https://slack.com/api'),
+  },
+  sendgridApiUrl: {
+    env: 'BERTH_SENDGRID_API_URL',
+    description: 'base URL of the SendGrid API that email channel replies are sent through (v3/mail/send)',
+    defaultText: 'https://api.sendgrid.com',
+    schema: z.string().url().default('https://api.sendgrid.com'),
   },
   execTimeout: {
     env: 'BERTH_EXEC_TIMEOUT',

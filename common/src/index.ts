@@ -31,6 +31,7 @@ export * from './principal.js';
 export * from './jobs.js';
 export * from './workflow-graph.js';
 export * from './workflows.js';
+export * from './channels.js';
 export * from './schedules.js';
 export * from './sessions.js';
 export * from './agent-definitions.js';

@@ -1,6 +1,6 @@
 /**
  * Jobs: one run of an agent definition for a user, asked for by a schedule, a trigger, a step of
- * a workflow run or an item of a fleet.
+ * a workflow run, an item of a fleet or a channel.
  *
  * The contract:
  * - A source enqueues with `enqueueJob(db, …)`, passing its own transaction as `db` when the job
@@ -26,12 +26,14 @@
  * - The job is scoped to the organization and mode (live or test) of its source: a test-mode job
  *   runs on the mock provider and the mock model and records no usage, like any test-key agent.
  * - `getJob` reads one job, optionally checking its scope (undefined when it is not the caller's).
+ * - `history` (channels): the turns of a conversation before the input; the run starts from them,
+ *   so the model sees them before the input as earlier messages of one conversation.
  */
 import type { Mode } from '@berth/crds';
 import type { Queryable } from './db/index.js';
 import { newId } from './ids.js';
 
-export type JobSource = 'schedule' | 'trigger' | 'workflow' | 'fleet';
+export type JobSource = 'schedule' | 'trigger' | 'workflow' | 'fleet' | 'channel';
 export type JobState = 'queued' | 'running' | 'completed' | 'failed' | 'cancelled';
 export const TERMINAL_JOB_STATES: readonly JobState[] = ['completed', 'failed', 'cancelled'];
 
@@ -39,6 +41,12 @@ export const TERMINAL_JOB_STATES: readonly JobState[] = ['completed', 'failed', 
 export interface JobError {
   code: string;
   message: string;
+}
+
+/** A turn of a conversation before a job's input: what a person said and what was answered. */
+export interface ConversationTurn {
+  role: 'user' | 'assistant';
+  content: string;
 }
 
 export interface EnqueueJobInput {
@@ -54,6 +62,8 @@ export interface EnqueueJobInput {
   sessionId?: string;
   /** Fail the job with `timeout` when it has not ended this long after it started. */
   timeoutMs?: number;
+  /** Earlier turns the run starts from (channels); none for schedules and triggers. */
+  history?: ConversationTurn[] | undefined;
 }
 
 export interface Job extends Omit<EnqueueJobInput, 'sessionId' | 'timeoutMs'> {
@@ -83,6 +93,7 @@ export interface JobRow {
   user_id: string;
   definition_id: string;
   input: unknown;
+  history: ConversationTurn[] | null;
   state: JobState;
   session_id: string | null;
   timeout_ms: string | null;
@@ -98,7 +109,7 @@ export interface JobRow {
   finished_at: Date | null;
 }
 
-export const JOB_COLUMNS = `id, organization_id, mode, source, source_id, user_id, definition_id, input, state, session_id, timeout_ms,
+export const JOB_COLUMNS = `id, organization_id, mode, source, source_id, user_id, definition_id, input, history, state, session_id, timeout_ms,
   cancel_requested_at, agent_id, task_id, error, cost_cents, currency, claimed_by, created_at, started_at, finished_at`;
 
 export function toJob(row: JobRow): Job {
@@ -111,6 +122,7 @@ export function toJob(row: JobRow): Job {
     userId: row.user_id,
     definitionId: row.definition_id,
     input: row.input,
+    ...(row.history ? { history: row.history } : {}),
     state: row.state,
     sessionId: row.session_id,
     timeoutMs: row.timeout_ms === null ? null : Number(row.timeout_ms),
@@ -134,8 +146,8 @@ export function jobCost(row: Pick<JobRow, 'cost_cents' | 'currency'>): { amount:
 /** Queues a job; inside the caller's transaction when `db` is one. */
 export async function enqueueJob(db: Queryable, input: EnqueueJobInput, now: Date): Promise<Job> {
   const { rows } = await db.query<JobRow>(
-    `INSERT INTO jobs (id, organization_id, mode, source, source_id, user_id, definition_id, input, state, created_at, session_id, timeout_ms)
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'queued', $9, $10, $11) RETURNING ${JOB_COLUMNS}`,
+    `INSERT INTO jobs (id, organization_id, mode, source, source_id, user_id, definition_id, input, history, state, created_at, session_id, timeout_ms)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 'queued', $10, $11, $12) RETURNING ${JOB_COLUMNS}`,
     [
       newId('job', now),
       input.organizationId,
@@ -145,6 +157,7 @@ export async function enqueueJob(db: Queryable, input: EnqueueJobInput, now: Dat
       input.userId,
       input.definitionId,
       JSON.stringify(input.input ?? null),
+      input.history ? JSON.stringify(input.history) : null,
       now,
       input.sessionId ?? null,
       input.timeoutMs ?? null,

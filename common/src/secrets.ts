@@ -189,3 +189,31 @@ export async function reencryptSecrets(db: Queryable, box: SecretBox): Promise<n
   }
   return rows.length;
 }
+
+/**
+ * Re-encrypts, under the current key, a value sealed into the columns `<prefix>_key_id`,
+ * `<prefix>_nonce` and `<prefix>_ciphertext` of each row of `table` (rows with id, organization_id
+ * and mode) that another key sealed; `placeOf` is where the row's value is bound. Returns how many.
+ */
+export async function reencryptSealedColumns(
+  db: Queryable,
+  box: SecretBox,
+  sealedIn: { table: 'triggers'; prefix: 'secret' } | { table: 'channels'; prefix: 'credentials' },
+  placeOf: (row: { id: string; organizationId: string; mode: Mode }) => SecretPlace,
+): Promise<number> {
+  const { table, prefix } = sealedIn;
+  const { rows } = await db.query<{ id: string; organization_id: string; mode: Mode; key_id: string; nonce: Buffer; ciphertext: Buffer }>(
+    `SELECT id, organization_id, mode, ${prefix}_key_id AS key_id, ${prefix}_nonce AS nonce, ${prefix}_ciphertext AS ciphertext FROM ${table}
+     WHERE ${prefix}_key_id IS NOT NULL AND ${prefix}_key_id <> $1`,
+    [box.keyId],
+  );
+  for (const row of rows) {
+    const place = placeOf({ id: row.id, organizationId: row.organization_id, mode: row.mode });
+    const sealed = box.seal(place, box.open(place, { keyId: row.key_id, nonce: row.nonce, ciphertext: row.ciphertext }));
+    await db.query(
+      `UPDATE ${table} SET ${prefix}_key_id = $2, ${prefix}_nonce = $3, ${prefix}_ciphertext = $4 WHERE id = $1 AND ${prefix}_key_id = $5`,
+      [row.id, sealed.keyId, sealed.nonce, sealed.ciphertext, row.key_id],
+    );
+  }
+  return rows.length;
+}

@@ -75,12 +75,14 @@ function toTask(row: TaskRow): Task {
 
 export async function insertTask(
   db: Queryable,
-  task: { id: string; organizationId: string; mode: Mode; sessionId: string; agentId: string; input: string },
+  task: { id: string; organizationId: string; mode: Mode; sessionId: string; agentId: string; input: string; conversation?: unknown[] | undefined },
 ): Promise<Task> {
+  // A conversation given here is where the loop starts (earlier turns, then the input); without
+  // one the loop starts from the input alone.
   const { rows } = await db.query<TaskRow>(
-    `INSERT INTO tasks (id, organization_id, mode, session_id, agent_id, input, state)
-     VALUES ($1, $2, $3, $4, $5, $6, 'queued') RETURNING ${COLUMNS}`,
-    [task.id, task.organizationId, task.mode, task.sessionId, task.agentId, task.input],
+    `INSERT INTO tasks (id, organization_id, mode, session_id, agent_id, input, conversation, state)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, 'queued') RETURNING ${COLUMNS}`,
+    [task.id, task.organizationId, task.mode, task.sessionId, task.agentId, task.input, JSON.stringify(task.conversation ?? [])],
   );
   return toTask(rows[0]!);
 }

@@ -1,7 +1,7 @@
 import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 import type { Mode } from '@berth/crds';
 import type { Queryable } from './db/index.js';
-import type { SecretBox, SecretPlace } from './secrets.js';
+import { reencryptSealedColumns, type SecretBox, type SecretPlace } from './secrets.js';
 
 /**
  * Inbound webhook triggers: `POST /triggers/:id/fire` carries `x-trigger-signature`, the
@@ -93,21 +93,6 @@ export const triggerSecretPlace = (trigger: { organizationId: string; mode: Mode
 });
 
 /** Re-encrypts every trigger secret not under the current key (`berth secrets rotate`); returns how many. */
-export async function reencryptTriggerSecrets(db: Queryable, box: SecretBox): Promise<number> {
-  const { rows } = await db.query<{ id: string; organization_id: string; mode: Mode; secret_key_id: string; secret_nonce: Buffer; secret_ciphertext: Buffer }>(
-    'SELECT id, organization_id, mode, secret_key_id, secret_nonce, secret_ciphertext FROM triggers WHERE secret_key_id <> $1',
-    [box.keyId],
-  );
-  for (const row of rows) {
-    const place = triggerSecretPlace({ organizationId: row.organization_id, mode: row.mode, id: row.id });
-    const sealed = box.seal(place, box.open(place, { keyId: row.secret_key_id, nonce: row.secret_nonce, ciphertext: row.secret_ciphertext }));
-    await db.query('UPDATE triggers SET secret_key_id = $2, secret_nonce = $3, secret_ciphertext = $4 WHERE id = $1 AND secret_key_id = $5', [
-      row.id,
-      sealed.keyId,
-      sealed.nonce,
-      sealed.ciphertext,
-      row.secret_key_id,
-    ]);
-  }
-  return rows.length;
+export function reencryptTriggerSecrets(db: Queryable, box: SecretBox): Promise<number> {
+  return reencryptSealedColumns(db, box, { table: 'triggers', prefix: 'secret' }, triggerSecretPlace);
 }

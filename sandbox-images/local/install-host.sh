@@ -2,7 +2,8 @@
 # Installs what the local provider needs on this host: mmdebstrap, curl and unzip (to build
 # sandbox root filesystems), zstd (snapshot archives), e2fsprogs (workspace filesystems) and
 # python3 (the helper that answers a sandbox's OOM) from Debian's packages, gVisor's runsc (built
-# by install-runsc.sh), and promtool, which the tests run on /metrics.
+# by install-runsc.sh), promtool, which the tests run on /metrics, and Debian's chromium, in which
+# the browser tests run the chat widget.
 # Idempotent: a second run finds everything in place and returns at once.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -21,6 +22,7 @@ command -v zstd >/dev/null || missing+=(zstd)       # snapshot archives
 { command -v mkfs.ext4 && command -v debugfs; } >/dev/null || missing+=(e2fsprogs) # each sandbox's /workspace filesystem
 command -v go >/dev/null || missing+=(golang-go)
 command -v python3 >/dev/null || missing+=(python3) # memory-events.py, which answers a sandbox's OOM
+test -x /usr/bin/chromium || missing+=(chromium)    # the browser tests (test/browser), driven by playwright-core
 if [ ${#missing[@]} -gt 0 ]; then
   echo "install-host: apt-get install ${missing[*]}" >&2
   export DEBIAN_FRONTEND=noninteractive

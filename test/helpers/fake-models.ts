@@ -24,6 +24,8 @@ export interface FakeReply {
   usage?: { input: number; output: number };
   /** Wait this long before answering at all (no status, no headers until then). */
   delayMs?: number;
+  /** Wait this long between the stream's events, as a model that writes slowly. */
+  pauseMs?: number;
   /** Instead of `stop`/`tool_calls` (OpenAI) or `end_turn`/`tool_use` (Anthropic), e.g. `length` or `max_tokens`. */
   stopReason?: string;
   /** After the content, send the vendor's in-stream error (OpenAI `{ error }` chunk, Anthropic `event: error`) and end. */
@@ -166,7 +168,7 @@ async function startFake(protocol: Protocol, script: FakeScript, options: FakeMo
     const events = protocol.events(turn, body, requests.length);
     const tail = turn.streamError ? [events.error(turn.streamError)] : turn.endEarly ? [] : events.finish;
     res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' });
-    await writeStream(res, [...events.content, ...tail], options.chunkBytes, () => clientGone || closing.signal.aborted);
+    await writeStream(res, [...events.content, ...tail], options.chunkBytes, () => clientGone || closing.signal.aborted, turn.pauseMs);
     res.end();
   };
 
@@ -201,13 +203,13 @@ async function readBody(req: IncomingMessage): Promise<string> {
   return Buffer.concat(chunks).toString('utf8');
 }
 
-/** One write per event (or per `chunkBytes`), yielding between writes so they leave as separate packets. */
-async function writeStream(res: ServerResponse, events: string[], chunkBytes: number | undefined, stopped: () => boolean): Promise<void> {
+/** One write per event (or per `chunkBytes`), yielding (or pausing `pauseMs`) between writes so they leave as separate packets. */
+async function writeStream(res: ServerResponse, events: string[], chunkBytes: number | undefined, stopped: () => boolean, pauseMs?: number): Promise<void> {
   const pieces = chunkBytes ? slices(Buffer.from(events.join('')), chunkBytes) : events.map((event) => Buffer.from(event));
   for (const piece of pieces) {
     if (stopped()) return;
     res.write(piece);
-    await new Promise((resolve) => setImmediate(resolve));
+    await (pauseMs ? sleep(pauseMs) : new Promise((resolve) => setImmediate(resolve)));
   }
 }
 

@@ -11,6 +11,8 @@ export interface SseStream {
   waitFor(predicate: (events: SseEvent[]) => boolean, timeoutMs?: number): Promise<SseEvent[]>;
   status: number;
   headers: Headers;
+  /** The server ended the stream (not the client's close). */
+  readonly ended: boolean;
   close(): void;
 }
 
@@ -23,6 +25,7 @@ export async function openSse(url: string, key: string | undefined, headers: Rec
   });
   const events: SseEvent[] = [];
   const waiters = new Set<() => void>();
+  let ended = false;
   if (response.ok && response.body) {
     void (async () => {
       const decoder = new TextDecoder();
@@ -45,6 +48,7 @@ export async function openSse(url: string, key: string | undefined, headers: Rec
             for (const wake of waiters) wake();
           }
         }
+        ended = true;
       } catch {
         // aborted by close()
       }
@@ -54,6 +58,9 @@ export async function openSse(url: string, key: string | undefined, headers: Rec
     events,
     status: response.status,
     headers: response.headers,
+    get ended() {
+      return ended;
+    },
     close: () => controller.abort(),
     waitFor(predicate, timeoutMs = 30_000) {
       return new Promise((resolve, reject) => {

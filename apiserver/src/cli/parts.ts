@@ -35,6 +35,12 @@ export function configuredApp(
     defaultModel: config.defaultModel,
     currency: config.currency,
     streamHeartbeatMs: config.streamHeartbeat,
+    channels: {
+      limits: config.channelLimits,
+      replyTimeoutMs: config.channelReplyTimeout,
+      slackApiUrl: config.slackApiUrl,
+      sendgridApiUrl: config.sendgridApiUrl,
+    },
     webhookPolicy: { allowHttp: config.webhookAllowHttp, allowPrivate: config.webhookAllowPrivate },
     byoiPolicy: { allowHttp: config.byoiAllowHttp, allowPrivate: config.byoiAllowPrivate },
     secretBox: deps.secretBox,

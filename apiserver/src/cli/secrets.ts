@@ -1,7 +1,7 @@
 import { existsSync } from 'node:fs';
 import { chmod, readFile, rename, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { SecretBox, SecretKeyError, generateSecretKey, parseSecretKey, reencryptSecrets, reencryptTriggerSecrets, withTransaction, type BerthConfig, type Pool } from '@berth/common';
+import { SecretBox, SecretKeyError, generateSecretKey, parseSecretKey, reencryptChannelCredentials, reencryptSecrets, reencryptTriggerSecrets, withTransaction, type BerthConfig, type Pool } from '@berth/common';
 import { CliError } from './keys.js';
 
 /** Where embedded mode keeps the key it generated. */
@@ -31,14 +31,16 @@ export async function loadSecretBox(config: BerthConfig, options: { generate: bo
   }
 }
 
-/** `berth secrets rotate`: re-encrypts every value under the current key: secrets and the signing secrets of triggers. */
+/** `berth secrets rotate`: re-encrypts every value under the current key: secrets, the signing secrets of triggers and the credentials of channels. */
 export async function secretsCommand(pool: Pool, box: SecretBox, action: string | undefined, out: (line: string) => void): Promise<void> {
   if (action !== 'rotate') throw new CliError('usage: berth secrets rotate   (after setting the new BERTH_SECRETS_KEY and the old one in BERTH_SECRETS_PREVIOUS_KEYS)');
-  const { secrets, triggers } = await withTransaction(pool, async (tx) => ({
+  const { secrets, triggers, channels } = await withTransaction(pool, async (tx) => ({
     secrets: await reencryptSecrets(tx, box),
     triggers: await reencryptTriggerSecrets(tx, box),
+    channels: await reencryptChannelCredentials(tx, box),
   }));
   out(
-    `re-encrypted ${secrets} secret value${secrets === 1 ? '' : 's'} and ${triggers} trigger secret${triggers === 1 ? '' : 's'} under key ${box.keyId}; the previous keys are no longer needed`,
+    `re-encrypted ${secrets} secret value${secrets === 1 ? '' : 's'} and ${triggers} trigger secret${triggers === 1 ? '' : 's'} ` +
+      `(and the credentials of ${channels} channel${channels === 1 ? '' : 's'}) under key ${box.keyId}; the previous keys are no longer needed`,
   );
 }

@@ -143,7 +143,8 @@ describe('the OpenAPI document', () => {
   it('carries examples that match their schemas', () => {
     for (const route of app.routes.list()) {
       for (const [status, response] of Object.entries(route.responses)) {
-        expect(response.example, `${route.operationId} ${status}`).toBeDefined();
+        // A response without a body (a 304) has nothing to show.
+        if (response.schema || response.contentType) expect(response.example, `${route.operationId} ${status}`).toBeDefined();
         if (response.schema) expect(() => response.schema!.parse(response.example), `${route.operationId} ${status}`).not.toThrow();
       }
       if (route.body) {

@@ -177,7 +177,9 @@ export function openapiDocument(table: RouteTable, info: OpenapiInfo): Record<st
               requestBody: {
                 required: true,
                 description: route.rawBody.description,
-                content: { 'application/json': { schema: {}, example: route.rawBody.example } },
+                content: Object.fromEntries(
+                  (route.rawBody.contentTypes ?? ['application/json']).map((type) => [type, { schema: {}, example: route.rawBody!.example }]),
+                ),
               },
             }
           : {}),
@@ -291,7 +293,9 @@ const TAGS: Record<string, string> = {
   Secrets: 'Encrypted values injected into sandboxes as environment variables.',
   Providers: 'Bring your own compute or model keys (BYOI).',
   Webhooks: 'Signed event deliveries to your endpoints.',
+  Widget: 'The chat widget script that websites embed for a `chat_embed` channel.',
   Triggers: 'Public URLs that run an agent definition on a signed request.',
+  Channels: 'An agent definition answering people: a chat widget on your pages, Slack, email, phone; conversations keep their history.',
   Jobs: 'Runs of an agent definition started by a trigger or a schedule.',
   System: 'Health, readiness, metrics and this document.',
   'Sign-in': 'Signing in and out of the management plane, the signed-in user and their invites.',

@@ -50,7 +50,7 @@ export interface RouteSpec<P extends z.ZodType, Q extends z.ZodType, B extends z
    * at most `limitBytes`: for a route that checks a signature over them before reading them.
    * Exclusive with `body`; the route reads and validates them itself.
    */
-  rawBody?: { limitBytes: number; description: string; example: unknown };
+  rawBody?: { limitBytes: number; description: string; example: unknown; contentTypes?: string[] };
   /** Request headers the route reads itself, for the docs (the route answers for a missing or bad one). */
   headers?: { name: string; required: boolean; description: string; pattern?: string }[];
   /** `example`: a realistic answer, shown in the OpenAPI document and checked against `schema` by the tests. */

@@ -12,8 +12,15 @@ import {
   type Pool,
   type Resource,
   type ResourceStore,
+  type ConversationTurn,
   type Task,
 } from '@berth/common';
+import type { Message } from '../runner/models/types.js';
+
+/** A turn of a conversation as the loop's message: an earlier answer called no tools. */
+function loopMessageOf(turn: ConversationTurn): Message {
+  return turn.role === 'assistant' ? { role: 'assistant', content: turn.content, toolCalls: [] } : { role: 'user', content: turn.content };
+}
 import type { ModelRouter } from '../runner/models/router.js';
 
 /**
@@ -47,9 +54,10 @@ export function createRunStarter(deps: { pool: Pool; store: ResourceStore; limit
      * Queues a run of a ready agent. One run at a time per agent: while one is queued or running,
      * another is 409 `conflict` naming it (the database's unique index decides, so two concurrent
      * calls cannot both start one). `taskId` fixes the task's id; a task with it already there is
-     * returned as it is.
+     * returned as it is. `history`: earlier turns of a conversation the run continues (the model
+     * sees them, then `input`).
      */
-    async start(agent: Resource<'Agent'>, input: string, options: { taskId?: string } = {}): Promise<Task> {
+    async start(agent: Resource<'Agent'>, input: string, options: { taskId?: string; history?: ConversationTurn[] | undefined } = {}): Promise<Task> {
       const agentId = objectNameToId(agent.metadata.name);
       if (options.taskId) {
         const existing = await findTask(pool, options.taskId);
@@ -72,6 +80,7 @@ export function createRunStarter(deps: { pool: Pool; store: ResourceStore; limit
           sessionId: agent.spec.sessionId,
           agentId,
           input,
+          ...(options.history?.length ? { conversation: [...options.history.map(loopMessageOf), { role: 'user', content: input }] } : {}),
         });
       } catch (error) {
         if (!isUniqueViolation(error)) throw error;

@@ -10,6 +10,7 @@ import {
   jobTaskText,
   newId,
   objectNameToId,
+  recordChannelReply,
   resolveDefinition,
   taskCost,
   toJob,
@@ -65,7 +66,7 @@ export function createJobExecutorMetrics(registry: Registry): JobExecutorMetrics
     }),
     finished: new Counter({
       name: 'berth_jobs_finished_total',
-      help: 'Jobs that reached a final state, by source (schedule, trigger, workflow, fleet) and state',
+      help: 'Jobs that reached a final state, by source (schedule, trigger, workflow, fleet, channel) and state',
       labelNames: ['source', 'state'],
       registers: [registry],
     }),
@@ -83,7 +84,7 @@ const PERMANENT = new Set(['unprocessable_entity', 'not_found', 'conflict', 'ses
 const AGENT_ENDED = new Set(['failed', 'terminated', 'paused']);
 
 /**
- * Runs the jobs that schedules, triggers, workflow runs and fleets queue (see common/src/jobs.ts). Leader only. Each
+ * Runs the jobs that schedules, triggers, workflow runs, fleets and channels queue (see common/src/jobs.ts). Leader only. Each
  * pass claims open jobs (SKIP LOCKED, with a lease, so a job is advanced by one executor at a
  * time and a dead executor's jobs are taken over) and advances each as far as it can go now:
  * queued → the user's session → an agent from the definition → (the agent is ready) the run →
@@ -279,7 +280,7 @@ export class JobExecutor {
         if (!(await this.update(job, { task_id: taskId }))) return;
         Object.assign(job, { taskId });
       }
-      task = await this.options.runs.start(agent, jobTaskText(job.input), { taskId });
+      task = await this.options.runs.start(agent, jobTaskText(job.input), { taskId, history: job.history });
       log.info({ taskId }, 'job started its run');
     }
 
@@ -291,6 +292,13 @@ export class JobExecutor {
   /** The job's final state with the task's cost; its agent, if it made one (only this job used it), is ended. */
   private async finish(job: Job, state: JobState, error: JobError | null, log: Logger): Promise<void> {
     const { pool, clock, currency } = this.options;
+    if (job.source === 'channel' && state === 'completed' && job.taskId) {
+      // A channel's answer is part of its conversation: stored where the job ends (before the job's
+      // state, and idempotent, so a retried finish writes it once), kept and streamed even when no
+      // API server waits for it any more.
+      const task = await findTask(pool, job.taskId);
+      await recordChannelReply(pool, job, task?.output ?? '', clock.now());
+    }
     const cost = job.taskId ? await taskCost(pool, job.taskId, currency) : undefined;
     const written = await this.update(job, {
       state,
