@@ -27,6 +27,7 @@ import { jobRoutes } from './routes/jobs.js';
 import { fleetRoutes } from './routes/fleets.js';
 import { createFleetService } from './services/fleets.js';
 import { widgetRoutes } from './routes/widget.js';
+import { dashboardRoutes } from './routes/dashboard.js';
 import { channelRoutes } from './routes/channels.js';
 import { MAX_PUBLIC_BODY_BYTES, channelPublicRoutes, type ChannelSettings } from './routes/channel-public.js';
 import { channelCors } from './http/channel-cors.js';
@@ -216,6 +217,7 @@ export function createApp(deps: AppDeps): App {
     publicUrl: deps.publicUrl,
   });
   widgetRoutes(routes);
+  dashboardRoutes(routes);
 
   workflowRoutes(routes, {
     workflows: createWorkflowService({ pool: deps.pool, clock: deps.clock, cursors, currency: deps.currency }),

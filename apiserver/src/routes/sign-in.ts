@@ -1,5 +1,6 @@
 import {
   ApiError,
+  countAcceptedMembers,
   acceptInvite,
   findMembership,
   listMemberships,
@@ -23,6 +24,7 @@ import {
   type CookieSigner,
 } from '../management/cookies.js';
 import type { OidcTransaction } from '../management/oidc.js';
+import { PERMISSIONS, effectiveRole, roleHolds, type Permission } from '../management/permissions.js';
 import { SIGN_IN_LIFETIME_MS, type SignInService } from '../management/sign-in.js';
 import { okSchema } from './schemas.js';
 import { teamMember } from '../services/team.js';
@@ -189,12 +191,16 @@ export function signInRoutes(table: RouteTable, deps: SignInRouteDeps): void {
             organization: z.object({ id: z.string(), name: z.string(), role: roleSchema }).nullable().describe('null until the user belongs to one'),
             organizations: z.array(z.object({ id: z.string(), name: z.string(), role: roleSchema })),
             csrfToken: z.string(),
+            permissions: z
+              .array(z.string())
+              .describe('what the caller may do in that organization now (the permission table for their role, one person being owner for every check); empty without one. The dashboard offers only these; the server checks each request anyway'),
           }),
           example: {
             user: { id: 'usr_01m80gqv2b7h3y9k0x1c4r5t6v', email: 'ada@example.com', name: 'Ada' },
             organization: { id: 'org_01m80gqv2b7h3y9k0x1c4r5t6v', name: 'default', role: 'owner' },
             organizations: [{ id: 'org_01m80gqv2b7h3y9k0x1c4r5t6v', name: 'default', role: 'owner' }],
             csrfToken: 'b3Jx0m4cJ1W2c9mZQ7pX5tYh2VwK8sLd',
+            permissions: ['organization.delete', 'team.manage', 'team.view', 'keys.manage', 'keys.view', 'billing.view'],
           },
         },
       },
@@ -202,13 +208,16 @@ export function signInRoutes(table: RouteTable, deps: SignInRouteDeps): void {
       handler: async ({ caller }) => {
         const memberships = await listMemberships(deps.pool, caller.user.id);
         const organizations = memberships.map((member) => ({ id: member.organizationId, name: member.organizationName, role: member.role }));
+        const current = organizations.find((organization) => organization.id === caller.organizationId);
+        const role = current && (current.role === 'owner' ? 'owner' : effectiveRole(current.role, await countAcceptedMembers(deps.pool, current.id)));
         return {
           status: 200,
           body: {
             user: { id: caller.user.id, email: caller.user.email, name: caller.user.name },
-            organization: organizations.find((organization) => organization.id === caller.organizationId) ?? null,
+            organization: current ?? null,
             organizations,
             csrfToken: caller.session.csrfToken,
+            permissions: role ? (Object.keys(PERMISSIONS) as Permission[]).filter((permission) => roleHolds(role, permission)) : [],
           },
         };
       },
