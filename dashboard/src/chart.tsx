@@ -21,7 +21,7 @@ function cssVar(name: string): string {
  * table beside it: the canvas is an image to assistive technology, the table is what they read
  * (and what the browser tests read).
  */
-export function BarChart(props: { id: string; title: string; labels: string[]; series: Series[]; stacked?: boolean; format: (cents: number) => string; horizontal?: boolean }) {
+export function BarChart(props: { id: string; title: string; category: string; labels: string[]; series: Series[]; stacked?: boolean; format: (cents: number) => string; horizontal?: boolean }) {
   const canvas = useRef<HTMLCanvasElement>(null);
   useEffect(() => {
     if (!canvas.current) return;
@@ -66,7 +66,7 @@ export function BarChart(props: { id: string; title: string; labels: string[]; s
       </div>
       <details class="chart-data">
         <summary>Data table: {props.title}</summary>
-        <Table caption={props.title} head={['', ...props.series.map((series) => series.label)]} captionHidden>
+        <Table caption={props.title} head={[props.category, ...props.series.map((series) => series.label)]} captionHidden>
           {props.labels.map((label, row) => (
             <tr>
               <th scope="row">{label}</th>

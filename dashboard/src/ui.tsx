@@ -82,7 +82,7 @@ export function Table(props: { caption: string; head: string[]; children: Compon
         <thead>
           <tr>
             {props.head.map((cell) => (
-              <th scope="col">{cell}</th>
+              <th scope="col">{cell || <span class="visually-hidden">Actions</span>}</th>
             ))}
           </tr>
         </thead>

@@ -143,8 +143,13 @@ export function signInRoutes(table: RouteTable, deps: SignInRouteDeps): void {
       description:
         'Embedded mode without an identity provider: `berth up` prints such a link for the first owner on first start, `berth admin login` prints a new one. A link works once, within 24 hours.',
       auth: false,
-      query: z.object({ token: z.string().min(1).max(200) }).strict(),
-      responses: { 302: { description: 'signed in: to /api/me, with the session cookie' } },
+      query: z
+        .object({
+          token: z.string().min(1).max(200),
+          returnTo: z.string().max(2000).optional().describe('a path of this site to land on (the dashboard sends `/`); default `/api/me`'),
+        })
+        .strict(),
+      responses: { 302: { description: 'signed in: to `returnTo` (default /api/me), with the session cookie' } },
       errors: ['unauthorized'],
       handler: async ({ req, res, query }) => {
         const signedIn = await deps.signIn.signInWithLink(query.token);
@@ -154,7 +159,7 @@ export function signInRoutes(table: RouteTable, deps: SignInRouteDeps): void {
         }
         deps.signIn.count('link', 'success');
         startBrowserSession(req, res, signedIn.token, signedIn.session.csrfToken);
-        res.redirect(302, DEFAULT_RETURN);
+        res.redirect(302, safeReturnTo(query.returnTo));
       },
     }),
     defineRoute({

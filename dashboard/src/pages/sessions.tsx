@@ -161,7 +161,13 @@ export function AgentPage(props: { me: Me; mode: Mode; id: string }) {
     for (const name of STREAM_EVENTS)
       source.addEventListener(name, (message) => {
         const data = JSON.parse((message as MessageEvent<string>).data) as Record<string, unknown>;
-        setLines((previous) => [...previous.slice(-199), { id: (message as MessageEvent).lastEventId, event: name, text: describe(name, data) }]);
+        const text = describe(name, data);
+        // The model's text arrives in pieces: one line for each stretch of thinking.
+        setLines((previous) => {
+          const last = previous.at(-1);
+          if (name === 'thinking' && last?.event === 'thinking') return [...previous.slice(0, -1), { ...last, text: last.text + text }];
+          return [...previous.slice(-199), { id: (message as MessageEvent).lastEventId, event: name, text }];
+        });
       });
     return () => source.close();
   }, [props.id, props.mode]);

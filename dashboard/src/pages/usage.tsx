@@ -52,10 +52,11 @@ export function Usage(props: { mode: Mode; period: string; setPeriod: (period: s
             );
           return (
             <div class="charts">
-              <BarChart id="chart-daily" title="Cost by day" labels={daily.map((day) => day.date.slice(5))} series={[{ label: 'Cost', values: daily.map((day) => day.cost.amount) }]} format={format} />
+              <BarChart id="chart-daily" title="Cost by day" category="Day" labels={daily.map((day) => day.date.slice(5))} series={[{ label: 'Cost', values: daily.map((day) => day.cost.amount) }]} format={format} />
               <BarChart
                 id="chart-split"
                 title="Billed by Berth and paid to providers directly"
+                category="Kind"
                 labels={['Compute', 'Models', 'Storage']}
                 stacked
                 series={[
@@ -67,6 +68,7 @@ export function Usage(props: { mode: Mode; period: string; setPeriod: (period: s
               <BarChart
                 id="chart-models"
                 title="Cost by model"
+                category="Model"
                 horizontal
                 labels={models.map((model) => model.model)}
                 series={[{ label: 'Cost', values: models.map((model) => model.cost.amount) }]}
