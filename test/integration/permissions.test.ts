@@ -49,6 +49,17 @@ const ROUTES: Record<string, RouteCase> = {
     status: 200,
     call: (org, caller) => caller.browser.delete(`/api/team/${org.members.viewer!.memberId}`),
   },
+  // The agent page of the dashboard: its live stream and its exec console (an agent of no one: 404 once allowed).
+  'GET /api/agents/:id/stream': {
+    permission: 'sessions.view',
+    status: 404,
+    call: (_org, caller) => caller.browser.get('/api/agents/agt_00000000000000000000000000/stream'),
+  },
+  'POST /api/agents/:id/exec': {
+    permission: 'sessions.manage',
+    status: 404,
+    call: (_org, caller) => caller.browser.post('/api/agents/agt_00000000000000000000000000/exec', { language: 'python', code: 'print(1)' }),
+  },
   'POST /api/team/transfer': {
     permission: 'ownership.transfer',
     status: 200,
@@ -62,7 +73,10 @@ describe('the permission table on every /api route', () => {
       .list()
       .filter((route) => route.permission && route.permission !== 'signed-in')
       .map((route) => `${route.method.toUpperCase()} ${route.path}`);
-    expect(checked.sort()).toEqual(Object.keys(ROUTES).sort());
+    // The team's routes are all here; every other route is in management-settings.test.ts, whose
+    // own check covers everything but /api/team. Each case here names a route that exists.
+    expect(checked.filter((key) => key.includes(' /api/team')).sort()).toEqual(Object.keys(ROUTES).filter((key) => key.includes(' /api/team')).sort());
+    expect(checked).toEqual(expect.arrayContaining(Object.keys(ROUTES)));
     for (const route of api.app.managementRoutes.list()) {
       const key = `${route.method.toUpperCase()} ${route.path}`;
       if (ROUTES[key]) expect(route.permission, key).toBe(ROUTES[key]!.permission);
