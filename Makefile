@@ -76,9 +76,11 @@ bench: setup cluster-binaries ## latency and scale benchmarks against floors mea
 	npx tsx test/bench/memory.ts
 	npx tsx test/bench/trigger-fire.ts
 	npx tsx test/bench/rate-limit.ts
+	npx tsx test/bench/channel-reply.ts
 	npx tsx test/bench/fleet.ts
 	npx tsx test/bench/management-auth.ts
-	npx tsx test/bench/channel-reply.ts
+	npx tsx test/bench/guardrails.ts
+	npx tsx test/bench/exec-stream.ts
 	npx tsx test/bench/dashboard.ts
 
 bench-smoke: setup cluster-binaries ## every bench at a tiny size: each must finish and print its table (part of make test)

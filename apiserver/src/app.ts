@@ -12,6 +12,9 @@ import { openapiDocument } from './http/openapi.js';
 import { RouteTable } from './http/route.js';
 import { HEARTBEAT_MS } from './http/sse.js';
 import { agentDefinitionRoutes } from './routes/agent-definitions.js';
+import { execRoutes } from './routes/exec.js';
+import { TerminalTokens, terminalUpgrade } from './http/terminal.js';
+import type { UpgradeListener } from './http/server.js';
 import { agentRoutes } from './routes/agents.js';
 import { runRoutes } from './routes/runs.js';
 import { scheduleRoutes } from './routes/schedules.js';
@@ -24,17 +27,18 @@ import { secretRoutes } from './routes/secrets.js';
 import { providerRoutes } from './routes/providers.js';
 import { triggerRoutes } from './routes/triggers.js';
 import { jobRoutes } from './routes/jobs.js';
-import { fleetRoutes } from './routes/fleets.js';
-import { createFleetService } from './services/fleets.js';
 import { widgetRoutes } from './routes/widget.js';
 import { dashboardRoutes } from './routes/dashboard.js';
 import { channelRoutes } from './routes/channels.js';
 import { MAX_PUBLIC_BODY_BYTES, channelPublicRoutes, type ChannelSettings } from './routes/channel-public.js';
+import { channelWebhookRoutes } from './routes/channel-webhooks.js';
 import { channelCors } from './http/channel-cors.js';
 import { createChannelService } from './services/channels.js';
 import { createConversationService } from './services/conversations.js';
 import { createChannelLimiter } from './services/channel-limits.js';
 import { ChannelHub } from './services/channel-hub.js';
+import { fleetRoutes } from './routes/fleets.js';
+import { createFleetService } from './services/fleets.js';
 import { createTriggerService } from './services/triggers.js';
 import { createJobService } from './services/jobs.js';
 import { createSecretService } from './services/secrets.js';
@@ -58,6 +62,8 @@ import { OidcClient, type OidcSettings } from './management/oidc.js';
 import { createSignInService, type SignupPolicy } from './management/sign-in.js';
 import { signInRoutes } from './routes/sign-in.js';
 import { teamRoutes } from './routes/team.js';
+import { approvalRoutes } from './routes/approvals.js';
+import { createApprovalService } from './services/approvals.js';
 import { createTeamService } from './services/team.js';
 import { managementDocumentRoute } from './routes/management-document.js';
 import { apiKeyRoutes } from './routes/api-keys.js';
@@ -99,7 +105,7 @@ export interface AppDeps {
   plans: PlanSettings;
   /** Whether `/v1` requests are counted and limited (default true); false only for the floor of the rate-limit bench. */
   limitRequests?: boolean;
-  /** Limits, reply timeout and provider URLs of channels (defaults: the documented ones). */
+  /** Limits and reply timeout of channels (defaults: the documented ones). */
   channels?: Partial<ChannelSettings>;
   /** Whether the controllers this process relies on are running (for /readyz). */
   ready?: () => boolean;
@@ -118,6 +124,8 @@ export interface App {
   routes: RouteTable;
   /** The cookie-authorized management routes (`/api`), documented at `/api/openapi.json`. */
   managementRoutes: RouteTable;
+  /** Answers WebSocket upgrades (the terminal); pass it to `createApiServer`. */
+  upgrade: UpgradeListener;
   /** Closes what the app holds open (the stream hub's connection). */
   close(): Promise<void>;
 }
@@ -149,6 +157,7 @@ export function createApp(deps: AppDeps): App {
     metrics: deps.metrics,
     execTimeoutMs: deps.execTimeoutMs,
     cursors,
+    pool: deps.pool,
   });
   const runs = createRunService({ pool: deps.pool, agents, runs: runStarter, currency: deps.currency });
   const hub = new StreamHub(deps.pool, deps.connectionString, deps.log, deps.metrics);
@@ -165,6 +174,8 @@ export function createApp(deps: AppDeps): App {
   const definitions = createAgentDefinitionService({ pool: deps.pool, clock: deps.clock, models: deps.models });
   agentDefinitionRoutes(routes, definitions);
   agentRoutes(routes, agents, { execTimeoutMs: deps.execTimeoutMs, definitions });
+  const terminalTokens = new TerminalTokens(secretBox.subkey('berth/terminal-tokens'), deps.clock);
+  execRoutes(routes, agents, { terminalTokens, heartbeatMs: deps.streamHeartbeatMs });
   runRoutes(routes, { runs, agents, hub, heartbeatMs: deps.streamHeartbeatMs ?? HEARTBEAT_MS });
   const snapshots = createSnapshotService({ store: deps.store, providers: deps.providers, clock: deps.clock, limits });
   snapshotRoutes(routes, { snapshots, agents, providers: deps.providers });
@@ -199,31 +210,35 @@ export function createApp(deps: AppDeps): App {
   const channelSettings: ChannelSettings = {
     limits: DEFAULT_CHANNEL_LIMITS,
     replyTimeoutMs: 120_000,
-    slackApiUrl: 'https://slack.com/api',
-    sendgridApiUrl: 'https://api.sendgrid.com',
     ...deps.channels,
   };
+  const conversations = createConversationService({ pool: deps.pool, clock: deps.clock, hub: channelHub, log: deps.log, metrics: deps.metrics });
   channelPublicRoutes(routes, {
     pool: deps.pool,
     clock: deps.clock,
-    box: secretBox,
     log: deps.log,
-    metrics: deps.metrics,
-    conversations: createConversationService({ pool: deps.pool, clock: deps.clock, hub: channelHub, log: deps.log, metrics: deps.metrics }),
+    conversations,
     agentStreams: hub,
     limiter: createChannelLimiter({ pool: deps.pool, clock: deps.clock, limits: channelSettings.limits, metrics: deps.metrics }),
     settings: channelSettings,
     heartbeatMs: deps.streamHeartbeatMs ?? HEARTBEAT_MS,
+  });
+  channelWebhookRoutes(routes, {
+    pool: deps.pool,
+    clock: deps.clock,
+    box: secretBox,
+    metrics: deps.metrics,
+    conversations,
+    settings: channelSettings,
     publicUrl: deps.publicUrl,
   });
-  widgetRoutes(routes);
-  dashboardRoutes(routes);
-
   workflowRoutes(routes, {
     workflows: createWorkflowService({ pool: deps.pool, clock: deps.clock, cursors, currency: deps.currency }),
     hub: workflowHub,
     heartbeatMs: deps.streamHeartbeatMs ?? HEARTBEAT_MS,
   });
+  widgetRoutes(routes);
+  dashboardRoutes(routes);
 
   // The management plane: a second table, authorized by the sign-in cookie and the caller's role.
   const managementRoutes = new RouteTable();
@@ -248,6 +263,7 @@ export function createApp(deps: AppDeps): App {
   );
   eventLogRoutes(managementRoutes, createEventLogService({ pool: deps.pool, cursors }));
   dataPlaneViewRoutes(managementRoutes, routes, { pool: deps.pool, clock: deps.clock });
+  approvalRoutes(routes, managementRoutes, createApprovalService({ pool: deps.pool, clock: deps.clock, cursors, metrics: deps.metrics }));
   const authenticateSession = authenticateUser({ db: deps.pool, clock: deps.clock, signer });
 
   const app = express();
@@ -273,10 +289,15 @@ export function createApp(deps: AppDeps): App {
   app.use(router);
   app.use(notFoundHandler);
   app.use(errorHandler);
+  const upgrade = terminalUpgrade({ db: deps.pool, agents, tokens: terminalTokens, log: deps.log });
   return {
     express: app,
     routes,
     managementRoutes,
-    close: async () => void (await Promise.all([hub.close(), workflowHub.close(), channelHub.close()])),
+    upgrade,
+    close: async () => {
+      conversations.close();
+      await Promise.all([hub.close(), workflowHub.close(), channelHub.close()]);
+    },
   };
 }

@@ -46,9 +46,18 @@ CREATE TABLE channel_messages (
   -- the provider's id of an inbound message (Slack event_id, email Message-ID): a retried
   -- delivery of the same message is not answered twice
   external_id text,
-  created_at timestamptz NOT NULL
+  created_at timestamptz NOT NULL,
+  -- A reply that goes out through a provider (Slack, email) is sent by the operator's channel
+  -- reply sender: pending until sent, or failed after its retries; claimed by one sender at a time.
+  delivery_state text CHECK (delivery_state IN ('pending', 'sent', 'failed')),
+  delivery_attempts integer NOT NULL DEFAULT 0,
+  delivery_next_at timestamptz,
+  delivery_error text,
+  delivery_claimed_by text,
+  delivery_claim_expires_at timestamptz
 );
 CREATE INDEX channel_messages_conversation ON channel_messages (conversation_id, seq);
+CREATE INDEX channel_messages_delivery_due ON channel_messages (delivery_next_at) WHERE delivery_state = 'pending';
 CREATE UNIQUE INDEX channel_messages_external ON channel_messages (conversation_id, external_id) WHERE external_id IS NOT NULL;
 
 -- Streams of a conversation read on from the last message they sent when this fires.

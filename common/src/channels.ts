@@ -97,6 +97,12 @@ export const channelCredentialsPlace = (channel: { organizationId: string; mode:
   name: 'channel-credentials',
 });
 
+/** The credentials of a channel, opened. */
+export function openChannelCredentials(box: SecretBox, channel: ChannelRecord): Record<string, string> {
+  if (!channel.credentials) return {};
+  return JSON.parse(box.open(channelCredentialsPlace(channel), channel.credentials)) as Record<string, string>;
+}
+
 export async function insertChannel(db: Queryable, channel: Omit<ChannelRecord, 'createdAt' | 'updatedAt'>, now: Date): Promise<ChannelRecord> {
   const { rows } = await db.query<ChannelRow>(
     `INSERT INTO channels (id, organization_id, mode, type, name, definition_id, settings, allowed_origins, credentials_key_id,
@@ -307,16 +313,23 @@ export async function historyBefore(db: Queryable, conversationId: string, befor
 /** The id of the reply a job writes: fixed by the job, so writing it twice writes it once. */
 export const replyMessageId = (jobId: string): string => `msg_${jobId.slice('job_'.length)}`;
 
+/** Channel types whose replies go out through a provider, sent by the channel reply sender. */
+export const SENT_CHANNEL_TYPES: readonly ChannelType[] = ['slack', 'email'];
+
 /**
  * Stores the answer of a channel's job as the assistant's message of the conversation the job
- * answers (the one holding the user message that names the job); idempotent.
+ * answers (the one holding the user message that names the job); idempotent. A reply of a
+ * Slack or email channel is stored as pending delivery, due now, in the same statement.
  */
 export async function recordChannelReply(db: Queryable, job: Pick<Job, 'id'>, output: string, now: Date): Promise<void> {
   await db.query(
-    `INSERT INTO channel_messages (id, conversation_id, role, content, job_id, created_at)
-     SELECT $1, conversation_id, 'assistant', $2, $3, $4 FROM channel_messages WHERE job_id = $3 AND role = 'user'
+    `INSERT INTO channel_messages (id, conversation_id, role, content, job_id, created_at, delivery_state, delivery_next_at)
+     SELECT $1, m.conversation_id, 'assistant', $2, $3, $4,
+       CASE WHEN ch.type = ANY($5) THEN 'pending' END, CASE WHEN ch.type = ANY($5) THEN $4::timestamptz END
+     FROM channel_messages m JOIN channel_conversations c ON c.id = m.conversation_id JOIN channels ch ON ch.id = c.channel_id
+     WHERE m.job_id = $3 AND m.role = 'user'
      ON CONFLICT (id) DO NOTHING`,
-    [replyMessageId(job.id), output, job.id, now],
+    [replyMessageId(job.id), output, job.id, now, SENT_CHANNEL_TYPES],
   );
 }
 

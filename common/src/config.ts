@@ -553,8 +553,8 @@ export const SETTINGS = {
   channelLimits: {
     env: 'BERTH_CHANNEL_LIMITS',
     description:
-      'requests a minute the public channel routes accept, as JSON: channelMessages (to one channel), visitorMessages (from one visitor of a channel), ipMessages and ipReads (from one client IP); fields left out keep their defaults',
-    defaultText: '{"channelMessages":600,"visitorMessages":20,"ipMessages":60,"ipReads":300}',
+      'requests a minute the public channel routes accept, as JSON such as {"visitorMessages":5}: channelMessages (to one channel), visitorMessages (from one visitor of a channel), ipMessages and ipReads (from one client IP); fields left out keep their defaults',
+    defaultText: '600, 20, 60 and 300 a minute',
     schema: z
       .string()
       .default('{}')

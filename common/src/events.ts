@@ -22,7 +22,11 @@ export type EventType =
   | 'workflow.started'
   | 'workflow.step_completed'
   | 'workflow.completed'
-  | 'workflow.failed';
+  | 'workflow.failed'
+  | 'approval.requested'
+  | 'approval.approved'
+  | 'approval.denied'
+  | 'approval.expired';
 
 export interface EventInput {
   type: EventType;

@@ -3,7 +3,7 @@ import { randomBytes } from 'node:crypto';
 /** Kind prefixes from the spec, plus `org_`, `key_`, `sis_` (sign-in sessions) and `aud_` (audit entries) for our own records. */
 export type IdPrefix =
   | 'ses' | 'agt' | 'snap' | 'adef' | 'sched' | 'trg' | 'ch' | 'wf' | 'wfr' | 'flt' | 'itm'
-  | 'conv' | 'msg' | 'job' | 'exec' | 'task' | 'req' | 'evt' | 'del' | 'wh' | 'mem' | 'cur' | 'usr' | 'org' | 'key' | 'sis' | 'aud';
+  | 'conv' | 'msg' | 'job' | 'exec' | 'task' | 'req' | 'evt' | 'del' | 'wh' | 'mem' | 'cur' | 'usr' | 'org' | 'key' | 'sis' | 'aud' | 'apr';
 
 // Crockford base32 in lowercase: ids are valid Kubernetes object names once `_` becomes `-`.
 const ALPHABET = '0123456789abcdefghjkmnpqrstvwxyz';

@@ -1,6 +1,6 @@
 /**
  * Jobs: one run of an agent definition for a user, asked for by a schedule, a trigger, a step of
- * a workflow run, an item of a fleet or a channel.
+ * a workflow run, an item of a fleet or a channel's message.
  *
  * The contract:
  * - A source enqueues with `enqueueJob(db, …)`, passing its own transaction as `db` when the job
@@ -62,7 +62,7 @@ export interface EnqueueJobInput {
   sessionId?: string;
   /** Fail the job with `timeout` when it has not ended this long after it started. */
   timeoutMs?: number;
-  /** Earlier turns the run starts from (channels); none for schedules and triggers. */
+  /** Earlier turns the run starts from (channels); none for the other sources. */
   history?: ConversationTurn[] | undefined;
 }
 

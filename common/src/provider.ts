@@ -9,6 +9,73 @@ export interface ExecRequest {
   code: string;
   /** The process is killed and `ExecTimeoutError` thrown when it runs longer. */
   timeoutMs: number;
+  /** Added to the sandbox's environment for this program (a provider without `env` in `execOptions` is never given it). */
+  env?: Record<string, string>;
+  /** The working directory: an absolute, normalised path under /workspace (the API checks it). */
+  cwd?: string;
+  /** Written to the program's stdin, which is then closed; without it stdin is empty. */
+  stdin?: Buffer;
+}
+
+/** The exec options beyond language and code that a provider may honour (ADR 39). */
+export type ExecOption = 'env' | 'cwd' | 'stdin';
+export const EXEC_OPTIONS: readonly ExecOption[] = ['env', 'cwd', 'stdin'];
+
+/** A streamed exec: output goes to `onOutput` as it comes; `signal` ends the program. */
+export interface StreamExecRequest extends ExecRequest {
+  onOutput(stream: 'stdout' | 'stderr', chunk: Buffer): void;
+  signal?: AbortSignal;
+}
+
+/** A program on a terminal of its own (a pty), for a person at a console. */
+export interface TerminalRequest {
+  argv: string[];
+  env?: Record<string, string>;
+  cwd?: string;
+  rows: number;
+  cols: number;
+  /** The program is killed after this long (the agent's remaining time). */
+  timeoutMs: number;
+  onOutput(chunk: Buffer): void;
+}
+
+export interface TerminalHandle {
+  write(data: Buffer): void;
+  resize(rows: number, cols: number): void;
+  /** Kills the program; `done` settles then. */
+  close(): void;
+  readonly done: Promise<{ exitCode: number; signal?: number }>;
+}
+
+/** A background process (`background: true`): it runs on after the request that started it. */
+export interface BackgroundProcess {
+  pid: number;
+  argv: string[];
+  startedAt: string;
+  status: 'running' | 'exited' | 'signaled' | 'timedOut' | 'failed';
+  exitCode: number | null;
+  endedAt: string | null;
+}
+
+/** What a background process printed: the last bytes of each stream, and how many before them were dropped. */
+export interface BackgroundOutput extends BackgroundProcess {
+  stdout: string;
+  stderr: string;
+  dropped: { stdout: number; stderr: number };
+}
+
+/** Bytes kept of each of a background process's stdout and stderr (the last ones). */
+export const BACKGROUND_OUTPUT_BYTES = 1024 * 1024;
+
+export type ProcessSignal = (typeof PROCESS_SIGNALS)[number];
+export const PROCESS_SIGNALS = ['TERM', 'KILL', 'INT', 'HUP', 'QUIT', 'USR1', 'USR2', 'STOP', 'CONT'] as const;
+
+/** No background process with that pid in the sandbox (or it ended long enough ago to be forgotten). */
+export class ProcessNotFoundError extends Error {
+  override name = 'ProcessNotFoundError';
+  constructor(readonly pid: number) {
+    super(`no background process ${pid} in this sandbox`);
+  }
 }
 
 export interface ExecResult {
@@ -132,6 +199,23 @@ export interface SandboxProvider {
    * providers that can tell (a pod watch); the controller reconciles that agent then.
    */
   watchSandboxes?(onChange: (agentId: string) => void): { stop(): void };
+  /** The exec options it honours; the API answers 501 naming any other one asked for. */
+  readonly execOptions?: readonly ExecOption[];
+  /** Runs an exec with its output streamed as it comes. */
+  execStream?(ref: SandboxRef, request: StreamExecRequest): Promise<ExecResult>;
+  /** Starts a program on a terminal (a pty). */
+  openTerminal?(ref: SandboxRef, request: TerminalRequest): Promise<TerminalHandle>;
+  /**
+   * Background processes: started by an exec that returns at once, kept by the sandbox (they
+   * outlive the request, and a native pause and resume), with the last BACKGROUND_OUTPUT_BYTES
+   * of each output stream. The others throw ProcessNotFoundError for an unknown pid.
+   */
+  startBackground?(ref: SandboxRef, request: Omit<ExecRequest, 'timeoutMs'> & { timeoutMs?: number }): Promise<BackgroundProcess>;
+  listBackground?(ref: SandboxRef): Promise<BackgroundProcess[]>;
+  signalBackground?(ref: SandboxRef, pid: number, signal: ProcessSignal): Promise<BackgroundProcess>;
+  /** The process once it ended, or as it is after `timeoutMs`. */
+  waitBackground?(ref: SandboxRef, pid: number, timeoutMs: number): Promise<BackgroundProcess>;
+  backgroundOutput?(ref: SandboxRef, pid: number): Promise<BackgroundOutput>;
 }
 
 export interface UnsupportedField {

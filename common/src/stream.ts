@@ -1,7 +1,21 @@
 import type { Queryable } from './db/index.js';
 
-/** What an agent's stream carries; `heartbeat` is sent by the API server, never stored. */
-export type StreamEventType = 'thinking' | 'tool_call' | 'tool_result' | 'output' | 'error';
+/**
+ * What an agent's stream carries; `heartbeat` is sent by the API server, never stored. Beyond the
+ * spec's five: `approval.*` while a tool call waits for a decision, and `guardrail` when a
+ * guardrail fired.
+ */
+export type StreamEventType =
+  | 'thinking'
+  | 'tool_call'
+  | 'tool_result'
+  | 'output'
+  | 'error'
+  | 'approval.requested'
+  | 'approval.approved'
+  | 'approval.denied'
+  | 'approval.expired'
+  | 'guardrail';
 
 export interface StreamEvent {
   seq: string;

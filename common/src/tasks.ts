@@ -1,6 +1,7 @@
 import type { Mode } from '@berth/crds';
 import type { Queryable } from './db/index.js';
 import { LEDGER_COLUMNS, ledgerPlaceholders, ledgerRow, type LedgerEntry } from './ledger.js';
+import type { GuardrailHit } from './guardrails.js';
 import type { StreamEventType } from './stream.js';
 
 export type TaskState = 'queued' | 'running' | 'completed' | 'failed' | 'cancelled';
@@ -21,6 +22,8 @@ export interface Task {
   outputTokens: number;
   output: string | null;
   error: { code: string; message: string } | null;
+  /** What the agent's guardrails found during the run, in order. */
+  guardrailHits: GuardrailHit[];
   createdAt: string;
   startedAt: string | null;
   finishedAt: string | null;
@@ -42,13 +45,14 @@ interface TaskRow {
   output_tokens: string;
   output: string | null;
   error: { code: string; message: string } | null;
+  guardrail_hits: GuardrailHit[];
   created_at: Date;
   started_at: Date | null;
   finished_at: Date | null;
 }
 
 const COLUMNS = `id, organization_id, mode, session_id, agent_id, input, state, attempt, claimed_by, conversation, steps,
-  input_tokens, output_tokens, output, error, created_at, started_at, finished_at`;
+  input_tokens, output_tokens, output, error, guardrail_hits, created_at, started_at, finished_at`;
 
 function toTask(row: TaskRow): Task {
   return {
@@ -67,6 +71,7 @@ function toTask(row: TaskRow): Task {
     outputTokens: Number(row.output_tokens),
     output: row.output,
     error: row.error,
+    guardrailHits: row.guardrail_hits,
     createdAt: row.created_at.toISOString(),
     startedAt: row.started_at?.toISOString() ?? null,
     finishedAt: row.finished_at?.toISOString() ?? null,
@@ -157,13 +162,21 @@ export interface StepWrites {
 export async function checkpointTask(
   db: Queryable,
   task: Pick<Task, 'id' | 'attempt'>,
-  progress: { conversation: unknown[]; steps: number; inputTokens: number; outputTokens: number },
+  progress: { conversation: unknown[]; steps: number; inputTokens: number; outputTokens: number; guardrailHits?: GuardrailHit[] },
   writes: StepWrites = {},
 ): Promise<void> {
-  const params: unknown[] = [task.id, task.attempt, JSON.stringify(progress.conversation), progress.steps, progress.inputTokens, progress.outputTokens];
+  const params: unknown[] = [
+    task.id,
+    task.attempt,
+    JSON.stringify(progress.conversation),
+    progress.steps,
+    progress.inputTokens,
+    progress.outputTokens,
+    JSON.stringify(progress.guardrailHits ?? []),
+  ];
   const statements = [
     `checkpoint AS (
-       UPDATE tasks SET conversation = $3, steps = $4, input_tokens = $5, output_tokens = $6
+       UPDATE tasks SET conversation = $3, steps = $4, input_tokens = $5, output_tokens = $6, guardrail_hits = $7
        WHERE id = $1 AND attempt = $2 AND state = 'running'
        RETURNING id, agent_id)`,
   ];

@@ -24,6 +24,10 @@ export const WEBHOOK_EVENTS = [
   'workflow.step_completed',
   'workflow.completed',
   'workflow.failed',
+  'approval.requested',
+  'approval.approved',
+  'approval.denied',
+  'approval.expired',
 ] as const satisfies readonly EventType[];
 
 /** A delivery answered 2xx within this is delivered. */

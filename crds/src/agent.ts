@@ -39,8 +39,8 @@ export const agentSpecSchema = z.object({
   mode: modeSchema,
   userId: z.string(),
   desiredState: agentDesiredStateSchema,
-  /** Why `desiredState` is `paused`: asked through the API, a session limit reached, or the agent's costCap spent. */
-  pauseReason: z.enum(['requested', 'session_limit', 'cost_cap']).optional(),
+  /** Why `desiredState` is `paused`: asked through the API, a session limit reached, the agent's costCap spent, or a tool call's approval expired. */
+  pauseReason: z.enum(['requested', 'session_limit', 'cost_cap', 'approval_expired']).optional(),
   compute: computeSchema,
   browser: z.boolean(),
   storage: z.string().optional(),

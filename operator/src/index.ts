@@ -15,3 +15,5 @@ export { byoiModelEndpoints } from './runner/models/byoi.js';
 export { ModelError, type ModelAdapter, type ModelEndpoint, type ModelRequest, type ModelResponse, type Message } from './runner/models/types.js';
 export * from './snapshots/index.js';
 export * from './webhooks/sender.js';
+export * from './channels/outbound.js';
+export * from './channels/sender.js';

@@ -32,9 +32,10 @@ describe('the guest programs, on their own', () => {
     check(pyflakes!, ['-m', 'pyflakes', ...python]);
   });
 
+  // The launcher's tests run programs (terminals, background processes, limits): seconds, more on a busy machine.
   it("pass their python tests (python3 -m unittest)", () => {
     check('python3', ['-B', '-m', 'unittest', '-q']);
-  });
+  }, 60_000);
 
   it('pass their JavaScript tests (node --test)', () => {
     check(process.execPath, ['--test', ...javascript.filter((name) => name.endsWith('.test.mjs'))]);

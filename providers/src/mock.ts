@@ -5,6 +5,8 @@ import { gzipSync } from 'node:zlib';
 import type { SandboxRef } from '@berth/crds';
 import {
   ArchiveIntegrityError,
+  EXEC_OPTIONS,
+  ProcessNotFoundError,
   ProviderError,
   UnsupportedRequestError,
   unsupportedReason,
@@ -12,8 +14,14 @@ import {
   verifyArchive,
   type CheckpointResult,
   type CheckpointTarget,
+  type BackgroundOutput,
+  type BackgroundProcess,
   type ExecRequest,
   type ExecResult,
+  type ProcessSignal,
+  type StreamExecRequest,
+  type TerminalHandle,
+  type TerminalRequest,
   type ProviderCapabilities,
   type ProvisionRequest,
   type RestoreSource,
@@ -27,6 +35,10 @@ import {
  */
 export class MockProvider implements SandboxProvider {
   readonly name = 'mock';
+  readonly execOptions = EXEC_OPTIONS;
+  /** Background processes by sandbox, then pid: they end when waited on (test keys run nothing). */
+  private readonly processes = new Map<string, Map<number, BackgroundProcess & { stdout: string }>>();
+  private nextPid = 1000;
 
   /** Mirrors the capabilities of the provider it stands in for, so test keys are refused what live keys are. */
   constructor(readonly capabilities: ProviderCapabilities) {}
@@ -65,15 +77,93 @@ export class MockProvider implements SandboxProvider {
 
   async exec(_ref: SandboxRef, request: ExecRequest): Promise<ExecResult> {
     const digest = createHash('sha256').update(request.language).update('\0').update(request.code).digest();
+    return { stdout: fakeOutput(request), stderr: '', exitCode: 0, durationMs: 5 + (digest[0]! % 40) };
+  }
+
+  /** The same fake output, in three chunks a few milliseconds apart. */
+  async execStream(ref: SandboxRef, request: StreamExecRequest): Promise<ExecResult> {
+    const result = await this.exec(ref, request);
+    const lines = result.stdout.split(/(?<=\n)/);
+    const chunks = [lines[0]!, lines.slice(1).join(''), '[test mode] end of the fake stream\n'].filter((chunk) => chunk !== '');
+    for (const chunk of chunks) {
+      if (request.signal?.aborted) break;
+      request.onOutput('stdout', Buffer.from(chunk));
+      await new Promise((resolve) => setTimeout(resolve, 5));
+    }
+    return { ...result, stdout: chunks.join('') };
+  }
+
+  /** A terminal that echoes what it is sent, as a line-mode tty does, after a banner. */
+  async openTerminal(_ref: SandboxRef, request: TerminalRequest): Promise<TerminalHandle> {
+    let finish: (value: { exitCode: number; signal?: number }) => void = () => undefined;
+    const done = new Promise<{ exitCode: number; signal?: number }>((resolve) => (finish = resolve));
+    setImmediate(() => request.onOutput(Buffer.from(`[test mode] terminal ${request.cols}x${request.rows} for ${request.argv.join(' ')}; test keys do not run programs: input is echoed\r\n`)));
     return {
-      stdout: `[test mode] ${request.language} code (${Buffer.byteLength(request.code)} bytes) accepted; test keys do not run code\n`,
-      stderr: '',
-      exitCode: 0,
-      durationMs: 5 + (digest[0]! % 40),
+      write: (data) => {
+        request.onOutput(Buffer.from(data.toString('utf8').replace(/\r?\n/g, '\r\n')));
+        if (data.includes(4)) finish({ exitCode: 0 }); // ^D ends it, as it ends a shell
+      },
+      resize: (rows, cols) => request.onOutput(Buffer.from(`[test mode] resized to ${cols}x${rows}\r\n`)),
+      close: () => finish({ exitCode: 128 + 9, signal: 9 }),
+      done,
     };
   }
 
-  async terminate(): Promise<void> {}
+  async startBackground(ref: SandboxRef, request: Omit<ExecRequest, 'timeoutMs'>): Promise<BackgroundProcess> {
+    const processes = this.processes.get(ref.id) ?? new Map();
+    this.processes.set(ref.id, processes);
+    const pid = this.nextPid++;
+    const process = { pid, argv: [request.language, '<program>'], startedAt: new Date().toISOString(), status: 'running' as const, exitCode: null, endedAt: null, stdout: fakeOutput(request) };
+    processes.set(pid, process);
+    return publicProcess(process);
+  }
+
+  async listBackground(ref: SandboxRef): Promise<BackgroundProcess[]> {
+    return [...(this.processes.get(ref.id)?.values() ?? [])].map(publicProcess);
+  }
+
+  async signalBackground(ref: SandboxRef, pid: number, signal: ProcessSignal): Promise<BackgroundProcess> {
+    const process = this.process(ref, pid);
+    if (process.status === 'running' && signal !== 'CONT' && signal !== 'STOP') {
+      const number = { HUP: 1, INT: 2, QUIT: 3, KILL: 9, USR1: 10, USR2: 12, TERM: 15 }[signal];
+      Object.assign(process, { status: 'signaled', exitCode: 128 + number, endedAt: new Date().toISOString() });
+    }
+    return publicProcess(process);
+  }
+
+  async waitBackground(ref: SandboxRef, pid: number): Promise<BackgroundProcess> {
+    const process = this.process(ref, pid);
+    if (process.status === 'running') Object.assign(process, { status: 'exited', exitCode: 0, endedAt: new Date().toISOString() });
+    return publicProcess(process);
+  }
+
+  async backgroundOutput(ref: SandboxRef, pid: number): Promise<BackgroundOutput> {
+    const process = this.process(ref, pid);
+    return { ...publicProcess(process), stdout: process.stdout, stderr: '', dropped: { stdout: 0, stderr: 0 } };
+  }
+
+  private process(ref: SandboxRef, pid: number): BackgroundProcess & { stdout: string } {
+    const process = this.processes.get(ref.id)?.get(pid);
+    if (!process) throw new ProcessNotFoundError(pid);
+    return process;
+  }
+
+  async terminate(ref: SandboxRef): Promise<void> {
+    this.processes.delete(ref.id);
+  }
+}
+
+/** What test keys get for output: what was asked, echoed (env, cwd, stdin), and that nothing ran. */
+function fakeOutput(request: Omit<ExecRequest, 'timeoutMs'>): string {
+  const lines = [`[test mode] ${request.language} code (${Buffer.byteLength(request.code)} bytes) accepted; test keys do not run code`];
+  if (request.cwd !== undefined) lines.push(`[test mode] cwd: ${request.cwd}`);
+  for (const [name, value] of Object.entries(request.env ?? {})) lines.push(`[test mode] env: ${name}=${value}`);
+  if (request.stdin !== undefined) lines.push(`[test mode] stdin (${request.stdin.length} bytes): ${request.stdin.toString('utf8').slice(0, 200)}`);
+  return lines.map((line) => `${line}\n`).join('');
+}
+
+function publicProcess({ stdout: _stdout, ...process }: BackgroundProcess & { stdout: string }): BackgroundProcess {
+  return { ...process, argv: [...process.argv] };
 }
 
 /** A gzipped tar of `manifest.json` and an empty `workspace/`, made in memory; the same input gives the same bytes. */

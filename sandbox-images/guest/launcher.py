@@ -18,6 +18,8 @@ It takes execs two ways:
   line of JSON, and closes. The client passes the outcome on to the host, never in the program's
   output. The host uses it for sandboxes whose launcher has no channel.
 """
+import base64
+import fcntl
 import json
 import os
 import selectors
@@ -25,6 +27,7 @@ import signal
 import socket
 import struct
 import sys
+import termios
 import time
 
 NAME = 'berth-launcher'
@@ -45,13 +48,23 @@ CHANNEL = os.environ.get('BERTH_LAUNCHER_CHANNEL', '/run/berth/channel/launcher.
 # A frame's header: payload length, exec id, kind (big-endian).
 FRAME = struct.Struct('>IIB')
 HELLO, EXEC, STDOUT, STDERR, OUTCOME, CANCEL = 1, 2, 3, 4, 5, 6
-PROTOCOL = 1
+# ADR 39: INPUT (host: bytes for a terminal exec's input), RESIZE (host: {rows, cols}), CONTROL (host:
+# a request about background processes) and REPLY (launcher: its answer, or a background exec's pid).
+INPUT, RESIZE, CONTROL, REPLY = 7, 8, 9, 10
+# 2: the frames and EXEC fields of ADR 39 (stdin, pty, background; INPUT, RESIZE, CONTROL, REPLY).
+PROTOCOL = 2
 # Largest frame the host may send (an exec's argv and environment).
 MAX_REQUEST = 1 << 20
 # Between attempts to connect: from the first to the last, doubling.
 RECONNECT_S = (0.005, 1.0)
 # How long a send to the host may block the launcher before it drops the connection.
 SEND_TIMEOUT_S = 10
+# What the launcher keeps of each of a background process's stdout and stderr: the last bytes.
+BACKGROUND_KEEP_BYTES = 1 << 20
+# Ended background processes remembered (their outcome and output), the oldest forgotten first.
+BACKGROUND_ENDED_KEPT = 64
+# Terminal sizes a RESIZE may ask for.
+MAX_TERMINAL_SIDE = 1000
 
 
 def outcome(status, stopped_with=None):
@@ -114,13 +127,83 @@ def parse_exec(payload):
     cap = request.get('maxOutputBytes')
     if not isinstance(cwd, str) or not (limit_ms is None or isinstance(limit_ms, int) and limit_ms > 0) or not (isinstance(cap, int) and cap >= 0):
         raise ValueError('cwd must be a string, limitMs a positive integer and maxOutputBytes a count')
+    stdin = request.get('stdin')
+    if stdin is not None and not isinstance(stdin, str):
+        raise ValueError('stdin must be base64 text')
+    terminal = request.get('pty')
+    if terminal is not None:
+        terminal = parse_size(terminal)
+    background = request.get('background', False)
+    if not isinstance(background, bool) or (background and terminal is not None):
+        raise ValueError('background must be a boolean, and a terminal exec cannot be one')
     return {
         'argv': [arg.encode() for arg in argv],
         'env': {k.encode(): v.encode() for k, v in env.items()},
         'cwd': cwd,
         'limit': None if limit_ms is None else limit_ms / 1000,
         'cap': cap,
+        'stdin': None if stdin is None else base64.b64decode(stdin, validate=True),
+        'pty': terminal,
+        'background': background,
     }
+
+
+def parse_size(value):
+    """A terminal's size ({rows, cols}) as (rows, cols)."""
+    if not isinstance(value, dict):
+        raise ValueError('a terminal size is {rows, cols}')
+    rows, cols = value.get('rows'), value.get('cols')
+    if not all(isinstance(n, int) and 0 < n <= MAX_TERMINAL_SIDE for n in (rows, cols)):
+        raise ValueError(f'rows and cols must be integers from 1 to {MAX_TERMINAL_SIDE}')
+    return rows, cols
+
+
+def set_size(fd, size):
+    fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack('HHHH', size[0], size[1], 0, 0))
+
+
+def parse_control(payload):
+    """A CONTROL frame's request: {op: list} or {op: signal|output|wait, pid, ...}."""
+    request = json.loads(payload)
+    op = request.get('op') if isinstance(request, dict) else None
+    if op not in ('list', 'signal', 'output', 'wait'):
+        raise ValueError(f'unknown op {op!r}')
+    if op != 'list' and not isinstance(request.get('pid'), int):
+        raise ValueError('pid must be an integer')
+    if op == 'signal' and request.get('signal') not in SIGNALS:
+        raise ValueError(f'signal must be one of {", ".join(sorted(SIGNALS))}')
+    if op == 'wait' and not (isinstance(request.get('timeoutMs'), int) and request['timeoutMs'] >= 0):
+        raise ValueError('timeoutMs must be a count of milliseconds')
+    return request
+
+
+# The signals a background process may be sent, by the names the API takes.
+SIGNALS = {name: getattr(signal, 'SIG' + name) for name in ('TERM', 'KILL', 'INT', 'HUP', 'QUIT', 'USR1', 'USR2', 'STOP', 'CONT')}
+
+
+class Ring:
+    """One output pipe of a background process: the last `keep` bytes of it, and how many before them were dropped."""
+
+    exec_id = 0
+
+    def __init__(self, fd, kind, keep):
+        self.fd, self.kind, self.keep, self.data, self.dropped = fd, kind, keep, bytearray(), 0
+
+    def take(self, data):
+        self.data += data
+        over = len(self.data) - self.keep
+        if over > 0:
+            del self.data[:over]
+            self.dropped += over
+        return b''
+
+
+class Input:
+    """Bytes on their way to a program's stdin (a pipe, or a terminal), written as it takes them."""
+
+    def __init__(self, fd, data=b'', close_after=False):
+        self.fd, self.pending, self.close_after = fd, bytearray(data), close_after
+        os.set_blocking(fd, False)
 
 
 class Output:
@@ -137,8 +220,28 @@ class Output:
 
 
 class Exec:
-    def __init__(self, exec_id, pid, outputs):
-        self.id, self.pid, self.outputs = exec_id, pid, outputs
+    def __init__(self, exec_id, pid, outputs, stdin=None, terminal=None):
+        self.id, self.pid, self.outputs, self.stdin, self.terminal = exec_id, pid, outputs, stdin, terminal
+
+
+class Background:
+    """A process started with `background`: it outlives the channel, and its output is kept here."""
+
+    def __init__(self, pid, argv, outputs, stdin):
+        self.pid, self.argv, self.outputs, self.stdin = pid, argv, outputs, stdin
+        self.started_at = int(time.time() * 1000)
+        self.result = None
+        self.ended_at = None
+
+    def record(self):
+        return {
+            'pid': self.pid,
+            'argv': [arg.decode(errors='replace') for arg in self.argv],
+            'startedAt': self.started_at,
+            'running': self.result is None,
+            'endedAt': self.ended_at,
+            'outcome': self.result,
+        }
 
 
 def strings(path):
@@ -167,6 +270,10 @@ class Launcher:
         self.received = b''
         self.execs = {}
         self.exec_ids = {}
+        # Background processes by pid (running and recently ended), and the channel's WAITs on them:
+        # [when to answer anyway (monotonic), exec id, pid].
+        self.background = {}
+        self.waiters = []
         self.reconnect_at = time.monotonic()
         self.reconnect_wait = RECONNECT_S[0]
 
@@ -256,6 +363,8 @@ class Launcher:
         for pid, record in finished.items():
             if pid in self.execs:
                 self.finish(self.execs[pid], record)
+            elif pid in self.background:
+                self.end_background(self.background[pid], record)
 
     def enforce_limits(self):
         # Over its limit: the program's whole process group gets TERM, and KILL two seconds later.
@@ -311,8 +420,11 @@ class Launcher:
         for running in list(self.execs.values()):
             self.kill(running.pid)
             self.close_outputs(running)
+            self.close_input(running.stdin)
         self.execs.clear()
         self.exec_ids.clear()
+        # Background processes stay (they outlive the channel, and a checkpoint); their waiters do not.
+        self.waiters.clear()
 
     def send(self, exec_id, kind, payload=b''):
         if self.channel is None:
@@ -340,6 +452,12 @@ class Launcher:
                 self.channel_exec(exec_id, payload)
             elif kind == CANCEL and exec_id in self.exec_ids:
                 self.kill(self.exec_ids[exec_id].pid)
+            elif kind == INPUT and exec_id in self.exec_ids:
+                self.input(self.exec_ids[exec_id], payload)
+            elif kind == RESIZE and exec_id in self.exec_ids:
+                self.resize(self.exec_ids[exec_id], payload)
+            elif kind == CONTROL:
+                self.control(exec_id, payload)
 
     def channel_exec(self, exec_id, payload):
         if exec_id in self.exec_ids:
@@ -350,24 +468,185 @@ class Launcher:
             return self.send(exec_id, OUTCOME, json.dumps(failure(f'a bad exec request: {error}')).encode())
         env = dict(os.environb)
         env.update(request['env'])
+        if request['pty'] is not None:
+            return self.terminal_exec(exec_id, request, env)
         out_read, out_write = os.pipe()
         err_read, err_write = os.pipe()
-        stdin = os.open('/dev/null', os.O_RDONLY)
+        if request['stdin'] is None:
+            stdin, stdin_write = os.open('/dev/null', os.O_RDONLY), None
+        else:
+            stdin, stdin_write = os.pipe()
         try:
             pid = self.start(request['argv'], env, request['cwd'], [stdin, out_write, err_write], request['limit'])
         finally:
             for fd in (stdin, out_write, err_write):
                 os.close(fd)
-        outputs = [Output(exec_id, out_read, STDOUT, request['cap']), Output(exec_id, err_read, STDERR, request['cap'])]
+        feed = None if stdin_write is None else Input(stdin_write, request['stdin'], close_after=True)
+        if request['background']:
+            outputs = [Ring(out_read, STDOUT, BACKGROUND_KEEP_BYTES), Ring(err_read, STDERR, BACKGROUND_KEEP_BYTES)]
+        else:
+            outputs = [Output(exec_id, out_read, STDOUT, request['cap']), Output(exec_id, err_read, STDERR, request['cap'])]
         if pid is None:
-            running = Exec(exec_id, None, outputs)
-            return self.finish(running, {'outcome': 'exited', 'exitCode': NOT_STARTED})
-        running = Exec(exec_id, pid, outputs)
-        self.execs[pid] = running
-        self.exec_ids[exec_id] = running
+            self.close_input(feed)
+            return self.finish(Exec(exec_id, None, outputs), {'outcome': 'exited', 'exitCode': NOT_STARTED})
         for output in outputs:
             os.set_blocking(output.fd, False)
             self.selector.register(output.fd, selectors.EVENT_READ, output)
+        if request['background']:
+            process = Background(pid, request['argv'], outputs, feed)
+            self.background[pid] = process
+            self.send(exec_id, REPLY, json.dumps(process.record()).encode())
+        else:
+            running = Exec(exec_id, pid, outputs, feed)
+            self.execs[pid] = running
+            self.exec_ids[exec_id] = running
+        if feed is not None:
+            self.write_input(feed)
+
+    def terminal_exec(self, exec_id, request, env):
+        """Starts argv on a terminal of its own (a pty): its output comes as STDOUT, INPUT goes to it."""
+        master, slave = os.openpty()
+        set_size(slave, request['pty'])
+        env.setdefault(b'TERM', b'xterm-256color')
+        pid = os.fork()
+        if pid == 0:  # the child: the terminal becomes its controlling one, in a session of its own
+            try:
+                os.close(master)
+                signal.set_wakeup_fd(-1)
+                for number in DEFAULTS + [signal.SIGCHLD]:
+                    signal.signal(number, signal.SIG_DFL)
+                os.login_tty(slave)
+                os.chdir(request['cwd'])
+                os.execvpe(request['argv'][0], request['argv'], env)
+            except BaseException as error:
+                os.write(2, request['argv'][0] + b': ' + str(error).encode() + b'\n')
+            os._exit(NOT_STARTED)
+        os.close(slave)
+        os.set_blocking(master, False)
+        output = Output(exec_id, master, STDOUT, request['cap'])
+        running = Exec(exec_id, pid, [output], Input(os.dup(master)), terminal=master)
+        self.execs[pid] = running
+        self.exec_ids[exec_id] = running
+        self.selector.register(master, selectors.EVENT_READ, output)
+        if request['limit'] is not None:
+            self.deadlines[pid] = [time.monotonic() + request['limit'], signal.SIGTERM]
+
+    def input(self, running, payload):
+        # An empty INPUT is the end of input: a pipe is closed (a terminal's input ends with ^D, as typed).
+        feed = running.stdin
+        if feed is None or feed.fd is None:
+            return
+        if payload:
+            feed.pending += payload
+        elif running.terminal is None:
+            feed.close_after = True
+        self.write_input(feed)
+
+    def write_input(self, feed):
+        """Writes what the program takes now; the rest when its pipe has room (EVENT_WRITE)."""
+        try:
+            while feed.pending:
+                del feed.pending[:os.write(feed.fd, feed.pending)]
+        except BlockingIOError:
+            pass
+        except OSError:  # the program closed its input
+            feed.pending.clear()
+            feed.close_after = True
+        waiting = feed.fd in self.selector.get_map()
+        if feed.pending and not waiting:
+            self.selector.register(feed.fd, selectors.EVENT_WRITE, feed)
+        elif not feed.pending:
+            if waiting:
+                self.selector.unregister(feed.fd)
+            if feed.close_after:
+                self.close_input(feed)
+
+    def close_input(self, feed):
+        if feed is None or feed.fd is None:
+            return
+        if feed.fd in self.selector.get_map():
+            self.selector.unregister(feed.fd)
+        os.close(feed.fd)
+        feed.fd = None
+
+    def resize(self, running, payload):
+        if running.terminal is None:
+            return
+        try:
+            set_size(running.terminal, parse_size(json.loads(payload)))
+            os.killpg(running.pid, signal.SIGWINCH)
+        except (ValueError, TypeError, OSError) as error:
+            log(f'a bad resize: {error}')
+
+    # Background processes.
+
+    def reply(self, exec_id, record):
+        self.send(exec_id, REPLY, json.dumps(record).encode())
+
+    def control(self, exec_id, payload):
+        try:
+            request = parse_control(payload)
+        except (ValueError, TypeError) as error:
+            return self.reply(exec_id, {'error': 'bad_request', 'message': str(error)})
+        if request['op'] == 'list':
+            return self.reply(exec_id, {'processes': [process.record() for process in self.background.values()]})
+        process = self.background.get(request['pid'])
+        if process is None:
+            return self.reply(exec_id, {'error': 'not_found', 'message': f'no background process {request["pid"]}'})
+        if request['op'] == 'signal':
+            if process.result is None:
+                try:
+                    os.killpg(process.pid, SIGNALS[request['signal']])
+                except OSError:
+                    pass
+            return self.reply(exec_id, process.record())
+        if request['op'] == 'output':
+            self.drain(process.outputs)
+            rings = process.outputs
+            return self.reply(exec_id, dict(process.record(), stdout=base64.b64encode(rings[0].data).decode(),
+                                            stderr=base64.b64encode(rings[1].data).decode(), dropped=[ring.dropped for ring in rings]))
+        if process.result is not None or request['timeoutMs'] == 0:
+            return self.reply(exec_id, process.record())
+        self.waiters.append([time.monotonic() + request['timeoutMs'] / 1000, exec_id, process.pid])
+
+    def answer_waiters(self, ended=None):
+        """Answers the WAITs on `ended`, and those whose time is up."""
+        now = time.monotonic()
+        for waiter in list(self.waiters):
+            if waiter[2] == ended or waiter[0] <= now:
+                self.waiters.remove(waiter)
+                process = self.background.get(waiter[2])
+                if process is not None:
+                    self.reply(waiter[1], process.record())
+
+    def end_background(self, process, record):
+        self.drain(process.outputs)
+        for ring in process.outputs:
+            if ring.fd is not None:
+                if ring.fd in self.selector.get_map():
+                    self.selector.unregister(ring.fd)
+                os.close(ring.fd)
+                ring.fd = None
+        self.close_input(process.stdin)
+        process.result, process.ended_at = record, int(time.time() * 1000)
+        self.answer_waiters(process.pid)
+        ended = sorted((p for p in self.background.values() if p.result is not None), key=lambda p: p.ended_at)
+        for old in ended[:max(0, len(ended) - BACKGROUND_ENDED_KEPT)]:
+            del self.background[old.pid]
+
+    def drain(self, outputs):
+        """Takes what the pipes hold now (a terminal's says EIO once its program is gone)."""
+        for output in outputs:
+            try:
+                while output.fd is not None:
+                    data = os.read(output.fd, 65536)
+                    if not data:
+                        break
+                    part = output.take(data)
+                    if part:
+                        self.send(output.exec_id, output.kind, part)
+            except OSError:
+                pass
 
     def forward(self, output):
         """Sends what the pipe holds, up to the exec's cap; False once every writer closed it."""
@@ -375,6 +654,8 @@ class Launcher:
             data = os.read(output.fd, 65536)
         except BlockingIOError:
             return True
+        except OSError:  # a terminal whose program is gone
+            data = b''
         part = output.take(data)
         if part:
             self.send(output.exec_id, output.kind, part)
@@ -383,21 +664,13 @@ class Launcher:
     def finish(self, running, record):
         # The program ended: what is in its pipes already goes first (a background child of it
         # may hold them open for hours), then its outcome.
-        for output in running.outputs:
-            try:
-                while True:
-                    data = os.read(output.fd, 65536)
-                    if not data:
-                        break
-                    part = output.take(data)
-                    if part:
-                        self.send(running.id, output.kind, part)
-            except BlockingIOError:
-                pass
+        self.drain(running.outputs)
         self.close_outputs(running)
+        self.close_input(running.stdin)
         self.execs.pop(running.pid, None)
         self.exec_ids.pop(running.id, None)
-        record = dict(record, dropped=[output.dropped for output in running.outputs])
+        dropped = [output.dropped for output in running.outputs]
+        record = dict(record, dropped=dropped + [0] * (2 - len(dropped)))
         self.send(running.id, OUTCOME, json.dumps(record).encode())
 
     def close_outputs(self, running):
@@ -419,13 +692,14 @@ class Launcher:
 
     def serve(self):
         while True:
-            due = [limit[0] for limit in self.deadlines.values()]
+            due = [limit[0] for limit in self.deadlines.values()] + [waiter[0] for waiter in self.waiters]
             if self.channel is None:
                 due.append(self.reconnect_at)
             wait = max(0, min(due) - time.monotonic()) if due else None
             ready = self.selector.select(wait)
             try:
                 self.enforce_limits()
+                self.answer_waiters()
                 if self.channel is None and time.monotonic() >= self.reconnect_at:
                     self.connect()
             except Exception as error:
@@ -440,7 +714,10 @@ class Launcher:
                     elif key.data == 'channel':
                         if self.channel is not None:
                             self.receive()
-                    elif isinstance(key.data, Output):
+                    elif isinstance(key.data, Input):
+                        if key.data.fd is not None:
+                            self.write_input(key.data)
+                    elif isinstance(key.data, (Output, Ring)):
                         if key.data.fd is not None and not self.forward(key.data) and key.data.fd is not None:
                             self.selector.unregister(key.data.fd)
                     else:

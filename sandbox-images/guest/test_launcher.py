@@ -1,4 +1,5 @@
 """Unit tests of the launcher's pure parts; providers/src/local/launcher.test.ts runs it with its client."""
+import base64
 import json
 import os
 import shutil
@@ -69,7 +70,7 @@ class FrameTest(unittest.TestCase):
 class ExecRequestTest(unittest.TestCase):
     def test_fields(self):
         request = launcher.parse_exec(json.dumps({'argv': ['bash', 'a.sh'], 'env': {'A': '1'}, 'cwd': '/workspace', 'limitMs': 1500, 'maxOutputBytes': 10}))
-        self.assertEqual(request, {'argv': [b'bash', b'a.sh'], 'env': {b'A': b'1'}, 'cwd': '/workspace', 'limit': 1.5, 'cap': 10})
+        self.assertEqual(request, {'argv': [b'bash', b'a.sh'], 'env': {b'A': b'1'}, 'cwd': '/workspace', 'limit': 1.5, 'cap': 10, 'stdin': None, 'pty': None, 'background': False})
 
     def test_bad_requests_are_refused(self):
         for bad in ({'argv': []}, {'argv': 'true', 'maxOutputBytes': 1}, {'argv': ['true'], 'env': {'A': 1}, 'maxOutputBytes': 1},
@@ -216,6 +217,75 @@ class ChannelTest(unittest.TestCase):
         self.assertFalse(os.path.exists(f'/proc/{pid}'))
         self.exec(31, ['true'])
         self.assertEqual(self.result(31)[2]['exitCode'], 0)
+
+    def send(self, exec_id, kind, payload):
+        self.conn.sendall(launcher.frame(exec_id, kind, payload if isinstance(payload, bytes) else json.dumps(payload).encode()))
+
+    def request(self, exec_id, extra, argv):
+        self.send(exec_id, launcher.EXEC, dict({'argv': argv, 'env': {}, 'cwd': self.dir, 'maxOutputBytes': 1 << 20}, **extra))
+
+    def reply(self, exec_id):
+        (frame_id, kind, payload), = self.frames(1)
+        self.assertEqual((frame_id, kind), (exec_id, launcher.REPLY))
+        return json.loads(payload)
+
+    def test_stdin_is_written_then_closed(self):
+        data = b'line one\n' + b'x' * 300_000  # more than a pipe holds: written as the program reads
+        self.request(40, {'stdin': base64.b64encode(data).decode()}, ['python3', '-c', 'import sys; d = sys.stdin.buffer.read(); print(len(d), d[:8])'])
+        out, _, outcome = self.result(40)
+        self.assertEqual((out, outcome['exitCode']), (f"{len(data)} b'line one'\n".encode(), 0))
+
+    def test_a_terminal_exec_takes_input_and_resizes(self):
+        self.request(41, {'pty': {'rows': 24, 'cols': 80}}, ['python3', '-i', '-q'])
+        self.send(41, launcher.INPUT, b'1+1\n')
+        screen = b''
+        while b'2\r\n' not in screen:
+            (frame_id, kind, payload), = self.frames(1)
+            self.assertEqual((frame_id, kind), (41, launcher.STDOUT))
+            screen += payload
+        self.send(41, launcher.RESIZE, {'rows': 40, 'cols': 132})
+        self.send(41, launcher.INPUT, b'import os; print(os.get_terminal_size(), os.isatty(0))\n')
+        self.send(41, launcher.INPUT, b'exit()\n')
+        out, _, outcome = self.result(41)
+        self.assertIn(b'columns=132, lines=40) True', out)
+        self.assertEqual(outcome, {'outcome': 'exited', 'exitCode': 0, 'dropped': [0, 0]})
+
+    def test_bad_terminal_sizes_are_refused(self):
+        for size in ({'rows': 0, 'cols': 80}, {'rows': 24}, [24, 80], {'rows': 24, 'cols': 5000}):
+            with self.assertRaises(ValueError):
+                launcher.parse_size(size)
+
+    def test_background_processes_outlive_the_channel(self):
+        self.request(50, {'background': True}, ['bash', '-c', 'echo started; echo warn >&2; read line; echo "got $line"; sleep 30'])
+        started = self.reply(50)
+        pid = started['pid']
+        self.assertTrue(started['running'])
+        self.conn.close()  # the host went away: the background process stays
+        self.accept()
+        self.send(51, launcher.CONTROL, {'op': 'list'})
+        self.assertEqual([p['pid'] for p in self.reply(51)['processes']], [pid])
+        self.send(52, launcher.CONTROL, {'op': 'wait', 'pid': pid, 'timeoutMs': 200})
+        self.assertTrue(self.reply(52)['running'])  # answered at its timeout
+        self.send(53, launcher.CONTROL, {'op': 'signal', 'pid': pid, 'signal': 'TERM'})
+        self.reply(53)
+        self.send(54, launcher.CONTROL, {'op': 'wait', 'pid': pid, 'timeoutMs': 5000})
+        ended = self.reply(54)
+        self.assertEqual((ended['running'], ended['outcome']), (False, {'outcome': 'signaled', 'signal': 15, 'exitCode': 143}))
+        self.send(55, launcher.CONTROL, {'op': 'output', 'pid': pid})
+        output = self.reply(55)
+        self.assertEqual((base64.b64decode(output['stdout']), base64.b64decode(output['stderr'])), (b'started\ngot \n', b'warn\n'))  # its stdin is empty
+
+    def test_background_output_keeps_the_last_bytes(self):
+        ring = launcher.Ring(None, launcher.STDOUT, 4)
+        for chunk in (b'abc', b'def', b'g'):
+            ring.take(chunk)
+        self.assertEqual((bytes(ring.data), ring.dropped), (b'defg', 3))
+
+    def test_control_requests_are_checked(self):
+        self.send(60, launcher.CONTROL, {'op': 'signal', 'pid': 1, 'signal': 'SEGV'})
+        self.assertEqual(self.reply(60)['error'], 'bad_request')
+        self.send(61, launcher.CONTROL, {'op': 'wait', 'pid': 999999, 'timeoutMs': 10})
+        self.assertEqual(self.reply(61)['error'], 'not_found')
 
 
 class ImportTest(unittest.TestCase):

@@ -13,13 +13,9 @@
 import { createHmac } from 'node:crypto';
 import { startBerth, tempDir } from '../helpers/berth.js';
 import { removeDataDir } from '../helpers/runsc.js';
+import { printFloorTable, runBench } from './floor-table.js';
 
 const RUNS = Number(process.env.BENCH_RUNS ?? 20);
-
-function percentile(samples: number[], p: number): number {
-  const sorted = [...samples].sort((a, b) => a - b);
-  return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)]!;
-}
 
 async function main(): Promise<void> {
   const dataDir = tempDir('berth-bench-channels-');
@@ -66,18 +62,11 @@ async function main(): Promise<void> {
       jobs.push(await job(i));
     }
 
-    const row = (name: string, samples: number[], floorName: string, floor: number[]) =>
-      `${name.padEnd(18)}${percentile(samples, 50).toFixed(1).padStart(9)}${percentile(samples, 95).toFixed(1).padStart(9)}   ${floorName.padEnd(26)}${percentile(floor, 50).toFixed(1).padStart(9)}${percentile(floor, 95).toFixed(1).padStart(9)}${`${(percentile(samples, 50) / percentile(floor, 50)).toFixed(2)}x`.padStart(11)}`;
-    console.log(`\nchannel replies, ${RUNS} runs (floor measured in the same run)`);
-    console.log(`${'measure'.padEnd(18)}${'p50 ms'.padStart(9)}${'p95 ms'.padStart(9)}   ${'floor'.padEnd(26)}${'p50 ms'.padStart(9)}${'p95 ms'.padStart(9)}${'p50 ratio'.padStart(11)}`);
-    console.log(row('message → reply', replies, 'fire → job completed', jobs));
+    printFloorTable(`channel replies, ${RUNS} runs (floor measured in the same run)`, [{ name: 'message → reply', samples: replies, floorName: 'fire → job completed', floor: jobs }]);
   } finally {
     await berth.stop();
     removeDataDir(dataDir);
   }
 }
 
-main().catch((error: unknown) => {
-  console.error(error);
-  process.exit(1);
-});
+runBench(main);

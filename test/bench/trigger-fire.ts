@@ -12,13 +12,9 @@
 import { createHmac } from 'node:crypto';
 import { startBerth, tempDir } from '../helpers/berth.js';
 import { removeDataDir } from '../helpers/runsc.js';
+import { printFloorTable, runBench } from './floor-table.js';
 
 const RUNS = Number(process.env.BENCH_RUNS ?? 30);
-
-function percentile(samples: number[], p: number): number {
-  const sorted = [...samples].sort((a, b) => a - b);
-  return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)]!;
-}
 
 async function timed(run: () => Promise<{ status: number }>, expected: number): Promise<number> {
   const started = performance.now();
@@ -53,18 +49,11 @@ async function main(): Promise<void> {
       reads.push(await timed(read, 200));
     }
 
-    const row = (name: string, samples: number[], floorName: string, floor: number[]) =>
-      `${name.padEnd(16)}${percentile(samples, 50).toFixed(1).padStart(9)}${percentile(samples, 95).toFixed(1).padStart(9)}   ${floorName.padEnd(24)}${percentile(floor, 50).toFixed(1).padStart(9)}${percentile(floor, 95).toFixed(1).padStart(9)}${`${(percentile(samples, 50) / percentile(floor, 50)).toFixed(2)}x`.padStart(11)}`;
-    console.log(`\ntrigger fires, ${RUNS} runs (floor measured in the same run)`);
-    console.log(`${'measure'.padEnd(16)}${'p50 ms'.padStart(9)}${'p95 ms'.padStart(9)}   ${'floor'.padEnd(24)}${'p50 ms'.padStart(9)}${'p95 ms'.padStart(9)}${'p50 ratio'.padStart(11)}`);
-    console.log(row('fire → 202', fires, 'GET /v1/triggers/:id', reads));
+    printFloorTable(`trigger fires, ${RUNS} runs (floor measured in the same run)`, [{ name: 'fire → 202', samples: fires, floorName: 'GET /v1/triggers/:id', floor: reads }]);
   } finally {
     await berth.stop();
     removeDataDir(dataDir);
   }
 }
 
-main().catch((error: unknown) => {
-  console.error(error);
-  process.exit(1);
-});
+runBench(main);

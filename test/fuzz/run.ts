@@ -62,9 +62,9 @@ const CHECKS = ['not_a_server_error', 'status_code_conformance', 'content_type_c
 /**
  * Which path parameter of which operations takes ids of which dictionary. Operations that
  * change what the others rely on get resources of their own: `updateSession` could lift the
- * seeded session's agent limit, pause and terminate would leave no ready agent to exec in.
+ * seeded session's agent limit, `endSession`, pause and terminate would leave no ready agent to exec in.
  */
-const DISRUPTIVE_SESSION_OPERATIONS = ['updateSession'];
+const DISRUPTIVE_SESSION_OPERATIONS = ['updateSession', 'endSession'];
 const DISRUPTIVE_AGENT_OPERATIONS = ['pauseAgent', 'resumeAgent', 'terminateAgent'];
 const ID_BINDINGS: { dictionary: string; pathRegex?: string; operationIds?: string[]; excludeOperationIds?: string[]; parameter: string }[] = [
   { dictionary: 'sessions', pathRegex: '^/v1/sessions/\\{id\\}', excludeOperationIds: DISRUPTIVE_SESSION_OPERATIONS, parameter: 'path.id' },

@@ -64,3 +64,15 @@ export function managementPeople(deps: { pool: Pool; clock: Clock; baseUrl: stri
 
   return { signIn, person, organization };
 }
+
+/**
+ * Which test file holds the role × route table of a permission-checked `/api` route: the team's
+ * and the approvals' routes are in test/integration/permissions.test.ts, every other one in
+ * test/integration/management-settings.test.ts. Each file checks that it covers exactly its own,
+ * so a new route fails one of them until its cases are written.
+ */
+export const PERMISSIONS_TEST_PREFIXES = ['/api/team', '/api/approvals'];
+
+export function permissionTableOf(path: string): 'permissions' | 'management-settings' {
+  return PERMISSIONS_TEST_PREFIXES.some((prefix) => path === prefix || path.startsWith(`${prefix}/`)) ? 'permissions' : 'management-settings';
+}

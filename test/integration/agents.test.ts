@@ -178,7 +178,8 @@ describe('an agent in a gVisor sandbox', () => {
     [{ language: 'python' }, 'code'],
     [{ code: 'print(1)' }, 'language'],
     [{ language: 'python', code: 1 }, 'code'],
-    [{ language: 'python', code: 'print(1)', timeout: 5 }, 'body'],
+    [{ language: 'python', code: 'print(1)', memory: 5 }, 'body'],
+    [{ language: 'python', code: 'print(1)', timeout: 500 }, 'timeout'],
   ])('rejects exec body %j with 422', async (body, field) => {
     const response = await live.post(`/v1/agents/${agent.id}/exec`, body);
     expectError(response, 422, 'unprocessable_entity');

@@ -203,10 +203,35 @@ describe('validation gaps', () => {
   });
 });
 
+describe('approval policies and guardrails that are not valid', () => {
+  it.each([
+    ['approvals', { tools: ['exec'] }, 'approvals'],
+    ['approvals', { rules: [] }, 'approvals.rules'],
+    ['approvals', { rules: [{ tool: 'exec', when: { code: '(unclosed' } }] }, 'approvals.rules.0.when.code'],
+    ['approvals', { rules: [{ tool: 'exec' }], ttl: '200h' }, 'approvals.ttl'],
+    ['guardrails', { pii: 'block' }, 'guardrails.pii'],
+    ['guardrails', { promptInjection: { action: 'redact' } }, 'guardrails.promptInjection.action'],
+    ['guardrails', { denyList: { action: 'block', terms: [] } }, 'guardrails.denyList.terms'],
+  ])('answers %s %j with 422 naming %s, and creates no agent', async (field, value, named) => {
+    const session = (await test.post('/v1/sessions', { userId: `invalid-${field}` })).body;
+    expectField(await test.post(`/v1/sessions/${session.id}/agents`, { [field]: value }), named);
+    expect((await test.get(`/v1/sessions/${session.id}/agents`)).body.data).toEqual([]);
+  });
+
+  it('names the field inside the overrides of a definition', async () => {
+    const definition = await test.post('/v1/agent-definitions', { name: 'invalid-policy-overrides' });
+    expect(definition.status).toBe(201);
+    const session = (await test.post('/v1/sessions', { userId: 'invalid-policy-overrides' })).body;
+    const response = await test.post(`/v1/sessions/${session.id}/agents`, {
+      definition: 'invalid-policy-overrides',
+      overrides: { approvals: { rules: [{ tool: 'exec', when: { code: '[' } }] } },
+    });
+    expectField(response, 'overrides.approvals.rules.0.when.code');
+  });
+});
+
 describe('policy fields nothing enforces yet', () => {
   it.each([
-    ['approvals', { tools: ['exec'] }],
-    ['guardrails', { pii: 'block' }],
     ['knowledge', true],
     ['mcp', '*'],
     ['lifecycle', { autoPause: '5m' }],
@@ -220,7 +245,7 @@ describe('policy fields nothing enforces yet', () => {
     const definition = await test.post('/v1/agent-definitions', { name: 'policy-overrides' });
     expect(definition.status).toBe(201);
     const session = (await test.post('/v1/sessions', { userId: 'policy-overrides' })).body;
-    const response = await test.post(`/v1/sessions/${session.id}/agents`, { definition: 'policy-overrides', overrides: { approvals: { tools: ['exec'] } } });
-    expectField(response, 'overrides.approvals', 501, 'not_implemented');
+    const response = await test.post(`/v1/sessions/${session.id}/agents`, { definition: 'policy-overrides', overrides: { lifecycle: { autoPause: '5m' } } });
+    expectField(response, 'overrides.lifecycle', 501, 'not_implemented');
   });
 });

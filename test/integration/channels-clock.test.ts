@@ -11,7 +11,7 @@ import {
 import { ProviderRegistry } from '../../providers/src/registry.js';
 import { startTestApi, type TestApi } from '../helpers/app.js';
 import { IdleProvider } from '../helpers/fake-providers.js';
-import { apiClient, type ApiClient } from '../helpers/http.js';
+import { apiClient, eventually, type ApiClient } from '../helpers/http.js';
 import { metricValue, parsePrometheus } from '../helpers/prometheus.js';
 import { openSse } from '../helpers/sse.js';
 
@@ -103,6 +103,25 @@ describe('a channel stream', () => {
   });
 });
 
+describe('a server that stops', () => {
+  it('answers a message still waiting for its reply with 504 at once, and keeps the message', async () => {
+    // No operator runs here: the reply never comes, so only the stop ends the wait.
+    const stopping = await testApi.another({ metrics: new Registry() });
+    const pending = apiClient(stopping.baseUrl).post(`/channels/${channelId}/messages`, { text: 'still there?', visitorId: 'v-stop' });
+    await eventually(async () => ((await testApi.pool.query("SELECT 1 FROM channel_messages WHERE content = 'still there?'")).rowCount ? true : undefined), {
+      what: 'the message stored',
+    });
+    const started = Date.now();
+    await stopping.app.close();
+    const answer = await pending;
+    expect(Date.now() - started).toBeLessThan(5_000);
+    expect(answer.status, JSON.stringify(answer.body)).toBe(504);
+    expect(answer.body.error).toMatchObject({ code: 'timeout', details: { jobId: expect.stringMatching(/^job_/) } });
+    const history = await api.get(`/channels/${channelId}/messages?visitorId=v-stop`);
+    expect(history.body.messages.map((message: any) => message.content)).toEqual(['still there?']);
+  });
+});
+
 describe('a channel whose agent definition was archived', () => {
   it('refuses messages with 409 and stores nothing', async () => {
     const definitionId = (await api.get(`/v1/channels/${channelId}`)).body.agent;
@@ -113,6 +132,7 @@ describe('a channel whose agent definition was archived', () => {
     expect(refused.body.error).toMatchObject({ code: 'conflict', details: { definitionId } });
     const { rows } = await testApi.pool.query("SELECT count(*)::int AS n FROM channel_messages WHERE content = 'anyone there?'");
     expect(rows[0].n).toBe(0);
-    expect((await testApi.pool.query("SELECT count(*)::int AS n FROM jobs WHERE source = 'channel'")).rows[0].n).toBe(0);
+    // The one job is that of the message the stopping server took.
+    expect((await testApi.pool.query("SELECT count(*)::int AS n FROM jobs WHERE source = 'channel'")).rows[0].n).toBe(1);
   });
 });

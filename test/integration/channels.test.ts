@@ -31,6 +31,9 @@ interface Received {
   body: any;
 }
 const slackPosts: Received[] = [];
+/** Posts the local Slack answered 500 (it answers so while `slackFailures` is above 0). */
+const slackRefused: Received[] = [];
+let slackFailures = 0;
 const sendgridMails: Received[] = [];
 let providers: Server;
 
@@ -39,7 +42,9 @@ const script = (body: any): FakeTurn => {
   const users = body.messages.filter((message: any) => message.role === 'user');
   const last = users.at(-1)?.content;
   const earlier = body.messages.filter((message: any) => message.role !== 'system').length - 1;
-  return { text: `reply to "${typeof last === 'string' ? last : JSON.stringify(last)}" after ${earlier} earlier`, usage: { input: 50, output: 10 } };
+  // 100,000 input tokens at $10 a million: one dollar.
+  const usage = last === 'Spend a dollar.' ? { input: 100_000, output: 0 } : { input: 50, output: 10 };
+  return { text: `reply to "${typeof last === 'string' ? last : JSON.stringify(last)}" after ${earlier} earlier`, usage };
 };
 
 beforeAll(async () => {
@@ -49,7 +54,11 @@ beforeAll(async () => {
     req.on('data', (chunk: Buffer) => (text += chunk.toString()));
     req.on('end', () => {
       const received = { path: req.url ?? '', headers: req.headers, body: JSON.parse(text || 'null') };
-      if (req.url === '/slack/api/chat.postMessage') {
+      if (req.url === '/slack/api/chat.postMessage' && slackFailures > 0) {
+        slackFailures--;
+        slackRefused.push(received);
+        res.writeHead(500, { 'content-type': 'application/json' }).end(JSON.stringify({ ok: false, error: 'internal_error' }));
+      } else if (req.url === '/slack/api/chat.postMessage') {
         slackPosts.push(received);
         res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ ok: true, channel: received.body.channel, ts: '1700000000.000200' }));
       } else if (req.url === '/sendgrid/v3/mail/send') {
@@ -275,6 +284,24 @@ describe('managing channels', () => {
   });
 });
 
+describe("a channel's session", () => {
+  it('caps what the channel spends: over its maxCost, messages answer 402', async () => {
+    const channel = (await live.post('/v1/channels', { type: 'chat_embed', agent: 'helper' })).body;
+    const spent = await anonymous.post(`/channels/${channel.id}/messages`, { text: 'Spend a dollar.', visitorId: 'spender' });
+    expect(spent.status, JSON.stringify(spent.body)).toBe(200);
+    const session = await live.post(`/v1/sessions/by-user/${channel.id}`, {});
+    expect(session.status).toBe(200);
+    const capped = await live.patch(`/v1/sessions/${session.body.id}`, { limits: { maxCost: { amount: 50, currency: 'usd', period: 'month' } } });
+    expect(capped.status, JSON.stringify(capped.body)).toBe(200);
+    const refused = await anonymous.post(`/channels/${channel.id}/messages`, { text: 'And another?', visitorId: 'spender' });
+    expectError(refused, 402, 'session_limit_exceeded');
+    expect(modelRequestsFor('And another?')).toHaveLength(0);
+    // The visitor's message is kept; no reply was made.
+    const history = (await anonymous.get(`/channels/${channel.id}/messages?visitorId=spender`)).body.messages;
+    expect(history.map((message: any) => message.role)).toEqual(['user', 'assistant', 'user']);
+  }, 120_000);
+});
+
 describe('Slack', () => {
   const signingSecret = '8f742231b10e8888abcd99yyyzzz85a5';
   let channel: any;
@@ -334,6 +361,8 @@ describe('Slack', () => {
     });
     const timestamp = now();
     const headers = { 'x-slack-signature': sign(timestamp, body), 'x-slack-request-timestamp': timestamp };
+    // Slack fails the first post: the reply is posted on the next try.
+    slackFailures = 1;
     const acked = await post(body, headers);
     expect(acked.status, JSON.stringify(acked.body)).toBe(200);
     expect(acked.body).toEqual({ ok: true });
@@ -347,6 +376,7 @@ describe('Slack', () => {
     });
     expect((await post(mention, { 'x-slack-signature': sign(timestamp, mention), 'x-slack-request-timestamp': timestamp })).status).toBe(200);
     await eventually(async () => (slackPosts.length > 0 ? true : undefined), { timeoutMs: 90_000, what: 'chat.postMessage' });
+    expect(slackRefused.map((request) => request.body.text)).toEqual(['reply to "Is the shop open on Sunday?" after 0 earlier']);
     expect(slackPosts[0]!.headers.authorization).toBe('Bearer xoxb-1234-5678-abcdef');
     expect(slackPosts[0]!.headers['content-type']).toContain('application/json');
     expect(slackPosts[0]!.body).toEqual({
@@ -503,14 +533,16 @@ describe('a deleted channel', () => {
 describe('metrics', () => {
   it('count messages, replies, refusals and inbound webhooks', async () => {
     const metrics = parsePrometheus((await anonymous.get('/metrics')).body);
-    expect(metricValue(metrics, 'berth_channel_messages_total', { type: 'chat_embed' })).toBe(2);
-    expect(metricValue(metrics, 'berth_channel_replies_total', { type: 'chat_embed', result: 'answered' })).toBe(2);
+    expect(metricValue(metrics, 'berth_channel_messages_total', { type: 'chat_embed' })).toBe(4);
+    expect(metricValue(metrics, 'berth_channel_replies_total', { type: 'chat_embed', result: 'answered' })).toBe(3);
+    expect(metricValue(metrics, 'berth_channel_replies_total', { type: 'chat_embed', result: 'failed' })).toBe(1);
     expect(metricValue(metrics, 'berth_channel_limit_refusals_total', { limit: 'visitorMessages' })).toBe(1);
     expect(metricValue(metrics, 'berth_channel_inbound_total', { type: 'slack', result: 'accepted' })).toBe(1);
     expect(metricValue(metrics, 'berth_channel_inbound_total', { type: 'slack', result: 'duplicate' })).toBe(2);
     expect(metricValue(metrics, 'berth_channel_inbound_total', { type: 'slack', result: 'bad_signature' })).toBe(1);
     expect(metricValue(metrics, 'berth_channel_inbound_total', { type: 'email', result: 'accepted' })).toBe(2);
     expect(metricValue(metrics, 'berth_channel_outbound_total', { type: 'slack', result: 'sent' })).toBe(1);
+    expect(metricValue(metrics, 'berth_channel_outbound_total', { type: 'slack', result: 'retried' })).toBe(1);
     expect(metricValue(metrics, 'berth_channel_outbound_total', { type: 'email', result: 'sent' })).toBe(2);
     expect(metricValue(metrics, 'berth_jobs_finished_total', { source: 'channel', state: 'completed' })).toBeGreaterThanOrEqual(5);
   });

@@ -249,7 +249,8 @@ describe('local sandboxes checkpointed into snapshot storage and restored', () =
     const key = `agents/${agentId}/kept.tar.zst`;
 
     expect(await provider.checkpointLocally(sandbox, { key, native: true })).toEqual({ level: 'native' });
-    expect(runscKnows(agentId)).toBe(false);
+    // The stopped container's record is deleted in the background once the checkpoint is safe.
+    await expect.poll(() => runscKnows(agentId), { timeout: 15_000 }).toBe(false);
     const kept = readdirSync(sandboxDir(agentId)).filter((name) => name.startsWith('kept-'));
     expect(kept).toHaveLength(1);
     expect(statSync(join(sandboxDir(agentId), kept[0]!)).mode & 0o777).toBe(0o700);

@@ -1,6 +1,6 @@
 import { createHmac } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ManualClock, createOrganization } from '../../common/src/index.js';
+import { ManualClock, createOrganization, insertApproval, insertTask, newId } from '../../common/src/index.js';
 import { ProviderRegistry } from '../../providers/src/registry.js';
 import { startTestApi, type TestApi } from '../helpers/app.js';
 import { IdleProvider } from '../helpers/fake-providers.js';
@@ -45,6 +45,7 @@ async function snapshotOfB(): Promise<unknown[]> {
       `/v1/triggers/${ofB.trigger}`,
       `/v1/webhooks/${ofB.webhook}`,
       `/v1/jobs/${ofB.job}`,
+      `/v1/approvals/${ofB.approval}`,
       '/v1/secrets',
       `/v1/sessions/${ofB.session}/secrets`,
       '/v1/providers',
@@ -62,9 +63,27 @@ beforeAll(async () => {
     app: { byoiPolicy: { allowHttp: false, allowPrivate: false }, webhookPolicy: { allowHttp: false, allowPrivate: false } },
   });
   a = (await api.client((await createOrganization(api.pool, 'a')).id, 'live')).api;
-  b = (await api.client((await createOrganization(api.pool, 'b')).id, 'live')).api;
+  const organizationB = (await createOrganization(api.pool, 'b')).id;
+  b = (await api.client(organizationB, 'live')).api;
   ofB.session = (await created(b.post('/v1/sessions/by-user/bob', {}), 'session')).id;
   ofB.agent = (await created(b.post(`/v1/sessions/${ofB.session}/agents`, { compute: 'python', timeout: '15m' }), 'agent')).id;
+  // A tool call of B's agent that waits for a decision, as a runner records it.
+  const waiting = await insertTask(api.pool, { id: newId('task'), organizationId: organizationB, mode: 'live', sessionId: ofB.session, agentId: ofB.agent, input: 'b task' });
+  ofB.approval = (
+    await insertApproval(api.pool, {
+      id: newId('apr'),
+      organizationId: organizationB,
+      mode: 'live',
+      sessionId: ofB.session,
+      agentId: ofB.agent,
+      taskId: waiting.id,
+      toolCallId: 'call_b',
+      tool: 'exec',
+      preview: { code: 'echo b-approval-preview' },
+      rule: 0,
+      expiresAt: new Date(Date.now() + 3_600_000),
+    })
+  ).id;
   ofB.definition = (await created(b.post('/v1/agent-definitions', { name: 'b-analyst', compute: 'python', model: 'openai/gpt-4o-mini' }), 'definition')).id;
   ofB.schedule = (await created(b.post('/v1/schedules', { agent: 'b-analyst', userId: 'bob', name: 'b nightly', cron: '30 2 * * *', timezone: 'UTC' }), 'schedule')).id;
   const trigger = await created(b.post('/v1/triggers', { agent: 'b-analyst', userId: 'bob', name: 'b-hook', type: 'webhook' }), 'trigger');
@@ -99,13 +118,14 @@ function idFor(path: string): string | undefined {
     triggers: ofB.trigger,
     webhooks: ofB.webhook,
     jobs: ofB.job,
+    approvals: ofB.approval,
   }[kind!];
 }
 
 describe('two organizations on the data plane', () => {
   it("a key of A never reaches B's objects, on any /v1 route", async () => {
     const before = await snapshotOfB();
-    const secretsOfB = ['B_ONLY_SECRET', 'B_SESSION_SECRET', 'b-value', 'b-session-value', 'llm.b.example.com'];
+    const secretsOfB = ['B_ONLY_SECRET', 'B_SESSION_SECRET', 'b-value', 'b-session-value', 'llm.b.example.com', 'b-approval-preview'];
     const idsOfB = Object.values(ofB);
     const checked: string[] = [];
     for (const route of api.app.routes.list()) {
@@ -117,14 +137,18 @@ describe('two organizations on the data plane', () => {
         .replace(':id', id ?? '')
         .replace(':userId', 'bob')
         .replace(':name', route.path.startsWith('/v1/sessions') ? 'B_SESSION_SECRET' : 'B_ONLY_SECRET')
-        .replace(':provider', 'openai');
+        .replace(':provider', 'openai')
+        .replace(':pid', '7');
       const body = route.body ? (route.requestExample ?? {}) : undefined;
       const response = await send(a, route.method.toUpperCase(), path, body);
       const text = typeof response.body === 'string' ? response.body : JSON.stringify(response.body);
       const label = `${route.method.toUpperCase()} ${route.path} → ${response.status} ${text.slice(0, 300)}`;
       // An error may repeat the id A sent; nothing else of B's may appear.
       for (const leaked of [...idsOfB, ...secretsOfB].filter((value) => !path.includes(value))) expect(text.includes(leaked), label).toBe(false);
-      if (id) expect(response.status, label).toBe(404);
+      // The terminal is a WebSocket: a plain GET is refused the same for anyone (400), before any
+      // lookup; its upgrade looks the agent up for the caller like every other route.
+      if (id && route.path.endsWith('/pty')) expect(response.status, label).toBe(400);
+      else if (id) expect(response.status, label).toBe(404);
       checked.push(`${route.method.toUpperCase()} ${route.path} ${response.status}`);
     }
     // Every kind of B's objects was addressed by the routes that take its id.

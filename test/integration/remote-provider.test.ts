@@ -64,6 +64,25 @@ describe('the remote provider protocol, served by another Berth', () => {
     expect(started.rows[0].data).toMatchObject({ provider: 'remote' });
   });
 
+  it('answers 501 naming the exec option, streaming or background processes the protocol cannot carry yet', async () => {
+    for (const [body, field] of [
+      [{ env: { A: '1' } }, 'env'],
+      [{ cwd: 'sub' }, 'cwd'],
+      [{ stdin: 'x' }, 'stdin'],
+    ] as const) {
+      const response = await live.post(`/v1/agents/${agentId}/exec`, { language: 'bash', code: 'true', ...body });
+      expect(response.status, JSON.stringify(response.body)).toBe(501);
+      expect(response.body.error).toMatchObject({ code: 'not_implemented', details: { field, provider: 'remote' } });
+    }
+    const streamed = await live.post(`/v1/agents/${agentId}/exec/stream`, { language: 'bash', code: 'true' });
+    expect(streamed.body.error).toMatchObject({ code: 'not_implemented', details: { field: 'stream' } });
+    const background = await live.post(`/v1/agents/${agentId}/exec`, { language: 'bash', code: 'true', background: true });
+    expect(background.body.error).toMatchObject({ code: 'not_implemented', details: { field: 'background' } });
+    expect((await live.get(`/v1/agents/${agentId}/processes`)).body.error).toMatchObject({ code: 'not_implemented', details: { field: 'background' } });
+    // The agent is unharmed: the spec's exec still works.
+    expect((await live.post(`/v1/agents/${agentId}/exec`, { language: 'bash', code: 'echo fine' })).body.stdout).toBe('fine\n');
+  });
+
   it('pauses it natively into this install\'s snapshot storage, and resumes it with its files and processes', async () => {
     await live.post(`/v1/agents/${agentId}/exec`, { language: 'bash', code: 'echo kept across the protocol > notes.txt' });
     // A background process, started through the launcher, with state in its memory.

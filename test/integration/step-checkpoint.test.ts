@@ -183,6 +183,7 @@ describe('the checkpoint written beside the next model call', () => {
       });
     },
     stopReason: async () => undefined,
+    awaitDecision: async () => undefined,
   });
   const settings = { maxSteps: 10, modelTimeoutMs: 10_000, toolTimeoutMs: 10_000, log: silentLogger };
 
@@ -208,7 +209,7 @@ describe('the checkpoint written beside the next model call', () => {
       blocker.release();
       return answer('x'.repeat(300), false);
     });
-    const end = await runLoop(task, agent, { route: model, provider: sandbox, sandbox: { provider: 'mock', id: task.agentId } }, io(task), settings);
+    const end = await runLoop(task, agent, { route: model, provider: sandbox, sandbox: { provider: 'mock', id: task.agentId }, policies: {} }, io(task), settings);
     expect(end).toMatchObject({ state: 'completed' });
     // When the model was called, the stored conversation had the task and the first answer, not the tool result yet.
     expect(messagesStoredAtCall).toBe(2);
@@ -236,7 +237,7 @@ describe('the checkpoint written beside the next model call', () => {
       );
     });
     await expect(
-      runLoop(task, agent, { route: model, provider: sandbox, sandbox: { provider: 'mock', id: task.agentId } }, io(task), settings),
+      runLoop(task, agent, { route: model, provider: sandbox, sandbox: { provider: 'mock', id: task.agentId }, policies: {} }, io(task), settings),
     ).rejects.toBeInstanceOf(LostClaimError);
     expect(aborted).toBeInstanceOf(LostClaimError);
     const { rows } = await pool.query('SELECT type FROM stream_events WHERE task_id = $1 ORDER BY seq', [task.id]);

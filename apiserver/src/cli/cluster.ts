@@ -11,7 +11,7 @@ import express from 'express';
 import type { Registry } from 'prom-client';
 import { bootstrap } from './bootstrap.js';
 import { openDatabase } from './database.js';
-import { configuredApp, configuredOperator, configuredProviderProtocol, configuredWebhookSender } from './parts.js';
+import { configuredApp, configuredChannelReplySender, configuredOperator, configuredProviderProtocol, configuredWebhookSender } from './parts.js';
 import { loadSecretBox } from './secrets.js';
 import { createRunner } from './runner.js';
 import { CliError } from './keys.js';
@@ -67,11 +67,15 @@ export async function operatorCommand(config: BerthConfig, log: Logger, out: (li
     clock: systemClock,
     log,
     metrics,
+    secretBox,
   });
   await runner.start();
   // Every replica sends webhooks, leader or not: deliveries are claimed one sender at a time.
   const webhooks = configuredWebhookSender(config, { pool: database.pool, clock: systemClock, log, metrics }, process.env.POD_NAME || `${hostname()}-${process.pid}`);
   webhooks.start();
+  // So does every replica send channel replies: each is claimed by one sender at a time.
+  const channelReplies = configuredChannelReplySender(config, { pool: database.pool, clock: systemClock, log, metrics, secretBox }, process.env.POD_NAME || `${hostname()}-${process.pid}`);
+  channelReplies.start();
   const identity = process.env.POD_NAME || `${hostname()}-${process.pid}`;
   const operator = configuredOperator(config, { store, pool: database.pool, providers, clock: systemClock, log, metrics, secretBox, models, identity, connectionString: database.connectionString });
   let stopElection: () => Promise<void> = async () => undefined;
@@ -115,6 +119,7 @@ export async function operatorCommand(config: BerthConfig, log: Logger, out: (li
   stopping = true;
   await runner.stop();
   await webhooks.stop();
+  await channelReplies.stop();
   // Reconciling ends before the lease is released, so two replicas never reconcile at once.
   if (starting) {
     await starting.catch(() => undefined);
@@ -144,7 +149,7 @@ export async function apiserverCommand(config: BerthConfig, log: Logger, out: (l
     models,
     connectionString: database.connectionString,
   });
-  const server = createApiServer(app.express);
+  const server = createApiServer(app.express, app.upgrade);
   const port = await listen(server, config.port, config.host);
   out(`berth apiserver listening on ${config.host}:${port}, resources in namespace ${config.namespace}`);
   await untilSignalled(log);

@@ -1,5 +1,5 @@
 import { ConfigError, type BerthConfig, type Clock, type Logger, type Pool, type ResourceStore, type SandboxProvider, type SecretBox, type SnapshotStorage } from '@berth/common';
-import { WebhookSender, createOperator, createSnapshotStorage, type ModelRouter, type Operator } from '@berth/operator';
+import { ChannelReplySender, WebhookSender, createOperator, createSnapshotStorage, type ModelRouter, type Operator } from '@berth/operator';
 import { remoteProviderRouter, type ProviderRegistry } from '@berth/providers';
 import { createApp, type App, type AppDeps } from '../app.js';
 import type { Router } from 'express';
@@ -35,12 +35,7 @@ export function configuredApp(
     defaultModel: config.defaultModel,
     currency: config.currency,
     streamHeartbeatMs: config.streamHeartbeat,
-    channels: {
-      limits: config.channelLimits,
-      replyTimeoutMs: config.channelReplyTimeout,
-      slackApiUrl: config.slackApiUrl,
-      sendgridApiUrl: config.sendgridApiUrl,
-    },
+    channels: { limits: config.channelLimits, replyTimeoutMs: config.channelReplyTimeout },
     webhookPolicy: { allowHttp: config.webhookAllowHttp, allowPrivate: config.webhookAllowPrivate },
     byoiPolicy: { allowHttp: config.byoiAllowHttp, allowPrivate: config.byoiAllowPrivate },
     secretBox: deps.secretBox,
@@ -103,6 +98,24 @@ export function configuredWebhookSender(config: BerthConfig, deps: Pick<Deps, 'p
     metrics: deps.metrics,
     identity,
     allowPrivate: config.webhookAllowPrivate,
+  });
+}
+
+/** The sender of Slack and email channel replies of this process (every process may run one: replies are claimed). */
+export function configuredChannelReplySender(
+  config: BerthConfig,
+  deps: Pick<Deps, 'pool' | 'clock' | 'log' | 'metrics' | 'secretBox'>,
+  identity: string,
+): ChannelReplySender {
+  return new ChannelReplySender({
+    pool: deps.pool,
+    clock: deps.clock,
+    log: deps.log.child({ component: 'channel-replies' }),
+    metrics: deps.metrics,
+    box: deps.secretBox,
+    identity,
+    slackApiUrl: config.slackApiUrl,
+    sendgridApiUrl: config.sendgridApiUrl,
   });
 }
 

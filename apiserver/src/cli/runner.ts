@@ -1,6 +1,6 @@
 import { existsSync } from 'node:fs';
 import { hostname } from 'node:os';
-import { PostgresResourceStore, createMetricsRegistry, systemClock, type BerthConfig, type Logger } from '@berth/common';
+import { PostgresResourceStore, createMetricsRegistry, resolveSecrets, systemClock, type BerthConfig, type Logger, type SecretBox } from '@berth/common';
 import { ModelRouter, Runner, byoiModelEndpoints, type RunnerOptions } from '@berth/operator';
 import { ProviderRegistry, createLocalProvider } from '@berth/providers';
 import { openDatabase } from './database.js';
@@ -12,10 +12,18 @@ import { API_VERSION } from '../app.js';
 /** The runner workers as configured: in `berth up` and in every operator replica. */
 export function createRunner(
   config: BerthConfig,
-  deps: Pick<RunnerOptions, 'pool' | 'connectionString' | 'store' | 'providers' | 'models' | 'clock' | 'log' | 'metrics'>,
+  deps: Pick<RunnerOptions, 'pool' | 'connectionString' | 'store' | 'providers' | 'models' | 'clock' | 'log' | 'metrics'> & { secretBox?: SecretBox | undefined },
 ): Runner {
+  const { secretBox, ...parts } = deps;
   return new Runner({
-    ...deps,
+    ...parts,
+    // Reviewers of approvals see the call's input with these values masked.
+    ...(secretBox
+      ? {
+          secrets: (agent) =>
+            resolveSecrets(deps.pool, secretBox, { organizationId: agent.spec.organizationId, mode: agent.spec.mode, sessionId: agent.spec.sessionId }, agent.spec.secrets ?? []),
+        }
+      : {}),
     log: deps.log.child({ component: 'runner' }),
     identity: process.env.POD_NAME || `${hostname()}-${process.pid}`,
     workers: config.runnerWorkers,
@@ -54,6 +62,7 @@ export async function runnerCommand(config: BerthConfig, log: Logger, out: (line
     clock,
     log,
     metrics,
+    secretBox,
   });
   await runner.start();
   out(`berth runner started with ${config.runnerWorkers} workers on ${config.dataDir}`);

@@ -15,7 +15,7 @@ import { ProviderRegistry, byoiSource, createLocalProvider } from '@berth/provid
 import { bootstrap } from './bootstrap.js';
 import { signInLinkUrl } from './admin.js';
 import { embeddedOwnerLink } from '../management/sign-in.js';
-import { configuredApp, configuredOperator, configuredProviderProtocol, configuredWebhookSender } from './parts.js';
+import { configuredApp, configuredChannelReplySender, configuredOperator, configuredProviderProtocol, configuredWebhookSender } from './parts.js';
 import { loadSecretBox } from './secrets.js';
 import { openDatabase } from './database.js';
 import { createRunner } from './runner.js';
@@ -73,8 +73,10 @@ export async function up(config: BerthConfig, log: Logger, out: (line: string) =
   await operator.start();
   const webhooks = configuredWebhookSender(config, { pool: database.pool, clock, log, metrics }, identity);
   webhooks.start();
+  const channelReplies = configuredChannelReplySender(config, { pool: database.pool, clock, log, metrics, secretBox }, identity);
+  channelReplies.start();
   let operatorRunning = true;
-  const runner = createRunner(config, { pool: database.pool, connectionString: database.connectionString, store, providers, models, clock, log, metrics });
+  const runner = createRunner(config, { pool: database.pool, connectionString: database.connectionString, store, providers, models, clock, log, metrics, secretBox });
   await runner.start();
 
   // Other Berth installs may run sandboxes here, through the remote provider protocol.
@@ -85,7 +87,7 @@ export async function up(config: BerthConfig, log: Logger, out: (line: string) =
     { store, pool: database.pool, providers, clock, log, metrics, secretBox, models, connectionString: database.connectionString },
     { mounts, ready: () => operatorRunning },
   );
-  const server = createApiServer(app.express);
+  const server = createApiServer(app.express, app.upgrade);
   const port = await listen(server, config.port, config.host);
   const host = config.host === '0.0.0.0' || config.host === '::' ? '127.0.0.1' : config.host;
   const baseUrl = config.publicUrl ?? `http://${host.includes(':') ? `[${host}]` : host}:${port}`;
@@ -125,6 +127,7 @@ export async function up(config: BerthConfig, log: Logger, out: (line: string) =
   await runner.stop();
   await operator.stop();
   await webhooks.stop();
+  await channelReplies.stop();
   await store.close();
   await database.close();
   await unlock();

@@ -17,15 +17,7 @@ export function authenticate(deps: { db: Queryable; clock: Clock; rateLimiter?: 
   // so a busy key's requests skip that write's round trip (one of the few each request makes).
   const touched = new Map<string, number>();
   return async (req, res, next) => {
-    const header = req.get('authorization');
-    const match = header ? /^Bearer[ \t]+(\S+)[ \t]*$/i.exec(header) : null;
-    if (!match) {
-      throw new ApiError('unauthorized', header ? 'the Authorization header must be "Bearer <API key>"' : 'missing API key: send "Authorization: Bearer <API key>"');
-    }
-    const key = match[1]!;
-    const record = KEY_PATTERN.test(key) ? await findApiKey(deps.db, key) : undefined;
-    if (!record) throw new ApiError('auth/invalid_key', 'the API key is not valid');
-    if (record.revokedAt) throw new ApiError('auth/key_revoked', 'the API key has been revoked', { revokedAt: record.revokedAt });
+    const record = await verifyBearerKey(deps.db, req.get('authorization'));
     req.principal = { organizationId: record.organizationId, mode: record.mode, keyId: record.id };
     req.log = req.log.child({ keyId: record.id, mode: record.mode });
     const now = deps.clock.now();
@@ -40,4 +32,17 @@ export function authenticate(deps: { db: Queryable; clock: Clock; rateLimiter?: 
     await deps.rateLimiter?.admit(req.principal, res);
     next();
   };
+}
+
+/** The key record of an `Authorization: Bearer <API key>` header, or the 401 it deserves. */
+export async function verifyBearerKey(db: Queryable, header: string | undefined) {
+  const match = header ? /^Bearer[ \t]+(\S+)[ \t]*$/i.exec(header) : null;
+  if (!match) {
+    throw new ApiError('unauthorized', header ? 'the Authorization header must be "Bearer <API key>"' : 'missing API key: send "Authorization: Bearer <API key>"');
+  }
+  const key = match[1]!;
+  const record = KEY_PATTERN.test(key) ? await findApiKey(db, key) : undefined;
+  if (!record) throw new ApiError('auth/invalid_key', 'the API key is not valid');
+  if (record.revokedAt) throw new ApiError('auth/key_revoked', 'the API key has been revoked', { revokedAt: record.revokedAt });
+  return record;
 }

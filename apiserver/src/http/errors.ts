@@ -1,4 +1,4 @@
-import { ApiError, ERROR_STATUS, ProviderError, ExecTimeoutError, type ErrorCode, type Logger } from '@berth/common';
+import { ApiError, ERROR_STATUS, ProviderError, ExecTimeoutError, type ErrorCode, type Logger, ProcessNotFoundError } from '@berth/common';
 import type { ErrorRequestHandler, Request, RequestHandler } from 'express';
 import { z } from 'zod';
 
@@ -33,6 +33,7 @@ export function toApiError(error: unknown, log: Logger): ApiError {
   if (error instanceof ExecTimeoutError) {
     return new ApiError('timeout', error.message, { timeoutMs: error.timeoutMs });
   }
+  if (error instanceof ProcessNotFoundError) return new ApiError('not_found', error.message, { pid: error.pid });
   if (error instanceof ProviderError) {
     return new ApiError('provider_error', `provider ${error.provider}: ${error.message}`, { provider: error.provider, ...error.details });
   }

@@ -1,4 +1,4 @@
-import { createServer, STATUS_CODES, type RequestListener, type Server } from 'node:http';
+import { createServer, STATUS_CODES, type IncomingMessage, type RequestListener, type Server } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { ERROR_STATUS, newId, type ErrorCode } from '@berth/common';
 import type { ErrorEnvelope } from './errors.js';
@@ -8,8 +8,24 @@ import type { ErrorEnvelope } from './errors.js';
  * a request reaches the app: headers over the 16 KiB limit (431), a request that is not HTTP
  * (400), a request that took too long to arrive (408).
  */
-export function createApiServer(listener: RequestListener): Server {
+export function createApiServer(listener: RequestListener, upgrade?: UpgradeListener): Server {
   const server = createServer(listener);
+  // Every upgrade request meets `upgrade` (the terminal WebSocket), which answers the others 404.
+  if (upgrade) {
+    // An upgraded socket is no longer the HTTP server's to close, but `close` still waits for it:
+    // closing all connections (the end of a drain's grace) ends the terminals too.
+    const upgraded = new Set<Duplex>();
+    server.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => {
+      upgraded.add(socket);
+      socket.once('close', () => upgraded.delete(socket));
+      upgrade(req, socket, head);
+    });
+    const closeAllConnections = server.closeAllConnections.bind(server);
+    server.closeAllConnections = () => {
+      closeAllConnections();
+      for (const socket of upgraded) socket.destroy();
+    };
+  }
   server.on('clientError', (error: Error & { code?: string }, socket: Duplex) => {
     if (error.code === 'ECONNRESET' || !socket.writable) {
       socket.destroy();
@@ -26,10 +42,13 @@ export function createApiServer(listener: RequestListener): Server {
   return server;
 }
 
-function rawErrorResponse(code: ErrorCode, message: string): string {
+export type UpgradeListener = (req: IncomingMessage, socket: Duplex, head: Buffer) => void;
+
+/** The error envelope as a whole HTTP response, for a socket no framework answers on. */
+export function rawErrorResponse(code: ErrorCode, message: string, details: Record<string, unknown> = {}): string {
   const status = ERROR_STATUS[code];
   const requestId = newId('req');
-  const envelope: ErrorEnvelope = { error: { code, message, details: {}, requestId } };
+  const envelope: ErrorEnvelope = { error: { code, message, details, requestId } };
   const body = JSON.stringify(envelope);
   return [
     `HTTP/1.1 ${status} ${STATUS_CODES[status]}`,

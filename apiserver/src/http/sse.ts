@@ -34,7 +34,7 @@ export function openEventStream(req: Request, res: Response, heartbeatMs = HEART
   const tick = setInterval(() => {
     const now = clock.now().getTime();
     if (now >= endsAt) {
-      res.end();
+      end();
       return;
     }
     if (now >= nextHeartbeat) {

@@ -4,11 +4,13 @@ import { defineRoute, type RouteTable } from '../http/route.js';
 import type { AgentDefinitionService } from '../services/agent-definitions.js';
 import { BOOT_WAIT_MS, type AgentService } from '../services/agents.js';
 import { paginationQuery } from '../services/pagination.js';
+import { agentPhaseSchema, durationSchema } from '@berth/crds';
 import { createAgentFromDefinition } from './agent-from-definition.js';
 import { refuseUnenforcedFields } from './unenforced.js';
 import {
   agentPage,
   agentSchema,
+  backgroundProcessSchema,
   createAgentBody,
   emptyBody,
   execBody,
@@ -17,6 +19,15 @@ import {
   okSchema,
 } from './schemas.js';
 import { agentExample, bootingAgentExample, createAgentExample, execExample, execResultExample } from './examples.js';
+
+const backgroundStartedExample = {
+  pid: 7,
+  argv: ['python3', '-u', '/run/berth/exec/0b7c3e52-2d5f-4a3e-9d0e-5f4c1b2a3d4e.py'],
+  startedAt: '2026-11-23T16:58:02.412Z',
+  status: 'running' as const,
+  exitCode: null,
+  endedAt: null,
+};
 
 /** How long `terminate` waits for the sandbox to be gone before answering anyway. */
 const TERMINATE_WAIT_MS = 15_000;
@@ -38,7 +49,7 @@ export function agentRoutes(
       description:
         'Creates an agent in the session and starts provisioning its sandbox. The agent comes back with status `booting`; poll `GET /v1/agents/{id}` until it is `idle` (an `agent.started` event is written then). ' +
         'Refused with 422: unknown fields, a `timeout` that is not a duration, `storage` (no provider supports it), `browser: true` when no browser-capable template is configured, `gpu` on a provider without GPUs, an unknown `provider`. ' +
-        '`lifecycle`, `approvals`, `guardrails`, `knowledge` and `mcp` are not enforced yet: supplying any of them (also inside `overrides`) answers 501 `not_implemented` naming the field, rather than storing a policy nothing applies. Timeouts over 24h are capped to 24h. ' +
+        '`lifecycle`, `knowledge` and `mcp` are not enforced yet: supplying any of them (also inside `overrides`) answers 501 `not_implemented` naming the field, rather than storing a policy nothing applies. An `approvals` policy or `guardrails` that is not valid answers 422 naming the field (`approvals.rules.0.when.code`). Timeouts over 24h are capped to 24h. ' +
         "With `definition` (the name or id of an agent definition), the agent's compute, model, instructions (the definition's systemPrompt), tools, browser and timeout come from the definition's current version; `overrides` (agent creation fields) replace them and fields given at the top level replace both. " +
         'Overrides are validated like the same fields at the top level; errors name them `overrides.<field>`. An unknown or archived definition is 422 naming `definition`; `overrides` without `definition` is 422. ' +
         'The agent shows the definition id and version it was made from (`definition`, `definitionVersion`); later updates of the definition do not change it.',
@@ -81,6 +92,53 @@ export function agentRoutes(
     }),
     defineRoute({
       method: 'get',
+      path: '/v1/agents',
+      operationId: 'listAgents',
+      tag: 'Agents',
+      summary: 'List agents across sessions',
+      description:
+        'Every agent of the key\'s organization and mode, newest first, paginated like `GET /v1/sessions`. Filters: `sessionId` (one session), `status` (comma-separated phases: booting, idle, running, paused, terminated, failed). A cursor belongs to its filters: another filter with it is 422.',
+      query: paginationQuery.extend({
+        sessionId: z.string().min(1).max(128).optional().describe('only the agents of this session (`ses_…`)'),
+        status: z
+          .string()
+          .max(200)
+          .transform((value, context) => {
+            const phases = value.split(',').map((phase) => phase.trim());
+            const parsed = z.array(agentPhaseSchema).safeParse(phases);
+            if (!parsed.success) {
+              context.addIssue({ code: 'custom', message: `comma-separated statuses of ${agentPhaseSchema.options.join(', ')}` });
+              return z.NEVER;
+            }
+            return parsed.data;
+          })
+          .optional()
+          .describe('comma-separated statuses, e.g. `idle,running`'),
+      }),
+      responses: { 200: { description: 'one page of agents', schema: agentPage, example: { data: [agentExample], hasMore: false } } },
+      errors: ['not_found', 'unprocessable_entity'],
+      handler: async ({ principal, query }) => {
+        const { sessionId, status, ...page } = query;
+        return { status: 200, body: await agents.list(principal, { sessionId, status }, page) };
+      },
+    }),
+    defineRoute({
+      method: 'patch',
+      path: '/v1/agents/:id',
+      operationId: 'updateAgent',
+      tag: 'Agents',
+      summary: "Extend an agent's timeout",
+      description:
+        "Replaces `timeout` with a longer one (capped at 24h), still measured from when the sandbox started: `expiresAt` moves once the operator sees it (within a second). A shorter timeout is 422; a terminated or failed agent is 409. On the Kubernetes provider a running pod's deadline cannot be raised: 501.",
+      params: idParam('agt', 'agent'),
+      body: z.object({ timeout: durationSchema.describe('the new lifetime: 30m, 2h, 1h30m') }).strict(),
+      requestExample: { timeout: '2h' },
+      responses: { 200: { description: 'the agent', schema: agentSchema, example: { ...agentExample, timeout: '2h' } } },
+      errors: ['not_found', 'unprocessable_entity', 'conflict', 'not_implemented'],
+      handler: async ({ principal, params, body }) => ({ status: 200, body: await agents.extendTimeout(principal, params.id, body.timeout) }),
+    }),
+    defineRoute({
+      method: 'get',
       path: '/v1/agents/:id',
       operationId: 'getAgent',
       tag: 'Agents',
@@ -100,16 +158,43 @@ export function agentRoutes(
       summary: 'Run code in the sandbox',
       description:
         `Runs \`code\` synchronously in the agent's sandbox (python 3, TypeScript on Node.js 24 without a build step, or bash) with /workspace as its working directory, and answers with its output and exit code. A non-zero exit code is a normal result, not an error. ` +
-        `Runs longer than ${execSeconds} s are killed and answered with 504 \`timeout\`. On an agent that is still booting (just created or resuming), the exec waits for its sandbox, up to ${bootWaitSeconds} s, then runs. A paused, terminated or failed agent (or one that fails or is still booting when the wait ends) answers 409 \`conflict\` with \`details.status\`. stdout and stderr are each cut at 1 MiB with a marker.`,
+        `Runs longer than ${execSeconds} s (or \`timeout\` seconds) are killed and answered with 504 \`timeout\`. ` +
+        '`env` adds variables, `cwd` sets the working directory (relative to /workspace or absolute under it; leaving /workspace is 422), `stdin` is written to the program\'s input. ' +
+        'With `background: true` the program is started and the answer is 202 with its process at once (`pid`); list, signal, wait on it and read its output under `/v1/agents/{id}/processes`. ' +
+        'A provider that cannot honour an option answers 501 `not_implemented` naming it. ' +
+        `The same exec with its output streamed: \`POST /v1/agents/{id}/exec/stream\`. On an agent that is still booting (just created or resuming), the exec waits for its sandbox, up to ${bootWaitSeconds} s, then runs. A paused, terminated or failed agent (or one that fails or is still booting when the wait ends) answers 409 \`conflict\` with \`details.status\`. stdout and stderr are each cut at 1 MiB with a marker.`,
       params: idParam('agt', 'agent'),
       body: execBody,
       requestExample: execExample,
-      responses: { 200: { description: 'the result', schema: execResultSchema, example: execResultExample } },
-      errors: ['not_found', 'unprocessable_entity', 'conflict', 'session_limit_exceeded', 'timeout', 'provider_error'],
-      handler: async ({ principal, params, body }) => ({
-        status: 200,
-        body: await agents.exec(principal, params.id, body),
-      }),
+      responses: {
+        200: { description: 'the result', schema: execResultSchema, example: execResultExample },
+        202: { description: 'with `background: true`: the process, started', schema: backgroundProcessSchema, example: backgroundStartedExample },
+      },
+      errors: ['not_found', 'unprocessable_entity', 'conflict', 'session_limit_exceeded', 'timeout', 'not_implemented', 'provider_error'],
+      handler: async ({ principal, params, body }) =>
+        body.background
+          ? { status: 202, body: await agents.startBackground(principal, params.id, body) }
+          : { status: 200, body: await agents.exec(principal, params.id, body) },
+    }),
+    defineRoute({
+      method: 'delete',
+      path: '/v1/sessions/:id',
+      operationId: 'endSession',
+      tag: 'Sessions',
+      summary: "End a session's agents",
+      description:
+        'Not in the spec: terminates every agent of the session that is not ended yet (as `POST /v1/agents/{id}/terminate` does each, in the background: their sandboxes and files go) and answers with their ids. ' +
+        'The session itself stays, with its usage and billing history; new agents may still be created in it. Calling it again ends nothing more.',
+      params: idParam('ses', 'session'),
+      responses: {
+        200: {
+          description: 'the agents ended',
+          schema: z.object({ ok: z.literal(true), terminated: z.array(z.string()).describe('ids of the agents this call ended') }),
+          example: { ok: true, terminated: ['agt_01m80gqvefwgc4tgw5batt7zt1'] },
+        },
+      },
+      errors: ['not_found'],
+      handler: async ({ principal, params }) => ({ status: 200, body: { ok: true, terminated: await agents.endSession(principal, params.id) } }),
     }),
     defineRoute({
       method: 'post',

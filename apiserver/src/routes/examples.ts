@@ -78,6 +78,7 @@ export const taskExample = {
   task: runExample.task,
   output: 'March, July and November, with 41k, 39k and 37k in sales.',
   steps: 3,
+  guardrails: [{ rule: 'pii', action: 'redact', where: 'output', kind: 'email', count: 1, source: 'answer' }],
   usage: { inputTokens: 1840, outputTokens: 212 },
   cost: usd(1),
   createdAt: CREATED,

@@ -24,6 +24,18 @@ export const taskSchema = z
   output: z.string().optional().describe('the final answer, when completed'),
   error: z.object({ code: z.string(), message: z.string() }).passthrough().optional().describe('why it failed or was cancelled'),
   steps: z.number().int().describe('model calls so far'),
+  guardrails: z
+    .array(
+      z.object({
+        rule: z.enum(['pii', 'promptInjection', 'denyList', 'maxOutputChars']),
+        action: z.enum(['block', 'redact', 'flag']),
+        where: z.enum(['input', 'output']),
+        kind: z.string().describe('what fired: `email`, `phone`, `card`, `secret_key`, `injection`, `deny_list`, `size`'),
+        count: z.number().int().describe('how many matches (for `size`, the length in characters)'),
+        source: z.string().describe('`task`, `tool:<name>` or `answer`'),
+      }),
+    )
+    .describe("what the agent's guardrails found during the run, in order (empty when nothing fired); a `block` ends the run with `guardrail_blocked`"),
   usage: z.object({ inputTokens: z.number().int(), outputTokens: z.number().int() }),
   cost: z.object({ amount: z.number().int(), currency: z.string() }).describe('integer cents'),
   createdAt: z.string(),
@@ -35,7 +47,19 @@ export const taskSchema = z
 /** One server-sent event; OpenAPI 3.1 has the schema of an event stream describe each event. */
 const streamEventSchema = z
   .object({
-    event: z.enum(['thinking', 'tool_call', 'tool_result', 'output', 'error', 'heartbeat']),
+    event: z.enum([
+      'thinking',
+      'tool_call',
+      'tool_result',
+      'output',
+      'error',
+      'approval.requested',
+      'approval.approved',
+      'approval.denied',
+      'approval.expired',
+      'guardrail',
+      'heartbeat',
+    ]),
     data: z.string().describe('the payload, as JSON'),
     id: z.string().regex(/^\d+$/).optional().describe('the event id for Last-Event-ID; heartbeats have none'),
     retry: z.number().int().optional().describe('reconnection delay in milliseconds, sent once when the stream opens'),
@@ -47,7 +71,9 @@ const STREAM_DESCRIPTION = `Server-sent events of the agent's runs, as they happ
 - \`tool_call\` \`{ id, tool, input }\`: a tool the model called;
 - \`tool_result\` \`{ id, tool, output, exitCode, durationMs, isError }\`: its result (\`output\` cut at 16 KiB; \`exitCode\` for exec, else null);
 - \`output\` \`{ text, cost: { amount, currency } }\`: the final answer and the run's cost in integer cents;
-- \`error\` \`{ code, message }\`: the run failed (\`provider_error\` with \`upstreamStatus\`, \`step_limit\`, \`budget_exhausted\`, \`session_limit_exceeded\`, \`internal_error\`) or was cancelled (\`cancelled\`, \`agent_unavailable\`);
+- \`approval.requested\` \`{ approvalId, id, tool, parameters, state, expiresAt }\`: the tool call \`id\` waits for a decision (secrets masked in \`parameters\`); \`approval.approved\`, \`approval.denied\` (with \`reason\`) and \`approval.expired\` follow;
+- \`guardrail\` \`{ rule, action, where, kind, count, source }\`: a guardrail fired;
+- \`error\` \`{ code, message }\`: the run failed (\`provider_error\` with \`upstreamStatus\`, \`step_limit\`, \`budget_exhausted\`, \`session_limit_exceeded\`, \`guardrail_blocked\` with \`rule\`, \`kind\`, \`where\`, \`source\`, \`internal_error\`) or was cancelled (\`cancelled\`, \`agent_unavailable\`, \`approval_expired\`);
 - \`heartbeat\` \`{ t }\` every 15 s, without an id.
 Connect before \`run\` to receive every event of the run. Every event but heartbeats has an \`id\`; a client that reconnects with \`Last-Event-ID\` (header, or \`lastEventId\` query) gets what it missed, then the rest. Several clients may stream one agent at once.`;
 

@@ -1,3 +1,4 @@
+import { posix } from 'node:path';
 import {
   agentPhaseSchema,
   agentSpecSchema,
@@ -13,7 +14,7 @@ import {
   OVERRIDES_BOUNDS,
   sessionLimitsSchema,
 } from '@berth/crds';
-import { EXEC_LANGUAGES } from '@berth/common';
+import { EXEC_LANGUAGES, approvalPolicySchema, guardrailsSchema } from '@berth/common';
 import { z } from 'zod';
 
 /** Request and response schemas of the public API; the OpenAPI document is generated from them. */
@@ -89,13 +90,17 @@ export const createAgentBody = z
     provider: providerName.optional().describe('omit for the platform default'),
     providerFallback: providerName.optional().describe('used when the primary provider is unavailable'),
     region: z.string().min(1).max(64).optional(),
-    approvals: freeFormObject().optional().describe('human-in-the-loop approval policy; not enforced yet: supplying it answers 501'),
+    approvals: approvalPolicySchema
+      .optional()
+      .describe('tool calls that wait for a person\'s decision: `{ rules: [{ tool, when? }], ttl }` (see Approval policies in the docs)'),
     knowledge: z
       .union([z.boolean(), z.string().min(1).max(200)])
       .optional()
       .describe('true (the session default collection) or a collection name or id; not enforced yet: supplying it answers 501'),
     metadata: freeFormObject().optional().describe('custom pairs, stored and shown with the agent (at most 8 levels, 16 KiB of JSON)'),
-    guardrails: freeFormObject().optional().describe('content, PII and prompt-injection guardrails; not enforced yet: supplying it answers 501'),
+    guardrails: guardrailsSchema
+      .optional()
+      .describe('checks of what goes into and comes out of the model: `pii`, `promptInjection`, `denyList`, `maxOutputChars`, each with an action (block, redact, flag)'),
     definition: z.string().min(1).max(200).optional().describe('agent definition name or id: the fields come from its current version'),
     overrides: freeFormObject(OVERRIDES_BOUNDS).optional().describe("agent creation fields that replace the definition's; only with definition"),
     secrets: z.array(secretName).max(100).optional().describe('names of secrets injected into the environment'),
@@ -125,9 +130,13 @@ export const agentSchema = z
     endedAt: z.string().optional(),
     error: z.object({ code: z.string(), message: z.string() }).optional().describe('why a failed agent failed'),
     pauseReason: z
-      .enum(['requested', 'session_limit', 'cost_cap'])
+      .enum(['requested', 'session_limit', 'cost_cap', 'approval_expired'])
       .optional()
-      .describe('why a paused (or pausing) agent is paused: asked through the API, a session limit reached, or its costCap spent'),
+      .describe('why a paused (or pausing) agent is paused: asked through the API, a session limit reached, its costCap spent, or a tool call\'s approval expired'),
+    awaitingApproval: z
+      .object({ approvalId: z.string(), taskId: z.string(), action: z.string(), expiresAt: z.string() })
+      .optional()
+      .describe('present while a tool call of the running task waits for a decision (`POST /v1/approvals/{id}/approve` or `deny`); `status` stays `running`'),
     cost: costSchema.optional().describe("the agent's spend so far (models, compute, storage), updated by the operator every BERTH_METER_INTERVAL; absent until its first charge"),
     conditions: z.array(conditionSchema).describe('details behind `status`, Kubernetes-style'),
   })
@@ -141,12 +150,88 @@ export const agentPage = z
   })
   .meta({ id: 'AgentPage' });
 
+/** Where exec'd programs run by default, and the only tree `cwd` may name. */
+export const WORKSPACE = '/workspace';
+/** Largest `stdin` an exec takes (it travels in one frame to the sandbox). */
+export const MAX_STDIN_BYTES = 512 * 1024;
+
+/**
+ * `cwd`: relative to /workspace, or absolute under it; normalised, and refused when it leaves
+ * /workspace (`..`, `/etc`), so that a program's directory is always in the agent's workspace.
+ */
+export const cwdSchema = z
+  .string()
+  .min(1)
+  .max(4096)
+  .refine((value) => !value.includes('\0'), 'must not contain NUL')
+  .transform((value, context) => {
+    const path = posix.resolve(WORKSPACE, value);
+    if (path !== WORKSPACE && !path.startsWith(`${WORKSPACE}/`)) {
+      context.addIssue({ code: 'custom', message: `must be inside ${WORKSPACE} (relative to it, or absolute under it); "${value}" resolves to ${path}` });
+      return z.NEVER;
+    }
+    return path;
+  })
+  .describe('working directory: relative to /workspace or absolute under it (default /workspace); leaving /workspace is refused');
+
+export const execEnvSchema = z
+  .record(z.string().regex(/^[A-Za-z_][A-Za-z0-9_]{0,127}$/, 'an environment variable name: letters, digits, _; not starting with a digit'), z.string().max(32 * 1024).refine((value) => !value.includes('\0'), 'must not contain NUL'))
+  .refine((env) => Object.keys(env).length <= 100, 'at most 100 variables')
+  .describe("variables added to the sandbox's environment for this program (at most 100, each value up to 32 KiB)");
+
+const execOptionFields = {
+  env: execEnvSchema.optional(),
+  cwd: cwdSchema.optional(),
+  stdin: z
+    .string()
+    .refine((value) => Buffer.byteLength(value) <= MAX_STDIN_BYTES, `at most ${MAX_STDIN_BYTES / 1024} KiB`)
+    .optional()
+    .describe(`text written to the program's stdin, which is then closed (UTF-8, at most ${MAX_STDIN_BYTES / 1024} KiB); without it stdin is empty`),
+};
+
 export const execBody = z
   .object({
     language: z.enum(EXEC_LANGUAGES).describe('python, typescript or bash'),
-    code: z.string().max(1024 * 1024).describe('the program; runs with /workspace as its working directory'),
+    code: z.string().max(1024 * 1024).describe('the program; runs with /workspace as its working directory unless `cwd` says otherwise'),
+    ...execOptionFields,
+    timeout: z.number().int().min(1).max(120).optional().describe('seconds, 1 to 120 (default and most: 120); a background process: no limit unless given (then up to 120 s too)'),
+    background: z.boolean().optional().describe('start the program and answer 202 with its process at once; see /v1/agents/{id}/processes'),
   })
   .strict();
+
+export const execStreamBody = z
+  .object({
+    language: z.enum(EXEC_LANGUAGES).describe('python, typescript or bash'),
+    code: z.string().max(1024 * 1024).describe('the program'),
+    ...execOptionFields,
+    timeout: z
+      .number()
+      .int()
+      .min(1)
+      .max(24 * 3600)
+      .optional()
+      .describe("seconds (default: the agent's remaining lifetime; never beyond it)"),
+  })
+  .strict();
+
+export const backgroundProcessSchema = z
+  .object({
+    pid: z.number().int().describe('the process id inside the sandbox'),
+    argv: z.array(z.string()).describe('the command line it was started with'),
+    startedAt: z.string().describe('ISO 8601'),
+    status: z.enum(['running', 'exited', 'signaled', 'timedOut', 'failed']),
+    exitCode: z.number().int().nullable().describe('null while it runs; 128 + signal when a signal ended it'),
+    endedAt: z.string().nullable().describe('ISO 8601; null while it runs'),
+  })
+  .meta({ id: 'BackgroundProcess', description: 'a process started with `background: true`' });
+
+export const backgroundOutputSchema = backgroundProcessSchema
+  .extend({
+    stdout: z.string().describe('the last 1 MiB of its stdout'),
+    stderr: z.string().describe('the last 1 MiB of its stderr'),
+    dropped: z.object({ stdout: z.number().int(), stderr: z.number().int() }).describe('bytes dropped before what is shown'),
+  })
+  .meta({ id: 'BackgroundOutput', description: "a background process's output: the last 1 MiB of each stream" });
 
 export const execResultSchema = z
   .object({

@@ -7,8 +7,6 @@ import { ApiError } from '@berth/common';
  */
 export const UNENFORCED_AGENT_FIELDS = {
   lifecycle: 'lifecycle policies (auto-pause, failure policy)',
-  approvals: 'approval policies',
-  guardrails: 'guardrails',
   knowledge: 'knowledge collections',
   mcp: 'MCP connections',
 } as const;

@@ -1,18 +1,29 @@
 import {
   ApiError,
+  EXEC_OPTIONS,
   LATENCY_BUCKETS,
   Labels,
+  MAX_TIMEOUT_SECONDS,
+  idToObjectName,
   objectNameToId,
+  pendingApprovalOf,
+  scopeLabels,
   waitForAgent,
+  type BackgroundOutput,
+  type BackgroundProcess,
+  type Pool,
   type ExecLanguage,
   type ExecResult,
+  type ProcessSignal,
+  type TerminalHandle,
   type Resource,
   type ResourceStore,
   type SandboxProvider,
 } from '@berth/common';
 import type { AgentFactory, CreateAgentInput, RunStarter } from '@berth/operator';
 import type { ProviderRegistry } from '@berth/providers';
-import { Histogram, type Registry } from 'prom-client';
+import { formatDuration, parseDuration, type SandboxRef } from '@berth/crds';
+import { Gauge, Histogram, type Registry } from 'prom-client';
 import type { Principal } from '../http/context.js';
 import { listPage, type CursorCodec, type PageRequest } from './pagination.js';
 import { findOwned } from './scope.js';
@@ -61,6 +72,52 @@ export function agentView(agent: Resource<'Agent'>) {
 }
 export type AgentView = ReturnType<typeof agentView>;
 
+/** The exec options of `request` the provider is given; 501 naming the first one it cannot honour. */
+function execOptions(provider: SandboxProvider, request: ExecInput): { env?: Record<string, string>; cwd?: string; stdin?: Buffer } {
+  for (const option of EXEC_OPTIONS) {
+    if (request[option] !== undefined && !provider.execOptions?.includes(option)) {
+      throw new ApiError('not_implemented', `${option}: provider "${provider.name}" cannot take it; remove "${option}"`, { field: option, provider: provider.name });
+    }
+  }
+  return {
+    ...(request.env !== undefined ? { env: request.env } : {}),
+    ...(request.cwd !== undefined ? { cwd: request.cwd } : {}),
+    ...(request.stdin !== undefined ? { stdin: Buffer.from(request.stdin, 'utf8') } : {}),
+  };
+}
+
+function notImplemented(field: string, provider: string, what: string): ApiError {
+  return new ApiError('not_implemented', `${field}: provider "${provider}" has no ${what}`, { field, provider });
+}
+
+/** What is left of the agent's lifetime (its timeout from when its sandbox started). */
+function remainingMs(agent: Resource<'Agent'>): number {
+  const expiresAt = agent.status?.expiresAt;
+  const left = expiresAt === undefined ? agent.spec.timeoutSeconds * 1000 : Date.parse(expiresAt) - Date.now();
+  return Math.max(1_000, left);
+}
+
+/** An exec request as the API takes it: the spec's language and code, and the options beside them (ADR 39). */
+export interface ExecInput {
+  language: ExecLanguage;
+  code: string;
+  env?: Record<string, string> | undefined;
+  cwd?: string | undefined;
+  stdin?: string | undefined;
+  /** Seconds; at most the synchronous limit (the agent's remaining time for a streamed exec). */
+  timeout?: number | undefined;
+  background?: boolean | undefined;
+}
+
+/** The filters of `GET /v1/agents`. */
+export interface AgentFilters {
+  sessionId?: string | undefined;
+  status?: string[] | undefined;
+}
+
+/** How many agents `GET /v1/agents` reads from the store per batch while it filters by status. */
+const FILTER_BATCH = 100;
+
 export interface AgentServiceDeps {
   store: ResourceStore;
   providers: ProviderRegistry;
@@ -70,6 +127,8 @@ export interface AgentServiceDeps {
   metrics: Registry;
   execTimeoutMs: number;
   cursors: CursorCodec;
+  /** Where a running agent's pending approval is read. */
+  pool: Pool;
 }
 
 export function createAgentService(deps: AgentServiceDeps) {
@@ -78,6 +137,15 @@ export function createAgentService(deps: AgentServiceDeps) {
     name: 'berth_exec_duration_seconds',
     help: 'Round trip of a synchronous exec in a sandbox',
     labelNames: ['provider', 'language', 'result'],
+    buckets: LATENCY_BUCKETS,
+    registers: [deps.metrics],
+  });
+  const streamsOpen = new Gauge({ name: 'berth_exec_streams_open', help: 'Streamed execs (SSE) running now', labelNames: ['provider'], registers: [deps.metrics] });
+  const terminalsOpen = new Gauge({ name: 'berth_terminal_sessions_open', help: 'Terminal (PTY over WebSocket) sessions open now', labelNames: ['provider'], registers: [deps.metrics] });
+  const backgroundStarted = new Histogram({
+    name: 'berth_background_process_start_seconds',
+    help: 'Start of a background process in a sandbox (its count is the number started)',
+    labelNames: ['provider', 'result'],
     buckets: LATENCY_BUCKETS,
     registers: [deps.metrics],
   });
@@ -107,8 +175,13 @@ export function createAgentService(deps: AgentServiceDeps) {
       return agentView(await deps.factory.create(principal, await sessions.find(principal, sessionId), input));
     },
 
-    async get(principal: Principal, id: string): Promise<AgentView> {
-      return agentView(await find(principal, id));
+    /** The agent, and while a tool call of its run waits for a decision, which one. */
+    async get(principal: Principal, id: string): Promise<AgentView & { awaitingApproval?: { approvalId: string; taskId: string; action: string; expiresAt: string } }> {
+      const agent = await find(principal, id);
+      const view = agentView(agent);
+      if (view.status !== 'running') return view;
+      const pending = await pendingApprovalOf(deps.pool, view.id);
+      return pending ? { ...view, awaitingApproval: { approvalId: pending.id, taskId: pending.taskId, action: pending.tool, expiresAt: pending.expiresAt } } : view;
     },
 
     async listForSession(principal: Principal, sessionId: string, page: PageRequest) {
@@ -116,14 +189,15 @@ export function createAgentService(deps: AgentServiceDeps) {
       return listPage(store, deps.cursors, 'Agent', { [Labels.session]: session.metadata.name }, page, agentView);
     },
 
-    async exec(principal: Principal, id: string, request: { language: ExecLanguage; code: string }): Promise<ExecResult> {
+    /** The agent's ready sandbox and the provider holding it; 409 when it has none, 502 when its provider is gone. */
+    async ready(principal: Principal, id: string, what = 'exec'): Promise<{ agent: Resource<'Agent'>; sandbox: SandboxRef; provider: SandboxProvider }> {
       const agent = await whenBooted(await find(principal, id));
-      await deps.runs.assertWithinLimits(agent, 'exec');
+      await deps.runs.assertWithinLimits(agent, what);
       const phase = agent.status?.phase ?? 'booting';
       const sandbox = agent.status?.sandbox;
       if (agent.spec.desiredState !== 'active' || (phase !== 'idle' && phase !== 'running') || !sandbox) {
         const state = phase === 'idle' || phase === 'running' ? 'terminating' : phase === 'booting' ? `still booting after ${bootWaitMs / 1000} s` : phase;
-        throw new ApiError('conflict', `agent ${id} is ${state}; exec needs a ready sandbox (status idle or running)`, {
+        throw new ApiError('conflict', `agent ${id} is ${state}; ${what} needs a ready sandbox (status idle or running)`, {
           status: phase,
         });
       }
@@ -134,14 +208,183 @@ export function createAgentService(deps: AgentServiceDeps) {
         throw new ApiError('provider_error', `provider "${agent.status?.provider ?? agent.spec.provider}" is unavailable: ${(error as Error).message}`);
       }
       if (!provider) throw new ApiError('provider_error', `provider "${agent.spec.provider}" is not configured on this install`);
+      return { agent, sandbox, provider };
+    },
+
+    async exec(principal: Principal, id: string, request: ExecInput): Promise<ExecResult> {
+      const { sandbox, provider } = await this.ready(principal, id);
+      const options = execOptions(provider, request);
+      const timeoutMs = request.timeout === undefined ? deps.execTimeoutMs : Math.min(request.timeout * 1000, deps.execTimeoutMs);
       const timer = execDuration.startTimer({ provider: provider.name, language: request.language });
       try {
-        const result = await provider.exec(sandbox, { ...request, timeoutMs: deps.execTimeoutMs });
+        const result = await provider.exec(sandbox, { language: request.language, code: request.code, ...options, timeoutMs });
         timer({ result: 'ok' });
         return result;
       } catch (error) {
         timer({ result: (error as Error).name });
         throw error;
+      }
+    },
+
+    /**
+     * The exec with its output given to `onOutput` as it comes. Its limit is `timeout` when given,
+     * else the agent's remaining lifetime (no 120 s cap); `signal` (the client went away) kills it.
+     */
+    async execStream(
+      principal: Principal,
+      id: string,
+      request: ExecInput,
+      stream: { onOutput: (stream: 'stdout' | 'stderr', chunk: Buffer) => void; signal: AbortSignal; onStart: () => void },
+    ): Promise<ExecResult> {
+      const { agent, sandbox, provider } = await this.ready(principal, id, 'a streamed exec');
+      if (!provider.execStream) throw notImplemented('stream', provider.name, 'streamed exec');
+      const options = execOptions(provider, request);
+      const timeoutMs = Math.min(request.timeout === undefined ? Infinity : request.timeout * 1000, remainingMs(agent));
+      stream.onStart();
+      streamsOpen.inc({ provider: provider.name });
+      try {
+        return await provider.execStream(sandbox, { language: request.language, code: request.code, ...options, timeoutMs, onOutput: stream.onOutput, signal: stream.signal });
+      } finally {
+        streamsOpen.dec({ provider: provider.name });
+      }
+    },
+
+    /** A program on a terminal in the sandbox, until it exits, `close` or the agent's end. */
+    async openTerminal(
+      principal: Principal,
+      id: string,
+      request: { argv: string[]; env?: Record<string, string> | undefined; cwd?: string | undefined; rows: number; cols: number; onOutput: (chunk: Buffer) => void },
+    ): Promise<TerminalHandle> {
+      const { agent, sandbox, provider } = await this.ready(principal, id, 'a terminal');
+      if (!provider.openTerminal) throw notImplemented('pty', provider.name, 'terminals');
+      const handle = await provider.openTerminal(sandbox, {
+        argv: request.argv,
+        ...(request.env ? { env: request.env } : {}),
+        ...(request.cwd ? { cwd: request.cwd } : {}),
+        rows: request.rows,
+        cols: request.cols,
+        timeoutMs: remainingMs(agent),
+        onOutput: request.onOutput,
+      });
+      terminalsOpen.inc({ provider: provider.name });
+      void handle.done.finally(() => terminalsOpen.dec({ provider: provider.name })).catch(() => undefined);
+      return handle;
+    },
+
+    async startBackground(principal: Principal, id: string, request: ExecInput): Promise<BackgroundProcess> {
+      const { sandbox, provider } = await this.ready(principal, id, 'a background exec');
+      if (!provider.startBackground) throw notImplemented('background', provider.name, 'background processes');
+      const options = execOptions(provider, request);
+      const timer = backgroundStarted.startTimer({ provider: provider.name });
+      try {
+        const process = await provider.startBackground(sandbox, {
+          language: request.language,
+          code: request.code,
+          ...options,
+          ...(request.timeout !== undefined ? { timeoutMs: request.timeout * 1000 } : {}),
+        });
+        timer({ result: 'ok' });
+        return process;
+      } catch (error) {
+        timer({ result: (error as Error).name });
+        throw error;
+      }
+    },
+
+    async listBackground(principal: Principal, id: string): Promise<BackgroundProcess[]> {
+      const { sandbox, provider } = await this.ready(principal, id, 'listing processes');
+      if (!provider.listBackground) throw notImplemented('background', provider.name, 'background processes');
+      return provider.listBackground(sandbox);
+    },
+
+    async signalBackground(principal: Principal, id: string, pid: number, signal: ProcessSignal): Promise<BackgroundProcess> {
+      const { sandbox, provider } = await this.ready(principal, id, 'signalling a process');
+      if (!provider.signalBackground) throw notImplemented('background', provider.name, 'background processes');
+      return provider.signalBackground(sandbox, pid, signal);
+    },
+
+    async waitBackground(principal: Principal, id: string, pid: number, timeoutMs: number): Promise<BackgroundProcess> {
+      const { sandbox, provider } = await this.ready(principal, id, 'waiting on a process');
+      if (!provider.waitBackground) throw notImplemented('background', provider.name, 'background processes');
+      return provider.waitBackground(sandbox, pid, timeoutMs);
+    },
+
+    async backgroundOutput(principal: Principal, id: string, pid: number): Promise<BackgroundOutput> {
+      const { sandbox, provider } = await this.ready(principal, id, 'reading process output');
+      if (!provider.backgroundOutput) throw notImplemented('background', provider.name, 'background processes');
+      return provider.backgroundOutput(sandbox, pid);
+    },
+
+    /** Agents of every session of the caller's organization and mode, newest first, filtered. */
+    async list(principal: Principal, filters: AgentFilters, page: PageRequest) {
+      const labels: Record<string, string> = { ...scopeLabels(principal) };
+      if (filters.sessionId !== undefined) labels[Labels.session] = (await sessions.find(principal, filters.sessionId)).metadata.name;
+      if (filters.status === undefined) return listPage(store, deps.cursors, 'Agent', labels, page, agentView);
+      // A status is not a label: read batches until a page is full, the cursor naming the last one shown.
+      const wanted = new Set(filters.status);
+      const listKey = JSON.stringify(['Agent', Object.entries(labels).sort(), [...wanted].sort()]);
+      let after = page.cursor === undefined ? undefined : deps.cursors.decode(listKey, page.cursor);
+      const data: AgentView[] = [];
+      for (;;) {
+        const { items, hasMore } = await store.list('Agent', { labels, limit: FILTER_BATCH, order: 'desc', ...(after !== undefined ? { after } : {}) });
+        for (const item of items) {
+          const view = agentView(item);
+          if (!wanted.has(view.status)) continue;
+          if (data.length === page.limit) {
+            // One more matches: there is a next page, which starts after the last one shown.
+            return { data, hasMore: true, cursor: deps.cursors.encode(listKey, idToObjectName(data.at(-1)!.id)) };
+          }
+          data.push(view);
+        }
+        if (!hasMore || items.length === 0) return { data, hasMore: false };
+        after = items.at(-1)!.metadata.name;
+      }
+    },
+
+    /**
+     * Replaces the agent's timeout, measured from when its sandbox started, as at creation (capped
+     * at 24h). Only a longer one: a shorter one could end the agent at once. The controller moves
+     * `expiresAt`. Kubernetes cannot raise a running pod's deadline: 501 there.
+     */
+    async extendTimeout(principal: Principal, id: string, timeout: string): Promise<AgentView> {
+      const agent = await find(principal, id);
+      const phase = agent.status?.phase ?? 'booting';
+      if (agent.spec.desiredState === 'terminated' || phase === 'terminated' || phase === 'failed') {
+        throw new ApiError('conflict', `agent ${id} is ${phase === 'failed' ? 'failed' : 'terminated'}; its timeout cannot change`, { status: phase });
+      }
+      const provider = agent.status?.provider ?? agent.spec.provider;
+      if (principal.mode === 'live' && provider === 'kubernetes') {
+        throw new ApiError('not_implemented', 'timeout: a Kubernetes pod\'s deadline (activeDeadlineSeconds) cannot be raised once it runs; create the agent with the timeout it needs', {
+          field: 'timeout',
+          provider,
+        });
+      }
+      const seconds = Math.min(parseDuration(timeout)!, MAX_TIMEOUT_SECONDS);
+      if (seconds < agent.spec.timeoutSeconds) {
+        throw new ApiError('unprocessable_entity', `timeout: ${formatDuration(seconds)} is shorter than the agent's timeout of ${agent.spec.timeout}; only a longer one is taken`, {
+          fields: { timeout: [`must be at least ${agent.spec.timeout}`] },
+        });
+      }
+      const updated = await store.updateSpec('Agent', agent.metadata.name, (current) => ({ ...current.spec, timeout: formatDuration(seconds), timeoutSeconds: seconds }));
+      return agentView(updated);
+    },
+
+    /** Ends every agent of the session that is not ended yet; the session stays, with its usage. Answers the ids ended. */
+    async endSession(principal: Principal, sessionId: string): Promise<string[]> {
+      const session = await sessions.find(principal, sessionId);
+      const ended: string[] = [];
+      let after: string | undefined;
+      for (;;) {
+        const { items, hasMore } = await store.list('Agent', { labels: { [Labels.session]: session.metadata.name }, limit: FILTER_BATCH, order: 'asc', ...(after !== undefined ? { after } : {}) });
+        for (const agent of items) {
+          if (agent.spec.desiredState === 'terminated' || agent.status?.phase === 'terminated' || agent.status?.phase === 'failed') continue;
+          await store.updateSpec('Agent', agent.metadata.name, (current) =>
+            current.spec.desiredState === 'terminated' ? undefined : { ...current.spec, desiredState: 'terminated' },
+          );
+          ended.push(objectNameToId(agent.metadata.name));
+        }
+        if (!hasMore || items.length === 0) return ended;
+        after = items.at(-1)!.metadata.name;
       }
     },
 

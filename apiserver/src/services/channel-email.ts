@@ -26,32 +26,3 @@ export async function parseRawEmail(raw: Buffer): Promise<Partial<InboundEmail> 
     messageId: parsed.messageId,
   };
 }
-
-/** The subject of a reply: `Re: ` once. */
-export function replySubject(subject: string | undefined): string {
-  if (!subject) return 'Re: your message';
-  return /^re:/i.test(subject) ? subject : `Re: ${subject}`;
-}
-
-/** Sends a plain-text mail with SendGrid's v3 `mail/send` (202 when accepted). */
-export async function sendGridMail(
-  apiUrl: string,
-  apiKey: string,
-  mail: { from: string; to: string; subject: string; text: string; inReplyTo?: string | undefined },
-): Promise<void> {
-  const response = await fetch(`${apiUrl.replace(/\/+$/, '')}/v3/mail/send`, {
-    method: 'POST',
-    headers: { authorization: `Bearer ${apiKey}`, 'content-type': 'application/json' },
-    body: JSON.stringify({
-      personalizations: [{ to: [{ email: mail.to }] }],
-      from: { email: mail.from },
-      subject: mail.subject,
-      content: [{ type: 'text/plain', value: mail.text }],
-      ...(mail.inReplyTo ? { headers: { 'In-Reply-To': mail.inReplyTo, References: mail.inReplyTo } } : {}),
-    }),
-    signal: AbortSignal.timeout(10_000),
-  });
-  if (response.status !== 202 && response.status !== 200) {
-    throw new Error(`SendGrid mail/send answered ${response.status}: ${(await response.text().catch(() => '')).slice(0, 300)}`);
-  }
-}

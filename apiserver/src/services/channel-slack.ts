@@ -56,24 +56,3 @@ export function slackConversationOf(event: SlackMessageEvent): { visitorId: stri
   const threadTs = event.thread_ts ?? event.ts!;
   return { visitorId: `slack:${channel}:${threadTs}`, replyTo: { channel, threadTs } };
 }
-
-/** Posts a reply with the Web API's `chat.postMessage`; throws with Slack's error when it refuses. */
-export async function postSlackMessage(
-  apiUrl: string,
-  botToken: string,
-  message: { channel: string; text: string; threadTs?: string | undefined; username?: string | undefined },
-): Promise<void> {
-  const response = await fetch(`${apiUrl.replace(/\/+$/, '')}/chat.postMessage`, {
-    method: 'POST',
-    headers: { authorization: `Bearer ${botToken}`, 'content-type': 'application/json; charset=utf-8' },
-    body: JSON.stringify({
-      channel: message.channel,
-      text: message.text,
-      ...(message.threadTs ? { thread_ts: message.threadTs } : {}),
-      ...(message.username ? { username: message.username } : {}),
-    }),
-    signal: AbortSignal.timeout(10_000),
-  });
-  const body = (await response.json().catch(() => ({}))) as { ok?: boolean; error?: string };
-  if (!response.ok || body.ok !== true) throw new Error(`Slack chat.postMessage answered ${response.status}: ${body.error ?? 'no error given'}`);
-}

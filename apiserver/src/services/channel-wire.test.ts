@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { parseRawEmail, replySubject } from './channel-email.js';
+import { replySubject } from '@berth/operator';
+import { parseRawEmail } from './channel-email.js';
 import { checkTwilioSignature, speakAndListen, twilioSignature } from './channel-phone.js';
 import { checkSlackSignature, signSlackRequest, slackConversationOf } from './channel-slack.js';
 

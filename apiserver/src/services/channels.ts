@@ -7,6 +7,7 @@ import {
   insertChannel,
   listChannels,
   newId,
+  openChannelCredentials,
   resolveDefinition,
   updateChannel,
   type ChannelRecord,
@@ -92,11 +93,6 @@ export function channelView(channel: ChannelRecord, base: string, shownSecrets: 
   };
 }
 
-/** The credentials of a channel, opened. */
-export function openCredentials(box: SecretBox, channel: ChannelRecord): Record<string, string> {
-  if (!channel.credentials) return {};
-  return JSON.parse(box.open(channelCredentialsPlace(channel), channel.credentials)) as Record<string, string>;
-}
 
 export function createChannelService(deps: { pool: Pool; clock: Clock; box: SecretBox }) {
   const { pool, clock, box } = deps;
@@ -163,7 +159,7 @@ export function createChannelService(deps: { pool: Pool; clock: Clock; box: Secr
       checkFields(channel.type, body, false);
       const definitionId = body.agent !== undefined ? (await resolveDefinition(pool, principal, body.agent as string, 'agent')).id : channel.definitionId;
       const { settings, credentials } = split(channel.type, body);
-      const kept = openCredentials(box, channel);
+      const kept = openChannelCredentials(box, channel);
       const updated = await updateChannel(
         pool,
         {

@@ -67,16 +67,19 @@ function createMetrics(registry: Registry) {
 export function createConversationService(deps: { pool: Pool; clock: Clock; hub: ChannelHub; log: Logger; metrics: Registry }) {
   const { pool, clock, hub } = deps;
   const metrics = createMetrics(deps.metrics);
+  /** Ends the waits under way when the server stops, so that none holds the process open. */
+  const stopping = new Set<() => void>();
 
   return {
     /**
      * Stores a visitor's message and queues its answer, in one transaction that holds the channel
      * (a delete waits for it, and every later message finds the channel gone). Undefined when the
-     * provider delivered a message with this `externalId` before.
+     * provider delivered a message with this `externalId` before. `log`: the request's.
      */
     async receive(
       channelId: string,
       input: { visitorId: string; text: string; replyTo?: Record<string, unknown>; externalId?: string | undefined },
+      log: Logger,
     ): Promise<Received | undefined> {
       const now = clock.now();
       const received = await withTransaction(pool, async (tx) => {
@@ -113,7 +116,10 @@ export function createConversationService(deps: { pool: Pool; clock: Clock; hub:
         await tx.query('UPDATE channel_messages SET job_id = $2 WHERE id = $1', [message.id, job.id]);
         return { channel, conversationId: conversation.id, message: { ...message, jobId: job.id }, job };
       });
-      if (received) metrics.messages.inc({ type: received.channel.type });
+      if (received) {
+        metrics.messages.inc({ type: received.channel.type });
+        log.info({ channelId, conversationId: received.conversationId, messageId: received.message.id, jobId: received.job.id }, 'channel message stored');
+      } else log.info({ channelId, externalId: input.externalId }, 'channel message delivered again; not answered twice');
       return received;
     },
 
@@ -146,6 +152,8 @@ export function createConversationService(deps: { pool: Pool; clock: Clock; hub:
         const job = await getJob(pool, received.job.id);
         if (job && (job.state === 'failed' || job.state === 'cancelled')) settle({ error: replyError(job) });
       };
+      const stop = () => settle({ error: new ApiError('timeout', 'the server is stopping; the reply is stored and streamed when it comes', { jobId: received.job.id }) });
+      stopping.add(stop);
       const poll = setInterval(() => void check().catch((error: unknown) => deps.log.warn({ err: error }, 'checking a channel job failed')), JOB_CHECK_MS);
       const timer = setTimeout(
         () => settle({ error: new ApiError('timeout', `no reply within ${Math.round(timeoutMs / 1000)} s; it is stored and streamed when it comes`, { jobId: received.job.id }) }),
@@ -160,10 +168,16 @@ export function createConversationService(deps: { pool: Pool; clock: Clock; hub:
         observe('answered');
         return reply!;
       } finally {
+        stopping.delete(stop);
         clearInterval(poll);
         clearTimeout(timer);
         unsubscribe();
       }
+    },
+
+    /** Ends every wait for a reply now (504 `timeout` to a waiting request): the server is stopping. */
+    close(): void {
+      for (const stop of [...stopping]) stop();
     },
 
     /** The visitor's conversation and its latest `limit` messages, oldest first. */

@@ -13,6 +13,7 @@ export function taskView(task: Task, cost: { amount: number; currency: string })
     output: task.output ?? undefined,
     error: task.error ?? undefined,
     steps: task.steps,
+    guardrails: task.guardrailHits,
     usage: { inputTokens: task.inputTokens, outputTokens: task.outputTokens },
     cost,
     createdAt: task.createdAt,

@@ -405,6 +405,11 @@ export function createAgentReconciler(deps: AgentReconcilerDeps): Reconciler {
       log.info('agent terminated');
       return {};
     }
+    // A timeout changed on a running agent (PATCH /v1/agents/:id) moves its deadline: still from when its sandbox started.
+    if (status.startedAt && status.expiresAt) {
+      const expiresAt = new Date(Date.parse(status.startedAt) + agent.spec.timeoutSeconds * 1000).toISOString();
+      if (expiresAt !== status.expiresAt) status.expiresAt = expiresAt;
+    }
     // A paused agent has no sandbox, so no deadline runs; resuming starts a new lifetime.
     if (step.previousPhase !== 'paused' && status.expiresAt && now.getTime() >= Date.parse(status.expiresAt)) {
       await step.release(provider, { unrecorded: true });

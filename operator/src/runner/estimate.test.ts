@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { estimateNextCall, type LoopProgress } from './loop.js';
 
 describe('estimateNextCall', () => {
-  const progress = (conversation: LoopProgress['conversation']): LoopProgress => ({ conversation, steps: 0, inputTokens: 0, outputTokens: 0 });
+  const progress = (conversation: LoopProgress['conversation']): LoopProgress => ({ conversation, steps: 0, inputTokens: 0, outputTokens: 0, guardrailHits: [] });
 
   it('counts about four characters a token before the first call, and no output', () => {
     expect(estimateNextCall(progress([{ role: 'user', content: 'x'.repeat(400) }]), 'y'.repeat(100), undefined, 0)).toEqual({ inputTokens: 125, outputTokens: 0 });

@@ -1,4 +1,4 @@
-import type { Logger, Resource, Task } from '@berth/common';
+import { approvalRuleFor, checksOutput, screenText, type ApprovalPolicy, type GuardrailHit, type GuardrailWhere, type Guardrails, type Logger, type Resource, type Task } from '@berth/common';
 import type { SandboxProvider } from '@berth/common';
 import type { SandboxRef } from '@berth/crds';
 import { ModelError, type Message, type ModelResponse, type ToolCall } from './models/types.js';
@@ -15,9 +15,11 @@ export interface LoopProgress {
   steps: number;
   inputTokens: number;
   outputTokens: number;
+  /** What the agent's guardrails found so far in the run. */
+  guardrailHits: GuardrailHit[];
 }
 
-export type LoopEventType = 'thinking' | 'tool_call' | 'tool_result';
+export type LoopEventType = 'thinking' | 'tool_call' | 'tool_result' | 'guardrail';
 
 export interface LoopEvent {
   type: LoopEventType;
@@ -30,7 +32,23 @@ export interface StepWrites {
   events: LoopEvent[];
   /** The model call to charge (the runner writes the ledger row), after a model answer. */
   charge?: { step: number; response: ModelResponse };
+  /** A tool call whose `tool_call` event this step writes and that waits for a decision (approvals). */
+  approval?: { call: ToolCall; rule: number };
 }
+
+/** The agent's policies, parsed: they decide what the loop does around tool calls and model text. */
+export interface LoopPolicies {
+  approvals?: ApprovalPolicy;
+  guardrails?: Guardrails;
+}
+
+/** What became of a tool call that waited for a decision. */
+export type Decision =
+  | { decision: 'approved' }
+  | { decision: 'denied'; reason: string }
+  /** The call was approved and started by a runner that stopped: it may or may not have run. */
+  | { decision: 'interrupted' }
+  | { stop: NonNullable<Stop> };
 
 /** What the loop needs from the runner around it. */
 export interface LoopIo {
@@ -50,6 +68,11 @@ export interface LoopIo {
     where: 'before_model_call' | 'after_tool_call',
     next?: TokenEstimate,
   ): Promise<{ code: string; message: string; state: 'failed' | 'cancelled' } | undefined>;
+  /**
+   * Waits for the decision on a call whose approval request a checkpoint wrote (or, after a
+   * takeover, on one that a previous runner's checkpoint wrote); undefined when there is none.
+   */
+  awaitDecision(call: ToolCall): Promise<Decision | undefined>;
   signal: AbortSignal;
 }
 
@@ -141,16 +164,20 @@ function toolCallEvent(call: ToolCall): LoopEvent {
   return { type: 'tool_call', data: { id: call.id, tool: call.name, input: call.input } };
 }
 
+/** The calls of the last answer that have no result yet: after a takeover, what was left. */
+function unansweredCalls(conversation: Message[]): ToolCall[] {
+  const last = [...conversation].reverse().find((message) => message.role === 'assistant');
+  if (!last || last.role !== 'assistant') return [];
+  const answered = new Set(conversation.filter((message) => message.role === 'tool').map((message) => message.toolCallId));
+  return last.toolCalls.filter((call) => !answered.has(call.id));
+}
+
 /**
  * After a takeover, a tool call the previous runner started may or may not have run: the model
  * is told so rather than the call being run a second time.
  */
 function closeInterruptedCalls(conversation: Message[]): void {
-  const last = [...conversation].reverse().find((message) => message.role === 'assistant');
-  if (!last || last.role !== 'assistant') return;
-  const answered = new Set(conversation.filter((message) => message.role === 'tool').map((message) => message.toolCallId));
-  for (const call of last.toolCalls) {
-    if (answered.has(call.id)) continue;
+  for (const call of unansweredCalls(conversation)) {
     conversation.push({
       role: 'tool',
       toolCallId: call.id,
@@ -169,44 +196,139 @@ function closeInterruptedCalls(conversation: Message[]): void {
 export async function runLoop(
   task: Task,
   agent: Resource<'Agent'>,
-  context: { route: ModelRoute; provider: SandboxProvider; sandbox: SandboxRef },
+  context: LoopContext,
   io: LoopIo,
   settings: LoopSettings,
 ): Promise<LoopEnd> {
   const progress: LoopProgress = {
-    conversation: task.conversation.length > 0 ? (task.conversation as Message[]) : [{ role: 'user', content: task.input }],
+    conversation: task.conversation as Message[],
     steps: task.steps,
     inputTokens: task.inputTokens,
     outputTokens: task.outputTokens,
+    guardrailHits: [...task.guardrailHits],
   };
-  const end = await loop(progress, agent, context, io, settings);
+  const end = await loop(progress, task.input, agent, context, io, settings);
   return { ...end, usage: { inputTokens: progress.inputTokens, outputTokens: progress.outputTokens } };
+}
+
+export interface LoopContext {
+  route: ModelRoute;
+  provider: SandboxProvider;
+  sandbox: SandboxRef;
+  policies: LoopPolicies;
+}
+
+/** The code a run ends with when a guardrail whose action is block fired. */
+export const GUARDRAIL_BLOCKED = 'guardrail_blocked';
+
+/**
+ * Applies the guardrails to one text: records what fired (in the progress and as `guardrail`
+ * events), and returns the text to go on with, or the end of the run when a rule blocks.
+ */
+function screen(policies: LoopPolicies, progress: LoopProgress, events: LoopEvent[], text: string, where: GuardrailWhere, source: string): { text: string } | { end: LoopEnd } {
+  const result = screenText(policies.guardrails, text, where, source);
+  for (const hit of result.hits) {
+    progress.guardrailHits.push(hit);
+    events.push({ type: 'guardrail', data: { ...hit } });
+  }
+  if (!result.blocked) return { text: result.text };
+  const { rule, kind, where: side, source: from } = result.blocked;
+  return {
+    end: {
+      state: 'failed',
+      error: { code: GUARDRAIL_BLOCKED, message: `the ${rule} guardrail blocked the ${side} (${kind} in ${from})`, details: { rule, kind, where: side, source: from } },
+    },
+  };
 }
 
 async function loop(
   progress: LoopProgress,
+  input: string,
   agent: Resource<'Agent'>,
-  context: { route: ModelRoute; provider: SandboxProvider; sandbox: SandboxRef },
+  context: LoopContext,
   io: LoopIo,
   settings: LoopSettings,
 ): Promise<LoopEnd> {
-  closeInterruptedCalls(progress.conversation);
+  const { policies } = context;
+  /** What the guardrails found in the task's own text: written before the first model call. */
+  const carried: LoopEvent[] = [];
+  if (progress.conversation.length === 0) {
+    const checked = screen(policies, progress, carried, input, 'input', 'task');
+    if ('end' in checked) {
+      await io.checkpoint(progress, { events: carried });
+      return checked.end;
+    }
+    progress.conversation.push({ role: 'user', content: checked.text });
+  }
+  if (carried.length > 0) await io.checkpoint(progress, { events: carried });
   const tools = agent.spec.tools.map((name) => TOOLS.get(name)).filter((tool) => tool !== undefined);
 
   let last: TokenEstimate | undefined;
   let addedSince = 0;
-  // Resolved once a run: what every model call sends besides the conversation.
-  const toolDefinitions = tools.map(({ name, description, inputSchema }) => ({ name, description, inputSchema }));
-  const modelSettings = modelSettingsOf(agent);
+  /**
+   * Runs the calls of the last answer from `from`: each waits for a decision first when the
+   * approval policy names it, its result goes through the guardrails, and each is checkpointed
+   * with the next call's `tool_call` event (and that call's approval request).
+   */
+  const runCalls = async (calls: ToolCall[], from: number, waited?: Decision): Promise<LoopEnd | undefined> => {
+    for (let index = from; index < calls.length; index++) {
+      const call = calls[index]!;
+      const events: LoopEvent[] = [];
+      let ran: { outcome: ToolOutcome; result: LoopEvent };
+      const needsDecision = approvalRuleFor(policies.approvals, call) !== undefined;
+      // A call the policy names never runs without a decision, even one whose request is missing.
+      const decision = !needsDecision ? undefined : ((index === from ? waited : undefined) ?? (await io.awaitDecision(call)) ?? { decision: 'denied', reason: 'no approval request was recorded for this call' });
+      if (decision && 'stop' in decision) return { state: decision.stop.state, error: { code: decision.stop.code, message: decision.stop.message } };
+      if (decision?.decision === 'denied') ran = deniedCall(call, decision.reason);
+      else if (decision?.decision === 'interrupted') ran = interruptedCall(call);
+      else ran = await runTool(call, agent, context, settings);
+      const checked = screen(policies, progress, events, ran.outcome.output, 'input', `tool:${call.name}`);
+      const output = 'end' in checked ? `[the tool result was blocked by a guardrail]` : checked.text;
+      progress.conversation.push({ role: 'tool', toolCallId: call.id, name: call.name, content: limitToolOutput(output), isError: ran.outcome.isError });
+      addedSince++;
+      const result: LoopEvent = { type: 'tool_result', data: { ...ran.result.data, output: limitToolOutput(output) } };
+      if ('end' in checked) {
+        await io.checkpoint(progress, { events: [result, ...events] });
+        return checked.end;
+      }
+      // A pause or terminate waits for the tool call in flight, then stops the loop.
+      const next = calls[index + 1];
+      if (!next) {
+        lastStep = await checkpointBeside(io, progress, [result, ...events], estimateNextCall(progress, agent.spec.instructions, last, addedSince));
+        return undefined;
+      }
+      const after = await io.stopReason('after_tool_call');
+      await io.checkpoint(progress, after ? { events: [result, ...events] } : { events: [result, ...events, toolCallEvent(next)], ...approvalOf(policies, next) });
+      if (after) return { state: after.state, error: { code: after.code, message: after.message } };
+    }
+    return undefined;
+  };
   /**
    * After the last tool call of an answer: the stop check before the next model call, read while
    * that call's checkpoint is written, and the checkpoint, which the model call does not wait for.
    */
-  let checked: { stop: Stop; written: Promise<void> } | undefined;
+  let lastStep: { stop: Stop; written: Promise<void> } | undefined;
+
+  // A run taken over while a call waited for its decision goes on from that call; any other
+  // call left without a result may or may not have run, and the model is told so.
+  const left = unansweredCalls(progress.conversation);
+  const waiting = left[0] && approvalRuleFor(policies.approvals, left[0]) !== undefined ? await io.awaitDecision(left[0]) : undefined;
+  if (waiting && left[0]) {
+    const answer = progress.conversation.findLast((message) => message.role === 'assistant');
+    const calls = answer?.role === 'assistant' ? answer.toolCalls : [];
+    const end = await runCalls(calls, calls.indexOf(left[0]), waiting);
+    if (end) return end;
+  } else {
+    closeInterruptedCalls(progress.conversation);
+  }
+  // Resolved once a run: what every model call sends besides the conversation.
+  const toolDefinitions = tools.map(({ name, description, inputSchema }) => ({ name, description, inputSchema }));
+  const modelSettings = modelSettingsOf(agent);
+  const holdsText = checksOutput(policies.guardrails);
   for (;;) {
-    const written = checked?.written;
-    const stop = checked ? checked.stop : await io.stopReason('before_model_call', estimateNextCall(progress, agent.spec.instructions, last, addedSince));
-    checked = undefined;
+    const written = lastStep?.written;
+    const stop = lastStep ? lastStep.stop : await io.stopReason('before_model_call', estimateNextCall(progress, agent.spec.instructions, last, addedSince));
+    lastStep = undefined;
     if (stop || progress.steps >= settings.maxSteps) {
       await written;
       if (stop) return { state: stop.state, error: { code: stop.code, message: stop.message } };
@@ -227,7 +349,8 @@ async function loop(
           messages: progress.conversation,
           tools: toolDefinitions,
           ...modelSettings,
-          onText: (text) => thinking.push(text),
+          // Text the guardrails check is streamed once the answer is complete and checked.
+          ...(holdsText ? {} : { onText: (text: string) => thinking.push(text) }),
         },
         { timeoutMs: settings.modelTimeoutMs, signal: modelCall.signal, ...(settings.onModelRetry ? { onRetry: settings.onModelRetry } : {}) },
       );
@@ -257,40 +380,44 @@ async function loop(
     const unwritten = written ? await written.then(() => undefined, (error: unknown) => error ?? new Error('the checkpoint failed')) : undefined;
     // The answer, its charge, the rest of its text and the first tool call it asks for are
     // written together: one transaction after the model call, one after each tool call.
-    const events = await thinking.rest();
+    const events = holdsText ? [] : await thinking.rest();
     progress.steps += 1;
     progress.inputTokens += response.usage.inputTokens;
     progress.outputTokens += response.usage.outputTokens;
-    progress.conversation.push({ role: 'assistant', content: response.text, toolCalls: response.toolCalls });
     last = response.usage;
     addedSince = 1;
-    const [first] = response.toolCalls;
+    const checked = screen(policies, progress, events, response.text, 'output', 'answer');
+    const text = 'end' in checked ? '' : checked.text;
+    if (holdsText && text) events.unshift({ type: 'thinking', data: { text } });
+    progress.conversation.push({ role: 'assistant', content: text, toolCalls: 'end' in checked ? [] : response.toolCalls });
+    const [first] = 'end' in checked ? [] : response.toolCalls;
     if (first) events.push(toolCallEvent(first));
-    await io.checkpoint(progress, { events: unwritten ? [] : events, charge: { step: progress.steps, response } });
+    await io.checkpoint(progress, { events: unwritten ? [] : events, charge: { step: progress.steps, response }, ...(first ? approvalOf(policies, first) : {}) });
     if (unwritten) throw unwritten;
-    if (response.toolCalls.length === 0) return { state: 'completed', output: response.text };
-
-    for (const [index, call] of response.toolCalls.entries()) {
-      const { outcome, result } = await runTool(call, agent, context, settings);
-      progress.conversation.push({
-        role: 'tool',
-        toolCallId: call.id,
-        name: call.name,
-        content: limitToolOutput(outcome.output),
-        isError: outcome.isError,
-      });
-      addedSince++;
-      // A pause or terminate waits for the tool call in flight, then stops the loop.
-      const next = response.toolCalls[index + 1];
-      if (!next) {
-        checked = await checkpointBeside(io, progress, [result], estimateNextCall(progress, agent.spec.instructions, last, addedSince));
-        break;
-      }
-      const after = await io.stopReason('after_tool_call');
-      await io.checkpoint(progress, { events: after ? [result] : [result, toolCallEvent(next)] });
-      if (after) return { state: after.state, error: { code: after.code, message: after.message } };
-    }
+    if ('end' in checked) return checked.end;
+    if (response.toolCalls.length === 0) return { state: 'completed', output: text };
+    const end = await runCalls(response.toolCalls, 0);
+    if (end) return end;
   }
+}
+
+/** What a checkpoint that writes the `tool_call` event of `call` also writes: its approval request. */
+function approvalOf(policies: LoopPolicies, call: ToolCall): Pick<StepWrites, 'approval'> {
+  const rule = approvalRuleFor(policies.approvals, call);
+  return rule === undefined ? {} : { approval: { call, rule } };
+}
+
+function deniedCall(call: ToolCall, reason: string): { outcome: ToolOutcome; result: LoopEvent } {
+  const outcome: ToolOutcome = { output: `denied: a reviewer did not approve this call. Reason: ${reason}`, isError: true };
+  return { outcome, result: { type: 'tool_result', data: { id: call.id, tool: call.name, output: outcome.output, exitCode: null, durationMs: 0, isError: true } } };
+}
+
+function interruptedCall(call: ToolCall): { outcome: ToolOutcome; result: LoopEvent } {
+  const outcome: ToolOutcome = {
+    output: 'interrupted: the runner executing this call stopped before it reported a result; it may or may not have run',
+    isError: true,
+  };
+  return { outcome, result: { type: 'tool_result', data: { id: call.id, tool: call.name, output: outcome.output, exitCode: null, durationMs: 0, isError: true } } };
 }
 
 type Stop = Awaited<ReturnType<LoopIo['stopReason']>>;

@@ -5,7 +5,20 @@ import {
   LostClaimError,
   NotificationListener,
   appendStreamEvent,
+  approvalEvent,
+  approvalOfCall,
+  approvalPolicySchema,
+  approvalStreamData,
+  approvalTtlSeconds,
+  cancelPendingApprovals,
   claimTask,
+  decideApproval,
+  guardrailsSchema,
+  insertApproval,
+  isStoreError,
+  maskedPreview,
+  newId,
+  startApprovedCall,
   checkpointTask,
   computeNanocentsPerMinute,
   computeTotalNanocents,
@@ -26,13 +39,14 @@ import {
   type Resource,
   type ResourceStore,
   type SandboxProvider,
+  type Approval,
   type Task,
 } from '@berth/common';
 import type { AgentPhase, Environment } from '@berth/crds';
 import type { ProviderRegistry } from '@berth/providers';
 import { agentsOf, enforceCostCap, enforceSessionLimit } from '../billing/limits.js';
 import { budgetStop } from './budget.js';
-import { runLoop, type LoopEnd, type LoopIo } from './loop.js';
+import { runLoop, type Decision, type LoopEnd, type LoopIo, type LoopPolicies } from './loop.js';
 import { mockModelAdapter } from './mock-model.js';
 import { runFileAction } from './tools.js';
 import { billingModeOf, modelCostNanocents, type ModelRoute, type ModelRouter } from './models/router.js';
@@ -60,6 +74,10 @@ export interface RunnerOptions {
   leaseMs?: number;
   /** How often an idle worker looks for work when no notification wakes it. */
   pollMs?: number;
+  /** The values of the agent's secrets, masked in what reviewers of its approvals see. */
+  secrets?: (agent: Resource<'Agent'>) => Promise<Record<string, string>>;
+  /** How often a tool call that waits for a decision reads it again. */
+  approvalPollMs?: number;
 }
 
 class RunnerStopping extends Error {
@@ -93,6 +111,18 @@ function createRunnerMetrics(registry: Registry) {
       name: 'berth_runner_model_retries_total',
       help: 'Model calls retried after 429, 5xx or a network failure',
       labelNames: ['vendor', 'status'],
+      registers: [registry],
+    }),
+    approvals: new Counter({
+      name: 'berth_runner_approvals_total',
+      help: 'Tool calls that waited for a decision, by outcome (requested, approved, denied, expired)',
+      labelNames: ['outcome'],
+      registers: [registry],
+    }),
+    guardrailHits: new Counter({
+      name: 'berth_runner_guardrail_hits_total',
+      help: 'Guardrail rules that fired in runs, by rule and action',
+      labelNames: ['rule', 'action'],
       registers: [registry],
     }),
     toolCalls: new Histogram({
@@ -272,8 +302,14 @@ export class Runner {
       await this.finish(task, end, undefined);
       return end.state;
     }
+    const policies = policiesOf(agent);
+    if ('error' in policies) {
+      const end: LoopEnd = { state: 'failed', error: { code: 'invalid_policy', message: policies.error } };
+      await this.finish(task, end, undefined);
+      return end.state;
+    }
     const watched = await this.watchAgent(agent);
-    const end = await runLoop(task, agent, { route, provider, sandbox }, this.loopIo(task, agent, route, signal, watched), {
+    const end = await runLoop(task, agent, { route, provider, sandbox, policies }, this.loopIo(task, agent, route, signal, watched, policies), {
       maxSteps: this.options.maxSteps,
       modelTimeoutMs: this.options.modelTimeoutMs,
       toolTimeoutMs: this.options.toolTimeoutMs,
@@ -341,7 +377,7 @@ export class Runner {
     };
   }
 
-  private loopIo(task: Task, agent: Resource<'Agent'>, route: ModelRoute, signal: AbortSignal, watched: WatchedAgent): LoopIo {
+  private loopIo(task: Task, agent: Resource<'Agent'>, route: ModelRoute, signal: AbortSignal, watched: WatchedAgent, policies: LoopPolicies): LoopIo {
     const { pool, store, clock } = this.options;
     const live = agent.spec.mode === 'live';
     let environment: Promise<Environment> | undefined;
@@ -368,20 +404,135 @@ export class Runner {
     const throwIfAborted = () => {
       if (signal.aborted) throw signal.reason instanceof Error ? signal.reason : new RunnerStopping('aborted');
     };
+    const stopOf = this.stopCheck(agent, route, watched, throwIfAborted);
     return {
       signal,
       emit: async (type, data) => {
         await appendStreamEvent(pool, { agentId: task.agentId, taskId: task.id, type, data: { taskId: task.id, ...data } });
       },
-      checkpoint: async (progress, { events, charge }) => {
+      checkpoint: async (progress, { events, charge, approval }) => {
         throwIfAborted();
-        await checkpointTask(pool, task, progress, {
+        const writes = {
           events: events.map(({ type, data }) => ({ type, data: { taskId: task.id, ...data } })),
           // Test keys record no usage.
           ...(charge && live ? { charge: await modelCharge(charge.step, charge.response) } : {}),
-        });
+        };
+        for (const event of events) {
+          if (event.type === 'guardrail') this.metrics.guardrailHits.inc({ rule: String(event.data.rule), action: String(event.data.action) });
+        }
+        if (!approval) {
+          await checkpointTask(pool, task, progress, writes);
+          return;
+        }
+        // The request is written with the step that streams its call: a runner that takes the
+        // task over finds it waiting, never a call that streamed without its request.
+        const secrets = agent.spec.secrets?.length && this.options.secrets ? await this.options.secrets(agent) : {};
+        const now = clock.now();
+        const request = {
+          id: newId('apr', now),
+          organizationId: agent.spec.organizationId,
+          mode: agent.spec.mode,
+          sessionId: agent.spec.sessionId,
+          agentId: task.agentId,
+          taskId: task.id,
+          toolCallId: approval.call.id,
+          tool: approval.call.name,
+          preview: maskedPreview(approval.call.input, secrets),
+          rule: approval.rule,
+          expiresAt: new Date(now.getTime() + approvalTtlSeconds(policies.approvals!) * 1000),
+        };
+        try {
+          await withTransaction(pool, async (tx) => {
+            const recorded = await insertApproval(tx, request);
+            const streamed = { type: 'approval.requested' as const, data: approvalStreamData(recorded) };
+            await checkpointTask(tx, task, progress, { ...writes, events: [...writes.events, streamed] });
+            await recordEvent(tx, approvalEvent(recorded), now);
+          });
+        } catch (error) {
+          // The model call was made: a runner that lost the task still writes its charge.
+          if (error instanceof LostClaimError && writes.charge) await checkpointTask(pool, task, progress, { charge: writes.charge });
+          throw error;
+        }
+        this.metrics.approvals.inc({ outcome: 'requested' });
       },
-      stopReason: async (_where, next) => {
+      awaitDecision: async (call) => {
+        let approval = await approvalOfCall(pool, task.id, call.id);
+        if (!approval) return undefined;
+        const pollMs = this.options.approvalPollMs ?? 500;
+        for (;;) {
+          throwIfAborted();
+          const decided = await this.decisionOf(approval, agent);
+          if (decided) return decided;
+          const stop = await stopOf('after_tool_call');
+          if (stop) return { stop };
+          const remaining = Date.parse(approval.expiresAt) - clock.now().getTime();
+          await sleep(Math.max(10, Math.min(pollMs, remaining)), signal);
+          approval = (await approvalOfCall(pool, task.id, call.id)) ?? approval;
+        }
+      },
+      stopReason: (where, next) => stopOf(where, next),
+    };
+  }
+
+  /**
+   * The decision on an approval as the loop acts on it, or undefined while it waits: a pending
+   * one past its expiry is expired here (with its events, and the agent paused for a person to
+   * look at it).
+   */
+  private async decisionOf(approval: Approval, agent: Resource<'Agent'>): Promise<Decision | undefined> {
+    const { pool, clock } = this.options;
+    switch (approval.state) {
+      case 'approved':
+        // Marked before the call runs: a runner that takes over after this does not run it again.
+        if (!(await startApprovedCall(pool, approval.id))) return { decision: 'interrupted' };
+        this.metrics.approvals.inc({ outcome: 'approved' });
+        return { decision: 'approved' };
+      case 'denied':
+        this.metrics.approvals.inc({ outcome: 'denied' });
+        return { decision: 'denied', reason: approval.reason ?? 'no reason given' };
+      case 'expired':
+        return { stop: approvalExpiredStop(approval) };
+      case 'cancelled':
+        return { stop: { state: 'cancelled', code: 'cancelled', message: `approval ${approval.id} was cancelled` } };
+      case 'pending': {
+        const now = clock.now();
+        if (Date.parse(approval.expiresAt) > now.getTime()) return undefined;
+        const expired = await withTransaction(pool, async (tx) => {
+          const decided = await decideApproval(tx, approval.id, { state: 'expired' }, now);
+          if (!decided) return undefined;
+          await recordEvent(tx, approvalEvent(decided), now);
+          await appendStreamEvent(tx, { agentId: decided.agentId, taskId: decided.taskId, type: 'approval.expired', data: approvalStreamData(decided) });
+          return decided;
+        });
+        // Decided meanwhile: the next read has the decision.
+        if (!expired) return undefined;
+        this.metrics.approvals.inc({ outcome: 'expired' });
+        await this.pauseForApproval(agent);
+        return { stop: approvalExpiredStop(expired) };
+      }
+    }
+  }
+
+  /** Pauses the agent as the pause route does (its reconciler checkpoints the sandbox), to wait for a person. */
+  private async pauseForApproval(agent: Resource<'Agent'>): Promise<void> {
+    try {
+      await this.options.store.updateSpec('Agent', agent.metadata.name, (current) =>
+        current.spec.desiredState !== 'active' ? current.spec : { ...current.spec, desiredState: 'paused', pauseReason: 'approval_expired' },
+      );
+    } catch (error) {
+      if (!isStoreError(error, 'NotFound')) throw error;
+    }
+  }
+
+  private stopCheck(
+    agent: Resource<'Agent'>,
+    route: ModelRoute,
+    watched: WatchedAgent,
+    throwIfAborted: () => void,
+  ): LoopIo['stopReason'] {
+    const { pool, store, clock } = this.options;
+    const live = agent.spec.mode === 'live';
+    return async (_where, next) => {
         throwIfAborted();
         const { agent: current, session: sessionAtClaim } = await watched.current();
         if (!current || current.metadata.deletionTimestamp || current.spec.desiredState === 'terminated' || FINAL_PHASES.has(current.status?.phase ?? 'idle')) {
@@ -403,7 +554,6 @@ export class Runner {
         if (budget.code === 'budget_exhausted') await enforceCostCap(limits, current, budget.spentCents, now);
         else if (session) await enforceSessionLimit(limits, session, budget.breach, await agentsOf(store, session), now);
         return { state: 'failed', code: budget.code, message: budget.message };
-      },
     };
   }
 
@@ -466,6 +616,7 @@ export class Runner {
     }
     await withTransaction(pool, async (tx) => {
       await finishTask(tx, task, end.state === 'completed' ? { state: 'completed', output: end.output } : { state: end.state, error: end.error });
+      await cancelPendingApprovals(tx, task.id, finishedAt);
       if (end.state === 'completed') {
         await appendStreamEvent(tx, {
           agentId: task.agentId,
@@ -484,6 +635,42 @@ export class Runner {
       for (const lifecycle of events) await recordEvent(tx, lifecycle, finishedAt);
     });
   }
+}
+
+/** The agent's policies as the loop applies them; they were validated when the agent was created. */
+function policiesOf(agent: Resource<'Agent'>): LoopPolicies | { error: string } {
+  const policies: LoopPolicies = {};
+  if (agent.spec.approvals !== undefined) {
+    const parsed = approvalPolicySchema.safeParse(agent.spec.approvals);
+    if (!parsed.success) return { error: `the agent's approvals policy is not valid: ${parsed.error.issues[0]?.message}` };
+    policies.approvals = parsed.data;
+  }
+  if (agent.spec.guardrails !== undefined) {
+    const parsed = guardrailsSchema.safeParse(agent.spec.guardrails);
+    if (!parsed.success) return { error: `the agent's guardrails are not valid: ${parsed.error.issues[0]?.message}` };
+    policies.guardrails = parsed.data;
+  }
+  return policies;
+}
+
+function approvalExpiredStop(approval: Approval): { state: 'cancelled'; code: string; message: string } {
+  return {
+    state: 'cancelled',
+    code: 'approval_expired',
+    message: `the ${approval.tool} call waited for approval ${approval.id} until it expired at ${approval.expiresAt}; the agent is paused`,
+  };
+}
+
+function sleep(ms: number, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    const timer = setTimeout(done, ms);
+    function done() {
+      clearTimeout(timer);
+      signal.removeEventListener('abort', done);
+      resolve();
+    }
+    signal.addEventListener('abort', done, { once: true });
+  });
 }
 
 /** Files under /workspace written since the run started: the run's artifacts (files.py's changed_files). */

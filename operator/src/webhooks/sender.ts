@@ -10,6 +10,7 @@ import {
   type Pool,
 } from '@berth/common';
 import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
+import { PassLoop } from '../runtime/passes.js';
 
 export interface SenderOptions {
   pool: Pool;
@@ -69,28 +70,19 @@ function createSenderMetrics(registry: Registry) {
  */
 export class WebhookSender {
   private readonly metrics: ReturnType<typeof createSenderMetrics>;
-  private timer: NodeJS.Timeout | undefined;
-  private running: Promise<unknown> = Promise.resolve();
-  private stopped = false;
+  private readonly loop: PassLoop;
 
   constructor(private readonly options: SenderOptions) {
+    this.loop = new PassLoop(() => this.tick(), { pollMs: options.pollMs ?? 1_000, log: options.log, failure: 'webhook pass failed; the next one retries' });
     this.metrics = createSenderMetrics(options.metrics);
   }
 
   start(): void {
-    this.stopped = false;
-    const pass = () => {
-      this.running = this.tick().catch((error: unknown) => this.options.log.error({ err: error }, 'webhook pass failed; the next one retries'));
-    };
-    pass();
-    this.timer = setInterval(() => void this.running.then(() => !this.stopped && pass()), this.options.pollMs ?? 1_000);
-    this.timer.unref();
+    this.loop.start();
   }
 
-  async stop(): Promise<void> {
-    this.stopped = true;
-    clearInterval(this.timer);
-    await this.running;
+  stop(): Promise<void> {
+    return this.loop.stop();
   }
 
   /** One pass: fan out, then attempt what is due. Returns the attempts made. */

@@ -150,6 +150,49 @@ describe('the channel with a launcher on this host', () => {
     expect(await exec(['true'])).toMatchObject({ outcome: { outcome: 'exited', exitCode: 0 } });
   });
 
+  it('writes stdin, streams output as it comes, and cancels through an abort signal', async () => {
+    const fed = await exec(['python3', '-c', 'import sys; print(sys.stdin.read()[::-1])'], { stdin: Buffer.from('olleh') });
+    expect(fed).toMatchObject({ kind: 'ended', stdout: 'hello\n' });
+    const chunks: [string, string, number][] = [];
+    const streamed = await exec(['bash', '-c', 'echo one; sleep 0.3; echo two >&2; sleep 0.3; echo three'], {
+      onOutput: (stream, chunk) => chunks.push([stream, chunk.toString(), Date.now()]),
+    });
+    expect(streamed).toMatchObject({ kind: 'ended', stdout: 'one\nthree\n', stderr: 'two\n' });
+    expect(chunks.map(([stream, text]) => [stream, text])).toEqual([['stdout', 'one\n'], ['stderr', 'two\n'], ['stdout', 'three\n']]);
+    expect(chunks[2]![2] - chunks[0]![2]).toBeGreaterThan(400);
+    const abort = new AbortController();
+    const cancelled = exec(['sleep', '30'], { signal: abort.signal });
+    setTimeout(() => abort.abort(), 100);
+    expect(await cancelled).toMatchObject({ kind: 'ended', outcome: { outcome: 'signaled', signal: 9 } });
+  });
+
+  it('runs a program on a terminal, with input and resize', async () => {
+    const connection = channels.connection('agt_a')!;
+    expect(connection.protocol).toBe(2);
+    let screen = '';
+    const session = connection.terminal(request(['python3', '-q', '-i'], { limitMs: undefined, onOutput: (_stream, chunk) => (screen += chunk.toString()) }), { rows: 24, cols: 80 });
+    session.write(Buffer.from('6*7\n'));
+    await until(() => screen.includes('42\r\n'));
+    session.resize(50, 100);
+    session.write(Buffer.from('import os; print(os.get_terminal_size())\n'));
+    await until(() => screen.includes('columns=100, lines=50'));
+    session.write(Buffer.from('exit(4)\n'));
+    expect(await session.done).toMatchObject({ kind: 'ended', outcome: { outcome: 'exited', exitCode: 4 } });
+  });
+
+  it('starts background processes that outlive the connection, and answers about them', async () => {
+    const connection = channels.connection('agt_a')!;
+    const started = await connection.background({ argv: ['bash', '-c', 'cat; echo done >&2; exec sleep 30'], env: {}, cwd: dir, limitMs: undefined, maxOutputBytes: 0, stdin: Buffer.from('kept\n') }, 5_000);
+    expect(started).toMatchObject({ running: true, outcome: null });
+    await expect(connection.control({ op: 'wait', pid: started.pid, timeoutMs: 100 }, 5_000)).resolves.toMatchObject({ running: true });
+    await expect(connection.control({ op: 'signal', pid: 1 << 30, signal: 'TERM' }, 5_000)).rejects.toMatchObject({ code: 'not_found' });
+    await expect(connection.control({ op: 'signal', pid: started.pid, signal: 'SEGV' }, 5_000)).rejects.toMatchObject({ code: 'bad_request' });
+    await connection.control({ op: 'signal', pid: started.pid, signal: 'KILL' }, 5_000);
+    await expect(connection.control({ op: 'wait', pid: started.pid, timeoutMs: 5_000 }, 10_000)).resolves.toMatchObject({ running: false, outcome: { outcome: 'signaled', signal: 9 } });
+    const output = (await connection.control({ op: 'output', pid: started.pid }, 5_000)) as { stdout: string; stderr: string };
+    expect([Buffer.from(output.stdout, 'base64').toString(), Buffer.from(output.stderr, 'base64').toString()]).toEqual(['kept\n', 'done\n']);
+  });
+
   it('has no exec for a sandbox whose launcher never connected, after waiting as long as it was told', async () => {
     await channels.listen('agt_never', join(dir, 'never.sock'));
     expect(await channels.awaitLauncher('agt_never', 200)).toBe(false);

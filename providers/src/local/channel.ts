@@ -13,6 +13,12 @@
  * after a restore it reads the end of the connection and connects again, as it does when Berth
  * restarts. When the connection ends, the launcher kills the programs that were running on it
  * (the host gave up on them), and the host fails their execs.
+ *
+ * ADR 39 adds: `stdin` (base64) and `pty` ({rows, cols}: a terminal exec, whose output comes as
+ * STDOUT) and `background` in EXEC; INPUT (bytes for a terminal; empty: end of input) and RESIZE
+ * from the host; CONTROL (list, signal, output, wait of background processes) from the host, and
+ * REPLY from the launcher (the answer to a CONTROL, or a background EXEC's process record).
+ * Background processes are the launcher's, not the connection's: they outlive it, and a checkpoint.
  */
 
 import { randomBytes } from 'node:crypto';
@@ -33,7 +39,7 @@ export const FRAME_HEADER_BYTES = 9;
 /** Largest frame either side accepts: an exec's argv and environment, or a chunk of output. */
 export const MAX_FRAME_BYTES = 1 << 20;
 
-export const FrameKind = { hello: 1, exec: 2, stdout: 3, stderr: 4, outcome: 5, cancel: 6 } as const;
+export const FrameKind = { hello: 1, exec: 2, stdout: 3, stderr: 4, outcome: 5, cancel: 6, input: 7, resize: 8, control: 9, reply: 10 } as const;
 export type FrameKind = (typeof FrameKind)[keyof typeof FrameKind];
 
 export interface Frame {
@@ -76,7 +82,9 @@ export class FrameReader {
   }
 }
 
-const helloSchema = z.object({ protocol: z.literal(1), pid: z.number().int() });
+/** Protocol 2 (ADR 39) adds stdin, terminals and background processes; a launcher of protocol 1 has none of them. */
+const helloSchema = z.object({ protocol: z.union([z.literal(1), z.literal(2)]), pid: z.number().int() });
+export const PROTOCOL_WITH_ADR_39 = 2;
 /** What the launcher dropped of stdout and stderr past maxOutputBytes. */
 const droppedSchema = z.object({ dropped: z.tuple([z.number().int().nonnegative(), z.number().int().nonnegative()]) });
 
@@ -97,8 +105,14 @@ export interface ChannelExecRequest {
   argv: readonly string[];
   env: Record<string, string>;
   cwd: string;
-  /** The launcher stops the program at this limit (TERM, KILL two seconds later). */
-  limitMs: number;
+  /** The launcher stops the program at this limit (TERM, KILL two seconds later); none when undefined. */
+  limitMs: number | undefined;
+  /** Written to the program's stdin, which is then closed (empty otherwise). */
+  stdin?: Buffer;
+  /** Each chunk of output as it comes (a streamed exec); it is kept for the result too, up to maxOutputBytes. */
+  onOutput?: (stream: 'stdout' | 'stderr', chunk: Buffer) => void;
+  /** Cancels the exec (the launcher kills the program). */
+  signal?: AbortSignal;
   /** Bytes kept of each of stdout and stderr; the launcher counts the rest and does not send it. */
   maxOutputBytes: number;
   /** The host gives up (CANCEL: the launcher kills the program) after this long. */
@@ -115,15 +129,64 @@ export type ChannelExecResult =
 interface Pending {
   stdout: OutputLimit;
   stderr: OutputLimit;
+  onOutput?: ChannelExecRequest['onOutput'];
   settle: (result: ChannelExecResult) => void;
 }
 
+/** A terminal exec's handle: its input, its size, and its end. */
+export interface TerminalSession {
+  write(data: Buffer): void;
+  resize(rows: number, cols: number): void;
+  /** Kills the program. */
+  cancel(): void;
+  readonly done: Promise<ChannelExecResult>;
+}
+
+/** A background process as the launcher reports it. */
+export const backgroundProcessSchema = z.object({
+  pid: z.number().int(),
+  argv: z.array(z.string()),
+  startedAt: z.number().int(),
+  running: z.boolean(),
+  endedAt: z.number().int().nullable(),
+  outcome: outcomeSchema.nullable(),
+});
+export type BackgroundProcessRecord = z.infer<typeof backgroundProcessSchema>;
+
+/** A CONTROL frame's request. */
+export type ControlRequest =
+  | { op: 'list' }
+  | { op: 'signal'; pid: number; signal: string }
+  | { op: 'output'; pid: number }
+  | { op: 'wait'; pid: number; timeoutMs: number };
+
+/** Raised for a CONTROL the launcher refused: `not_found` (no such process) or `bad_request`. */
+export class ControlError extends Error {
+  override name = 'ControlError';
+  constructor(
+    readonly code: 'not_found' | 'bad_request',
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+/** The connection ended (or the launcher did not answer in time) before a REPLY came. */
+export class ChannelLostError extends Error {
+  override name = 'ChannelLostError';
+}
+
+const controlErrorSchema = z.object({ error: z.enum(['not_found', 'bad_request']), message: z.string() });
+
 /** One launcher's connection, with the execs running on it. */
-class Connection {
+export class Connection {
   private readonly reader = new FrameReader();
   private readonly pending = new Map<number, Pending>();
+  private readonly replies = new Map<number, (payload: Buffer | undefined) => void>();
   private nextId = 1;
   closed = false;
+  /** The protocol the launcher said in its hello. */
+  protocol = 1;
 
   constructor(
     readonly socket: Socket,
@@ -148,9 +211,19 @@ class Connection {
     }
     for (const { id, kind, payload } of frames) {
       const exec = this.pending.get(id);
+      // An OUTCOME for an id awaiting a REPLY: a background EXEC the launcher refused or could not start.
+      if (kind === FrameKind.reply || (kind === FrameKind.outcome && this.replies.has(id))) {
+        const answer = this.replies.get(id);
+        this.replies.delete(id);
+        answer?.(payload);
+        continue;
+      }
       if (kind === FrameKind.hello) {
-        if (helloSchema.safeParse(safeJson(payload)).success) this.onHello(this);
-        else {
+        const hello = helloSchema.safeParse(safeJson(payload));
+        if (hello.success) {
+          this.protocol = hello.data.protocol;
+          this.onHello(this);
+        } else {
           this.log.warn({ hello: payload.toString('utf8') }, "the sandbox's launcher said an unknown hello: closing its channel");
           this.socket.destroy();
         }
@@ -158,8 +231,10 @@ class Connection {
         continue; // an exec the host gave up on
       } else if (kind === FrameKind.stdout) {
         exec.stdout.push(payload);
+        exec.onOutput?.('stdout', payload);
       } else if (kind === FrameKind.stderr) {
         exec.stderr.push(payload);
+        exec.onOutput?.('stderr', payload);
       } else if (kind === FrameKind.outcome) {
         this.pending.delete(id);
         const parsed = parseChannelOutcome(payload);
@@ -174,28 +249,115 @@ class Connection {
     }
   }
 
-  exec(request: ChannelExecRequest): Promise<ChannelExecResult> {
-    const started = performance.now();
+  private takeId(): number {
     const id = this.nextId;
     this.nextId = this.nextId >= 0xffffffff ? 1 : this.nextId + 1;
-    const { timeoutMs, argv, env, cwd, limitMs, maxOutputBytes } = request;
+    return id;
+  }
+
+  exec(request: ChannelExecRequest, terminal?: { rows: number; cols: number }): Promise<ChannelExecResult> {
+    return this.start(this.takeId(), request, terminal);
+  }
+
+  private start(id: number, request: ChannelExecRequest, terminal?: { rows: number; cols: number }): Promise<ChannelExecResult> {
+    const started = performance.now();
+    const { timeoutMs, argv, env, cwd, limitMs, maxOutputBytes, stdin, onOutput, signal } = request;
     return new Promise((resolve) => {
+      const cancel = () => {
+        if (this.pending.has(id) && !this.closed) this.socket.write(encodeFrame(id, FrameKind.cancel));
+      };
       const timer = setTimeout(() => {
         if (!this.pending.delete(id)) return;
+        signal?.removeEventListener('abort', cancel);
         if (!this.closed) this.socket.write(encodeFrame(id, FrameKind.cancel));
         resolve({ kind: 'timedOut', durationMs: Math.round(performance.now() - started) });
       }, timeoutMs);
+      signal?.addEventListener('abort', cancel, { once: true });
       this.pending.set(id, {
         stdout: new OutputLimit(maxOutputBytes),
         stderr: new OutputLimit(maxOutputBytes),
+        ...(onOutput ? { onOutput } : {}),
         settle: (result) => {
           clearTimeout(timer);
+          signal?.removeEventListener('abort', cancel);
           resolve({ ...result, durationMs: Math.round(performance.now() - started) });
         },
       });
       if (this.closed) return this.close();
-      const payload = Buffer.from(JSON.stringify({ argv, env, cwd, limitMs: Math.max(1, Math.ceil(limitMs)), maxOutputBytes }));
+      const payload = Buffer.from(
+        JSON.stringify({
+          argv,
+          env,
+          cwd,
+          ...(limitMs !== undefined ? { limitMs: Math.max(1, Math.ceil(limitMs)) } : {}),
+          maxOutputBytes,
+          ...(stdin !== undefined ? { stdin: stdin.toString('base64') } : {}),
+          ...(terminal ? { pty: terminal } : {}),
+        }),
+      );
       this.socket.write(encodeFrame(id, FrameKind.exec, payload));
+      if (signal?.aborted) cancel();
+    });
+  }
+
+  /** Starts a program on a terminal of its own; its output goes to `request.onOutput` as stdout. */
+  terminal(request: ChannelExecRequest, size: { rows: number; cols: number }): TerminalSession {
+    const id = this.takeId();
+    const done = this.start(id, request, size);
+    const send = (kind: FrameKind, payload: Buffer) => {
+      if (this.pending.has(id) && !this.closed) this.socket.write(encodeFrame(id, kind, payload));
+    };
+    return {
+      write: (data) => {
+        for (let offset = 0; offset < data.length; offset += MAX_FRAME_BYTES) send(FrameKind.input, data.subarray(offset, offset + MAX_FRAME_BYTES));
+      },
+      resize: (rows, cols) => send(FrameKind.resize, Buffer.from(JSON.stringify({ rows, cols }))),
+      cancel: () => send(FrameKind.cancel, Buffer.alloc(0)),
+      done,
+    };
+  }
+
+  /** Starts a background process (it outlives this connection); its record once it runs. */
+  async background(request: Omit<ChannelExecRequest, 'timeoutMs' | 'onOutput' | 'signal'>, waitMs: number): Promise<BackgroundProcessRecord> {
+    const { argv, env, cwd, limitMs, stdin } = request;
+    const payload = {
+      argv,
+      env,
+      cwd,
+      ...(limitMs !== undefined ? { limitMs: Math.max(1, Math.ceil(limitMs)) } : {}),
+      maxOutputBytes: 0,
+      background: true,
+      ...(stdin !== undefined ? { stdin: stdin.toString('base64') } : {}),
+    };
+    const answer = await this.ask(FrameKind.exec, payload, waitMs);
+    const record = backgroundProcessSchema.safeParse(answer);
+    if (record.success) return record.data;
+    const failed = parseChannelOutcome(Buffer.from(JSON.stringify(answer)));
+    throw new ChannelLostError(`the launcher did not start the process: ${JSON.stringify(failed?.outcome ?? answer).slice(0, 300)}`);
+  }
+
+  /** A CONTROL request's answer (a WAIT's comes when the process ends or its time is up). */
+  async control(request: ControlRequest, waitMs: number): Promise<unknown> {
+    const answer = await this.ask(FrameKind.control, request, waitMs);
+    const refused = controlErrorSchema.safeParse(answer);
+    if (refused.success) throw new ControlError(refused.data.error, refused.data.message);
+    return answer;
+  }
+
+  private ask(kind: FrameKind, request: unknown, waitMs: number): Promise<unknown> {
+    const id = this.takeId();
+    return new Promise((resolve, reject) => {
+      const timer = setTimeout(() => {
+        this.replies.delete(id);
+        reject(new ChannelLostError(`the sandbox's launcher did not answer in ${waitMs} ms`));
+      }, waitMs);
+      this.replies.set(id, (payload) => {
+        clearTimeout(timer);
+        if (payload === undefined) return reject(new ChannelLostError("the sandbox's launcher went away"));
+        resolve(safeJson(payload));
+      });
+      if (this.closed) return this.close();
+      this.socket.write(encodeFrame(id, kind, Buffer.from(JSON.stringify(request))));
     });
   }
 
@@ -205,6 +367,8 @@ class Connection {
     this.socket.destroy();
     for (const exec of this.pending.values()) exec.settle({ kind: 'lost', durationMs: 0 });
     this.pending.clear();
+    for (const answer of this.replies.values()) answer(undefined);
+    this.replies.clear();
     this.onClose(this);
   }
 }
@@ -326,6 +490,11 @@ export class LauncherChannels {
   /** Runs an exec on the sandbox's channel; undefined when no launcher is connected. */
   exec(agentId: string, request: ChannelExecRequest): Promise<ChannelExecResult> | undefined {
     return this.listeners.get(agentId)?.connection?.exec(request);
+  }
+
+  /** The sandbox's launcher connection, for terminal execs and background processes; undefined when none. */
+  connection(agentId: string): Connection | undefined {
+    return this.listeners.get(agentId)?.connection;
   }
 
   /** Stops listening for the sandbox (it ended or was checkpointed); its execs are lost. */

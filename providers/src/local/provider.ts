@@ -3,10 +3,13 @@ import { existsSync } from 'node:fs';
 import { chmod, mkdir, readFile, rename, rm, rmdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Compute, SandboxRef } from '@berth/crds';
+import { z } from 'zod';
 import {
   ArchiveIntegrityError,
   ArchiveNotFoundError,
+  EXEC_OPTIONS,
   ExecTimeoutError,
+  ProcessNotFoundError,
   ProviderError,
   UnsupportedRequestError,
   unsupportedReason,
@@ -16,9 +19,15 @@ import {
   type ArchiveTarget,
   type CheckpointTarget,
   type LocalCheckpointTarget,
+  type BackgroundOutput,
+  type BackgroundProcess,
   type ExecRequest,
   type ExecResult,
   type Logger,
+  type ProcessSignal,
+  type StreamExecRequest,
+  type TerminalHandle,
+  type TerminalRequest,
   type ProviderCapabilities,
   type ProvisionRequest,
   type RestoreSource,
@@ -31,7 +40,17 @@ import { GUEST_DIR } from '../guest.js';
 import { INTERPRETERS } from '../program.js';
 import { extractArchive, packArchive, readMember } from './archive.js';
 import { EXEC_MOUNT, hasChannel, restoreSpec, sandboxSpec } from './bundle.js';
-import { CHANNEL_SOCKET, LauncherChannels, type ChannelExecResult } from './channel.js';
+import {
+  CHANNEL_SOCKET,
+  ChannelLostError,
+  ControlError,
+  LauncherChannels,
+  backgroundProcessSchema,
+  type BackgroundProcessRecord,
+  type ChannelExecResult,
+  type Connection,
+  PROTOCOL_WITH_ADR_39,
+} from './channel.js';
 import { isImageName, type ImageName, type ImageStore } from './images.js';
 import { launcherLimit, parseOutcome, viaLauncher } from './launcher.js';
 import {
@@ -88,12 +107,29 @@ const KEPT_WORKSPACE_IMAGE = 'workspace.ext4';
 const IMAGE_FOR_COMPUTE: Record<Compute, ImageName> = { python: 'python', node: 'node', go: 'go' };
 
 // Modules in /workspace import as they would from a script there.
+/** How long the launcher has to answer a request about background processes. */
+const CONTROL_WAIT_MS = 10_000;
+
+/** The launcher's record of a background process, as the API shows it. */
+function backgroundProcess(record: BackgroundProcessRecord): BackgroundProcess {
+  const { outcome } = record;
+  return {
+    pid: record.pid,
+    argv: record.argv,
+    startedAt: new Date(record.startedAt).toISOString(),
+    status: outcome === null ? 'running' : outcome.outcome,
+    exitCode: outcome === null || outcome.outcome === 'failed' ? null : outcome.exitCode,
+    endedAt: record.endedAt === null ? null : new Date(record.endedAt).toISOString(),
+  };
+}
+
 const EXEC_ENV = { PYTHONUNBUFFERED: '1', PYTHONDONTWRITEBYTECODE: '1', PYTHONPATH: '/workspace' };
 
 /** Sandboxes on this host in gVisor: one long-lived `runsc` container per agent. */
 export class LocalProvider implements SandboxProvider {
   readonly name = 'local';
   readonly capabilities: ProviderCapabilities;
+  readonly execOptions = EXEC_OPTIONS;
   private readonly browserImage: ImageName | undefined;
   private readonly sandboxListeners = new Set<(agentId: string) => void>();
   private readonly memory: MemoryGuard;
@@ -456,29 +492,35 @@ export class LocalProvider implements SandboxProvider {
    * costs about 10 ms.
    */
   async exec(ref: SandboxRef, request: ExecRequest): Promise<ExecResult> {
-    const interpreter = INTERPRETERS[request.language];
-    const file = `${randomUUID()}.${interpreter.extension}`;
-    const hostFile = join(this.paths(ref.id).exec, file);
-    try {
-      await writeFile(hostFile, request.code, { mode: 0o644 });
-    } catch (error) {
-      throw new ProviderError(this.name, `the sandbox's files are gone: ${(error as Error).message}`, { sandbox: ref.id });
-    }
+    return this.runProgram(ref, request);
+  }
+
+  /** The exec with its output given to `request.onOutput` as it comes (over the channel only). */
+  async execStream(ref: SandboxRef, request: StreamExecRequest): Promise<ExecResult> {
+    await this.connectionOf(ref);
+    return this.runProgram(ref, request);
+  }
+
+  private async runProgram(ref: SandboxRef, request: ExecRequest & Partial<Pick<StreamExecRequest, 'onOutput' | 'signal'>>): Promise<ExecResult> {
+    if (request.stdin !== undefined) await this.connectionOf(ref);
+    const { argv, hostFile } = await this.writeProgram(ref, request);
     const started = performance.now();
-    const argv = [...interpreter.argv, `${EXEC_MOUNT}/${file}`];
     try {
       const overChannel = (await this.launcherConnected(ref.id))
         ? this.channels.exec(ref.id, {
             argv,
-            env: { ...this.channelSpec.get(ref.id)?.env, ...EXEC_ENV },
-            cwd: '/workspace',
+            env: { ...this.channelSpec.get(ref.id)?.env, ...EXEC_ENV, ...request.env },
+            cwd: request.cwd ?? '/workspace',
             limitMs: request.timeoutMs,
             maxOutputBytes: this.maxOutputBytes(),
             // The launcher's limit ends the program first; this one covers a sandbox that stops answering.
             timeoutMs: request.timeoutMs + 5_000,
+            ...(request.stdin !== undefined ? { stdin: request.stdin } : {}),
+            ...(request.onOutput ? { onOutput: request.onOutput } : {}),
+            ...(request.signal ? { signal: request.signal } : {}),
           })
         : undefined;
-      const result = overChannel ? await overChannel : await this.execViaClient(ref, argv, request.timeoutMs);
+      const result = overChannel ? await overChannel : await this.execViaClient(ref, argv, request);
       if (result.kind === 'timedOut') throw new ExecTimeoutError(request.timeoutMs);
       if (result.kind === 'lost') {
         await this.assertAnswering(ref);
@@ -500,6 +542,125 @@ export class LocalProvider implements SandboxProvider {
     } finally {
       // Not awaited: the answer does not wait for the program file to go.
       void rm(hostFile, { force: true }).catch(() => undefined);
+    }
+  }
+
+  /** Writes the program into the sandbox's read-only exec mount; the argv that runs it there. */
+  private async writeProgram(ref: SandboxRef, request: Pick<ExecRequest, 'language' | 'code'>): Promise<{ argv: string[]; hostFile: string }> {
+    const interpreter = INTERPRETERS[request.language];
+    const file = `${randomUUID()}.${interpreter.extension}`;
+    const hostFile = join(this.paths(ref.id).exec, file);
+    try {
+      await writeFile(hostFile, request.code, { mode: 0o644 });
+    } catch (error) {
+      throw new ProviderError(this.name, `the sandbox's files are gone: ${(error as Error).message}`, { sandbox: ref.id });
+    }
+    return { argv: [...interpreter.argv, `${EXEC_MOUNT}/${file}`], hostFile };
+  }
+
+  /** The sandbox's launcher connection: streaming, terminals and background processes need it. */
+  private async connectionOf(ref: SandboxRef): Promise<Connection> {
+    const connection = (await this.launcherConnected(ref.id)) ? this.channels.connection(ref.id) : undefined;
+    if (connection === undefined || connection.protocol < PROTOCOL_WITH_ADR_39) {
+      throw new UnsupportedRequestError(
+        this.name,
+        "this sandbox's launcher is from an older Berth: stdin, streaming, terminals and background processes need a newer one; terminate and create the agent again",
+      );
+    }
+    return connection;
+  }
+
+  async openTerminal(ref: SandboxRef, request: TerminalRequest): Promise<TerminalHandle> {
+    const connection = await this.connectionOf(ref);
+    const session = connection.terminal(
+      {
+        argv: request.argv,
+        env: { ...this.channelSpec.get(ref.id)?.env, ...EXEC_ENV, ...request.env },
+        cwd: request.cwd ?? '/workspace',
+        limitMs: request.timeoutMs,
+        maxOutputBytes: Number.MAX_SAFE_INTEGER,
+        timeoutMs: request.timeoutMs + 5_000,
+        onOutput: (_stream, chunk) => request.onOutput(chunk),
+      },
+      { rows: request.rows, cols: request.cols },
+    );
+    return {
+      write: (data) => session.write(data),
+      resize: (rows, cols) => session.resize(rows, cols),
+      close: () => session.cancel(),
+      done: session.done.then((result) => {
+        if (result.kind !== 'ended') return { exitCode: 128 + 9, signal: 9 };
+        const { outcome } = result;
+        if (outcome.outcome === 'failed') throw new ProviderError(this.name, outcome.error, { sandbox: ref.id });
+        return { exitCode: outcome.exitCode, ...('signal' in outcome ? { signal: outcome.signal } : {}) };
+      }),
+    };
+  }
+
+  /**
+   * Starts the program as a background process of the sandbox's launcher. Its program file stays in
+   * the exec mount (bash reads a script as it runs it) until the sandbox ends.
+   */
+  async startBackground(ref: SandboxRef, request: Omit<ExecRequest, 'timeoutMs'> & { timeoutMs?: number }): Promise<BackgroundProcess> {
+    const connection = await this.connectionOf(ref);
+    const { argv } = await this.writeProgram(ref, request);
+    const record = await this.control(ref, () =>
+      connection.background(
+        {
+          argv,
+          env: { ...this.channelSpec.get(ref.id)?.env, ...EXEC_ENV, ...request.env },
+          cwd: request.cwd ?? '/workspace',
+          limitMs: request.timeoutMs,
+          maxOutputBytes: 0,
+          ...(request.stdin !== undefined ? { stdin: request.stdin } : {}),
+        },
+        CONTROL_WAIT_MS,
+      ),
+    );
+    return backgroundProcess(record);
+  }
+
+  async listBackground(ref: SandboxRef): Promise<BackgroundProcess[]> {
+    const connection = await this.connectionOf(ref);
+    const answer = await this.control(ref, () => connection.control({ op: 'list' }, CONTROL_WAIT_MS));
+    return z.object({ processes: z.array(backgroundProcessSchema) }).parse(answer).processes.map(backgroundProcess);
+  }
+
+  async signalBackground(ref: SandboxRef, pid: number, signal: ProcessSignal): Promise<BackgroundProcess> {
+    const connection = await this.connectionOf(ref);
+    return backgroundProcess(backgroundProcessSchema.parse(await this.control(ref, () => connection.control({ op: 'signal', pid, signal }, CONTROL_WAIT_MS), pid)));
+  }
+
+  async waitBackground(ref: SandboxRef, pid: number, timeoutMs: number): Promise<BackgroundProcess> {
+    const connection = await this.connectionOf(ref);
+    const answer = await this.control(ref, () => connection.control({ op: 'wait', pid, timeoutMs }, timeoutMs + CONTROL_WAIT_MS), pid);
+    return backgroundProcess(backgroundProcessSchema.parse(answer));
+  }
+
+  async backgroundOutput(ref: SandboxRef, pid: number): Promise<BackgroundOutput> {
+    const connection = await this.connectionOf(ref);
+    const answer = await this.control(ref, () => connection.control({ op: 'output', pid }, CONTROL_WAIT_MS), pid);
+    const output = backgroundProcessSchema
+      .extend({ stdout: z.string(), stderr: z.string(), dropped: z.tuple([z.number().int(), z.number().int()]) })
+      .parse(answer);
+    return {
+      ...backgroundProcess(output),
+      stdout: Buffer.from(output.stdout, 'base64').toString('utf8'),
+      stderr: Buffer.from(output.stderr, 'base64').toString('utf8'),
+      dropped: { stdout: output.dropped[0], stderr: output.dropped[1] },
+    };
+  }
+
+  /** A request to the launcher about background processes, its failures in the provider's terms. */
+  private async control<T>(ref: SandboxRef, ask: () => Promise<T>, pid?: number): Promise<T> {
+    try {
+      return await ask();
+    } catch (error) {
+      if (error instanceof ControlError && error.code === 'not_found' && pid !== undefined) throw new ProcessNotFoundError(pid);
+      if (error instanceof ControlError || error instanceof ChannelLostError) {
+        throw new ProviderError(this.name, error.message, { sandbox: ref.id });
+      }
+      throw error;
     }
   }
 
@@ -549,15 +710,16 @@ export class LocalProvider implements SandboxProvider {
   }
 
   /** The exec through a `runsc exec` of the launcher's client, for a sandbox without a channel. */
-  private async execViaClient(ref: SandboxRef, argv: string[], timeoutMs: number): Promise<ChannelExecResult> {
+  private async execViaClient(ref: SandboxRef, argv: string[], request: ExecRequest): Promise<ChannelExecResult> {
+    const { timeoutMs } = request;
     const result = await this.options.runsc.exec(
       ref.id,
       // The launcher enforces the time limit itself (TERM to the program's process group, KILL
       // two seconds later): one process fewer per exec than running it under timeout(1).
       viaLauncher(argv),
       {
-        cwd: '/workspace',
-        env: { ...EXEC_ENV, ...launcherLimit(timeoutMs) },
+        cwd: request.cwd ?? '/workspace',
+        env: { ...EXEC_ENV, ...request.env, ...launcherLimit(timeoutMs) },
         stdin: '',
         timeoutMs: timeoutMs + 5_000,
         maxOutputBytes: this.maxOutputBytes(),
