@@ -5,6 +5,7 @@ import { Audit } from './pages/audit.js';
 import { Keys } from './pages/keys.js';
 import { Overview } from './pages/overview.js';
 import { AgentPage, SessionAgents, Sessions } from './pages/sessions.js';
+import { ScheduleHistory, Schedules } from './pages/schedules.js';
 import { Secrets } from './pages/secrets.js';
 import { Team } from './pages/team.js';
 import { Usage } from './pages/usage.js';
@@ -19,6 +20,7 @@ const NAV: { page: string; label: string; permission: string }[] = [
   { page: 'sessions', label: 'Sessions and agents', permission: 'sessions.view' },
   { page: 'usage', label: 'Usage', permission: 'billing.view' },
   { page: 'keys', label: 'API keys', permission: 'keys.view' },
+  { page: 'schedules', label: 'Schedules', permission: 'observability.view' },
   { page: 'webhooks', label: 'Webhooks', permission: 'observability.view' },
   { page: 'secrets', label: 'Secrets', permission: 'secrets.view' },
   { page: 'team', label: 'Team', permission: 'team.view' },
@@ -77,6 +79,8 @@ function Page(props: { me: Me; mode: Mode; page: string; id: string | undefined;
       return <Audit />;
     case 'secrets':
       return <Secrets me={me} mode={mode} />;
+    case 'schedules':
+      return id ? <ScheduleHistory mode={mode} id={id} /> : <Schedules mode={mode} />;
     case 'webhooks':
       return id ? <WebhookDeliveries me={me} mode={mode} id={id} /> : <Webhooks me={me} mode={mode} />;
     case 'sessions':

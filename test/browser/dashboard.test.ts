@@ -310,7 +310,7 @@ describe('the dashboard in Chromium', () => {
     await api.post(`/v1/agents/${agent.body.id}/terminate`);
   }, 180_000);
 
-  it('lists secrets by name, webhooks, the team and the audit log of what the page did', async () => {
+  it('lists secrets by name, schedules with their next run, webhooks, the team and the audit log of what the page did', async () => {
     await open(page, '#/secrets', 'Secrets');
     await checkPage(page, 'secrets-empty');
     await page.getByLabel('Name').fill('WAREHOUSE_TOKEN');
@@ -319,6 +319,23 @@ describe('the dashboard in Chromium', () => {
     await page.waitForSelector('text=WAREHOUSE_TOKEN');
     expect(await page.content()).not.toContain('a-value-never-shown');
     await checkPage(page, 'secrets');
+
+    await open(page, '#/schedules', 'Schedules');
+    expect(await page.textContent('main')).toContain('No schedules yet');
+    const live = berth.api(key);
+    const definition = await live.post('/v1/agent-definitions', { name: 'nightly-report', model: 'openai/gpt-4o-mini', systemPrompt: 'You write reports.' });
+    expect(definition.status, JSON.stringify(definition.body)).toBe(201);
+    const schedule = await live.post('/v1/schedules', { name: 'nightly report', agent: 'nightly-report', userId: 'dana', cron: '30 2 * * *', timezone: 'Europe/Berlin', input: 'yesterday' });
+    expect(schedule.status, JSON.stringify(schedule.body)).toBe(201);
+    await page.reload();
+    await open(page, '#/schedules', 'Schedules');
+    const row = await page.$$eval('main tbody tr td', (cells) => cells.map((cell) => cell.textContent));
+    expect(row).toEqual(['nightly report', 'nightly-report', 'dana', '30 2 * * * Europe/Berlin', `${schedule.body.nextRunAt.replace('T', ' ').slice(0, 16)} UTC`, '—']);
+    await checkPage(page, 'schedules');
+    await page.getByRole('link', { name: 'nightly report' }).click();
+    await page.waitForFunction(() => document.getElementById('page-title')?.textContent === 'Schedule history');
+    await page.waitForSelector('text=Not run yet');
+    await checkPage(page, 'schedule-history');
 
     await open(page, '#/webhooks', 'Webhooks');
     expect(await page.textContent('main')).toContain('No webhooks yet');

@@ -138,6 +138,7 @@ describe('the permission table on these routes, one test per route and role', ()
       allowed: 404,
     },
     { permission: 'observability.view', name: 'GET /api/events', call: (b) => b.get('/api/events'), allowed: 200 },
+    { permission: 'observability.view', name: 'GET /api/schedules', call: (b) => b.get('/api/schedules'), allowed: 200 },
     { permission: 'observability.view', name: 'GET /api/tasks/:id', call: (b) => b.get('/api/tasks/task_00000000000000000000000000'), allowed: 404 },
     { permission: 'observability.view', name: 'GET /api/jobs/:id', call: (b) => b.get('/api/jobs/job_00000000000000000000000000'), allowed: 404 },
     {

@@ -107,6 +107,8 @@ export const DATA_PLANE_VIEWS: View[] = [
   // Logs: runs (tasks), jobs of triggers and schedules, a schedule's history.
   { method: 'get', path: '/v1/tasks/:id', permission: 'observability.view' },
   { method: 'get', path: '/v1/jobs/:id', permission: 'observability.view' },
+  // Schedules, for the dashboard's schedules page (next run, paused); their history is the line above.
+  { method: 'get', path: '/v1/schedules', permission: 'observability.view' },
   { method: 'get', path: '/v1/schedules/:id/history', permission: 'observability.view' },
 ];
 
