@@ -5,6 +5,7 @@ import { Audit } from './pages/audit.js';
 import { Keys } from './pages/keys.js';
 import { Overview } from './pages/overview.js';
 import { AgentPage, SessionAgents, Sessions } from './pages/sessions.js';
+import { Providers } from './pages/providers.js';
 import { ScheduleHistory, Schedules } from './pages/schedules.js';
 import { Secrets } from './pages/secrets.js';
 import { Team } from './pages/team.js';
@@ -23,6 +24,7 @@ const NAV: { page: string; label: string; permission: string }[] = [
   { page: 'schedules', label: 'Schedules', permission: 'observability.view' },
   { page: 'webhooks', label: 'Webhooks', permission: 'observability.view' },
   { page: 'secrets', label: 'Secrets', permission: 'secrets.view' },
+  { page: 'providers', label: 'BYOI providers', permission: 'providers.view' },
   { page: 'team', label: 'Team', permission: 'team.view' },
   { page: 'audit', label: 'Audit log', permission: 'audit.view' },
 ];
@@ -79,6 +81,8 @@ function Page(props: { me: Me; mode: Mode; page: string; id: string | undefined;
       return <Audit />;
     case 'secrets':
       return <Secrets me={me} mode={mode} />;
+    case 'providers':
+      return <Providers mode={mode} />;
     case 'schedules':
       return id ? <ScheduleHistory mode={mode} id={id} /> : <Schedules mode={mode} />;
     case 'webhooks':

@@ -341,6 +341,10 @@ describe('the dashboard in Chromium', () => {
     expect(await page.textContent('main')).toContain('No webhooks yet');
     await checkPage(page, 'webhooks');
 
+    await open(page, '#/providers', 'BYOI providers');
+    expect(await page.textContent('main')).toContain("Berth's own providers are in use");
+    await checkPage(page, 'providers');
+
     await open(page, '#/team', 'Team and roles');
     await checkPage(page, 'team');
 
