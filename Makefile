@@ -14,7 +14,7 @@ host: ## mmdebstrap, gVisor's runsc, promtool and Debian's chromium on this host
 	@sandbox-images/local/install-host.sh
 
 # npm writes node_modules/.package-lock.json on every install: reinstall when the lockfile is newer.
-node_modules/.package-lock.json: package-lock.json package.json crds/package.json common/package.json providers/package.json operator/package.json apiserver/package.json widget/package.json
+node_modules/.package-lock.json: package-lock.json package.json crds/package.json common/package.json providers/package.json operator/package.json apiserver/package.json widget/package.json dashboard/package.json
 	npm ci --no-fund --no-audit
 
 deps: node_modules/.package-lock.json ## npm packages
@@ -88,6 +88,7 @@ bench: setup cluster-binaries node-binaries ## latency and scale benchmarks agai
 	npx tsx test/bench/management-auth.ts
 	npx tsx test/bench/guardrails.ts
 	npx tsx test/bench/exec-stream.ts
+	npx tsx test/bench/dashboard.ts
 
 bench-smoke: setup cluster-binaries node-binaries ## every bench at a tiny size: each must finish and print its table (part of make test)
 	test/bench/smoke.sh

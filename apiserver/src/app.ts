@@ -31,6 +31,7 @@ import { providerRoutes } from './routes/providers.js';
 import { triggerRoutes } from './routes/triggers.js';
 import { jobRoutes } from './routes/jobs.js';
 import { widgetRoutes } from './routes/widget.js';
+import { dashboardRoutes } from './routes/dashboard.js';
 import { channelRoutes } from './routes/channels.js';
 import { MAX_PUBLIC_BODY_BYTES, channelPublicRoutes, type ChannelSettings } from './routes/channel-public.js';
 import { channelWebhookRoutes } from './routes/channel-webhooks.js';
@@ -257,6 +258,7 @@ export function createApp(deps: AppDeps): App {
     heartbeatMs: deps.streamHeartbeatMs ?? HEARTBEAT_MS,
   });
   widgetRoutes(routes);
+  dashboardRoutes(routes);
 
   // The management plane: a second table, authorized by the sign-in cookie and the caller's role.
   const managementRoutes = new RouteTable();

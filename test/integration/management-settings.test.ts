@@ -140,7 +140,15 @@ describe('the permission table on these routes, one test per route and role', ()
     { permission: 'sessions.view', name: 'GET /api/sessions/:id', call: (b) => b.get(`/api/sessions/${sessionId}`), allowed: 200 },
     { permission: 'sessions.view', name: 'GET /api/sessions/:id/agents', call: (b) => b.get(`/api/sessions/${sessionId}/agents`), allowed: 200 },
     { permission: 'sessions.view', name: 'GET /api/agents/:id', call: (b) => b.get('/api/agents/agt_00000000000000000000000000'), allowed: 404 },
+    { permission: 'sessions.view', name: 'GET /api/agents/:id/stream', call: (b) => b.get('/api/agents/agt_00000000000000000000000000/stream'), allowed: 404 },
+    {
+      permission: 'sessions.manage',
+      name: 'POST /api/agents/:id/exec',
+      call: (b) => b.post('/api/agents/agt_00000000000000000000000000/exec', { language: 'python', code: 'print(1)' }),
+      allowed: 404,
+    },
     { permission: 'observability.view', name: 'GET /api/events', call: (b) => b.get('/api/events'), allowed: 200 },
+    { permission: 'observability.view', name: 'GET /api/schedules', call: (b) => b.get('/api/schedules'), allowed: 200 },
     { permission: 'observability.view', name: 'GET /api/tasks/:id', call: (b) => b.get('/api/tasks/task_00000000000000000000000000'), allowed: 404 },
     { permission: 'observability.view', name: 'GET /api/jobs/:id', call: (b) => b.get('/api/jobs/job_00000000000000000000000000'), allowed: 404 },
     {

@@ -101,9 +101,14 @@ export const DATA_PLANE_VIEWS: View[] = [
   { method: 'get', path: '/v1/sessions/:id', permission: 'sessions.view' },
   { method: 'get', path: '/v1/sessions/:id/agents', permission: 'sessions.view' },
   { method: 'get', path: '/v1/agents/:id', permission: 'sessions.view' },
+  // The agent page: its live stream for everyone who sees agents, its exec console for those who run them.
+  { method: 'get', path: '/v1/agents/:id/stream', permission: 'sessions.view' },
+  { method: 'post', path: '/v1/agents/:id/exec', permission: 'sessions.manage' },
   // Logs: runs (tasks), jobs of triggers and schedules, a schedule's history.
   { method: 'get', path: '/v1/tasks/:id', permission: 'observability.view' },
   { method: 'get', path: '/v1/jobs/:id', permission: 'observability.view' },
+  // Schedules, for the dashboard's schedules page (next run, paused); their history is the line above.
+  { method: 'get', path: '/v1/schedules', permission: 'observability.view' },
   { method: 'get', path: '/v1/schedules/:id/history', permission: 'observability.view' },
 ];
 

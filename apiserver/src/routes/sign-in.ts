@@ -1,5 +1,6 @@
 import {
   ApiError,
+  countAcceptedMembers,
   acceptInvite,
   findMembership,
   listMemberships,
@@ -23,6 +24,7 @@ import {
   type CookieSigner,
 } from '../management/cookies.js';
 import type { OidcTransaction } from '../management/oidc.js';
+import { PERMISSIONS, effectiveRole, roleHolds, type Permission } from '../management/permissions.js';
 import { SIGN_IN_LIFETIME_MS, type SignInService } from '../management/sign-in.js';
 import { okSchema } from './schemas.js';
 import { teamMember } from '../services/team.js';
@@ -141,8 +143,13 @@ export function signInRoutes(table: RouteTable, deps: SignInRouteDeps): void {
       description:
         'Embedded mode without an identity provider: `berth up` prints such a link for the first owner on first start, `berth admin login` prints a new one. A link works once, within 24 hours.',
       auth: false,
-      query: z.object({ token: z.string().min(1).max(200) }).strict(),
-      responses: { 302: { description: 'signed in: to /api/me, with the session cookie' } },
+      query: z
+        .object({
+          token: z.string().min(1).max(200),
+          returnTo: z.string().max(2000).optional().describe('a path of this site to land on (the dashboard sends `/`); default `/api/me`'),
+        })
+        .strict(),
+      responses: { 302: { description: 'signed in: to `returnTo` (default /api/me), with the session cookie' } },
       errors: ['unauthorized'],
       handler: async ({ req, res, query }) => {
         const signedIn = await deps.signIn.signInWithLink(query.token);
@@ -152,7 +159,7 @@ export function signInRoutes(table: RouteTable, deps: SignInRouteDeps): void {
         }
         deps.signIn.count('link', 'success');
         startBrowserSession(req, res, signedIn.token, signedIn.session.csrfToken);
-        res.redirect(302, DEFAULT_RETURN);
+        res.redirect(302, safeReturnTo(query.returnTo));
       },
     }),
     defineRoute({
@@ -189,12 +196,16 @@ export function signInRoutes(table: RouteTable, deps: SignInRouteDeps): void {
             organization: z.object({ id: z.string(), name: z.string(), role: roleSchema }).nullable().describe('null until the user belongs to one'),
             organizations: z.array(z.object({ id: z.string(), name: z.string(), role: roleSchema })),
             csrfToken: z.string(),
+            permissions: z
+              .array(z.string())
+              .describe('what the caller may do in that organization now (the permission table for their role, one person being owner for every check); empty without one. The dashboard offers only these; the server checks each request anyway'),
           }),
           example: {
             user: { id: 'usr_01m80gqv2b7h3y9k0x1c4r5t6v', email: 'ada@example.com', name: 'Ada' },
             organization: { id: 'org_01m80gqv2b7h3y9k0x1c4r5t6v', name: 'default', role: 'owner' },
             organizations: [{ id: 'org_01m80gqv2b7h3y9k0x1c4r5t6v', name: 'default', role: 'owner' }],
             csrfToken: 'b3Jx0m4cJ1W2c9mZQ7pX5tYh2VwK8sLd',
+            permissions: ['organization.delete', 'team.manage', 'team.view', 'keys.manage', 'keys.view', 'billing.view'],
           },
         },
       },
@@ -202,13 +213,16 @@ export function signInRoutes(table: RouteTable, deps: SignInRouteDeps): void {
       handler: async ({ caller }) => {
         const memberships = await listMemberships(deps.pool, caller.user.id);
         const organizations = memberships.map((member) => ({ id: member.organizationId, name: member.organizationName, role: member.role }));
+        const current = organizations.find((organization) => organization.id === caller.organizationId);
+        const role = current && (current.role === 'owner' ? 'owner' : effectiveRole(current.role, await countAcceptedMembers(deps.pool, current.id)));
         return {
           status: 200,
           body: {
             user: { id: caller.user.id, email: caller.user.email, name: caller.user.name },
-            organization: organizations.find((organization) => organization.id === caller.organizationId) ?? null,
+            organization: current ?? null,
             organizations,
             csrfToken: caller.session.csrfToken,
+            permissions: role ? (Object.keys(PERMISSIONS) as Permission[]).filter((permission) => roleHolds(role, permission)) : [],
           },
         };
       },
