@@ -25,6 +25,7 @@ import {
   type Watch,
 } from '@berth/common';
 import { Counter, Histogram, type Registry } from 'prom-client';
+import { WakeablePass } from '../runtime/passes.js';
 import type { AgentFactory, CreateAgentInput } from '../agents/create.js';
 import type { RunStarter } from '../agents/run.js';
 
@@ -95,14 +96,12 @@ const AGENT_ENDED = new Set(['failed', 'terminated', 'paused']);
 export class JobExecutor {
   private readonly metrics: JobExecutorMetrics;
   private readonly listener: NotificationListener | undefined;
-  private timer: NodeJS.Timeout | undefined;
   private agentWatch: Watch | undefined;
-  private running: Promise<void> | undefined;
-  private again = false;
-  private stopped = true;
+  private readonly loop: WakeablePass;
 
   constructor(private readonly options: JobExecutorOptions) {
     this.metrics = createJobExecutorMetrics(options.metrics);
+    this.loop = new WakeablePass(() => this.pass(), { pollMs: options.pollMs ?? 1_000, log: options.log, failure: 'job executor pass failed' });
     this.listener = options.connectionString
       ? new NotificationListener({
           connectionString: options.connectionString,
@@ -117,38 +116,22 @@ export class JobExecutor {
   }
 
   async start(): Promise<void> {
-    this.stopped = false;
     await this.listener?.start().catch((error: unknown) => this.options.log.warn({ err: error }, 'listening for jobs failed; polling until it is back'));
     // An agent that became ready (or failed) moves its job on at once rather than at the next poll.
     this.agentWatch = this.options.store.watch('Agent', { onEvent: () => this.wake(), onResync: () => this.wake() });
     await this.agentWatch.ready.catch((error: unknown) => this.options.log.warn({ err: error }, 'watching agents failed; polling'));
-    this.timer = setInterval(() => this.wake(), this.options.pollMs ?? 1_000);
-    this.timer.unref();
-    this.wake();
+    this.loop.start();
   }
 
   async stop(): Promise<void> {
-    this.stopped = true;
-    clearInterval(this.timer);
+    await this.loop.stop();
     this.agentWatch?.stop();
     await this.listener?.close();
-    await this.running;
   }
 
   /** Asks for a pass soon; passes never overlap. */
   wake(): void {
-    if (this.stopped) return;
-    if (this.running) {
-      this.again = true;
-      return;
-    }
-    this.running = (async () => {
-      do {
-        this.again = false;
-        await this.pass().catch((error: unknown) => this.options.log.error({ err: error }, 'job executor pass failed'));
-      } while (this.again && !this.stopped);
-      this.running = undefined;
-    })();
+    this.loop.wake();
   }
 
   /** One pass over the open jobs this executor can claim now; returns how many it advanced. */

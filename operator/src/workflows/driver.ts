@@ -23,6 +23,7 @@ import {
 } from '@berth/common';
 import { parseDuration } from '@berth/crds';
 import { Counter, Histogram, type Registry } from 'prom-client';
+import { WakeablePass } from '../runtime/passes.js';
 
 export interface WorkflowDriverOptions {
   pool: Pool;
@@ -92,13 +93,11 @@ const ENDED = new Set(['completed', 'failed', 'cancelled']);
 export class WorkflowDriver {
   private readonly metrics: WorkflowDriverMetrics;
   private readonly listener: NotificationListener | undefined;
-  private timer: NodeJS.Timeout | undefined;
-  private running: Promise<void> | undefined;
-  private again = false;
-  private stopped = true;
+  private readonly loop: WakeablePass;
 
   constructor(private readonly options: WorkflowDriverOptions) {
     this.metrics = createWorkflowDriverMetrics(options.metrics);
+    this.loop = new WakeablePass(() => this.pass(), { pollMs: options.pollMs ?? 1_000, log: options.log, failure: 'workflow driver pass failed' });
     this.listener = options.connectionString
       ? new NotificationListener({
           connectionString: options.connectionString,
@@ -116,34 +115,18 @@ export class WorkflowDriver {
   }
 
   async start(): Promise<void> {
-    this.stopped = false;
     await this.listener?.start().catch((error: unknown) => this.options.log.warn({ err: error }, 'listening for workflow runs failed; polling until it is back'));
-    this.timer = setInterval(() => this.wake(), this.options.pollMs ?? 1_000);
-    this.timer.unref();
-    this.wake();
+    this.loop.start();
   }
 
   async stop(): Promise<void> {
-    this.stopped = true;
-    clearInterval(this.timer);
+    await this.loop.stop();
     await this.listener?.close();
-    await this.running;
   }
 
   /** Asks for a pass soon; passes never overlap. */
   wake(): void {
-    if (this.stopped) return;
-    if (this.running) {
-      this.again = true;
-      return;
-    }
-    this.running = (async () => {
-      do {
-        this.again = false;
-        await this.pass().catch((error: unknown) => this.options.log.error({ err: error }, 'workflow driver pass failed'));
-      } while (this.again && !this.stopped);
-      this.running = undefined;
-    })();
+    this.loop.wake();
   }
 
   /** One pass over the running runs; returns how many changed. */
@@ -170,7 +153,7 @@ export class WorkflowDriver {
             log.warn({ err: error }, 'reconciling the workflow run failed; the next pass tries again');
           }
         }
-        if (rows.length < (this.options.batch ?? 50) || this.stopped) break;
+        if (rows.length < (this.options.batch ?? 50) || this.loop.stopped) break;
         after = rows.at(-1)!.id;
       }
       timer({ result: 'ok' });
