@@ -56,7 +56,9 @@ describe('berth up in embedded mode across restarts', () => {
     // grep exits 1 when nothing matches: no file in the data directory holds the key.
     const search = spawnSync('grep', ['-rlF', liveKey.slice(9), dataDir], { encoding: 'utf8' });
     expect(search.stdout).toBe('');
-    expect(search.status).toBe(1);
+    // 1: nothing matched. 2 only when files went away during the scan (a spare workspace volume
+    // being made beside it is renamed into place), never for any other error.
+    expect(search.status === 1 || search.stderr.split('\n').filter(Boolean).every((line) => line.endsWith('No such file or directory')), search.stderr).toBe(true);
   }, 30_000);
 
   it('runs an agent with files and a background process', async () => {
