@@ -197,7 +197,7 @@ export function execRoutes(table: RouteTable, agents: AgentService, options: { t
         })
         .strict(),
       responses: { 101: { description: 'switching to the WebSocket protocol', example: 'HTTP/1.1 101 Switching Protocols' } },
-      errors: ['bad_request', 'not_found', 'unprocessable_entity', 'conflict', 'not_implemented'],
+      errors: ['bad_request', 'not_found', 'unprocessable_entity', 'conflict', 'not_implemented', 'headers_too_large'],
       handler: async () => {
         throw new ApiError('bad_request', 'this route is a WebSocket: send a GET with "Connection: Upgrade" and "Upgrade: websocket"');
       },

@@ -26,7 +26,7 @@ import { mkdir, rename, stat } from 'node:fs/promises';
 import { connect, createServer, type Server, type Socket } from 'node:net';
 import { dirname, join } from 'node:path';
 import { z } from 'zod';
-import type { Logger } from '@berth/common';
+import { ApiError, type Logger } from '@berth/common';
 import { OutputLimit } from '../program.js';
 import { outcomeSchema, type ExecOutcome } from './launcher.js';
 
@@ -333,7 +333,14 @@ export class Connection {
     const record = backgroundProcessSchema.safeParse(answer);
     if (record.success) return record.data;
     const failed = parseChannelOutcome(Buffer.from(JSON.stringify(answer)));
-    throw new ChannelLostError(`the launcher did not start the process: ${JSON.stringify(failed?.outcome ?? answer).slice(0, 300)}`);
+    if (failed?.outcome) {
+      // The launcher answered, with how the program ended before it could run (a working
+      // directory that does not exist, a program it could not start): the request's fault.
+      throw new ApiError('unprocessable_entity', `the program could not be started in the sandbox (check cwd and the program): ${JSON.stringify(failed.outcome).slice(0, 300)}`, {
+        fields: { cwd: ['the program could not be started there'] },
+      });
+    }
+    throw new ChannelLostError(`the launcher did not start the process: ${JSON.stringify(answer).slice(0, 300)}`);
   }
 
   /** A CONTROL request's answer (a WAIT's comes when the process ends or its time is up). */
