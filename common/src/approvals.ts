@@ -103,17 +103,8 @@ export function maskedPreview(input: unknown, secrets: Record<string, string>): 
 
 export type ApprovalState = 'pending' | 'approved' | 'denied' | 'expired' | 'cancelled';
 
-export interface Approval {
-  id: string;
-  organizationId: string;
-  mode: Mode;
-  sessionId: string;
-  agentId: string;
-  taskId: string;
-  toolCallId: string;
-  tool: string;
-  preview: unknown;
-  rule: number;
+/** A recorded request: what was asked (as `ApprovalRequest`, its times as ISO strings) and its decision. */
+export interface Approval extends Omit<ApprovalRequest, 'expiresAt'> {
   state: ApprovalState;
   reason: string | null;
   decidedBy: string | null;
