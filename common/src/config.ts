@@ -265,7 +265,8 @@ export const SETTINGS = {
   metricsPort: {
     env: 'BERTH_METRICS_PORT',
     flag: 'metrics-port',
-    description: "cluster mode: port of the operator's /healthz, /readyz and /metrics",
+    description:
+      "cluster mode: port of /metrics beside the API port in `berth apiserver` (so that Prometheus scrapes a port clients never reach), and of the operator's /healthz, /readyz and /metrics",
     defaultText: '9090',
     schema: z.coerce.number().int().min(0).max(65535).default(9090),
   },

@@ -49,6 +49,21 @@ function healthServer(metrics: Registry, ready: () => boolean, provider?: expres
 }
 
 /**
+ * `/metrics` of the API server on a port of its own, so that a NetworkPolicy can open it to the
+ * monitoring namespace alone and scrapes never queue behind API requests. The API port keeps
+ * serving /metrics too: it is part of the API (and the only one in embedded mode).
+ */
+function metricsServer(metrics: Registry) {
+  const app = express();
+  app.disable('x-powered-by');
+  app.get('/metrics', async (_req, res) => {
+    res.setHeader('Content-Type', metrics.contentType);
+    res.send(await metrics.metrics());
+  });
+  return createServer(app);
+}
+
+/**
  * `berth operator`: the controllers against the cluster's API server. With leader election,
  * replicas wait for the Lease and only the leader reconciles; a leader that cannot renew it
  * exits, so that its pod restarts as a follower rather than reconcile beside a new leader.
@@ -138,21 +153,25 @@ export async function apiserverCommand(config: BerthConfig, log: Logger, out: (l
   const { database, store, providers, models, secretBox } = await clusterParts(config, log);
   await bootstrap(database.pool, { createKeys: false });
   await store.sync(['Session', 'Agent', 'Schedule', 'Fleet']);
+  const metrics = createMetricsRegistry({ version: API_VERSION });
   const app = configuredApp(config, {
     store,
     pool: database.pool,
     providers,
     clock: systemClock,
     log,
-    metrics: createMetricsRegistry({ version: API_VERSION }),
+    metrics,
     secretBox,
     models,
     connectionString: database.connectionString,
   });
   const server = createApiServer(app.express, app.upgrade);
   const port = await listen(server, config.port, config.host);
-  out(`berth apiserver listening on ${config.host}:${port}, resources in namespace ${config.namespace}`);
+  const metricsListener = metricsServer(metrics);
+  const metricsPort = await listen(metricsListener, config.metricsPort, config.host);
+  out(`berth apiserver listening on ${config.host}:${port}, resources in namespace ${config.namespace}; metrics on ${config.host}:${metricsPort}`);
   await untilSignalled(log);
+  await drain(metricsListener, 2_000);
   await drain(server);
   await app.close();
   await store.close();

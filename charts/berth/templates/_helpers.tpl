@@ -48,8 +48,56 @@ app.kubernetes.io/name: {{ include "berth.name" . }}
 app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end }}
 
+{{/*
+The Berth image: [registry/]repository, then @digest when one is set (it pins the content,
+so the tag no longer matters) or :tag (default: the chart's appVersion).
+*/}}
 {{- define "berth.image" -}}
-{{- printf "%s:%s" .Values.image.repository (.Values.image.tag | default .Chart.AppVersion) }}
+{{- $image := .Values.image }}
+{{- $repository := $image.repository }}
+{{- with $image.registry }}{{ $repository = printf "%s/%s" . $image.repository }}{{ end }}
+{{- if $image.digest }}
+{{- printf "%s@%s" $repository $image.digest }}
+{{- else }}
+{{- printf "%s:%s" $repository ($image.tag | default .Chart.AppVersion) }}
+{{- end }}
+{{- end }}
+
+{{/*
+The ServiceAccount a component runs as and its Roles are bound to. Called with
+(dict "root" $ "component" "apiserver").
+*/}}
+{{- define "berth.serviceAccountName" -}}
+{{- $account := (index .root.Values .component).serviceAccount }}
+{{- if $account.create }}
+{{- $account.name | default (printf "%s-%s" (include "berth.fullname" .root) .component) }}
+{{- else if $account.name }}
+{{- $account.name }}
+{{- else }}
+{{- fail (printf "%s.serviceAccount.create is false: set %s.serviceAccount.name to the ServiceAccount the %s should run as (the chart binds its Roles to it; it does not fall back to the namespace's default account)." .component .component .component) }}
+{{- end }}
+{{- end }}
+
+{{/*
+The enabled probes of a component, as container fields. Called with
+(dict "root" $ "component" "apiserver").
+*/}}
+{{- define "berth.probes" -}}
+{{- $values := index .root.Values .component }}
+{{- range $probe := list "startupProbe" "livenessProbe" "readinessProbe" }}
+{{- $spec := index $values $probe }}
+{{- if $spec.enabled }}
+{{ $probe }}:
+  {{- omit $spec "enabled" | toYaml | nindent 2 }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/*
+Extra flags after the command. Called with (dict "root" $ "component" "apiserver").
+*/}}
+{{- define "berth.args" -}}
+{{- toJson (concat (list .component) (index .root.Values .component).extraArgs) }}
 {{- end }}
 
 {{- define "berth.sandboxNamespace" -}}
@@ -71,6 +119,13 @@ schema, so that the error names the three values instead of quoting a oneOf clau
 {{- fail (printf "Berth needs a PostgreSQL database: set exactly one of postgresql.url (a postgresql:// connection string), postgresql.existingSecret (a Secret in the release namespace holding one under postgresql.existingSecretKey) or postgresql.bundled.enabled=true (a single PostgreSQL pod, for evaluation); %s." $found) }}
 {{- end }}
 {{- keys $set | first }}
+{{- end }}
+
+{{/*
+The stable DNS name of the bundled PostgreSQL (its headless Service).
+*/}}
+{{- define "berth.bundledDatabaseHost" -}}
+{{- printf "%s-postgresql.%s.svc" (include "berth.fullname" .) .Release.Namespace }}
 {{- end }}
 
 {{/*
@@ -101,11 +156,22 @@ sandboxes are built. The API server needs the sandbox settings too: it validates
 them (a gpu type must be in the table) and execs into sandbox pods.
 */}}
 {{- define "berth.env" -}}
+{{- if and .Values.postgresql.bundled.enabled .Values.postgresql.bundled.existingSecret -}}
+# The password from the Secret you manage; Kubernetes puts it into DATABASE_URL below.
+- name: BERTH_DATABASE_PASSWORD
+  valueFrom:
+    secretKeyRef:
+      name: {{ .Values.postgresql.bundled.existingSecret }}
+      key: password
+- name: DATABASE_URL
+  value: {{ printf "postgresql://berth:$(BERTH_DATABASE_PASSWORD)@%s:5432/berth" (include "berth.bundledDatabaseHost" .) | quote }}
+{{- else -}}
 - name: DATABASE_URL
   valueFrom:
     secretKeyRef:
       name: {{ include "berth.databaseSecretName" . }}
       key: {{ include "berth.databaseSecretKey" . }}
+{{- end }}
 # Berth's custom resources live in the namespace the pods run in, which the Roles cover.
 - name: BERTH_NAMESPACE
   valueFrom:
