@@ -218,7 +218,7 @@ describe('helm lint', () => {
 
 describe('disruption budgets and rollout history', () => {
   it('gives each Deployment of several replicas a PodDisruptionBudget selecting exactly its pods', async () => {
-    const rendered = await render();
+    const rendered = await render([...WITH_URL, '--set', 'operator.replicas=2', '--set', 'snapshots.directory.existingClaim=berth-snapshots']);
     for (const component of ['apiserver', 'operator'] as const) {
       const budget = rendered.get('PodDisruptionBudget', `${FULLNAME}-${component}`);
       const deployment = rendered.get('Deployment', `${FULLNAME}-${component}`);
@@ -266,9 +266,11 @@ describe('the default render', () => {
         'CustomResourceDefinition/snapshots.berth.dev',
         `Deployment/${FULLNAME}-apiserver`,
         `Deployment/${FULLNAME}-operator`,
+        `NetworkPolicy/${FULLNAME}-apiserver`,
+        `NetworkPolicy/${FULLNAME}-operator`,
         `NetworkPolicy/${FULLNAME}-sandboxes`,
+        // One operator replica by default (its snapshots are in an emptyDir): no budget for it.
         `PodDisruptionBudget/${FULLNAME}-apiserver`,
-        `PodDisruptionBudget/${FULLNAME}-operator`,
         `Role/${FULLNAME}-apiserver`,
         `Role/${FULLNAME}-operator`,
         `RoleBinding/${FULLNAME}-apiserver`,
@@ -276,6 +278,7 @@ describe('the default render', () => {
         `Secret/${FULLNAME}-database`,
         `Secret/${FULLNAME}-secrets-key`,
         `Service/${FULLNAME}-apiserver`,
+        `Service/${FULLNAME}-apiserver-metrics`,
         `Service/${FULLNAME}-operator-metrics`,
         `ServiceAccount/${FULLNAME}-apiserver`,
         `ServiceAccount/${FULLNAME}-operator`,
@@ -294,7 +297,7 @@ describe('the default render', () => {
         'app.kubernetes.io/instance': RELEASE,
         'app.kubernetes.io/version': '0.1.0',
         'app.kubernetes.io/managed-by': 'Helm',
-        'helm.sh/chart': 'berth-0.1.0',
+        'helm.sh/chart': 'berth-0.2.0',
       });
     }
   });
@@ -377,17 +380,23 @@ describe('the default render', () => {
     expect(Buffer.from(secret.data!.DATABASE_URL!, 'base64').toString()).toBe(DATABASE_URL);
   });
 
-  it('probes /healthz and /readyz on the ports the processes listen on', () => {
+  it('probes /healthz and /readyz on the ports the processes listen on, and serves /metrics on port 9090 in both', () => {
     const ports = { apiserver: ['http', 8080], operator: ['metrics', 9090] } as const;
     for (const [component, [portName, port]] of Object.entries(ports)) {
       const container = rendered.container(component as 'apiserver' | 'operator');
-      expect(container.ports).toEqual([expect.objectContaining({ name: portName, containerPort: port })]);
+      expect(container.ports).toContainEqual(expect.objectContaining({ name: portName, containerPort: port }));
+      expect(container.ports).toContainEqual(expect.objectContaining({ name: 'metrics', containerPort: 9090 }));
+      expect(rendered.env(component as 'apiserver' | 'operator').get('BERTH_METRICS_PORT')!.value).toBe('9090');
       expect(container.livenessProbe!.httpGet).toEqual({ path: '/healthz', port: portName });
       expect(container.readinessProbe!.httpGet).toEqual({ path: '/readyz', port: portName });
       expect(container.startupProbe!.httpGet).toEqual({ path: '/healthz', port: portName });
     }
+    // The API Service (possibly a LoadBalancer) carries the API only; metrics have a headless Service.
     const service = rendered.get('Service', `${FULLNAME}-apiserver`);
     expect(service.spec!.ports).toEqual([expect.objectContaining({ name: 'http', port: 8080, targetPort: 'http' })]);
+    const metrics = rendered.get('Service', `${FULLNAME}-apiserver-metrics`);
+    expect(metrics.spec).toMatchObject({ clusterIP: 'None', ports: [{ name: 'metrics', port: 9090, targetPort: 'metrics', protocol: 'TCP' }] });
+    expect(metrics.spec!.selector).toEqual(service.spec!.selector);
   });
 
   it('runs both processes as non-root with a read-only root filesystem and no capabilities', () => {
@@ -462,7 +471,7 @@ describe('values reach the processes', () => {
   });
 
   it('refuses more than one operator replica without leader election', async () => {
-    const error = await renderError([...WITH_URL, '--set', 'operator.leaderElection=false']);
+    const error = await renderError([...WITH_URL, '--set', 'operator.leaderElection=false', '--set', 'operator.replicas=2', '--set', 'snapshots.storage=s3', '--set', 'snapshots.s3.bucket=berth-snapshots']);
     expect(error).toContain('operator.leaderElection=false needs operator.replicas of 0 or 1');
   });
 });
@@ -682,7 +691,8 @@ describe('the sandbox NetworkPolicy', () => {
   it('lives in the sandbox namespace, and can be turned off', async () => {
     const separate = await render([...WITH_URL, '--set', 'sandbox.namespace=sandboxes']);
     expect(separate.get('NetworkPolicy', name).metadata.namespace).toBe('sandboxes');
-    expect((await render([...WITH_URL, '--set', 'networkPolicy.enabled=false'])).ofKind('NetworkPolicy')).toEqual([]);
+    const off = await render([...WITH_URL, '--set', 'networkPolicy.enabled=false'])
+    expect(off.ofKind('NetworkPolicy').map((policy) => policy.metadata.name).sort()).toEqual([`${FULLNAME}-apiserver`, `${FULLNAME}-operator`]);
   });
 
   it('rejects a range that is not CIDR notation', async () => {
@@ -701,23 +711,38 @@ describe('optional objects', () => {
     expect(mismatch).toContain('runtimeClass.name ("gvisor") must equal sandbox.runtimeClassName ("kata")');
   });
 
-  it('creates a ServiceMonitor for both components only when asked', async () => {
+  it('creates a ServiceMonitor for both components only when asked, scraping the metrics port of exactly the two metrics Services', async () => {
     const rendered = await render([...WITH_URL, '--set', 'serviceMonitor.enabled=true', '--set', 'serviceMonitor.labels.release=prometheus']);
     const monitor = rendered.get('ServiceMonitor', FULLNAME);
     expect(monitor.apiVersion).toBe('monitoring.coreos.com/v1');
     expect(monitor.metadata.labels!.release).toBe('prometheus');
-    const endpoints = monitor.spec!.endpoints as { port: string; path: string; interval: string }[];
-    expect(endpoints).toEqual([
-      { port: 'http', path: '/metrics', interval: '30s' },
-      { port: 'metrics', path: '/metrics', interval: '30s' },
-    ]);
-    // Each endpoint names a port of one of the Services the monitor selects.
+    // Without a timeout or relabelings, Prometheus's own defaults apply: the fields are absent.
+    expect(monitor.spec!.endpoints).toEqual([{ port: 'metrics', path: '/metrics', interval: '30s' }]);
     const selector = monitor.spec!.selector as { matchLabels: Record<string, string> };
     const selected = rendered
       .ofKind('Service')
       .filter((service) => Object.entries(selector.matchLabels).every(([k, v]) => service.metadata.labels?.[k] === v));
-    const portNames = selected.flatMap((service) => (service.spec!.ports as { name: string }[]).map((port) => port.name));
-    for (const endpoint of endpoints) expect(portNames).toContain(endpoint.port);
+    expect(selected.map((service) => service.metadata.name).sort()).toEqual([`${FULLNAME}-apiserver-metrics`, `${FULLNAME}-operator-metrics`]);
+    for (const service of selected) {
+      expect(service.spec!.ports).toEqual([{ name: 'metrics', port: 9090, targetPort: 'metrics', protocol: 'TCP' }]);
+      const component = (service.spec!.selector as Record<string, string>)['app.kubernetes.io/component'] as 'apiserver' | 'operator';
+      expect(rendered.container(component).ports).toContainEqual({ name: 'metrics', containerPort: 9090, protocol: 'TCP' });
+    }
+  });
+
+  it('passes interval, scrapeTimeout, relabelings and metricRelabelings to the endpoint', async () => {
+    const relabelings = [{ sourceLabels: ['__meta_kubernetes_pod_node_name'], targetLabel: 'node', action: 'replace' }];
+    const metricRelabelings = [{ sourceLabels: ['__name__'], regex: 'nodejs_gc_.*', action: 'drop' }];
+    const rendered = await render([
+      ...WITH_URL,
+      ...['--set', 'serviceMonitor.enabled=true', '--set', 'serviceMonitor.interval=15s', '--set', 'serviceMonitor.scrapeTimeout=5s'],
+      ...['--set-json', `serviceMonitor.relabelings=${JSON.stringify(relabelings)}`],
+      ...['--set-json', `serviceMonitor.metricRelabelings=${JSON.stringify(metricRelabelings)}`],
+    ]);
+    expect(rendered.get('ServiceMonitor', FULLNAME).spec!.endpoints).toEqual([
+      { port: 'metrics', path: '/metrics', interval: '15s', scrapeTimeout: '5s', relabelings, metricRelabelings },
+    ]);
+    expect(await renderError([...WITH_URL, '--set', 'serviceMonitor.scrapeTimeout=5 seconds'])).toContain(SCHEMA_ERROR);
   });
 });
 
