@@ -62,7 +62,7 @@ test-integration: setup ## integration tests: real PostgreSQL, runsc, berth proc
 test-browser: setup ## the chat widget in Debian's headless Chromium (playwright-core, axe-core) against a real berth up
 	npx vitest run --project browser
 
-test-chart: build ## the Helm chart through the real helm
+test-chart: build cluster-binaries ## the Helm chart through the real helm: lint, rendered objects, and a server-side dry run against the test control plane
 	npx vitest run --project chart
 
 test-cluster: build cluster-binaries ## cluster tier: a real control plane with berth apiserver and operator
