@@ -3,7 +3,7 @@ SHELL := /bin/bash
 BERTH := node apiserver/dist/cli/main.js
 ARGS ?=
 
-.PHONY: help setup host deps build images cluster-binaries node-binaries test-node lint-guest check-deps run test test-unit bench-smoke test-integration test-browser test-chart test-cluster test-fuzz bench e2e-kind generate clean
+.PHONY: help setup host deps build images cluster-binaries node-binaries test-node lint-guest check-deps run test test-unit bench-smoke test-integration test-browser test-chart test-cluster test-fuzz bench e2e-kind generate chart-package clean
 
 help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-18s %s\n", $$1, $$2}'
@@ -49,6 +49,7 @@ check-deps: deps ## every workspace package declares what it imports, and nothin
 test: setup cluster-binaries node-binaries check-deps lint-guest ## every test tier: unit, integration, browser, chart, cluster, node, fuzz, bench smoke
 	rm -rf .test-results && mkdir -p .test-results
 	npx vitest run --reporter=default --reporter=json --outputFile.json=.test-results/vitest.json
+	$(MAKE) --no-print-directory chart-package
 	BERTH_TEST_RESULTS=.test-results $(MAKE) --no-print-directory test-fuzz
 	BERTH_TEST_RESULTS=.test-results $(MAKE) --no-print-directory bench-smoke
 	npx tsx test/summary.ts .test-results
@@ -95,6 +96,9 @@ bench-smoke: setup cluster-binaries node-binaries ## every bench at a tiny size:
 
 e2e-kind: ## end to end on a kind cluster with real containers (needs Docker and kind)
 	test/e2e/kind.sh
+
+chart-package: ## helm package charts/berth into dist/charts (push it with helm push dist/charts/berth-<version>.tgz oci://<registry>/<path>)
+	npx tsx test/chart/package.ts dist/charts
 
 clean: ## remove build output (not data directories or images)
 	npm run --silent clean
