@@ -2,7 +2,10 @@
  * The chart's production options through the real helm binary: each value rendered and found
  * in the object it belongs to, and each unsafe combination refused with its message.
  */
+import { readFile } from 'node:fs/promises';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { parse } from 'yaml';
 import { CHART, FULLNAME, NAMESPACE, RELEASE, render, renderError, run, SCHEMA_ERROR, WITH_URL, type Rendered } from './helm.js';
 
 const COMPONENTS = ['apiserver', 'operator'] as const;
@@ -346,5 +349,31 @@ describe('secrets under GitOps', () => {
     expect(rendered.ofKind('Secret').map((secret) => secret.metadata.name)).toEqual([`${FULLNAME}-database`]);
     const error = await renderError([...WITH_URL, '--set', 'postgresql.bundled.existingSecret=berth-pg']);
     expect(error).toContain('postgresql.bundled.existingSecret holds the password of the bundled database, but postgresql.bundled.enabled is false');
+  });
+});
+
+describe('the values reference', () => {
+  // Values that are Kubernetes objects (or tables of them) are one row each, not one per field.
+  const OBJECTS = new Set([
+    'podSecurityContext', 'securityContext', 'sandbox.gpuTable', 'networkPolicy.dns.podLabels', 'postgresql.bundled.podSecurityContext',
+    ...['apiserver', 'operator'].flatMap((component) =>
+      ['resources', 'updateStrategy', 'startupProbe', 'livenessProbe', 'readinessProbe'].map((key) => `${component}.${key}`),
+    ),
+    'postgresql.bundled.resources',
+  ]);
+
+  function leaves(value: unknown, path: string[] = []): string[] {
+    const key = path.join('.');
+    const isMap = typeof value === 'object' && value !== null && !Array.isArray(value);
+    if (path.length > 0 && (!isMap || OBJECTS.has(key) || Object.keys(value).length === 0)) return [key];
+    return Object.entries(value as Record<string, unknown>).flatMap(([name, child]) => leaves(child, [...path, name]));
+  }
+
+  it('in docs/install-kubernetes.md has a row for every value of values.yaml', async () => {
+    const values = parse(await readFile(join(CHART, 'values.yaml'), 'utf8')) as Record<string, unknown>;
+    const doc = await readFile(join(CHART, '..', '..', 'docs', 'install-kubernetes.md'), 'utf8');
+    const paths = leaves(values);
+    expect(paths.length).toBeGreaterThan(100);
+    expect(paths.filter((path) => !doc.includes(`| \`${path}\` |`))).toEqual([]);
   });
 });

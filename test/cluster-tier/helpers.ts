@@ -45,6 +45,8 @@ export interface ClusterProcess {
   child: ChildProcess;
   /** `http://127.0.0.1:<port>` of the API (apiserver) or of health and metrics (operator). */
   url: string;
+  /** `http://127.0.0.1:<port>` of /metrics: the apiserver's own metrics listener, the operator's one port. */
+  metricsUrl: string;
   output(): string;
   stop(signal?: NodeJS.Signals): Promise<number | null>;
 }
@@ -70,14 +72,17 @@ export async function startClusterProcess(
   child.stdout!.on('data', (chunk: Buffer) => (output += chunk.toString()));
   child.stderr!.on('data', (chunk: Buffer) => (output += chunk.toString()));
   const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
-  const pattern = command === 'apiserver' ? /listening on (127\.0\.0\.1:\d+)/ : /health and metrics on (127\.0\.0\.1:\d+)/;
-  const address = await new Promise<string>((resolve, reject) => {
+  const pattern =
+    command === 'apiserver'
+      ? /listening on (127\.0\.0\.1:\d+).*; metrics on (127\.0\.0\.1:\d+)/
+      : /health and metrics on (127\.0\.0\.1:\d+)()/;
+  const [address, metricsAddress] = await new Promise<[string, string]>((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error(`berth ${command} did not start:\n${output.slice(-3000)}`)), 60_000);
     const onData = () => {
       const match = pattern.exec(output);
       if (!match) return;
       clearTimeout(timer);
-      resolve(match[1]!);
+      resolve([match[1]!, match[2] || match[1]!]);
     };
     child.stdout!.on('data', onData);
     child.stderr!.on('data', onData);
@@ -89,6 +94,7 @@ export async function startClusterProcess(
   return {
     child,
     url: `http://${address}`,
+    metricsUrl: `http://${metricsAddress}`,
     output: () => output,
     async stop(signal = 'SIGTERM') {
       if (child.exitCode !== null || child.signalCode !== null) return child.exitCode;

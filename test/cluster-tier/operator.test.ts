@@ -209,8 +209,9 @@ describe('the operator', () => {
     expect(metricValue(samples, 'berth_sandboxes', { provider: 'kubernetes', phase: 'idle' })).toBeGreaterThan(0);
   });
 
-  it('serves metrics that promtool check metrics finds no problem in, from the operator and the apiserver', async () => {
-    for (const target of [berth.operators[0]!, berth.apiserver]) {
+  it('serves metrics that promtool check metrics finds no problem in, from the operator and the apiserver (its API port and its metrics port)', async () => {
+    for (const url of [berth.operators[0]!.url, berth.apiserver.url, berth.apiserver.metricsUrl]) {
+      const target = { url };
       const exposition = await (await fetch(`${target.url}/metrics`)).text();
       const check = spawnSync('promtool', ['check', 'metrics'], { input: exposition, encoding: 'utf8' });
       if (check.error) throw new Error(`promtool is needed for this test (make host installs it): ${check.error.message}`);
@@ -218,5 +219,16 @@ describe('the operator', () => {
       expect(check.status).toBe(0);
       expect(parsePrometheus(exposition).find((sample) => sample.name === 'berth_build_info')?.labels.version).toMatch(/^\d+\.\d+\.\d+/);
     }
+  });
+
+  it("serves the API server's own registry on its metrics port, and nothing of the API there", async () => {
+    const { apiserver } = berth;
+    expect(apiserver.metricsUrl).not.toBe(apiserver.url);
+    expect((await berth.live.get('/v1/sessions')).status).toBe(200);
+    // The request counter of the API is in the exposition of the metrics port: one registry.
+    const samples = parsePrometheus(await (await fetch(`${apiserver.metricsUrl}/metrics`)).text());
+    const served = samples.filter((sample) => sample.name === 'berth_http_requests_total' && sample.labels.method === 'GET' && sample.labels.status === '200');
+    expect(served.reduce((sum, sample) => sum + sample.value, 0)).toBeGreaterThan(0);
+    for (const path of ['/v1/sessions', '/healthz', '/v1/openapi.json']) expect((await fetch(`${apiserver.metricsUrl}${path}`)).status, path).toBe(404);
   });
 });
