@@ -32,7 +32,8 @@ const DATABASE_ERROR = 'Berth needs a PostgreSQL database: set exactly one of po
 // ---------------------------------------------------------------------------------------------
 
 describe('helm lint', () => {
-  for (const values of [[], ['--values', join(CHART, 'ci', 'url-values.yaml')], ['--values', join(CHART, 'ci', 'bundled-values.yaml')]]) {
+  const ciValues = ['url-values.yaml', 'bundled-values.yaml', 'production-values.yaml', 'gitops-values.yaml'].map((file) => ['--values', join(CHART, 'ci', file)]);
+  for (const values of [[], ...ciValues]) {
     it(`passes with ${values.length ? values[1]!.split('/').pop() : 'the defaults'}, also with --strict`, async () => {
       for (const strict of [[], ['--strict']]) {
         const result = await run(['lint', CHART, ...strict, ...values]);
