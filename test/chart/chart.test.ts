@@ -572,6 +572,19 @@ describe('optional objects', () => {
     ]);
     expect(await renderError([...WITH_URL, '--set', 'serviceMonitor.scrapeTimeout=5 seconds'])).toContain(SCHEMA_ERROR);
   });
+
+  it('refuses a scrape timeout longer than the interval, comparing units', async () => {
+    const monitor = (interval: string, timeout: string) => [
+      ...WITH_URL,
+      ...['--set', 'serviceMonitor.enabled=true', '--set', `serviceMonitor.interval=${interval}`, '--set', `serviceMonitor.scrapeTimeout=${timeout}`],
+    ];
+    expect(await renderError(monitor('1m', '1m30s'))).toContain('serviceMonitor.scrapeTimeout (1m30s) is longer than serviceMonitor.interval (1m)');
+    expect(await renderError(monitor('900ms', '1s'))).toContain('is longer than serviceMonitor.interval');
+    for (const [interval, timeout] of [['30s', '500ms'], ['1m30s', '1m30s'], ['1h', '59m']] as const) {
+      const endpoints = (await render(monitor(interval, timeout))).get('ServiceMonitor', FULLNAME).spec!.endpoints as { interval: string; scrapeTimeout: string }[];
+      expect(endpoints[0]).toMatchObject({ interval, scrapeTimeout: timeout });
+    }
+  });
 });
 
 describe('BYOI and the remote provider protocol', () => {

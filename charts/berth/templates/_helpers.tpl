@@ -357,3 +357,16 @@ the Secret named in oidc.existingSecret, never from values.
       key: {{ .Values.oidc.clientSecretKey }}
 {{- end }}
 {{- end }}
+
+{{/*
+A Prometheus duration (1m30s, 500ms) in milliseconds, for comparing two of them.
+*/}}
+{{- define "berth.milliseconds" -}}
+{{- $total := 0 }}
+{{- $units := dict "ms" 1 "s" 1000 "m" 60000 "h" 3600000 }}
+{{- range regexFindAll "[0-9]+(ms|h|m|s)" . -1 }}
+{{- $number := regexFind "^[0-9]+" . }}
+{{- $total = add $total (mul (atoi $number) (get $units (trimPrefix $number .))) }}
+{{- end }}
+{{- $total }}
+{{- end }}
