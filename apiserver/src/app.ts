@@ -22,6 +22,7 @@ import { snapshotRoutes } from './routes/snapshots.js';
 import { sessionRoutes } from './routes/sessions.js';
 import { systemRoutes } from './routes/system.js';
 import { usageRoutes } from './routes/usage.js';
+import { usageViewRoutes } from './routes/usage-views.js';
 import { webhookRoutes } from './routes/webhooks.js';
 import { secretRoutes } from './routes/secrets.js';
 import { knowledgeRoutes } from './routes/knowledge.js';
@@ -187,7 +188,8 @@ export function createApp(deps: AppDeps): App {
   const snapshots = createSnapshotService({ store: deps.store, providers: deps.providers, clock: deps.clock, limits });
   snapshotRoutes(routes, { snapshots, agents, providers: deps.providers });
   scheduleRoutes(routes, createScheduleService({ store: deps.store, pool: deps.pool, clock: deps.clock }));
-  usageRoutes(routes, createUsageService({ pool: deps.pool, clock: deps.clock, currency: deps.currency }));
+  const usage = createUsageService({ pool: deps.pool, clock: deps.clock, currency: deps.currency });
+  usageRoutes(routes, usage);
   secretRoutes(routes, secrets);
   const knowledge = createKnowledgeService({
     pool: deps.pool,
@@ -284,6 +286,7 @@ export function createApp(deps: AppDeps): App {
   );
   eventLogRoutes(managementRoutes, createEventLogService({ pool: deps.pool, cursors }));
   dataPlaneViewRoutes(managementRoutes, routes, { pool: deps.pool, clock: deps.clock });
+  usageViewRoutes(managementRoutes, usage);
   approvalRoutes(routes, managementRoutes, createApprovalService({ pool: deps.pool, clock: deps.clock, cursors, metrics: deps.metrics }));
   const authenticateSession = authenticateUser({ db: deps.pool, clock: deps.clock, signer });
 

@@ -8,6 +8,8 @@ export interface Series {
   label: string;
   /** One value per label of the chart, in cents. */
   values: number[];
+  /** In the data table only, not drawn: a total beside the stacked parts. */
+  tableOnly?: boolean;
 }
 
 const PALETTE = ['--chart-1', '--chart-2', '--chart-3', '--chart-4', '--chart-5'];
@@ -31,7 +33,7 @@ export function BarChart(props: { id: string; title: string; category: string; l
       type: 'bar',
       data: {
         labels: props.labels,
-        datasets: props.series.map((series, index) => ({
+        datasets: props.series.filter((series) => !series.tableOnly).map((series, index) => ({
           label: series.label,
           data: series.values.map((cents) => cents / 100),
           backgroundColor: cssVar(PALETTE[index % PALETTE.length]!),
@@ -48,14 +50,14 @@ export function BarChart(props: { id: string; title: string; category: string; l
           y: { stacked: props.stacked ?? false, ticks: { color: text }, grid: { color: grid }, beginAtZero: true },
         },
         plugins: {
-          legend: { display: props.series.length > 1, labels: { color: text } },
+          legend: { display: props.series.filter((series) => !series.tableOnly).length > 1, labels: { color: text } },
           tooltip: { callbacks: { label: (item) => `${item.dataset.label}: ${props.format(Math.round(Number(item.raw) * 100))}` } },
         },
       },
     });
     return () => chart.destroy();
   }, [JSON.stringify([props.labels, props.series, props.stacked])]);
-  const summary = props.series.map((series) => `${series.label}: ${props.format(series.values.reduce((sum, value) => sum + value, 0))}`).join('; ');
+  const summary = props.series.filter((series) => !series.tableOnly).map((series) => `${series.label}: ${props.format(series.values.reduce((sum, value) => sum + value, 0))}`).join('; ');
   return (
     <figure class="chart" id={props.id}>
       <figcaption>

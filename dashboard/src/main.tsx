@@ -2,6 +2,12 @@ import { render } from 'preact';
 import { useEffect, useState } from 'preact/hooks';
 import { ApiFailure, api, useCsrfToken, type Me, type Mode } from './api.js';
 import { Audit } from './pages/audit.js';
+import { ChannelPage, Channels } from './pages/channels.js';
+import { DefinitionPage, Definitions } from './pages/definitions.js';
+import { FleetPage, Fleets } from './pages/fleets.js';
+import { Snapshots } from './pages/snapshots.js';
+import { Triggers } from './pages/triggers.js';
+import { WorkflowPage, WorkflowRunPage, Workflows } from './pages/workflows.js';
 import { Keys } from './pages/keys.js';
 import { Overview } from './pages/overview.js';
 import { AgentPage, SessionAgents, Sessions } from './pages/sessions.js';
@@ -19,9 +25,15 @@ import './styles.css';
 const NAV: { page: string; label: string; permission: string }[] = [
   { page: 'overview', label: 'Overview', permission: 'billing.view' },
   { page: 'sessions', label: 'Sessions and agents', permission: 'sessions.view' },
+  { page: 'snapshots', label: 'Snapshots', permission: 'sessions.view' },
   { page: 'usage', label: 'Usage', permission: 'billing.view' },
-  { page: 'keys', label: 'API keys', permission: 'keys.view' },
+  { page: 'definitions', label: 'Agent definitions', permission: 'agentResources.view' },
+  { page: 'workflows', label: 'Workflows', permission: 'observability.view' },
+  { page: 'fleets', label: 'Fleets', permission: 'observability.view' },
   { page: 'schedules', label: 'Schedules', permission: 'observability.view' },
+  { page: 'triggers', label: 'Triggers', permission: 'observability.view' },
+  { page: 'channels', label: 'Channels', permission: 'observability.view' },
+  { page: 'keys', label: 'API keys', permission: 'keys.view' },
   { page: 'webhooks', label: 'Webhooks', permission: 'observability.view' },
   { page: 'secrets', label: 'Secrets', permission: 'secrets.view' },
   { page: 'providers', label: 'BYOI providers', permission: 'providers.view' },
@@ -55,9 +67,14 @@ function SignIn(props: { failure?: Error | undefined }) {
   );
 }
 
+/** The navigation entry a page belongs to: an agent's page to sessions, a workflow run's to workflows. */
+function navPage(page: string): string {
+  return ({ agents: 'sessions', 'workflow-runs': 'workflows' } as Record<string, string>)[page] ?? page;
+}
+
 function Page(props: { me: Me; mode: Mode; page: string; id: string | undefined; period: string; setPeriod: (period: string) => void }) {
   const { me, mode, id } = props;
-  const entry = NAV.find((item) => item.page === props.page || (props.page === 'agents' && item.page === 'sessions'));
+  const entry = NAV.find((item) => item.page === navPage(props.page));
   if (!entry) return <NotFound />;
   if (!me.permissions.includes(entry.permission))
     return (
@@ -82,7 +99,21 @@ function Page(props: { me: Me; mode: Mode; page: string; id: string | undefined;
     case 'secrets':
       return <Secrets me={me} mode={mode} />;
     case 'providers':
-      return <Providers mode={mode} />;
+      return <Providers me={me} mode={mode} />;
+    case 'definitions':
+      return id ? <DefinitionPage me={me} mode={mode} id={id} /> : <Definitions mode={mode} />;
+    case 'snapshots':
+      return <Snapshots me={me} mode={mode} />;
+    case 'triggers':
+      return <Triggers mode={mode} />;
+    case 'workflows':
+      return id ? <WorkflowPage mode={mode} id={id} /> : <Workflows mode={mode} />;
+    case 'workflow-runs':
+      return id ? <WorkflowRunPage mode={mode} id={id} /> : <Workflows mode={mode} />;
+    case 'fleets':
+      return id ? <FleetPage mode={mode} id={id} /> : <Fleets mode={mode} />;
+    case 'channels':
+      return id ? <ChannelPage mode={mode} id={id} /> : <Channels mode={mode} />;
     case 'schedules':
       return id ? <ScheduleHistory mode={mode} id={id} /> : <Schedules mode={mode} />;
     case 'webhooks':
@@ -169,7 +200,7 @@ function App() {
     setSignedOut(true);
   }
 
-  const current = route.page === 'agents' ? 'sessions' : route.page;
+  const current = navPage(route.page);
   return (
     <>
       <a class="skip" href="#main" onClick={(event) => (event.preventDefault(), document.getElementById('page-title')?.focus())}>

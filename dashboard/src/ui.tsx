@@ -105,3 +105,24 @@ export function Stat(props: { label: string; value: ComponentChildren; note?: Co
 export function Code(props: { children: ComponentChildren }) {
   return <code class="code">{props.children}</code>;
 }
+
+/** Reloads every `intervalMs` while `active` and the tab is visible: what the API has no stream for. */
+export function usePolling(loaded: Loaded<unknown>, active: boolean, intervalMs = 3000): void {
+  useEffect(() => {
+    if (!active) return;
+    const timer = setInterval(() => document.visibilityState === 'visible' && loaded.reload(), intervalMs);
+    return () => clearInterval(timer);
+  }, [active, intervalMs]);
+}
+
+/** How far something went, as a bar and in words (the words are what assistive technology and the tests read). */
+export function Progress(props: { label: string; value: number; max: number; unit: string }) {
+  return (
+    <span class="progress">
+      <progress max={props.max} value={props.value} aria-label={props.label} />
+      <span class="progress-text">
+        {props.value} of {props.max} {props.unit}
+      </span>
+    </span>
+  );
+}

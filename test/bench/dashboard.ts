@@ -4,7 +4,7 @@
  * same `berth up`:
  *
  *   overview   a fresh browser context (empty cache) opens `/#/overview` signed in: the page, its
- *              script and stylesheet, then `/api/me`, the usage summary, the session defaults and
+ *              script and stylesheet, then `/api/me`, the usage summary, the users by cost, the session defaults and
  *              the recent failures, until the spend is on the screen (`#stat-spend`)
  *   floor      the same, signed out: the same page, script and stylesheet, one `/api/me` (401), until
  *              the sign-in page's heading is on the screen. The difference is the overview's own

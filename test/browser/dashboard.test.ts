@@ -10,6 +10,7 @@ import { startFakeOpenAI, type FakeModelServer } from '../helpers/fake-models.js
 import { startIdentityProvider, type TestIdentityProvider } from '../helpers/oidc.js';
 import { createTestDatabase } from '../helpers/postgres.js';
 import { removeDataDir } from '../helpers/runsc.js';
+import { startWebhookReceiver, type WebhookReceiver } from '../helpers/webhook-receiver.js';
 
 /**
  * The dashboard in Debian's headless Chromium against a real `berth up` configured with a real
@@ -89,6 +90,7 @@ async function chartTable(page: Page, id: string): Promise<Record<string, Record
 
 describe('the dashboard in Chromium', () => {
   let model: FakeModelServer;
+  let receiver: WebhookReceiver;
   let idp: TestIdentityProvider;
   let berth: BerthProcess;
   let pool: pg.Pool;
@@ -109,6 +111,7 @@ describe('the dashboard in Chromium', () => {
         : { text: ANSWER, pauseMs: 300 },
     );
     idp = await startIdentityProvider();
+    receiver = await startWebhookReceiver();
     databaseUrl = await createTestDatabase();
     pool = new pg.Pool({ connectionString: databaseUrl, max: 2 });
     berth = await startBerth({
@@ -121,6 +124,9 @@ describe('the dashboard in Chromium', () => {
         BERTH_OIDC_ALLOW_HTTP: 'true',
         BERTH_MODEL_PROVIDERS: JSON.stringify({ openai: { api: 'openai', baseUrl: model.baseUrl } }),
         BERTH_MODEL_PRICES: JSON.stringify({ 'openai/gpt-4o-mini': { input: '1.00', output: '1.00' } }),
+        // The webhook receiver is on loopback, over http.
+        BERTH_WEBHOOK_ALLOW_HTTP: 'true',
+        BERTH_WEBHOOK_ALLOW_PRIVATE: 'true',
       },
     });
     idp.redirectUris.push(`${berth.baseUrl}/api/auth/callback`);
@@ -128,6 +134,8 @@ describe('the dashboard in Chromium', () => {
     context = await browser.newContext({ viewport: { width: 1280, height: 800 }, bypassCSP: true /* axe-core is injected as an inline script */ });
     page = await context.newPage();
     page.on('pageerror', (error) => pageErrors.push(error.message));
+    // Rollbacks and removals ask first.
+    page.on('dialog', (dialog) => void dialog.accept());
   }, 180_000);
 
   afterAll(async () => {
@@ -136,6 +144,7 @@ describe('the dashboard in Chromium', () => {
     removeDataDir(dataDir);
     await pool?.end();
     await idp?.close();
+    await receiver?.close();
     await model?.close();
   });
 
@@ -208,6 +217,11 @@ describe('the dashboard in Chromium', () => {
     const monthCents = thisMonth.reduce((sum, charge) => sum + Number(charge.nanocents / CENT), 0);
     expect(await stat('stat-spend')).toBe(`$${(monthCents / 100).toFixed(2)}`);
     expect(await stat('stat-running')).toBe('0');
+    // Top users this month, highest first, from the same ledger.
+    const byUser = new Map<string, number>();
+    for (const charge of thisMonth) byUser.set(charge.user, (byUser.get(charge.user) ?? 0) + Number(charge.nanocents / CENT));
+    const topUsers = [...byUser].sort((a, b) => b[1] - a[1]).map(([user, cents]) => [user, `$${(cents / 100).toFixed(2)}`]);
+    expect(await page.$$eval('#top-users-title ~ .table-wrap tbody tr', (rows) => rows.map((row) => [...row.querySelectorAll('td')].map((cell) => cell.textContent)))).toEqual(topUsers);
     await checkPage(page, 'overview');
 
     await open(page, '#/usage', 'Usage');
@@ -221,9 +235,12 @@ describe('the dashboard in Chromium', () => {
       Models: { 'Billed by Berth': '$14.57', 'Provider-direct': '$0.45' },
       Storage: { 'Billed by Berth': '$0.00', 'Provider-direct': '$0.00' },
     });
+    // Each day stacked by kind, with its total.
     const daily = await chartTable(page, 'chart-daily');
-    expect(daily[day(1).slice(5, 10)]).toEqual({ Cost: '$18.01' });
-    expect(daily[day(0).slice(5, 10)]).toEqual({ Cost: '$9.35' });
+    expect(daily[day(1).slice(5, 10)]).toEqual({ Compute: '$12.34', Models: '$5.67', Storage: '$0.00', Total: '$18.01' });
+    expect(daily[day(0).slice(5, 10)]).toEqual({ Compute: '$0.00', Models: '$9.35', Storage: '$0.00', Total: '$9.35' });
+    expect(Object.keys(daily)).toHaveLength(30);
+    expect(await chartTable(page, 'chart-users')).toEqual({ alice: { Cost: '$26.91' }, bob: { Cost: '$0.45' } });
     // Chart.js drew on the canvas: pixels that are not the background.
     const drawn = await page.evaluate(() => {
       const canvas = document.querySelector<HTMLCanvasElement>('#chart-models canvas')!;
@@ -257,6 +274,8 @@ describe('the dashboard in Chromium', () => {
     expect(await page.textContent('main')).not.toContain(key);
     expect(await page.textContent('main')).toContain(key.slice(0, 12));
   });
+
+  let agentId: string;
 
   it("watches an agent's run live on its page and runs code from its exec console", async () => {
     const api = berth.api(key);
@@ -307,7 +326,55 @@ describe('the dashboard in Chromium', () => {
     expect(await page.textContent('#exec-result')).toContain('Exit code 0');
     expect(await page.textContent('#exec-result pre')).toBe('45\n');
     await checkPage(page, 'agent');
-    await api.post(`/v1/agents/${agent.body.id}/terminate`);
+    agentId = agent.body.id;
+  }, 180_000);
+
+  it("shows the agent's snapshot with its state and size, on the snapshots page and the agent's, and resumes it as a new agent", async () => {
+    const api = berth.api(key);
+    const paused = await api.post(`/v1/agents/${agentId}/pause`);
+    expect(paused.status, JSON.stringify(paused.body)).toBe(200);
+    const deadline = Date.now() + 120_000;
+    let snapshot: { id: string; state: string; sizeBytes: number; type: string; level: string; provider: string } | undefined;
+    while (snapshot?.state !== 'ready') {
+      if (Date.now() > deadline) throw new Error(`the snapshot was not archived: ${JSON.stringify(snapshot)}`);
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      snapshot = (await api.get(`/v1/snapshots?agentId=${agentId}`)).body.data[0];
+    }
+
+    await open(page, '#/snapshots', 'Snapshots');
+    const row = (scope: string) =>
+      page.$eval(`${scope} tr[data-snapshot="${snapshot!.id}"]`, (tr) => ({
+        cells: [...tr.querySelectorAll('td')].map((cell) => cell.textContent),
+        bytes: Number(tr.querySelector<HTMLElement>('[data-bytes]')!.dataset.bytes),
+      }));
+    const listed = await row('main');
+    expect(listed.cells.slice(0, 3)).toEqual([snapshot.id, agentId, 'ready']);
+    expect(listed.bytes).toBe(snapshot.sizeBytes);
+    // The size as shown: decimal units, to a tenth.
+    const [amount, unit] = listed.cells[3]!.split(' ');
+    const scale = { B: 1, kB: 1e3, MB: 1e6, GB: 1e9 }[unit!]!;
+    expect(Math.abs(Number(amount) * scale - snapshot.sizeBytes)).toBeLessThanOrEqual(scale / 10);
+    expect(listed.cells[4]).toBe(`${snapshot.type}, ${snapshot.level} on ${snapshot.provider}`);
+    await checkPage(page, 'snapshots');
+    await page.getByLabel('State').selectOption('failed');
+    await page.waitForSelector('text=No snapshots');
+    await page.getByLabel('State').selectOption('');
+    await page.waitForSelector(`tr[data-snapshot="${snapshot.id}"]`);
+
+    await open(page, `#/agents/${agentId}`, 'Agent');
+    await page.waitForSelector(`#snapshots-title ~ .table-wrap tr[data-snapshot="${snapshot.id}"]`);
+    expect((await row('#snapshots-title ~ .table-wrap')).cells.slice(0, 3)).toEqual([snapshot.id, agentId, 'ready']);
+
+    await open(page, '#/snapshots', 'Snapshots');
+    await page.getByRole('button', { name: `Resume ${snapshot.id} as a new agent` }).click();
+    await page.waitForSelector('#snapshot-resumed');
+    const resumedId = await page.textContent('#snapshot-resumed a');
+    expect(resumedId).toMatch(/^agt_/);
+    expect(resumedId).not.toBe(agentId);
+    expect((await page.textContent('#snapshot-resumed'))!).toContain('(native)');
+    const resumed = await api.get(`/v1/agents/${resumedId}`);
+    expect(resumed.status).toBe(200);
+    await api.post(`/v1/agents/${resumedId}/terminate`);
   }, 180_000);
 
   it('lists secrets by name, schedules with their next run, webhooks, the team and the audit log of what the page did', async () => {
@@ -337,22 +404,211 @@ describe('the dashboard in Chromium', () => {
     await page.waitForSelector('text=Not run yet');
     await checkPage(page, 'schedule-history');
 
+    // The definition the schedule runs, changed twice over the API: its versions, compared and rolled back in the page.
+    const put = (path: string, body: unknown) =>
+      fetch(`${berth.baseUrl}${path}`, { method: 'PUT', headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' }, body: JSON.stringify(body) });
+    expect((await put(`/v1/agent-definitions/${definition.body.id}`, { systemPrompt: 'You write short reports.', config: { temperature: 0.2 }, changelog: 'shorter' })).status).toBe(200);
+    await open(page, '#/definitions', 'Agent definitions');
+    expect(await page.$$eval('main tbody tr td', (cells) => cells.map((cell) => cell.textContent))).toEqual(['nightly-report', '2', 'openai/gpt-4o-mini', 'none', expect.stringMatching(/ UTC$/)]);
+    await checkPage(page, 'definitions');
+    await page.getByRole('link', { name: 'nightly-report' }).click();
+    await page.waitForFunction(() => document.getElementById('page-title')?.textContent === 'Agent definition');
+    await page.waitForSelector('#definition-diff');
+    expect(await page.textContent('#definition-version')).toBe('2');
+    expect(await page.textContent('#diff-summary')).toBe('2 fields changed.');
+    const changed = await page.$$eval('#definition-diff tr[data-changed]', (rows) => rows.map((row) => [row.querySelector('th')!.firstChild!.textContent, ...[...row.querySelectorAll('td')].map((cell) => cell.textContent)]));
+    expect(changed).toEqual([
+      ['System prompt', 'You write reports.', 'You write short reports.'],
+      ['Model settings', 'defaults', 'temperature 0.2'],
+    ]);
+    expect(await page.$$eval('#definition-diff tbody tr', (rows) => rows.length)).toBe(8);
+    await checkPage(page, 'definition');
+    await page.getByRole('button', { name: 'Roll back to version 1' }).click();
+    await page.waitForSelector('text=Version 1 is current now.');
+    await page.waitForFunction(() => document.getElementById('definition-version')?.textContent === '1');
+    const rolledBack = await live.get(`/v1/agent-definitions/${definition.body.id}`);
+    expect(rolledBack.body).toMatchObject({ version: 1, systemPrompt: 'You write reports.', config: {} });
+    expect(await page.getByRole('button', { name: 'Roll back to version 2' }).count()).toBe(1);
+
+    // A trigger of the definition: its fire URL and its secret by its first characters.
+    const trigger = await live.post('/v1/triggers', { agent: 'nightly-report', userId: 'frank', name: 'new-ticket', type: 'webhook' });
+    expect(trigger.status, JSON.stringify(trigger.body)).toBe(201);
+    await open(page, '#/triggers', 'Triggers');
+    const [listedTrigger] = (await live.get('/v1/triggers')).body.data;
+    expect(await page.$$eval(`tr[data-trigger="${trigger.body.id}"] td`, (cells) => cells.map((cell) => cell.textContent))).toEqual([
+      'new-ticket',
+      definition.body.id,
+      'frank',
+      trigger.body.url,
+      listedTrigger.secret,
+      'never',
+      `${trigger.body.createdAt.replace('T', ' ').slice(0, 16)} UTC`,
+    ]);
+    expect(listedTrigger.secret).not.toBe(trigger.body.secret);
+    await checkPage(page, 'triggers');
+
     await open(page, '#/webhooks', 'Webhooks');
     expect(await page.textContent('main')).toContain('No webhooks yet');
     await checkPage(page, 'webhooks');
 
     await open(page, '#/providers', 'BYOI providers');
     expect(await page.textContent('main')).toContain("Berth's own providers are in use");
+    await checkPage(page, 'providers-empty');
+    // Configured from the page: created, changed, removed, each as the API then lists it.
+    const providersListed = async () => (await live.get('/v1/providers')).body.data;
+    await page.getByLabel('Provider', { exact: true }).fill('acme-gpu');
+    await page.getByLabel('Credential secret').selectOption('WAREHOUSE_TOKEN');
+    await page.getByLabel('Settings (JSON)').fill('{"tier": "gold"}');
+    await page.getByRole('button', { name: 'Save provider' }).click();
+    await page.waitForSelector('tr[data-provider="acme-gpu"]');
+    expect(await providersListed()).toEqual([expect.objectContaining({ provider: 'acme-gpu', enabled: true, credentialRef: 'WAREHOUSE_TOKEN', config: { tier: 'gold' } })]);
+    expect(await page.$$eval('tr[data-provider="acme-gpu"] td', (cells) => cells.slice(0, 4).map((cell) => cell.textContent))).toEqual(['acme-gpu', 'yes', 'WAREHOUSE_TOKEN', '{"tier":"gold"}']);
     await checkPage(page, 'providers');
+    await page.getByRole('button', { name: 'Change acme-gpu' }).click();
+    await page.getByLabel('Enabled').uncheck();
+    await page.getByRole('button', { name: 'Save provider' }).click();
+    await page.waitForFunction(() => document.querySelector('tr[data-provider="acme-gpu"] td:nth-child(2)')?.textContent === 'no');
+    expect(await providersListed()).toEqual([expect.objectContaining({ provider: 'acme-gpu', enabled: false, credentialRef: 'WAREHOUSE_TOKEN', config: { tier: 'gold' } })]);
+    await page.getByRole('button', { name: 'Remove acme-gpu' }).click();
+    await page.waitForSelector('text=acme-gpu is managed by Berth again.');
+    expect(await providersListed()).toEqual([]);
+    // Settings that are not JSON are refused in the page; nothing is written.
+    await page.getByLabel('Provider', { exact: true }).fill('acme-gpu');
+    await page.getByLabel('Credential secret').selectOption('WAREHOUSE_TOKEN');
+    await page.getByLabel('Settings (JSON)').fill('{tier');
+    await page.getByRole('button', { name: 'Save provider' }).click();
+    await page.waitForSelector('[role=alert]:has-text("Settings: not JSON")');
+    expect(await providersListed()).toEqual([]);
 
     await open(page, '#/team', 'Team and roles');
     await checkPage(page, 'team');
 
     await open(page, '#/audit', 'Audit log');
     const actions = await page.$$eval('main tbody tr td:nth-child(3)', (cells) => cells.map((cell) => cell.textContent));
-    expect(actions).toEqual(expect.arrayContaining(['api_key.created', 'secrets.set']));
+    expect(actions).toEqual(expect.arrayContaining(['api_key.created', 'secrets.set', 'agent_definition.rolled_back', 'provider.configured', 'provider.removed']));
     await checkPage(page, 'audit');
   });
+
+  it("follows a workflow run's steps and a fleet's counts to their end, as the API has them", async () => {
+    const live = berth.api(key);
+    const calculator = await live.post('/v1/agent-definitions', { name: 'calculator', model: 'openai/gpt-4o-mini', tools: ['exec'], systemPrompt: 'You compute.' });
+    expect(calculator.status, JSON.stringify(calculator.body)).toBe(201);
+    const workflow = await live.post('/v1/workflows', {
+      name: 'compute-and-report',
+      steps: [
+        { name: 'compute', agent: 'calculator', input: 'What is 6 times 7?' },
+        { name: 'report', agent: 'calculator', input: 'Report this: {{steps.compute.output}}', dependsOn: ['compute'] },
+      ],
+    });
+    expect(workflow.status, JSON.stringify(workflow.body)).toBe(201);
+    const run = await live.post(`/v1/workflows/${workflow.body.id}/runs`, { userId: 'erin' });
+    expect(run.status, JSON.stringify(run.body)).toBe(201);
+    const session = await live.post('/v1/sessions', { userId: 'gina' });
+    const fleet = await live.post('/v1/fleets', { agent: 'calculator', sessionId: session.body.id, name: 'products', prompt: 'Compute {{item}}.', items: ['6 times 7', '7 times 6'], concurrency: 2 });
+    expect(fleet.status, JSON.stringify(fleet.body)).toBe(201);
+
+    // While they run, the pages show them running and refresh on their own.
+    await open(page, '#/workflows', 'Workflows');
+    expect(await page.$$eval('main tbody tr td', (cells) => cells.map((cell) => cell.textContent))).toEqual(['compute-and-report', 'compute → report', '1', expect.stringMatching(/ UTC$/)]);
+    await checkPage(page, 'workflows');
+    await open(page, `#/workflow-runs/${run.body.id}`, 'Workflow run');
+
+    const deadline = Date.now() + 240_000;
+    const ended = async <T extends { status: string }>(path: string, done: (body: T) => boolean): Promise<T> => {
+      for (;;) {
+        const body = (await live.get(path)).body as T;
+        if (done(body)) return body;
+        if (Date.now() > deadline) throw new Error(`${path} did not end: ${JSON.stringify(body)}`);
+        await new Promise((resolve) => setTimeout(resolve, 500));
+      }
+    };
+    const finishedRun = await ended<{ status: string; steps: { name: string; status: string; attempts: number; output: string }[] }>(
+      `/v1/workflow-runs/${run.body.id}`,
+      (body) => body.status !== 'running',
+    );
+    expect(finishedRun.status, JSON.stringify(finishedRun)).toBe('completed');
+    // The run's page, left open, caught up by itself.
+    await page.waitForFunction(() => document.getElementById('run-status')?.textContent === 'completed', undefined, { timeout: 10_000 });
+    const steps = await page.$$eval('tr[data-step]', (rows) => rows.map((row) => [...row.querySelectorAll('td')].map((cell) => cell.textContent)));
+    expect(steps.map((cells) => [cells[0], cells[1], cells[2], cells[5]])).toEqual(finishedRun.steps.map((step) => [step.name, step.status, String(step.attempts), step.output]));
+    expect(await page.textContent('main .facts .progress-text')).toBe('2 of 2 steps');
+    await checkPage(page, 'workflow-run');
+    await open(page, `#/workflows/${workflow.body.id}`, 'Workflow');
+    expect(await page.$$eval(`tr[data-run="${run.body.id}"] td`, (cells) => cells.slice(0, 4).map((cell) => cell.textContent))).toEqual([run.body.id, 'erin', 'completed', '2 of 2 steps']);
+    await checkPage(page, 'workflow');
+
+    const finishedFleet = await ended<{ status: string; completed: number; failed: number; cancelled: number; running: number; pending: number; total: number }>(
+      `/v1/fleets/${fleet.body.id}`,
+      (body) => body.status !== 'running',
+    );
+    expect(finishedFleet).toMatchObject({ status: 'completed', total: 2, completed: 2 });
+    const counts = `${finishedFleet.completed} completed, ${finishedFleet.failed} failed, ${finishedFleet.cancelled} cancelled, ${finishedFleet.running} running, ${finishedFleet.pending} pending`;
+    await open(page, '#/fleets', 'Fleets');
+    await page.waitForFunction((id) => document.querySelector(`tr[data-fleet="${id}"] td:nth-child(3)`)?.textContent === 'completed', fleet.body.id, { timeout: 10_000 });
+    expect(await page.$$eval(`tr[data-fleet="${fleet.body.id}"] td`, (cells) => cells.slice(0, 5).map((cell) => cell.textContent))).toEqual(['products', 'calculator', 'completed', '2 of 2 items', counts]);
+    await checkPage(page, 'fleets');
+    await page.getByRole('link', { name: 'products' }).click();
+    await page.waitForFunction(() => document.getElementById('page-title')?.textContent === 'Fleet');
+    await page.waitForSelector('#fleet-counts');
+    expect(await page.textContent('#fleet-counts')).toBe(counts);
+    const items = (await live.get(`/v1/fleets/${fleet.body.id}/items`)).body.data as { index: number; status: string; output: string }[];
+    expect(await page.$$eval('tr[data-item]', (rows) => rows.map((row) => [...row.querySelectorAll('td')].map((cell) => cell.textContent)))).toEqual(
+      items.map((item) => [String(item.index), ['6 times 7', '7 times 6'][item.index], item.status, expect.stringMatching(/^\$/), expect.stringMatching(/ UTC$/), item.output]),
+    );
+    await checkPage(page, 'fleet');
+  }, 300_000);
+
+  it("previews a channel's chat widget live in the page, answered by the channel's agent", async () => {
+    const live = berth.api(key);
+    const channel = await live.post('/v1/channels', {
+      type: 'chat_embed',
+      agent: 'calculator',
+      name: 'Reports desk',
+      theme: { title: 'Ask the reports desk', greeting: 'Hello from the reports desk.', primaryColor: '#0b5fff' },
+    });
+    expect(channel.status, JSON.stringify(channel.body)).toBe(201);
+    await open(page, '#/channels', 'Channels');
+    expect(await page.$$eval('main tbody tr td', (cells) => cells.map((cell) => cell.textContent))).toEqual(['Reports desk', 'chat_embed', channel.body.agent, 'any website', expect.stringMatching(/ UTC$/)]);
+    await checkPage(page, 'channels');
+    await page.getByRole('link', { name: 'Reports desk' }).click();
+    await page.waitForFunction(() => document.getElementById('page-title')?.textContent === 'Channel');
+    // The widget's own element, moved into the preview once its script read the channel's theme.
+    // (attached: the element itself has no box; the widget inside it is fixed-position.)
+    await page.waitForSelector('#widget-preview #berth-chat', { state: 'attached', timeout: 20_000 });
+    expect(await page.textContent('#channel-script-tag')).toBe(channel.body.scriptTag);
+    expect(await page.textContent('#widget-preview #berth-chat-title')).toBe('Ask the reports desk');
+    await page.click('#widget-preview button.launcher');
+    await page.waitForSelector('#widget-preview .greeting:has-text("Hello from the reports desk.")');
+    await page.fill('#widget-preview #berth-chat-input', 'What is 6 times 7?');
+    await page.click('#widget-preview button.send');
+    await page.waitForSelector(`#widget-preview [role=log] :text("${ANSWER}")`, { timeout: 120_000 });
+    await checkPage(page, 'channel');
+    // Leaving the page takes the widget away.
+    await open(page, '#/channels', 'Channels');
+    expect(await page.locator('#berth-chat').count()).toBe(0);
+  }, 180_000);
+
+  it('resends a delivery from the delivery log: the same event again, as its next attempt', async () => {
+    const live = berth.api(key);
+    const hook = await live.post('/v1/webhooks', { url: `${receiver.url}/dashboard`, events: ['agent.failed'] });
+    expect(hook.status, JSON.stringify(hook.body)).toBe(201);
+    await open(page, `#/webhooks/${hook.body.id}`, 'Webhook deliveries');
+    await page.getByRole('button', { name: 'Send a test event' }).click();
+    await page.waitForSelector('text=Delivered (HTTP 200).');
+    const [delivery] = (await live.get(`/v1/webhooks/${hook.body.id}/deliveries`)).body.data;
+    await page.waitForSelector(`tr[data-delivery="${delivery.id}"]`);
+    const before = receiver.received.length;
+    await page.getByRole('button', { name: `Resend agent.completed delivery ${delivery.id}` }).click();
+    await page.waitForSelector('text=Resent agent.completed (attempt 2): delivered (HTTP 200).');
+    await page.waitForFunction((id) => document.querySelector(`tr[data-delivery="${id}"] td:nth-child(3)`)?.textContent === '2', delivery.id);
+    expect(receiver.received.length).toBe(before + 1);
+    const first = receiver.received.find((received) => received.headers['x-svc-delivery'] === delivery.id)!;
+    expect(receiver.received.at(-1)!.headers['x-svc-delivery']).toBe(delivery.id);
+    expect(receiver.received.at(-1)!.body).toBe(first.body);
+    const [after] = (await live.get(`/v1/webhooks/${hook.body.id}/deliveries`)).body.data;
+    expect(after).toMatchObject({ id: delivery.id, state: 'succeeded', attempts: 2 });
+    await checkPage(page, 'webhook-deliveries');
+  }, 60_000);
 
   it('offers a viewer nothing they may not do, and the server refuses it anyway', async () => {
     const viewerContext = await browser.newContext({ viewport: { width: 1280, height: 800 }, bypassCSP: true /* axe-core is injected as an inline script */ });
@@ -389,6 +645,20 @@ describe('the dashboard in Chromium', () => {
     await viewer.waitForFunction(() => document.getElementById('page-title')?.textContent === 'Overview');
     const nav = await viewer.$$eval('nav a', (links) => links.map((link) => link.textContent));
     expect(nav).not.toContain('Audit log');
+    // Agent definitions are for those who run agents; the rest they see, without the buttons.
+    expect(nav).not.toContain('Agent definitions');
+    expect(nav).toEqual(expect.arrayContaining(['Snapshots', 'Workflows', 'Fleets', 'Triggers', 'Channels', 'BYOI providers']));
+    await open(viewer, '#/snapshots', 'Snapshots');
+    expect(await viewer.locator('tr[data-snapshot]').count()).toBeGreaterThan(0);
+    expect(await viewer.getByRole('button', { name: /^Resume/ }).count()).toBe(0);
+    await open(viewer, '#/providers', 'BYOI providers');
+    expect(await viewer.getByRole('button', { name: 'Save provider' }).count()).toBe(0);
+    const hooks = (await berth.api(key).get('/v1/webhooks')).body.data as { id: string }[];
+    await open(viewer, `#/webhooks/${hooks[0]!.id}`, 'Webhook deliveries');
+    expect(await viewer.locator('tr[data-delivery]').count()).toBeGreaterThan(0);
+    expect(await viewer.getByRole('button', { name: /^Resend/ }).count()).toBe(0);
+    await open(viewer, '#/definitions', 'Agent definitions');
+    expect(await viewer.textContent('main')).toContain('cannot see this page');
     await open(viewer, '#/keys', 'API keys');
     expect(await viewer.getByRole('button', { name: 'Create key' }).count()).toBe(0);
     expect(await viewer.getByRole('button', { name: /^Revoke/ }).count()).toBe(0);

@@ -36,6 +36,9 @@ afterAll(async () => {
   await receiver?.close();
 });
 
+/** A PUT of a JSON body with the client's key (the client has no PUT of its own). */
+const put = (client: ApiClient, path: string, body: unknown) => client.raw(path, { method: 'PUT', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+
 /** A key of the organization for its data-plane requests. */
 async function keyOf(organizationId: string, mode: 'live' | 'test' = 'live'): Promise<ApiClient> {
   const { key } = await createApiKey(api.pool, { organizationId, mode, label: 'test' });
@@ -53,6 +56,7 @@ describe('the permission table on these routes, one test per route and role', ()
   let live: ApiClient;
   let webhookId: string;
   let sessionId: string;
+  let definitionId: string;
 
   beforeAll(async () => {
     organization = await team.organization(['admin', 'member', 'viewer']);
@@ -66,6 +70,8 @@ describe('the permission table on these routes, one test per route and role', ()
     expect((await live.post('/v1/secrets', { REMOTE_TOKEN: 'a-token-of-the-remote-provider' })).status).toBe(200);
     webhookId = (await live.post('/v1/webhooks', { url: `${receiver.url}/hook`, events: ['agent.completed'] })).body.id;
     sessionId = (await live.post('/v1/sessions', { userId: 'alice' })).body.id;
+    definitionId = (await live.post('/v1/agent-definitions', { name: 'analyst', systemPrompt: 'You analyse.' })).body.id;
+    expect((await put(live, `/v1/agent-definitions/${definitionId}`, { systemPrompt: 'You analyse briefly.' })).status).toBe(200);
   });
 
   /** Names are unique in the organization, and every role's call shares it: each call makes its own. */
@@ -156,6 +162,42 @@ describe('the permission table on these routes, one test per route and role', ()
       name: 'GET /api/schedules/:id/history',
       call: (b) => b.get('/api/schedules/sched_00000000000000000000000000/history'),
       allowed: 404,
+    },
+    {
+      permission: 'webhooks.manage',
+      name: 'POST /api/webhooks/:id/deliveries/:deliveryId/resend',
+      call: async (b) => b.post(`/api/webhooks/${webhookId}/deliveries/${(await live.post(`/v1/webhooks/${webhookId}/test`)).body.deliveryId}/resend`),
+      allowed: 200,
+    },
+    { permission: 'billing.view', name: 'GET /api/usage/daily-by-kind', call: (b) => b.get('/api/usage/daily-by-kind?period=last_7_days'), allowed: 200 },
+    { permission: 'billing.view', name: 'GET /api/usage/users', call: (b) => b.get('/api/usage/users?limit=5'), allowed: 200 },
+    { permission: 'observability.view', name: 'GET /api/triggers', call: (b) => b.get('/api/triggers'), allowed: 200 },
+    { permission: 'observability.view', name: 'GET /api/workflows', call: (b) => b.get('/api/workflows'), allowed: 200 },
+    { permission: 'observability.view', name: 'GET /api/workflows/:id', call: (b) => b.get('/api/workflows/wf_00000000000000000000000000'), allowed: 404 },
+    { permission: 'observability.view', name: 'GET /api/workflows/:id/runs', call: (b) => b.get('/api/workflows/wf_00000000000000000000000000/runs'), allowed: 404 },
+    { permission: 'observability.view', name: 'GET /api/workflow-runs/:runId', call: (b) => b.get('/api/workflow-runs/wfr_00000000000000000000000000'), allowed: 404 },
+    { permission: 'observability.view', name: 'GET /api/fleets', call: (b) => b.get('/api/fleets'), allowed: 200 },
+    { permission: 'observability.view', name: 'GET /api/fleets/:id', call: (b) => b.get('/api/fleets/flt_00000000000000000000000000'), allowed: 404 },
+    { permission: 'observability.view', name: 'GET /api/fleets/:id/items', call: (b) => b.get('/api/fleets/flt_00000000000000000000000000/items'), allowed: 404 },
+    { permission: 'observability.view', name: 'GET /api/channels', call: (b) => b.get('/api/channels'), allowed: 200 },
+    { permission: 'observability.view', name: 'GET /api/channels/:id', call: (b) => b.get('/api/channels/ch_00000000000000000000000000'), allowed: 404 },
+    { permission: 'sessions.view', name: 'GET /api/snapshots', call: (b) => b.get('/api/snapshots'), allowed: 200 },
+    { permission: 'sessions.view', name: 'GET /api/snapshots/:id', call: (b) => b.get('/api/snapshots/snap_00000000000000000000000000'), allowed: 404 },
+    { permission: 'sessions.manage', name: 'POST /api/snapshots/:id/resume', call: (b) => b.post('/api/snapshots/snap_00000000000000000000000000/resume', {}), allowed: 404 },
+    { permission: 'agentResources.view', name: 'GET /api/agent-definitions', call: (b) => b.get('/api/agent-definitions'), allowed: 200 },
+    { permission: 'agentResources.view', name: 'GET /api/agent-definitions/:id', call: (b) => b.get(`/api/agent-definitions/${definitionId}`), allowed: 200 },
+    { permission: 'agentResources.view', name: 'GET /api/agent-definitions/:id/versions', call: (b) => b.get(`/api/agent-definitions/${definitionId}/versions`), allowed: 200 },
+    {
+      permission: 'agentResources.view',
+      name: 'GET /api/agent-definitions/:id/versions/:version',
+      call: (b) => b.get(`/api/agent-definitions/${definitionId}/versions/1`),
+      allowed: 200,
+    },
+    {
+      permission: 'agentResources.manage',
+      name: 'POST /api/agent-definitions/:id/rollback',
+      call: (b) => b.post(`/api/agent-definitions/${definitionId}/rollback`, { version: 1 }),
+      allowed: 200,
     },
     { permission: 'agentResources.view', name: 'GET /api/knowledge/collections', call: (b) => b.get('/api/knowledge/collections'), allowed: 200 },
     {
@@ -365,6 +407,99 @@ describe('data-plane views', () => {
     expect(Object.keys(mixed.body.error.details.fields).sort()).toEqual(['from', 'period']);
     expect((await owner.browser.get('/api/sessions?mode=staging')).status).toBe(422);
     expect((await owner.browser.get('/api/sessions?sort=name')).status).toBe(422);
+  });
+});
+
+describe("the dashboard's reads and actions beside the views", () => {
+  it('splits each day of the period by kind and lists the users by cost, from the ledger', async () => {
+    const { owner, members, organizationId } = await team.organization(['viewer']);
+    // A minute ago: a period runs until now, excluded.
+    const today = new Date(clock.now().getTime() - 60_000);
+    const yesterday = new Date(today.getTime() - 86_400_000);
+    const charges: [string, 'compute' | 'model' | 'storage', bigint, Date][] = [
+      ['alice', 'compute', 1_234_400_000_000n, yesterday], // 1234.4 cents: each sum shown rounds once
+      ['alice', 'model', 567_000_000_000n, yesterday],
+      ['bob', 'model', 890_000_000_000n, today],
+      ['carol', 'storage', 45_000_000_000n, today],
+      ['bob', 'compute', 10_000_000_000n, today],
+    ];
+    let serial = 0;
+    for (const [user, kind, nanocents, at] of charges) {
+      await api.pool.query(
+        `INSERT INTO usage_ledger (organization_id, session_id, user_id, environment, kind, provider, model, input_tokens, output_tokens, quantity,
+           amount_nanocents, currency, billing_mode, occurred_at, dedupe_key)
+         VALUES ($1, $2, $3, 'production', $4, 'local', $5, 0, 0, '1', $6, 'usd', 'managed', $7, $8)`,
+        [organizationId, `ses_${user}`, user, kind, kind === 'model' ? 'openai/gpt-4o-mini' : null, nanocents.toString(), at, `by-kind/${organizationId}/${serial++}`],
+      );
+    }
+    const usd = (amount: number) => ({ amount, currency: 'usd' });
+    const days = await members.viewer!.browser.get('/api/usage/daily-by-kind?period=last_7_days');
+    expect(days.status).toBe(200);
+    expect(days.body.data).toHaveLength(7);
+    expect(days.body.data.slice(-2)).toEqual([
+      { date: yesterday.toISOString().slice(0, 10), compute: usd(1234), model: usd(567), storage: usd(0), total: usd(1801) },
+      { date: today.toISOString().slice(0, 10), compute: usd(10), model: usd(890), storage: usd(45), total: usd(945) },
+    ]);
+    expect(days.body.data[0]).toMatchObject({ total: usd(0) });
+    expect((await owner.browser.get('/api/usage/daily-by-kind?period=today')).body.data).toEqual([days.body.data[6]]);
+    expect((await owner.browser.get('/api/usage/daily-by-kind?mode=test')).body.data.every((day: any) => day.total.amount === 0)).toBe(true);
+
+    const users = await members.viewer!.browser.get('/api/usage/users?period=last_7_days');
+    expect(users.body).toEqual({ data: [{ userId: 'alice', cost: usd(1801) }, { userId: 'bob', cost: usd(900) }, { userId: 'carol', cost: usd(45) }] });
+    expect((await owner.browser.get('/api/usage/users?period=last_7_days&limit=2')).body.data.map((user: any) => user.userId)).toEqual(['alice', 'bob']);
+    expect((await owner.browser.get('/api/usage/users?period=today')).body.data.map((user: any) => user.userId)).toEqual(['bob', 'carol']);
+    expect((await owner.browser.get('/api/usage/users?limit=0')).status).toBe(422);
+    expect((await owner.browser.get('/api/usage/daily-by-kind?period=year')).status).toBe(422);
+  });
+
+  it('resends an ended delivery as its next attempt, refuses a pending one, and audits it', async () => {
+    const { owner, organizationId } = await team.organization();
+    const live = await keyOf(organizationId);
+    const hook = (await live.post('/v1/webhooks', { url: `${receiver.url}/resent`, events: ['agent.completed'] })).body;
+    const tested = await live.post(`/v1/webhooks/${hook.id}/test`);
+    expect(tested.body.delivered).toBe(true);
+    const before = receiver.received.length;
+    const resent = await owner.browser.post(`/api/webhooks/${hook.id}/deliveries/${tested.body.deliveryId}/resend`);
+    expect(resent.status, JSON.stringify(resent.body)).toBe(200);
+    expect(resent.body).toMatchObject({ deliveryId: tested.body.deliveryId, attempt: 2, delivered: true, status: 200, error: null });
+    expect(receiver.received.length).toBe(before + 1);
+    const again = receiver.received.at(-1)!;
+    expect(again.headers['x-svc-delivery']).toBe(tested.body.deliveryId);
+    expect(JSON.parse(again.body).data.test).toBe(true);
+    const [delivery] = (await live.get(`/v1/webhooks/${hook.id}/deliveries`)).body.data;
+    expect(delivery).toMatchObject({ id: tested.body.deliveryId, state: 'succeeded', attempts: 2 });
+    expect(delivery.history.map((attempt: { attempt: number }) => attempt.attempt)).toEqual([1, 2]);
+
+    await api.pool.query("UPDATE webhook_deliveries SET state = 'pending' WHERE id = $1", [tested.body.deliveryId]);
+    const pending = await live.post(`/v1/webhooks/${hook.id}/deliveries/${tested.body.deliveryId}/resend`);
+    expect(pending.status).toBe(409);
+    expect(pending.body.error.details.state).toBe('pending');
+    expect((await live.post(`/v1/webhooks/${hook.id}/deliveries/del_00000000000000000000000000/resend`)).status).toBe(404);
+    const audit = (await owner.browser.get('/api/audit-log')).body.data[0];
+    expect(audit).toMatchObject({ action: 'webhook.delivery_resent', target: { type: 'webhook_delivery', id: tested.body.deliveryId }, details: { webhookId: hook.id, attempt: 2, delivered: true } });
+  });
+
+  it("reads a definition's versions one by one and rolls it back, audited", async () => {
+    const { owner, members, organizationId } = await team.organization(['member']);
+    const live = await keyOf(organizationId);
+    const created = (await live.post('/v1/agent-definitions', { name: 'writer', systemPrompt: 'You write.', tools: ['exec'] })).body;
+    await put(live, `/v1/agent-definitions/${created.id}`, { systemPrompt: 'You write tersely.', config: { temperature: 0.3 }, changelog: 'terser' });
+    const first = await members.member!.browser.get(`/api/agent-definitions/${created.id}/versions/1`);
+    expect(first.body).toMatchObject({ id: created.id, name: 'writer', version: 1, current: false, changelog: 'created', systemPrompt: 'You write.', config: {} });
+    const second = await members.member!.browser.get(`/api/agent-definitions/${created.id}/versions/2`);
+    expect(second.body).toMatchObject({ version: 2, current: true, changelog: 'terser', systemPrompt: 'You write tersely.', config: { temperature: 0.3 } });
+    expect((await live.get(`/v1/agent-definitions/${created.id}/versions/2`)).body).toEqual(second.body);
+    expect((await owner.browser.get(`/api/agent-definitions/${created.id}/versions/3`)).status).toBe(404);
+    expect((await owner.browser.get(`/api/agent-definitions/${created.id}/versions/two`)).status).toBe(422);
+    expect((await members.member!.browser.post(`/api/agent-definitions/${created.id}/rollback`, { version: 1 })).status).toBe(403);
+    expect((await owner.browser.post(`/api/agent-definitions/${created.id}/rollback`, { version: 1 })).body).toEqual({ ok: true, version: 1 });
+    expect((await live.get(`/v1/agent-definitions/${created.id}`)).body).toMatchObject({ version: 1, systemPrompt: 'You write.' });
+    expect((await owner.browser.get(`/api/agent-definitions/${created.id}/versions/1`)).body.current).toBe(true);
+    expect((await owner.browser.get('/api/audit-log')).body.data[0]).toMatchObject({
+      action: 'agent_definition.rolled_back',
+      target: { type: 'agent_definition', id: created.id },
+      details: { mode: 'live', version: 1 },
+    });
   });
 });
 

@@ -3,8 +3,9 @@ import { z } from 'zod';
 import { computeSchema } from '@berth/crds';
 import { defineRoute, type RouteTable } from '../http/route.js';
 import type { AgentDefinitionService } from '../services/agent-definitions.js';
+import { queryInteger } from '../services/pagination.js';
 import { createAgentBody, idParam, okSchema } from './schemas.js';
-import { createDefinitionExample, definitionExample, definitionVersionsExample } from './examples.js';
+import { createDefinitionExample, definitionExample, definitionVersionExample, definitionVersionsExample } from './examples.js';
 
 const NAME_RULE = '1–100 letters, digits, spaces, -, _ and ., starting with a letter or digit and not ending with a space';
 
@@ -83,6 +84,17 @@ const versionEntrySchema = z
   .meta({ id: 'AgentDefinitionVersion' });
 
 const definitionParam = idParam('adef', 'agent definition');
+
+const versionDetailSchema = agentDefinitionSchema
+  .omit({ archived: true, createdAt: true, updatedAt: true })
+  .extend({
+    version: z.number().int().describe('the version read'),
+    current: z.boolean().describe('true when it is the current version (the one agents are created from)'),
+    changelog: z.string().describe('`created` for version 1'),
+    createdBy: z.string().describe('id of the API key (`key_…`) that wrote the version'),
+    createdAt: z.string().describe('when the version was written'),
+  })
+  .meta({ id: 'AgentDefinitionVersionDetail', description: "an agent definition's fields as one of its versions holds them" });
 
 export function agentDefinitionRoutes(table: RouteTable, definitions: AgentDefinitionService): void {
   table.add(
@@ -174,6 +186,25 @@ export function agentDefinitionRoutes(table: RouteTable, definitions: AgentDefin
       responses: { 200: { description: 'the version history', schema: z.object({ data: z.array(versionEntrySchema) }), example: definitionVersionsExample } },
       errors: ['not_found'],
       handler: async ({ principal, params }) => ({ status: 200, body: await definitions.versions(principal, params.id) }),
+    }),
+    defineRoute({
+      method: 'get',
+      path: '/v1/agent-definitions/:id/versions/:version',
+      operationId: 'getAgentDefinitionVersion',
+      tag: 'Agent definitions',
+      summary: 'Get one version of an agent definition',
+      description:
+        "The definition's fields as that version holds them (beyond the spec): what an agent made from it would get, to compare two versions before a rollback. A version the definition does not have is 404.",
+      params: definitionParam.extend({ version: queryInteger({ min: 1, max: 1_000_000 }).describe('the version number, from 1') }),
+      responses: {
+        200: {
+          description: 'the version',
+          schema: versionDetailSchema,
+          example: definitionVersionExample,
+        },
+      },
+      errors: ['not_found'],
+      handler: async ({ principal, params }) => ({ status: 200, body: await definitions.version(principal, params.id, params.version) }),
     }),
     defineRoute({
       method: 'post',

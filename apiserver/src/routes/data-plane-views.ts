@@ -57,6 +57,16 @@ export const DATA_PLANE_VIEWS: View[] = [
     audit: { action: 'webhook.tested', target: ({ params }) => ({ type: 'webhook', id: params.id! }), details: ({ reply }) => ({ delivered: reply.delivered }) },
   },
   { method: 'get', path: '/v1/webhooks/:id/deliveries', permission: 'observability.view' },
+  {
+    method: 'post',
+    path: '/v1/webhooks/:id/deliveries/:deliveryId/resend',
+    permission: 'webhooks.manage',
+    audit: {
+      action: 'webhook.delivery_resent',
+      target: ({ params }) => ({ type: 'webhook_delivery', id: params.deliveryId! }),
+      details: ({ params, reply }) => ({ webhookId: params.id, attempt: reply.attempt, delivered: reply.delivered }),
+    },
+  },
   // BYOI providers.
   { method: 'get', path: '/v1/providers', permission: 'providers.view' },
   {
@@ -110,6 +120,38 @@ export const DATA_PLANE_VIEWS: View[] = [
   // Schedules, for the dashboard's schedules page (next run, paused); their history is the line above.
   { method: 'get', path: '/v1/schedules', permission: 'observability.view' },
   { method: 'get', path: '/v1/schedules/:id/history', permission: 'observability.view' },
+  // What runs on its own (view logs, as schedules): triggers, workflows with their runs, fleets with their items.
+  { method: 'get', path: '/v1/triggers', permission: 'observability.view' },
+  { method: 'get', path: '/v1/workflows', permission: 'observability.view' },
+  { method: 'get', path: '/v1/workflows/:id', permission: 'observability.view' },
+  { method: 'get', path: '/v1/workflows/:id/runs', permission: 'observability.view' },
+  { method: 'get', path: '/v1/workflow-runs/:runId', permission: 'observability.view' },
+  { method: 'get', path: '/v1/fleets', permission: 'observability.view' },
+  { method: 'get', path: '/v1/fleets/:id', permission: 'observability.view' },
+  { method: 'get', path: '/v1/fleets/:id/items', permission: 'observability.view' },
+  // Channels: their settings with credentials shown by their last characters only, as webhooks' secrets.
+  { method: 'get', path: '/v1/channels', permission: 'observability.view' },
+  { method: 'get', path: '/v1/channels/:id', permission: 'observability.view' },
+  // Snapshots are agents' state: seen with the agents, resumed by those who run agents.
+  { method: 'get', path: '/v1/snapshots', permission: 'sessions.view' },
+  { method: 'get', path: '/v1/snapshots/:id', permission: 'sessions.view' },
+  { method: 'post', path: '/v1/snapshots/:id/resume', permission: 'sessions.manage' },
+  // Agent definitions are what agents are given to work with, as knowledge and MCP servers:
+  // read by those who run agents, rolled back by owners and admins.
+  { method: 'get', path: '/v1/agent-definitions', permission: 'agentResources.view' },
+  { method: 'get', path: '/v1/agent-definitions/:id', permission: 'agentResources.view' },
+  { method: 'get', path: '/v1/agent-definitions/:id/versions', permission: 'agentResources.view' },
+  { method: 'get', path: '/v1/agent-definitions/:id/versions/:version', permission: 'agentResources.view' },
+  {
+    method: 'post',
+    path: '/v1/agent-definitions/:id/rollback',
+    permission: 'agentResources.manage',
+    audit: {
+      action: 'agent_definition.rolled_back',
+      target: ({ params }) => ({ type: 'agent_definition', id: params.id! }),
+      details: ({ reply }) => ({ version: reply.version }),
+    },
+  },
 ];
 
 const modeQuery = {

@@ -140,6 +140,25 @@ export const createDefinitionExample = {
   config: { temperature: 0.2 },
 };
 
+/** Version 1 of the definition above, before its temperature was lowered. */
+export const definitionVersionExample = {
+  id: DEFINITION_ID,
+  name: 'sales analyst',
+  description: 'Summarises sales exports',
+  version: 1,
+  compute: 'python',
+  model: 'openai/gpt-4o-mini',
+  systemPrompt: 'You are a data analyst. Answer with a short summary.',
+  tools: ['exec'],
+  browser: false,
+  timeout: '15m',
+  config: {},
+  current: false,
+  changelog: 'created',
+  createdBy: 'key_01jq3v8x0z2b4d6f8h0k2m4p6r',
+  createdAt: CREATED,
+};
+
 export const definitionVersionsExample = {
   data: [
     { version: 2, createdAt: '2026-03-02T14:00:00.000Z', changelog: 'lower temperature', createdBy: 'key_01jq3v8x0z2b4d6f8h0k2m4p6r' },

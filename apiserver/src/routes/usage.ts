@@ -9,7 +9,7 @@ const PERIOD_MEANINGS =
   'UTC, from a midnight until now: `today`; `week` (from Monday); `last_7_days` and `last_30_days` (that many calendar days, today included); `month` (from the 1st)';
 
 const period = z.enum(PERIODS, { error: `must be one of: ${PERIODS.join(', ')}` });
-const periodQuery = (fallback: Period) =>
+export const periodQuery = (fallback: Period) =>
   z.object({ period: period.default(fallback).describe(`${PERIOD_MEANINGS}; default \`${fallback}\``) }).strict();
 
 const instant = z.iso
@@ -119,7 +119,7 @@ const modelUsageSchema = z
   })
   .meta({ id: 'ModelUsage' });
 
-const AMOUNTS =
+export const AMOUNTS =
   'Amounts are integer cents: each sum shown is rounded once from the exact charges. Test keys record no usage: they get the same shapes with zeros.';
 
 export function usageRoutes(table: RouteTable, usage: UsageService): void {

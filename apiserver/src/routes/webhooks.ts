@@ -125,6 +125,33 @@ export function webhookRoutes(table: RouteTable, webhooks: WebhookService): void
       handler: async ({ principal, params }) => ({ status: 200, body: await webhooks.test(principal, params.id) }),
     }),
     defineRoute({
+      method: 'post',
+      path: '/v1/webhooks/:id/deliveries/:deliveryId/resend',
+      operationId: 'resendWebhookDelivery',
+      tag: 'Webhooks',
+      summary: 'Send a delivery again',
+      description:
+        `Sends a delivery that ended (\`succeeded\` or \`failed\`) once more, now: the same body, signed the same way, with the same \`X-Svc-Delivery\` (receivers deduplicate on the event's \`id\`), and answers with the result (within about 10 s). ` +
+        `It is recorded as the delivery's next attempt, and the delivery takes its outcome (\`succeeded\` or \`failed\`); it is not retried. A delivery still \`pending\` (its retries under way), \`cancelled\`, or being resent is 409 \`conflict\` (beyond the spec). ${SIGNING}`,
+      params: idParam('wh', 'webhook').extend({ deliveryId: z.string().min(1).max(128).describe('delivery id (`del_…`)') }),
+      responses: {
+        200: {
+          description: 'what the receiver answered',
+          example: { ...webhookTestExample, attempt: 5 },
+          schema: z.object({
+            deliveryId: z.string(),
+            attempt: z.number().int().describe("the attempt this was, in the delivery's history"),
+            delivered: z.boolean().describe('true when the receiver answered 2xx within 10 s'),
+            status: z.number().int().nullable(),
+            error: z.string().nullable(),
+            durationMs: z.number().int(),
+          }),
+        },
+      },
+      errors: ['not_found', 'conflict'],
+      handler: async ({ principal, params }) => ({ status: 200, body: await webhooks.resend(principal, params.id, params.deliveryId) }),
+    }),
+    defineRoute({
       method: 'get',
       path: '/v1/webhooks/:id/deliveries',
       operationId: 'listWebhookDeliveries',

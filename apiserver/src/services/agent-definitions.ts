@@ -209,6 +209,25 @@ export function createAgentDefinitionService(deps: { pool: Pool; clock: Clock; m
       };
     },
 
+    /** The definition's fields as one version holds them, to compare two versions or read one before a rollback. */
+    async version(principal: Principal, id: string, version: number) {
+      const row = await find(pool, principal, id);
+      const { rows } = await pool.query<{ config: DefinitionConfig; changelog: string; created_by: string; created_at: Date }>(
+        'SELECT config, changelog, created_by, created_at FROM agent_definition_versions WHERE definition_id = $1 AND version = $2',
+        [row.id, version],
+      );
+      const entry = rows[0];
+      if (!entry) throw new ApiError('not_found', `agent definition ${row.id} has no version ${version}`, { id: row.id, version });
+      const { archived: _archived, createdAt: _created, updatedAt: _updated, ...fields } = view({ ...row, current_version: version, config: entry.config });
+      return {
+        ...fields,
+        current: version === row.current_version,
+        changelog: entry.changelog,
+        createdBy: entry.created_by,
+        createdAt: entry.created_at.toISOString(),
+      };
+    },
+
     /** Points the current version at an existing one; the versions after it stay. */
     async rollback(principal: Principal, id: string, version: number) {
       return withTransaction(pool, async (tx) => {

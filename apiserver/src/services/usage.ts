@@ -46,6 +46,14 @@ interface DayTotals {
   tokens: number;
 }
 
+/** One UTC day's charges by kind: what the stacked daily chart draws. */
+interface DayKindTotals {
+  date: string;
+  compute: bigint;
+  model: bigint;
+  storage: bigint;
+}
+
 interface ModelTotals {
   model: string;
   calls: number;
@@ -61,6 +69,8 @@ interface UsageReader {
   topSpender(scope: LedgerScope): Promise<{ userId: string; nanocents: bigint } | undefined>;
   byDay(scope: LedgerScope): Promise<DayTotals[]>;
   byModel(scope: LedgerScope): Promise<ModelTotals[]>;
+  byDayAndKind(scope: LedgerScope): Promise<DayKindTotals[]>;
+  topSpenders(scope: LedgerScope, limit: number): Promise<{ userId: string; nanocents: bigint }[]>;
   runningAgents(organizationId: string, environment?: Environment): Promise<number>;
   storedGigabytes(organizationId: string, at: Date): Promise<number>;
 }
@@ -142,15 +152,28 @@ async function sumByPayer(db: Queryable, scope: LedgerScope): Promise<PayerTotal
   };
 }
 
-/** The user with the highest exact cost; equal costs go to the smallest userId (byte order). */
-async function topSpender(db: Queryable, scope: LedgerScope): Promise<{ userId: string; nanocents: bigint } | undefined> {
+/** The users with the highest exact cost, highest first; equal costs go to the smallest userId (byte order). */
+async function topSpenders(db: Queryable, scope: LedgerScope, limit: number): Promise<{ userId: string; nanocents: bigint }[]> {
   const { rows } = await db.query<{ user_id: string; nanocents: string }>(
     `SELECT user_id, sum(amount_nanocents)::text AS nanocents FROM usage_ledger WHERE ${IN_SCOPE}
-     GROUP BY user_id ORDER BY sum(amount_nanocents) DESC, user_id COLLATE "C" LIMIT 1`,
+     GROUP BY user_id ORDER BY sum(amount_nanocents) DESC, user_id COLLATE "C" LIMIT $6`,
+    [...scopeValues(scope), limit],
+  );
+  return rows.map((row) => ({ userId: row.user_id, nanocents: BigInt(row.nanocents) }));
+}
+
+/** Days with charges only, oldest first, each day's exact sums of compute, model and storage charges. */
+async function sumByDayAndKind(db: Queryable, scope: LedgerScope): Promise<DayKindTotals[]> {
+  const { rows } = await db.query<{ date: string; compute: string; model: string; storage: string }>(
+    `SELECT to_char(date_trunc('day', occurred_at AT TIME ZONE 'UTC'), 'YYYY-MM-DD') AS date,
+       coalesce(sum(amount_nanocents) FILTER (WHERE kind = 'compute'), 0)::text AS compute,
+       coalesce(sum(amount_nanocents) FILTER (WHERE kind = 'model'), 0)::text AS model,
+       coalesce(sum(amount_nanocents) FILTER (WHERE kind = 'storage'), 0)::text AS storage
+     FROM usage_ledger WHERE ${IN_SCOPE}
+     GROUP BY date_trunc('day', occurred_at AT TIME ZONE 'UTC') ORDER BY 1`,
     scopeValues(scope),
   );
-  const row = rows[0];
-  return row && { userId: row.user_id, nanocents: BigInt(row.nanocents) };
+  return rows.map((row) => ({ date: row.date, compute: BigInt(row.compute), model: BigInt(row.model), storage: BigInt(row.storage) }));
 }
 
 /** Days with charges only, oldest first; a day is a UTC calendar day. */
@@ -224,8 +247,10 @@ function ledgerReader(db: Queryable): UsageReader {
   return {
     totals: (scope) => sumUsage(db, scope),
     byPayer: (scope) => sumByPayer(db, scope),
-    topSpender: (scope) => topSpender(db, scope),
+    topSpender: async (scope) => (await topSpenders(db, scope, 1))[0],
+    topSpenders: (scope, limit) => topSpenders(db, scope, limit),
     byDay: (scope) => sumByDay(db, scope),
+    byDayAndKind: (scope) => sumByDayAndKind(db, scope),
     byModel: (scope) => sumByModel(db, scope),
     runningAgents: (organizationId, environment) => countRunningAgents(db, organizationId, environment),
     storedGigabytes: (organizationId, at) => storedGigabytes(db, organizationId, at),
@@ -245,7 +270,9 @@ const emptyReader: UsageReader = {
   }),
   byPayer: async () => ({ berthCompute: 0n, berthModel: 0n, berthStorage: 0n, directCompute: 0n, directModel: 0n, activeSessions: 0 }),
   topSpender: async () => undefined,
+  topSpenders: async () => [],
   byDay: async () => [],
+  byDayAndKind: async () => [],
   byModel: async () => [],
   runningAgents: async () => 0,
   storedGigabytes: async () => 0,
@@ -365,6 +392,32 @@ export function createUsageService(deps: { pool: Pool; clock: Clock; currency: s
         total: money(compute + models + storage),
         breakdown: days.map((day) => ({ date: day.date, total: money(cents(day.nanocents)) })),
       };
+    },
+
+    /** Every UTC day of the period, oldest first, its cost split by kind; each part rounded to cents, the total their sum. */
+    async dailyByKind(principal: Principal, period: Period) {
+      const range = periodRange(period, clock.now());
+      const byDate = new Map((await readerFor(principal).byDayAndKind({ organizationId: principal.organizationId, range })).map((day) => [day.date, day]));
+      return {
+        data: utcDates(range).map((date) => {
+          const day = byDate.get(date);
+          const parts = { compute: cents(day?.compute ?? 0n), model: cents(day?.model ?? 0n), storage: cents(day?.storage ?? 0n) };
+          return {
+            date,
+            compute: money(parts.compute),
+            model: money(parts.model),
+            storage: money(parts.storage),
+            total: money(parts.compute + parts.model + parts.storage),
+          };
+        }),
+      };
+    },
+
+    /** The users who cost the most in the period, highest first (equal costs by userId). */
+    async users(principal: Principal, period: Period, limit: number) {
+      const range = periodRange(period, clock.now());
+      const users = await readerFor(principal).topSpenders({ organizationId: principal.organizationId, range }, limit);
+      return { data: users.map((user) => ({ userId: user.userId, cost: money(cents(user.nanocents)) })) };
     },
 
     async models(principal: Principal, period: Period) {

@@ -36,6 +36,9 @@ export interface DeliveryView {
   history: { attempt: number; at: string; durationMs: number; status: number | null; error: string | null }[];
 }
 
+/** How long a resend holds its delivery: past the 10 s a receiver is given. */
+const RESEND_CLAIM_MS = 60_000;
+
 const view = (row: WebhookRow, secret: 'full' | 'masked') => ({
   id: row.id,
   url: row.url,
@@ -149,6 +152,60 @@ export function createWebhookService(deps: { pool: Pool; clock: Clock; policy: U
       });
       return {
         deliveryId,
+        delivered: result.ok,
+        status: result.status ?? null,
+        error: result.error ?? null,
+        durationMs: result.durationMs,
+      };
+    },
+
+    /**
+     * Sends an ended delivery's event again, now, once: the same body, signature and delivery id
+     * (receivers deduplicate on the event's id), recorded as its next attempt with its outcome.
+     * A delivery still pending (its retries under way) or being resent is 409: the sender owns it.
+     */
+    async resend(principal: Principal, id: string, deliveryId: string) {
+      const hook = await find(principal, id);
+      const now = clock.now();
+      const claim = `resend:${newId('del', now)}`;
+      const { rows } = isId(deliveryId, 'del')
+        ? await pool.query<{ payload: string; attempts: number; state: DeliveryView['state'] }>(
+            `UPDATE webhook_deliveries SET claimed_by = $3, claim_expires_at = $4
+             WHERE id = $1 AND webhook_id = $2 AND state IN ('succeeded', 'failed') AND (claim_expires_at IS NULL OR claim_expires_at <= $5)
+             RETURNING payload, attempts, state`,
+            [deliveryId, hook.id, claim, new Date(now.getTime() + RESEND_CLAIM_MS), now],
+          )
+        : { rows: [] };
+      const claimed = rows[0];
+      if (!claimed) {
+        const { rows: found } = isId(deliveryId, 'del')
+          ? await pool.query<{ state: DeliveryView['state'] }>('SELECT state FROM webhook_deliveries WHERE id = $1 AND webhook_id = $2', [deliveryId, hook.id])
+          : { rows: [] };
+        if (!found[0]) throw new ApiError('not_found', `webhook ${hook.id} has no delivery ${deliveryId}`, { id: deliveryId });
+        throw new ApiError('conflict', `delivery ${deliveryId} is ${found[0].state === 'pending' ? 'still being retried' : `${found[0].state} or being resent`}; resend a delivery that succeeded or failed`, {
+          state: found[0].state,
+        });
+      }
+      const result = await postWebhook(hook.url, claimed.payload, { 'x-svc-signature': signPayload(hook.secret, claimed.payload), 'x-svc-delivery': deliveryId }, policy.allowPrivate);
+      const attempt = claimed.attempts + 1;
+      await withTransaction(pool, async (tx) => {
+        await tx.query('INSERT INTO webhook_attempts (delivery_id, attempt, started_at, duration_ms, status, error) VALUES ($1, $2, $3, $4, $5, $6)', [
+          deliveryId,
+          attempt,
+          now,
+          result.durationMs,
+          result.status ?? null,
+          result.error ?? null,
+        ]);
+        await tx.query(
+          `UPDATE webhook_deliveries SET state = $3, attempts = $4, last_status = $5, last_error = $6, last_attempt_at = $7, claimed_by = NULL, claim_expires_at = NULL
+           WHERE id = $1 AND claimed_by = $2`,
+          [deliveryId, claim, result.ok ? 'succeeded' : 'failed', attempt, result.status ?? null, result.error ?? null, now],
+        );
+      });
+      return {
+        deliveryId,
+        attempt,
         delivered: result.ok,
         status: result.status ?? null,
         error: result.error ?? null,

@@ -6,7 +6,6 @@ interface PeriodSummary {
   totalCost: Money;
   activeSessions: number;
   runningAgents: number;
-  topUser: { userId: string; cost: Money } | null;
   berthBilled: { compute: Money; model: Money; storage: Money; total: Money };
   providerDirect: { compute: Money; model: Money; total: Money };
 }
@@ -23,23 +22,24 @@ const FAILURES = ['agent.failed', 'workflow.failed'] as const;
 
 export function Overview(props: { mode: Mode }) {
   const loaded = useLoad(async () => {
-    const [summary, defaults, ...failures] = await Promise.all([
+    const [summary, defaults, users, ...failures] = await Promise.all([
       api<PeriodSummary>(withQuery('/api/usage/summary', { period: 'month', mode: props.mode })),
       api<{ sessionDefaults: { maxCost?: Money & { period?: string } } }>('/api/session-defaults'),
+      api<{ data: { userId: string; cost: Money }[] }>(withQuery('/api/usage/users', { period: 'month', limit: 5, mode: props.mode })),
       ...FAILURES.map((type) => api<{ data: EventEntry[] }>(withQuery('/api/events', { type, limit: 5, mode: props.mode }))),
     ]);
     const recent = failures
       .flatMap((page) => page.data)
       .sort((a, b) => b.createdAt.localeCompare(a.createdAt))
       .slice(0, 5);
-    return { summary, budget: defaults.sessionDefaults.maxCost, recent };
+    return { summary, budget: defaults.sessionDefaults.maxCost, recent, topUsers: users.data };
   }, props.mode);
   return (
     <>
       <PageHeader title="Overview" intro={`This month's spend, what is running now and what failed lately (${props.mode} keys).`} />
       <Loading loaded={loaded}>
         {() => {
-          const { summary, budget, recent } = loaded.data!;
+          const { summary, budget, recent, topUsers } = loaded.data!;
           const share = budget ? Math.min(100, Math.round((summary.totalCost.amount / budget.amount) * 100)) : undefined;
           return (
             <>
@@ -64,12 +64,24 @@ export function Overview(props: { mode: Mode }) {
                 />
                 <Stat id="stat-running" label="Running agents" value={summary.runningAgents} note={<a href={href('sessions')}>Sessions and agents</a>} />
                 <Stat id="stat-sessions" label="Sessions with charges" value={summary.activeSessions} />
-                <Stat
-                  id="stat-top-user"
-                  label="Top user"
-                  value={summary.topUser ? summary.topUser.userId : '—'}
-                  note={summary.topUser ? formatMoney(summary.topUser.cost) : 'No usage this month yet'}
-                />
+              </section>
+              <section aria-labelledby="top-users-title">
+                <h2 id="top-users-title">Top users this month</h2>
+                {topUsers.length === 0 ? (
+                  <p class="muted">No usage this month yet: your end-users appear here by what their agents cost.</p>
+                ) : (
+                  <Table caption="Users by cost, highest first" head={['User', 'Cost']} captionHidden>
+                    {topUsers.map((user) => (
+                      <tr data-user={user.userId}>
+                        <td>{user.userId}</td>
+                        <td>{formatMoney(user.cost)}</td>
+                      </tr>
+                    ))}
+                  </Table>
+                )}
+                <p>
+                  <a href={href('usage')}>Cost by user, by model and by day</a>
+                </p>
               </section>
               <section aria-labelledby="failures-title">
                 <h2 id="failures-title">Recent failures</h2>
@@ -81,7 +93,7 @@ export function Overview(props: { mode: Mode }) {
                     </p>
                   </Empty>
                 ) : (
-                  <Table caption="Recent failures" head={['When', 'Event', 'Subject', 'Reason']} captionHidden>
+                  <Table caption="Failures, newest first" head={['When', 'Event', 'Subject', 'Reason']} captionHidden>
                     {recent.map((entry) => (
                       <tr>
                         <td>{formatTime(entry.createdAt)}</td>

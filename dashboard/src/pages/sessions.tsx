@@ -1,6 +1,7 @@
 import { useEffect, useState } from 'preact/hooks';
 import { api, formatMoney, formatTime, withQuery, type Me, type Mode, type Money } from '../api.js';
 import { href } from '../route.js';
+import { SnapshotList } from './snapshots.js';
 import { Code, Empty, ErrorNote, Loading, PageHeader, Table, useLoad } from '../ui.js';
 
 interface Session {
@@ -246,6 +247,10 @@ export function AgentPage(props: { me: Me; mode: Mode; id: string }) {
             ))}
           </ol>
         )}
+      </section>
+      <section aria-labelledby="snapshots-title">
+        <h2 id="snapshots-title">Snapshots</h2>
+        <SnapshotList me={props.me} mode={props.mode} query={{ agentId: props.id }} />
       </section>
       {canRun && (
         <section aria-labelledby="exec-title">

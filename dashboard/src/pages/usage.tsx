@@ -8,6 +8,14 @@ interface PeriodSummary {
   providerDirect: { compute: Money; model: Money; total: Money };
 }
 
+interface DayByKind {
+  date: string;
+  compute: Money;
+  model: Money;
+  storage: Money;
+  total: Money;
+}
+
 const PERIODS = [
   ['last_7_days', 'Last 7 days'],
   ['last_30_days', 'Last 30 days'],
@@ -17,12 +25,13 @@ const PERIODS = [
 export function Usage(props: { mode: Mode; period: string; setPeriod: (period: string) => void }) {
   const loaded = useLoad(async () => {
     const query = { period: props.period, mode: props.mode };
-    const [daily, models, summary] = await Promise.all([
-      api<{ date: string; cost: Money }[]>(withQuery('/api/usage/daily', query)),
+    const [daily, models, summary, users] = await Promise.all([
+      api<{ data: DayByKind[] }>(withQuery('/api/usage/daily-by-kind', query)),
       api<{ data: { model: string; calls: number; cost: Money }[] }>(withQuery('/api/usage/models', query)),
       api<PeriodSummary>(withQuery('/api/usage/summary', query)),
+      api<{ data: { userId: string; cost: Money }[] }>(withQuery('/api/usage/users', { ...query, limit: 10 })),
     ]);
-    return { daily, models: models.data, summary };
+    return { daily: daily.data, models: models.data, summary, users: users.data };
   }, `${props.mode}/${props.period}`);
   return (
     <>
@@ -38,7 +47,7 @@ export function Usage(props: { mode: Mode; period: string; setPeriod: (period: s
       </PageHeader>
       <Loading loaded={loaded}>
         {() => {
-          const { daily, models, summary } = loaded.data!;
+          const { daily, models, summary, users } = loaded.data!;
           const currency = summary.totalCost.currency;
           const format = (cents: number) => formatMoney({ amount: cents, currency });
           if (summary.totalCost.amount === 0 && models.length === 0)
@@ -52,7 +61,20 @@ export function Usage(props: { mode: Mode; period: string; setPeriod: (period: s
             );
           return (
             <div class="charts">
-              <BarChart id="chart-daily" title="Cost by day" category="Day" labels={daily.map((day) => day.date.slice(5))} series={[{ label: 'Cost', values: daily.map((day) => day.cost.amount) }]} format={format} />
+              <BarChart
+                id="chart-daily"
+                title="Cost by day, by kind"
+                category="Day"
+                labels={daily.map((day) => day.date.slice(5))}
+                stacked
+                series={[
+                  { label: 'Compute', values: daily.map((day) => day.compute.amount) },
+                  { label: 'Models', values: daily.map((day) => day.model.amount) },
+                  { label: 'Storage', values: daily.map((day) => day.storage.amount) },
+                  { label: 'Total', values: daily.map((day) => day.total.amount), tableOnly: true },
+                ]}
+                format={format}
+              />
               <BarChart
                 id="chart-split"
                 title="Billed by Berth and paid to providers directly"
@@ -72,6 +94,15 @@ export function Usage(props: { mode: Mode; period: string; setPeriod: (period: s
                 horizontal
                 labels={models.map((model) => model.model)}
                 series={[{ label: 'Cost', values: models.map((model) => model.cost.amount) }]}
+                format={format}
+              />
+              <BarChart
+                id="chart-users"
+                title="Cost by user (the ten highest)"
+                category="User"
+                horizontal
+                labels={users.map((user) => user.userId)}
+                series={[{ label: 'Cost', values: users.map((user) => user.cost.amount) }]}
                 format={format}
               />
             </div>

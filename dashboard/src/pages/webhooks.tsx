@@ -65,6 +65,24 @@ export function WebhookDeliveries(props: { me: Me; mode: Mode; id: string }) {
   const [note, setNote] = useState<string | undefined>();
   const [error, setError] = useState<Error | undefined>();
 
+  async function resend(delivery: Delivery) {
+    setError(undefined);
+    try {
+      const result = await api<{ attempt: number; delivered: boolean; status: number | null; error: string | null }>(
+        withQuery(`/api/webhooks/${props.id}/deliveries/${delivery.id}/resend`, { mode: props.mode }),
+        { method: 'POST' },
+      );
+      setNote(
+        result.delivered
+          ? `Resent ${delivery.event} (attempt ${result.attempt}): delivered (HTTP ${result.status}).`
+          : `Resent ${delivery.event} (attempt ${result.attempt}): not delivered: ${result.error ?? `HTTP ${result.status}`}.`,
+      );
+      loaded.reload();
+    } catch (failure) {
+      setError(failure as Error);
+    }
+  }
+
   async function sendTest() {
     setError(undefined);
     try {
@@ -97,14 +115,24 @@ export function WebhookDeliveries(props: { me: Me; mode: Mode; id: string }) {
               <p>Each event this webhook subscribes to is delivered and listed here with its attempts.</p>
             </Empty>
           ) : (
-            <Table caption="Deliveries" head={['Event', 'State', 'Attempts', 'Last status', 'Last attempt']} captionHidden>
+            <Table caption="Deliveries" head={['Event', 'State', 'Attempts', 'Last status', 'Last attempt', ...(canManage ? [''] : [])]} captionHidden>
               {loaded.data!.deliveries.map((delivery) => (
-                <tr>
+                <tr data-delivery={delivery.id}>
                   <td>{delivery.event}</td>
                   <td>{delivery.state}</td>
                   <td>{delivery.attempts}</td>
                   <td>{delivery.lastStatus ?? delivery.lastError ?? '—'}</td>
                   <td>{formatTime(delivery.lastAttemptAt)}</td>
+                  {canManage && (
+                    <td>
+                      {/* Pending deliveries are the sender's until their retries end. */}
+                      {(delivery.state === 'succeeded' || delivery.state === 'failed') && (
+                        <button type="button" onClick={() => void resend(delivery)} aria-label={`Resend ${delivery.event} delivery ${delivery.id}`}>
+                          Resend
+                        </button>
+                      )}
+                    </td>
+                  )}
                 </tr>
               ))}
             </Table>
