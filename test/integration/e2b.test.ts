@@ -1,8 +1,10 @@
+import { execFileSync, spawn } from 'node:child_process';
+import { join } from 'node:path';
 import * as e2b from 'e2b';
 import * as e2bV1 from 'e2b-v1';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startBerth, type BerthProcess } from '../helpers/berth.js';
+import { ROOT, startBerth, type BerthProcess } from '../helpers/berth.js';
 import { startWildcardFront, type WildcardFront } from '../helpers/e2b-tls.js';
 import { eventually } from '../helpers/http.js';
 import { createTestDatabase } from '../helpers/postgres.js';
@@ -106,7 +108,7 @@ describe('the newest SDK (e2b 2.x) through E2B_API_URL and E2B_SANDBOX_URL', () 
   });
 
   it('runs a background command, lists it, and kills it', async () => {
-    const handle = await sandbox.commands.run('sleep 300', { background: true, tag: 'sleeper' } as Parameters<typeof sandbox.commands.run>[1] & { background: true });
+    const handle = await sandbox.commands.run('sleep 300', { background: true });
     expect(handle.pid).toBeGreaterThan(0);
     const listed = await sandbox.commands.list();
     expect(listed.map((process) => process.pid)).toContain(handle.pid);
@@ -270,4 +272,23 @@ describe('the last 1.x SDK (e2b 1.13) through E2B_DOMAIN: api.<domain> and <port
     const refused = await Sandbox.create('base', { domain: DOMAIN, apiKey: `e2b_${key}` }).catch((error: unknown) => error);
     expect(String(refused)).toMatch(/allow_internet_access/);
   });
+});
+
+describe('the Python SDK (PyPI e2b 2.63) through the same environment', () => {
+  it('creates a sandbox, runs commands (a non-zero exit as CommandExitException) and kills it', async () => {
+    const python = execFileSync(join(ROOT, 'test/e2b/install-python-sdk.sh'), { encoding: 'utf8' }).trim();
+    const child = spawn(python, [join(ROOT, 'test/e2b/python_smoke.py')], {
+      env: { ...process.env, E2B_API_URL: `${berth.baseUrl}/e2b`, E2B_SANDBOX_URL: berth.baseUrl, E2B_API_KEY: `e2b_${key}` },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
+    child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+    const code = await new Promise<number | null>((resolve) => child.once('exit', resolve));
+    expect(code, stderr).toBe(0);
+    const result = JSON.parse(stdout);
+    expect(result).toMatchObject({ templateId: 'base', stdout: 'py-out\n', stderr: 'py-err\n', exitCode: 0, failedExitCode: 5, killed: true, killedAgain: false });
+    expect((await berth.api(key).get(`/v1/agents/agt_${result.sandboxId}`)).body.metadata).toMatchObject({ suite: 'e2b-python' });
+  }, 180_000);
 });
