@@ -142,11 +142,14 @@ export function createProcessService(deps: ProcessServiceDeps) {
         lastSent = Date.now();
       }
     };
+    // The sandbox is looked up (and its agent's limits checked) once per stream, not on every poll.
+    const { sandbox, provider } = await agents.ready(principal, agentId, 'following a process');
+    if (!provider.waitBackground || !provider.backgroundOutput) throw new ConnectError('unimplemented', `provider "${provider.name}" has no background processes`);
     for (;;) {
       if (!stream.open) return;
-      await agents.waitBackground(principal, agentId, pid, FOLLOW_INTERVAL_MS);
+      await provider.waitBackground(sandbox, pid, FOLLOW_INTERVAL_MS);
       followPolls.inc();
-      const output = await agents.backgroundOutput(principal, agentId, pid);
+      const output = await provider.backgroundOutput(sandbox, pid);
       sendNew(output);
       if (output.status !== 'running') {
         stream.send({ event: { end: endEvent(output) } });
