@@ -138,6 +138,24 @@ describe('the newest SDK (e2b 2.x) through E2B_API_URL and E2B_SANDBOX_URL', () 
     expect(text).toContain('pty-42');
   });
 
+  it('kills a PTY', async () => {
+    const terminal = await sandbox.pty.create({ cols: 80, rows: 24, onData: () => undefined });
+    expect((await sandbox.commands.list()).map((process) => process.pid)).toContain(terminal.pid);
+    expect(await sandbox.pty.kill(terminal.pid)).toBe(true);
+    await expect(terminal.wait()).rejects.toBeInstanceOf(CommandExitError);
+    expect((await sandbox.commands.list()).map((process) => process.pid)).not.toContain(terminal.pid);
+  });
+
+  it('connects again to a command it let go of, and follows it to its end', async () => {
+    const handle = await sandbox.commands.run('for i in 1 2 3 4 5 6; do echo tick-$i; sleep 0.3; done', { background: true });
+    await handle.disconnect();
+    const seen: string[] = [];
+    const again = await sandbox.commands.connect(handle.pid, { onStdout: (data) => void seen.push(data) });
+    const result = await again.wait();
+    expect(result.exitCode).toBe(0);
+    expect(seen.join('')).toContain('tick-6\n');
+  });
+
   it('sets the timeout from now (only ever longer)', async () => {
     await sandbox.setTimeout(900_000);
     const info = await sandbox.getInfo();
