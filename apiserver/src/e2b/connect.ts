@@ -143,6 +143,12 @@ export function sendUnaryError(res: ServerResponse, error: ConnectError): void {
   res.end(body);
 }
 
+/** A stream's answer when it fails before its first message: the end-of-stream envelope alone, with the error. */
+export function sendStreamError(res: ServerResponse, error: ConnectError): void {
+  res.writeHead(200, { 'content-type': 'application/connect+json' });
+  res.end(envelope(0x02, { error: { code: error.code, message: error.message } }));
+}
+
 /** A server stream: messages as they come, then its end (with an error or not). Writes after the end are dropped. */
 export class ServerStream {
   private ended = false;

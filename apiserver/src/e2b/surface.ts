@@ -6,7 +6,7 @@ import type { RateLimiter } from '../http/rate-limit.js';
 import { verifyBearerKey } from '../http/auth.js';
 import { toApiError } from '../http/errors.js';
 import type { AgentService } from '../services/agents.js';
-import { ConnectError, isStreamingRequest, parseEnvelopes, parseJson, readBody, sendUnaryError, toConnectError } from './connect.js';
+import { ConnectError, isStreamingRequest, parseEnvelopes, parseJson, readBody, sendStreamError, sendUnaryError, toConnectError } from './connect.js';
 import { agentIdOf, E2bError, readJson, sendE2b, type ControlPlane } from './control-plane.js';
 import type { ProcessService } from './process.js';
 import type { EnvdTokens } from './tokens.js';
@@ -205,20 +205,15 @@ export function createE2bSurface(deps: SurfaceDeps) {
       }
       requests.inc({ part: 'envd', operation, status: res.statusCode });
     } catch (error) {
-      const failure = toConnectError(error instanceof ConnectError ? error : error instanceof ApiError ? error : toApiError(error, req.log));
+      // toApiError logs what is not a known error (and hides its message).
+      const failure = error instanceof ConnectError ? error : toConnectError(toApiError(error, req.log));
       requests.inc({ part: 'envd', operation, status: failure.code });
       if (res.headersSent) {
         res.destroy();
         return;
       }
-      if (isStreamingRequest(req)) {
-        res.writeHead(200, { 'content-type': 'application/connect+json' });
-        const json = Buffer.from(JSON.stringify({ error: { code: failure.code, message: failure.message } }));
-        const head = Buffer.alloc(5);
-        head[0] = 0x02;
-        head.writeUInt32BE(json.length, 1);
-        res.end(Buffer.concat([head, json]));
-      } else sendUnaryError(res, failure);
+      if (isStreamingRequest(req)) sendStreamError(res, failure);
+      else sendUnaryError(res, failure);
     }
   }
 
