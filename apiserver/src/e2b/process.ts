@@ -17,6 +17,8 @@ import { ConnectError, ServerStream, sendUnary, toConnectError } from './connect
 
 /** How long one wait on a running process lasts before its new output is read (the output's delay at most). */
 export const FOLLOW_INTERVAL_MS = 200;
+/** Configs (cmd, args, envs, tag) kept per sandbox for List and tag selectors; the oldest go first. */
+const MAX_REMEMBERED = 1000;
 /** Terminals get pids above this, so that they never meet a launcher's pid. */
 const TERMINAL_PID_BASE = 1 << 30;
 
@@ -116,6 +118,15 @@ export function createProcessService(deps: ProcessServiceDeps) {
       sandboxes.set(agentId, known);
     }
     return known;
+  }
+
+  /** Records a started process's config; the oldest are dropped past MAX_REMEMBERED (a Map keeps insertion order). */
+  function remember(known: SandboxProcesses, pid: number, record: { config: ProcessConfig; tag?: string }): void {
+    known.configs.set(pid, record);
+    for (const old of known.configs.keys()) {
+      if (known.configs.size <= MAX_REMEMBERED) break;
+      if (!known.terminals.has(old)) known.configs.delete(old);
+    }
   }
 
   function pidOf(agentId: string, selector: z.infer<typeof selectorSchema>): number {
@@ -227,7 +238,7 @@ export function createProcessService(deps: ProcessServiceDeps) {
         terminal = { handle, listeners: new Set() };
         const pid = nextTerminalPid++;
         known.terminals.set(pid, terminal);
-        known.configs.set(pid, record);
+        remember(known, pid, record);
         void handle.done.finally(() => {
           known.terminals.delete(pid);
           known.configs.delete(pid);
@@ -244,7 +255,7 @@ export function createProcessService(deps: ProcessServiceDeps) {
         ...(env ? { env } : {}),
         ...(cwd ? { cwd } : {}),
       });
-      known.configs.set(started.pid, record);
+      remember(known, started.pid, record);
       await serveStream(res, 'Start', async (stream) => {
         stream.send({ event: { start: { pid: started.pid } } });
         await follow(stream, principal, agentId, started.pid, { stdout: 0, stderr: 0 }, keepaliveMs);
@@ -270,6 +281,9 @@ export function createProcessService(deps: ProcessServiceDeps) {
     async list(res: ServerResponse, principal: Principal, agentId: string): Promise<void> {
       const known = processesOf(agentId);
       const running = (await agents.listBackground(principal, agentId)).filter((process) => process.status === 'running');
+      // What is known of processes that ended is no longer needed (their end was read by whoever followed them).
+      const alive = new Set(running.map((process) => process.pid));
+      for (const pid of known.configs.keys()) if (!alive.has(pid) && !known.terminals.has(pid)) known.configs.delete(pid);
       const processes = [
         ...running.map((process) => {
           const entry = known.configs.get(process.pid);

@@ -160,7 +160,7 @@ export function createE2bSurface(deps: SurfaceDeps) {
         res.end();
         return;
       }
-      const principal = await principalOfToken(req, sandboxId);
+      const principal = await principalOfToken(req, res, sandboxId);
       checkUser(req.headers.authorization);
       if (path.startsWith('/filesystem.Filesystem/') || path === '/files') {
         throw new ConnectError('unimplemented', 'the filesystem service and /files are not served yet (see docs/e2b-compatible.md)');
@@ -218,12 +218,14 @@ export function createE2bSurface(deps: SurfaceDeps) {
   }
 
   /** The principal of a sandbox request: its envd access token, issued to a key that is still live. */
-  async function principalOfToken(req: IncomingMessage, sandboxId: string): Promise<Principal> {
+  async function principalOfToken(req: IncomingMessage, res: ServerResponse, sandboxId: string): Promise<Principal> {
     const token = req.headers['x-access-token'];
     const principal = typeof token === 'string' ? deps.tokens.verify(token, sandboxId) : undefined;
     if (!principal) throw new ConnectError('unauthenticated', 'X-Access-Token: missing, or not the envd access token of this sandbox');
     const [record] = await findApiKeysByIdOrPrefix(deps.db, principal.keyId);
     if (!record || record.revokedAt) throw new ConnectError('unauthenticated', 'the API key this token was issued to has been revoked');
+    // envd's calls count against the key's rate limit, as exec on /v1 does.
+    await deps.rateLimiter?.admit(principal, res as Response);
     return principal;
   }
 
