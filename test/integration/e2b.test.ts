@@ -156,6 +156,22 @@ describe('the newest SDK (e2b 2.x) through E2B_API_URL and E2B_SANDBOX_URL', () 
     expect(seen.join('')).toContain('tick-6\n');
   });
 
+  it('stops following a command whose client went away, which runs on', async () => {
+    const metric = async (name: string) => {
+      const text = await (await fetch(`${berth.baseUrl}/metrics`)).text();
+      return text.split('\n').filter((line) => line.startsWith(name)).reduce((sum, line) => sum + Number(line.split(' ').at(-1)), 0);
+    };
+    const handle = await sandbox.commands.run('sleep 60', { background: true });
+    expect(await metric('berth_e2b_process_streams_open')).toBe(1);
+    await handle.disconnect();
+    await eventually(async () => ((await metric('berth_e2b_process_streams_open')) === 0 ? true : undefined), { timeoutMs: 5_000 });
+    const polls = await metric('berth_e2b_process_follow_polls_total');
+    await new Promise((resolve) => setTimeout(resolve, 1_000));
+    expect(await metric('berth_e2b_process_follow_polls_total')).toBe(polls);
+    expect((await sandbox.commands.list()).map((process) => process.pid)).toContain(handle.pid);
+    expect(await sandbox.commands.kill(handle.pid)).toBe(true);
+  });
+
   it('sets the timeout from now (only ever longer)', async () => {
     await sandbox.setTimeout(900_000);
     const info = await sandbox.getInfo();

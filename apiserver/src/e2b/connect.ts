@@ -156,6 +156,10 @@ export class ServerStream {
   constructor(private readonly res: ServerResponse) {
     res.writeHead(200, { 'content-type': 'application/connect+json' });
     res.flushHeaders();
+    // The client went away: whoever follows a process for this stream stops (the process runs on).
+    res.once('close', () => {
+      this.ended = true;
+    });
   }
 
   get open(): boolean {
