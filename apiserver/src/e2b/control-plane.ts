@@ -221,7 +221,13 @@ export function createControlPlane(deps: ControlPlaneDeps) {
         metadata: { ...metadata, [TEMPLATE_METADATA_KEY]: request.templateID },
       });
       const view = await agents.create(principal, session.id, input);
-      return { status: 201, body: connected(principal, await ready(principal, view)) };
+      try {
+        return { status: 201, body: connected(principal, await ready(principal, view)) };
+      } catch (error) {
+        // The SDK gets no sandbox id from a failed create: nothing would end one still booting.
+        await agents.terminate(principal, view.id, 0).catch(() => undefined);
+        throw error;
+      }
     },
 
     async get(principal: Principal, sandboxId: string) {
