@@ -1,3 +1,7 @@
+import { createControlPlane } from './e2b/control-plane.js';
+import { createProcessService } from './e2b/process.js';
+import { createE2bSurface } from './e2b/surface.js';
+import { EnvdTokens } from './e2b/tokens.js';
 import { randomBytes } from 'node:crypto';
 import { DEFAULT_CHANNEL_LIMITS, SecretBox, createLimitGuard, type Clock, type PlanSettings, type Logger, type Pool, type ResourceStore, type UrlPolicy, type Embedder } from '@berth/common';
 import { createAgentFactory, createRunStarter, type ModelRouter } from '@berth/operator';
@@ -115,6 +119,8 @@ export interface AppDeps {
   limitRequests?: boolean;
   /** Limits and reply timeout of channels (defaults: the documented ones). */
   channels?: Partial<ChannelSettings>;
+  /** The E2B-compatible surface's domain (api.<domain>, <port>-<sandboxId>.<domain>); without it, only /e2b and the E2b-Sandbox-Id header. */
+  e2bDomain?: string;
   /** Whether the controllers this process relies on are running (for /readyz). */
   ready?: () => boolean;
   /** The management plane (`/api`): sign-in and who may create organizations. */
@@ -290,10 +296,34 @@ export function createApp(deps: AppDeps): App {
   approvalRoutes(routes, managementRoutes, createApprovalService({ pool: deps.pool, clock: deps.clock, cursors, metrics: deps.metrics }));
   const authenticateSession = authenticateUser({ db: deps.pool, clock: deps.clock, signer });
 
+  const rateLimiter = deps.limitRequests === false ? undefined : createRateLimiter({ db: deps.pool, clock: deps.clock, plans: deps.plans, metrics: deps.metrics });
+  const envdTokens = new EnvdTokens(secretBox.subkey('berth/envd-tokens'));
+  const e2bProcesses = createProcessService({ agents, metrics: deps.metrics });
+  const e2bSurface = createE2bSurface({
+    db: deps.pool,
+    agents,
+    controlPlane: createControlPlane({
+      agents,
+      sessions,
+      tokens: envdTokens,
+      capabilities: (view) => (view.provider ? deps.providers.get(view.provider)?.capabilities : undefined),
+      domain: deps.e2bDomain ?? null,
+      onKilled: (agentId) => e2bProcesses.forget(agentId),
+    }),
+    processes: e2bProcesses,
+    tokens: envdTokens,
+    rateLimiter,
+    domain: deps.e2bDomain ?? null,
+    metrics: deps.metrics,
+    log: deps.log,
+  });
   const app = express();
   app.disable('x-powered-by');
   app.set('query parser', 'simple');
   app.use(observeRequests(deps.log, deps.metrics));
+  // The E2B-compatible surface (ADR 44) answers by host name, header or the /e2b prefix, before
+  // any of Berth's own parsing: envd's paths (/health, /files) and bodies are its own.
+  app.use(e2bSurface);
   // Before the JSON parser: routes that verify a signature over the body read it as bytes.
   app.use(routes.rawBodyReaders());
   // Public chat routes: browsers' preflight and origins first, and a small body limit.
@@ -302,7 +332,6 @@ export function createApp(deps: AppDeps): App {
   app.use(express.json({ limit: '2mb' }));
   for (const mount of deps.mounts ?? []) app.use(mount.path, mount.router);
   const router = express.Router();
-  const rateLimiter = deps.limitRequests === false ? undefined : createRateLimiter({ db: deps.pool, clock: deps.clock, plans: deps.plans, metrics: deps.metrics });
   const authenticateKey = authenticate({ db: deps.pool, clock: deps.clock, ...(rateLimiter ? { rateLimiter } : {}) });
   routes.mount(router, (route) => (route.auth === false ? [] : [authenticateKey]));
   managementRoutes.mount(router, (route): RequestHandler[] => {

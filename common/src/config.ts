@@ -193,6 +193,15 @@ export const SETTINGS = {
     description: 'base URL clients use, when it differs from the listening address',
     schema: z.string().url().optional(),
   },
+  e2bDomain: {
+    env: 'BERTH_E2B_DOMAIN',
+    description:
+      'the domain of the E2B-compatible surface: api.<domain> serves its control plane and <port>-<sandboxId>.<domain> a sandbox (wildcard DNS and TLS in front); unset: only the /e2b prefix and the E2b-Sandbox-Id header',
+    schema: z
+      .string()
+      .regex(/^[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)+$/, 'a DNS domain such as sandboxes.example.com')
+      .optional(),
+  },
   logLevel: {
     env: 'BERTH_LOG_LEVEL',
     flag: 'log-level',

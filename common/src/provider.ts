@@ -159,6 +159,8 @@ export interface ProviderCapabilities {
   gpuTypes: readonly string[];
   storage: boolean;
   checkpoint: 'native' | 'filesystem' | 'none';
+  /** What each sandbox gets, where every sandbox of the provider gets the same (reported by the E2B-compatible surface). */
+  sandboxSize?: { cpus: number; memoryBytes: number; diskBytes: number };
 }
 
 /**

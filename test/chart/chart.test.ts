@@ -602,6 +602,38 @@ describe('BYOI and the remote provider protocol', () => {
   });
 });
 
+describe('the E2B-compatible API', () => {
+  it('passes its domain to the API server and routes api.<domain> and *.<domain> to it through an Ingress', async () => {
+    const defaults = await render(WITH_URL);
+    expect(defaults.env('apiserver').has('BERTH_E2B_DOMAIN')).toBe(false);
+    expect(defaults.ofKind('Ingress')).toEqual([]);
+    const rendered = await render([
+      ...WITH_URL,
+      '--set', 'e2b.domain=sandboxes.example.com',
+      '--set', 'e2b.ingress.enabled=true',
+      '--set', 'e2b.ingress.className=nginx',
+      '--set', 'e2b.ingress.tlsSecretName=sandboxes-wildcard',
+    ]);
+    expect(rendered.env('apiserver').get('BERTH_E2B_DOMAIN')!.value).toBe('sandboxes.example.com');
+    expect(rendered.env('operator').has('BERTH_E2B_DOMAIN')).toBe(false);
+    const ingress = rendered.get('Ingress', `${FULLNAME}-e2b`);
+    const spec = ingress.spec as {
+      ingressClassName: string;
+      tls: { hosts: string[]; secretName: string }[];
+      rules: { host: string; http: { paths: { path: string; backend: { service: { name: string; port: { name: string } } } }[] } }[];
+    };
+    expect(spec.ingressClassName).toBe('nginx');
+    expect(spec.tls).toEqual([{ hosts: ['*.sandboxes.example.com'], secretName: 'sandboxes-wildcard' }]);
+    expect(spec.rules.map((rule) => rule.host)).toEqual(['api.sandboxes.example.com', '*.sandboxes.example.com']);
+    for (const rule of spec.rules) expect(rule.http.paths[0]!.backend.service).toEqual({ name: `${FULLNAME}-apiserver`, port: { name: 'http' } });
+  });
+
+  it('refuses an Ingress without a domain, and a domain that is not one', async () => {
+    expect(await renderError([...WITH_URL, '--set', 'e2b.ingress.enabled=true'])).toContain('e2b.ingress.enabled needs e2b.domain');
+    expect(await renderError([...WITH_URL, '--set', 'e2b.domain=Not_A_Domain'])).toContain(SCHEMA_ERROR);
+  });
+});
+
 describe('the secrets key', () => {
   it('is generated into a kept Secret that both processes read, unless an existing Secret is named', async () => {
     const rendered = await render(WITH_URL);

@@ -42,6 +42,7 @@ export function configuredApp(
     secretBox: deps.secretBox,
     plans: { defaultPlan: config.defaultPlan, enterpriseRateLimit: config.enterpriseRateLimit },
     ...(config.publicUrl ? { publicUrl: config.publicUrl } : {}),
+    ...(config.e2bDomain ? { e2bDomain: config.e2bDomain } : {}),
     management: managementSettings(config),
     ...extra,
   });

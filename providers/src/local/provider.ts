@@ -185,6 +185,7 @@ export class LocalProvider implements SandboxProvider {
       gpuTypes: [],
       storage: false,
       checkpoint: 'native',
+      sandboxSize: { cpus: options.cpus, memoryBytes: options.memoryBytes, diskBytes: options.workspaceBytes },
     };
   }
 

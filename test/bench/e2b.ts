@@ -1,0 +1,84 @@
+/**
+ * `make bench` (the E2B-compatible surface, ADR 44): the official JS SDK (`e2b`) against a real
+ * `berth up`, beside the same operations through Berth's own API in the same run (the floors):
+ *   create → first command   Sandbox.create() then commands.run('true')   |  POST session and agent, poll until idle, POST /exec `true`
+ *   commands.run('true')     on a ready sandbox (envd Start: a background process followed to its end)  |  POST /v1/agents/:id/exec `true`
+ */
+import { Sandbox } from 'e2b';
+import { startBerth, tempDir } from '../helpers/berth.js';
+import type { ApiClient } from '../helpers/http.js';
+import { removeDataDir } from '../helpers/runsc.js';
+import { printFloorTable, runBench } from './floor-table.js';
+
+const RUNS = Number(process.env.BENCH_RUNS ?? 20);
+const CREATE_RUNS = Math.max(2, Math.ceil(RUNS / 4));
+
+async function berthCreateAndExec(api: ApiClient): Promise<{ ms: number; agentId: string }> {
+  const started = performance.now();
+  const session = (await api.post('/v1/sessions/by-user/bench-e2b-floor', {})).body;
+  const agent = (await api.post(`/v1/sessions/${session.id}/agents`, { timeout: '10m' })).body;
+  for (const deadline = Date.now() + 120_000; ; ) {
+    if ((await api.get(`/v1/agents/${agent.id}`)).body.status === 'idle') break;
+    if (Date.now() > deadline) throw new Error(`agent ${agent.id} did not become idle`);
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+  const result = await api.post(`/v1/agents/${agent.id}/exec`, { language: 'bash', code: 'true' });
+  if (result.body.exitCode !== 0) throw new Error(`exec answered ${JSON.stringify(result.body)}`);
+  return { ms: performance.now() - started, agentId: agent.id };
+}
+
+async function main(): Promise<void> {
+  const dataDir = tempDir('berth-bench-e2b-');
+  const berth = await startBerth({ dataDir, env: { BERTH_LOG_LEVEL: 'warn' } });
+  try {
+    const api = berth.api(berth.liveKey);
+    const sdk = { apiUrl: `${berth.baseUrl}/e2b`, sandboxUrl: berth.baseUrl, apiKey: `e2b_${berth.liveKey}` };
+
+    const createFloor: number[] = [];
+    const create: number[] = [];
+    for (let i = 0; i < CREATE_RUNS + 1; i++) {
+      const floor = await berthCreateAndExec(api);
+      await api.post(`/v1/agents/${floor.agentId}/terminate`, {});
+      const started = performance.now();
+      const sandbox = await Sandbox.create({ ...sdk, timeoutMs: 600_000 });
+      await sandbox.commands.run('true');
+      const ms = performance.now() - started;
+      await sandbox.kill();
+      if (i === 0) continue; // the first of each warms the image and the code paths
+      createFloor.push(floor.ms);
+      create.push(ms);
+    }
+
+    const sandbox = await Sandbox.create({ ...sdk, timeoutMs: 600_000 });
+    const agentId = `agt_${sandbox.sandboxId}`;
+    const runFloor: number[] = [];
+    const run: number[] = [];
+    for (let i = 0; i < RUNS + 1; i++) {
+      let started = performance.now();
+      const result = await api.post(`/v1/agents/${agentId}/exec`, { language: 'bash', code: 'true' });
+      if (result.body.exitCode !== 0) throw new Error(`exec answered ${JSON.stringify(result.body)}`);
+      const floor = performance.now() - started;
+      started = performance.now();
+      await sandbox.commands.run('true');
+      const ms = performance.now() - started;
+      if (i === 0) continue;
+      runFloor.push(floor);
+      run.push(ms);
+    }
+    await sandbox.kill();
+
+    printFloorTable(`E2B-compatible surface (e2b SDK, local provider): ${CREATE_RUNS} creates, ${RUNS} commands`, [
+      { name: 'SDK create → first commands.run', samples: create, floorName: 'Berth API create → idle → exec', floor: createFloor },
+      { name: "SDK commands.run('true')", samples: run, floorName: 'Berth API exec `true`', floor: runFloor },
+    ]);
+    console.log(
+      '\nratio = p50 / floor p50, the floor being the same operation through Berth\'s own API, measured in the same run.\n' +
+        "A command through envd's Start is a background process (so that it outlives its stream) followed until it ends: a start, waits and output reads over the launcher's channel.",
+    );
+  } finally {
+    await berth.stop();
+    removeDataDir(dataDir);
+  }
+}
+
+runBench(main);

@@ -1,0 +1,37 @@
+"""The Python SDK (PyPI e2b) against the E2B-compatible surface: create, commands.run, a
+non-zero exit, kill. Configured by the SDK's environment (E2B_API_URL, E2B_SANDBOX_URL,
+E2B_API_KEY); prints one JSON object for the test to check."""
+import json
+import sys
+
+from e2b import CommandExitException, Sandbox
+
+
+def main() -> int:
+    sandbox = Sandbox.create(metadata={"suite": "e2b-python"}, timeout=120)
+    result = sandbox.commands.run("echo py-out; echo py-err >&2")
+    try:
+        sandbox.commands.run("exit 5")
+        failed = None
+    except CommandExitException as error:
+        failed = error.exit_code
+    info = sandbox.get_info()
+    killed = sandbox.kill()
+    json.dump(
+        {
+            "sandboxId": sandbox.sandbox_id,
+            "templateId": info.template_id,
+            "stdout": result.stdout,
+            "stderr": result.stderr,
+            "exitCode": result.exit_code,
+            "failedExitCode": failed,
+            "killed": killed,
+            "killedAgain": Sandbox.kill(sandbox.sandbox_id),
+        },
+        sys.stdout,
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

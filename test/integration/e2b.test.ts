@@ -1,0 +1,328 @@
+import { execFileSync, spawn } from 'node:child_process';
+import { join } from 'node:path';
+import * as e2b from 'e2b';
+import * as e2bV1 from 'e2b-v1';
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ROOT, startBerth, type BerthProcess } from '../helpers/berth.js';
+import { startWildcardFront, type WildcardFront } from '../helpers/e2b-tls.js';
+import { eventually } from '../helpers/http.js';
+import { createTestDatabase } from '../helpers/postgres.js';
+import { removeDataDir } from '../helpers/runsc.js';
+
+/**
+ * The E2B-compatible surface (ADR 44) driven by the official JS SDKs from the npm registry, two
+ * pinned versions (`e2b`: the newest, through E2B_API_URL and E2B_SANDBOX_URL; `e2b-v1`: the last
+ * 1.x, which knows only E2B_DOMAIN, through `https://api.<domain>` and host names behind a
+ * wildcard TLS front), against a real `berth up` with real gVisor sandboxes.
+ */
+const DOMAIN = 'e2b.test';
+let berth: BerthProcess;
+let front: WildcardFront;
+let db: pg.Pool;
+let key: string;
+
+beforeAll(async () => {
+  const databaseUrl = await createTestDatabase();
+  db = new pg.Pool({ connectionString: databaseUrl });
+  berth = await startBerth({ env: { DATABASE_URL: databaseUrl, BERTH_E2B_DOMAIN: DOMAIN } });
+  key = berth.liveKey!;
+  // The SDKs' documented environment; the key in the e2b_ form E2B's docs show.
+  process.env.E2B_API_URL = `${berth.baseUrl}/e2b`;
+  process.env.E2B_SANDBOX_URL = berth.baseUrl;
+  process.env.E2B_API_KEY = `e2b_${key}`;
+  front = await startWildcardFront(DOMAIN, berth.baseUrl);
+});
+afterAll(async () => {
+  await front?.close();
+  expect(await berth.stop()).toBe(0);
+  removeDataDir(berth.dataDir);
+  await db.end();
+});
+
+async function raw(method: string, path: string, body?: unknown, headers: Record<string, string> = {}) {
+  const response = await fetch(`${berth.baseUrl}${path}`, {
+    method,
+    headers: { 'x-api-key': key, ...(body === undefined ? {} : { 'content-type': 'application/json' }), ...headers },
+    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+  });
+  const text = await response.text();
+  return { status: response.status, body: text ? JSON.parse(text) : undefined };
+}
+
+describe('the newest SDK (e2b 2.x) through E2B_API_URL and E2B_SANDBOX_URL', () => {
+  const { Sandbox, CommandExitError } = e2b;
+  let sandbox: e2b.Sandbox;
+
+  beforeAll(async () => {
+    sandbox = await Sandbox.create({ metadata: { suite: 'e2b-v2', 'berth-user': 'alice' }, timeoutMs: 600_000 });
+  }, 120_000);
+
+  it('creates a sandbox that is a Berth agent in the session of the user its metadata names', async () => {
+    expect(sandbox.sandboxId).toMatch(/^[0-9a-z]+$/);
+    const agent = await berth.api(key).get(`/v1/agents/agt_${sandbox.sandboxId}`);
+    expect(agent.status).toBe(200);
+    expect(agent.body.compute).toBe('python');
+    expect(agent.body.metadata).toMatchObject({ suite: 'e2b-v2', 'berth-user': 'alice', 'e2b-template': 'base' });
+    const session = await berth.api(key).get(`/v1/sessions/${agent.body.sessionId}`);
+    expect(session.body.userId).toBe('alice');
+    const info = await sandbox.getInfo();
+    expect(info).toMatchObject({ sandboxId: sandbox.sandboxId, templateId: 'base', state: 'running', metadata: { suite: 'e2b-v2', 'berth-user': 'alice' }, envdVersion: '0.5.2' });
+    expect(info.cpuCount).toBeGreaterThan(0);
+    expect(info.memoryMB).toBeGreaterThan(0);
+  });
+
+  it('runs commands: stdout and stderr through the callbacks, exit codes, a non-zero one as CommandExitError', async () => {
+    const out: string[] = [];
+    const err: string[] = [];
+    const result = await sandbox.commands.run('echo to-out; echo to-err >&2; echo $GREETING', {
+      onStdout: (data) => void out.push(data),
+      onStderr: (data) => void err.push(data),
+      envs: { GREETING: 'hello from envs' },
+    });
+    expect(result.exitCode).toBe(0);
+    expect(result.stdout).toBe('to-out\nhello from envs\n');
+    expect(result.stderr).toBe('to-err\n');
+    expect(out.join('')).toBe('to-out\nhello from envs\n');
+    expect(err.join('')).toBe('to-err\n');
+
+    const failed = await sandbox.commands.run('echo partial; exit 3').catch((error: unknown) => error);
+    expect(failed).toBeInstanceOf(CommandExitError);
+    expect((failed as e2b.CommandExitError).exitCode).toBe(3);
+    expect((failed as e2b.CommandExitError).stdout).toBe('partial\n');
+
+    const inDir = await sandbox.commands.run('pwd', { cwd: '/workspace' });
+    expect(inDir.stdout).toBe('/workspace\n');
+  });
+
+  it('streams output as it comes, not only at the end', async () => {
+    const seen: { data: string; at: number }[] = [];
+    const started = Date.now();
+    await sandbox.commands.run('echo first; sleep 1.5; echo second', { onStdout: (data) => void seen.push({ data, at: Date.now() - started }) });
+    expect(seen.map((chunk) => chunk.data).join('')).toBe('first\nsecond\n');
+    const first = seen.find((chunk) => chunk.data.includes('first'))!;
+    const second = seen.find((chunk) => chunk.data.includes('second'))!;
+    // The first line came in its own event, before the program ended.
+    expect(first.data).not.toContain('second');
+    expect(second.at).toBeGreaterThan(first.at);
+  });
+
+  it('runs a background command, lists it, and kills it', async () => {
+    const handle = await sandbox.commands.run('sleep 300', { background: true });
+    expect(handle.pid).toBeGreaterThan(0);
+    const listed = await sandbox.commands.list();
+    expect(listed.map((process) => process.pid)).toContain(handle.pid);
+    expect(listed.find((process) => process.pid === handle.pid)).toMatchObject({ cmd: '/bin/bash', args: ['-l', '-c', 'sleep 300'] });
+    expect(await sandbox.commands.kill(handle.pid)).toBe(true);
+    const ended = await handle.wait().catch((error: unknown) => error);
+    expect(ended).toBeInstanceOf(CommandExitError);
+    expect((await sandbox.commands.list()).map((process) => process.pid)).not.toContain(handle.pid);
+    expect(await sandbox.commands.kill(999_999)).toBe(false);
+  });
+
+  it('refuses stdin for a process without a PTY rather than leave it unread', async () => {
+    const refused = await sandbox.commands.run('cat', { stdin: true }).catch((error: unknown) => error);
+    expect(refused).toBeInstanceOf(e2b.SandboxError);
+    expect(String(refused)).toMatch(/stdin/);
+  });
+
+  it('opens a PTY: input, resize, output and its end', async () => {
+    const output: Buffer[] = [];
+    const terminal = await sandbox.pty.create({ cols: 80, rows: 24, onData: (data) => void output.push(Buffer.from(data)) });
+    await sandbox.pty.resize(terminal.pid, { cols: 100, rows: 30 });
+    await sandbox.pty.sendInput(terminal.pid, new TextEncoder().encode('stty size; echo pty-$((6*7))\nexit 0\n'));
+    const result = await terminal.wait();
+    expect(result.exitCode).toBe(0);
+    const text = Buffer.concat(output).toString('utf8');
+    expect(text).toContain('30 100');
+    expect(text).toContain('pty-42');
+  });
+
+  it('kills a PTY', async () => {
+    const terminal = await sandbox.pty.create({ cols: 80, rows: 24, onData: () => undefined });
+    expect((await sandbox.commands.list()).map((process) => process.pid)).toContain(terminal.pid);
+    expect(await sandbox.pty.kill(terminal.pid)).toBe(true);
+    await expect(terminal.wait()).rejects.toBeInstanceOf(CommandExitError);
+    expect((await sandbox.commands.list()).map((process) => process.pid)).not.toContain(terminal.pid);
+  });
+
+  it('connects again to a command it let go of, and follows it to its end', async () => {
+    const handle = await sandbox.commands.run('for i in 1 2 3 4 5 6; do echo tick-$i; sleep 0.3; done', { background: true });
+    await handle.disconnect();
+    const seen: string[] = [];
+    const again = await sandbox.commands.connect(handle.pid, { onStdout: (data) => void seen.push(data) });
+    const result = await again.wait();
+    expect(result.exitCode).toBe(0);
+    expect(seen.join('')).toContain('tick-6\n');
+  });
+
+  it('stops following a command whose client went away, which runs on', async () => {
+    const metric = async (name: string) => {
+      const text = await (await fetch(`${berth.baseUrl}/metrics`)).text();
+      return text.split('\n').filter((line) => line.startsWith(name)).reduce((sum, line) => sum + Number(line.split(' ').at(-1)), 0);
+    };
+    const handle = await sandbox.commands.run('sleep 60', { background: true });
+    expect(await metric('berth_e2b_process_streams_open')).toBe(1);
+    await handle.disconnect();
+    await eventually(async () => ((await metric('berth_e2b_process_streams_open')) === 0 ? true : undefined), { timeoutMs: 5_000 });
+    const polls = await metric('berth_e2b_process_follow_polls_total');
+    await new Promise((resolve) => setTimeout(resolve, 1_000));
+    expect(await metric('berth_e2b_process_follow_polls_total')).toBe(polls);
+    expect((await sandbox.commands.list()).map((process) => process.pid)).toContain(handle.pid);
+    expect(await sandbox.commands.kill(handle.pid)).toBe(true);
+  });
+
+  it('sets the timeout from now (only ever longer)', async () => {
+    await sandbox.setTimeout(900_000);
+    const info = await sandbox.getInfo();
+    expect(Math.abs(info.endAt.getTime() - (Date.now() + 900_000))).toBeLessThan(15_000);
+    const shorter = await raw('POST', `/e2b/sandboxes/${sandbox.sandboxId}/timeout`, { timeout: 30 });
+    expect(shorter.status).toBe(400);
+    expect(shorter.body).toMatchObject({ code: 400, message: expect.stringContaining('timeout') });
+  });
+
+  it('pauses with the memory kept: a background counter continues after connect', async () => {
+    const counter = await sandbox.commands.run('i=0; while true; do i=$((i+1)); echo $i > /workspace/counter; sleep 0.2; done', { background: true });
+    const readCounter = async (box: e2b.Sandbox) => Number((await box.commands.run('cat /workspace/counter')).stdout);
+    await eventually(async () => ((await readCounter(sandbox)) >= 5 ? true : undefined), { timeoutMs: 20_000 });
+    const before = await readCounter(sandbox);
+    expect(await sandbox.pause()).toBe(true);
+    expect((await Sandbox.getInfo(sandbox.sandboxId)).state).toBe('paused');
+
+    const resumed = await Sandbox.connect(sandbox.sandboxId);
+    expect((await resumed.getInfo()).state).toBe('running');
+    // The same process with its memory: it counts on from where it was, not from 1 again.
+    const atResume = await readCounter(resumed);
+    expect(atResume).toBeGreaterThanOrEqual(before);
+    await eventually(async () => ((await readCounter(resumed)) > atResume + 3 ? true : undefined), { timeoutMs: 20_000 });
+    expect((await resumed.commands.list()).map((process) => process.pid)).toContain(counter.pid);
+
+    // connect on a running sandbox: 200; on a paused one: 201 (resumed).
+    const running = await raw('POST', `/e2b/sandboxes/${sandbox.sandboxId}/connect`, { timeout: 600 });
+    expect(running.status).toBe(200);
+    expect(running.body).toMatchObject({ sandboxID: sandbox.sandboxId, templateID: 'base', envdVersion: '0.5.2', envdAccessToken: expect.any(String), domain: DOMAIN });
+    expect((await raw('POST', `/e2b/sandboxes/${sandbox.sandboxId}/pause`, {})).status).toBe(204);
+    expect((await raw('POST', `/e2b/sandboxes/${sandbox.sandboxId}/pause`, {})).status).toBe(409);
+    const again = await raw('POST', `/e2b/v2/sandboxes/${sandbox.sandboxId}/connect`, { timeout: 600 });
+    expect(again.status).toBe(201);
+    expect(await resumed.commands.kill(counter.pid)).toBe(true);
+  }, 180_000);
+
+  it('lists sandboxes with filters and pages', async () => {
+    const second = await Sandbox.create({ metadata: { suite: 'e2b-v2', second: 'yes' }, timeoutMs: 300_000 });
+    const found = await Sandbox.list({ query: { metadata: { suite: 'e2b-v2' } } }).nextItems();
+    expect(found.map((item) => item.sandboxId).sort()).toEqual([sandbox.sandboxId, second.sandboxId].sort());
+    const onlySecond = await Sandbox.list({ query: { metadata: { second: 'yes' }, state: ['running'] } }).nextItems();
+    expect(onlySecond.map((item) => item.sandboxId)).toEqual([second.sandboxId]);
+    // One per page: the paginator follows x-next-token.
+    const paginator = Sandbox.list({ limit: 1 });
+    const first = await paginator.nextItems();
+    expect(first).toHaveLength(1);
+    expect(paginator.hasNext).toBe(true);
+    // Without berth-user, a sandbox goes in the key's own session.
+    const agent = await berth.api(key).get(`/v1/agents/agt_${second.sandboxId}`);
+    expect((await berth.api(key).get(`/v1/sessions/${agent.body.sessionId}`)).body.userId).toMatch(/^e2b-key-key_/);
+    await second.kill();
+  }, 120_000);
+
+  it('guards the envd routes with the access token and answers E2B errors on the control plane', async () => {
+    const list = (token: string) =>
+      fetch(`${berth.baseUrl}/process.Process/List`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', 'e2b-sandbox-id': sandbox.sandboxId, 'e2b-sandbox-port': '49983', 'x-access-token': token },
+        body: '{}',
+      });
+    const refused = await list('envd_nope.nope');
+    expect(refused.status).toBe(401);
+    expect(await refused.json()).toMatchObject({ code: 'unauthenticated' });
+    const health = await fetch(`${berth.baseUrl}/health`, { headers: { 'e2b-sandbox-id': sandbox.sandboxId } });
+    expect(health.status).toBe(204);
+
+    const wrongKey = await Sandbox.create({ apiKey: 'e2b_svc_live_nope' }).catch((error: unknown) => error);
+    expect(wrongKey).toBeInstanceOf(e2b.AuthenticationError);
+    const missing = await raw('GET', '/e2b/sandboxes/0000000000000000000000000');
+    expect(missing).toEqual({ status: 404, body: { code: 404, message: expect.stringContaining('not found') } });
+    const unknownTemplate = await Sandbox.create('no-such-template').catch((error: unknown) => error);
+    expect(String(unknownTemplate)).toMatch(/template "no-such-template" not found/);
+    const envVars = await raw('POST', '/e2b/v2/sandboxes', { templateID: 'base', envVars: { A: '1' } });
+    expect(envVars).toEqual({ status: 400, body: { code: 400, message: expect.stringContaining('envVars') } });
+  });
+
+  it('kills the sandbox: its agent ends, and a second kill finds nothing', async () => {
+    const id = sandbox.sandboxId;
+    await sandbox.kill();
+    expect(await Sandbox.kill(id)).toBe(false);
+    await expect(Sandbox.getInfo(id)).rejects.toBeInstanceOf(e2b.SandboxNotFoundError);
+    await eventually(async () => (['terminated'].includes((await berth.api(key).get(`/v1/agents/agt_${id}`)).body.status) ? true : undefined), { timeoutMs: 30_000 });
+  }, 60_000);
+});
+
+describe('the last 1.x SDK (e2b 1.13) through E2B_DOMAIN: api.<domain> and <port>-<sandboxId>.<domain>', () => {
+  const { Sandbox, CommandExitError } = e2bV1;
+  // 1.x always asks for internet access unless told otherwise; sandboxes here have none.
+  const options = { domain: DOMAIN, apiKey: `e2b_${'' as string}`, allowInternetAccess: false };
+  let sandbox: e2bV1.Sandbox;
+
+  beforeAll(async () => {
+    options.apiKey = `e2b_${key}`;
+    sandbox = await Sandbox.create('base', { ...options, metadata: { suite: 'e2b-v1' }, timeoutMs: 300_000 });
+  }, 120_000);
+
+  it('creates, runs commands with callbacks and exit codes, background and kill, a PTY, setTimeout, list and kill', async () => {
+    const out: string[] = [];
+    const result = await sandbox.commands.run('echo v1-out; echo v1-err >&2', { onStdout: (data) => void out.push(data) });
+    expect(result).toMatchObject({ exitCode: 0, stdout: 'v1-out\n', stderr: 'v1-err\n' });
+    expect(out.join('')).toBe('v1-out\n');
+    const failed = await sandbox.commands.run('exit 4').catch((error: unknown) => error);
+    expect(failed).toBeInstanceOf(CommandExitError);
+    expect((failed as e2bV1.CommandExitError).exitCode).toBe(4);
+
+    const handle = await sandbox.commands.run('sleep 300', { background: true });
+    expect((await sandbox.commands.list()).map((process) => process.pid)).toContain(handle.pid);
+    expect(await sandbox.commands.kill(handle.pid)).toBe(true);
+    await expect(handle.wait()).rejects.toBeInstanceOf(CommandExitError);
+
+    const output: Buffer[] = [];
+    const terminal = await sandbox.pty.create({ cols: 80, rows: 24, onData: (data) => void output.push(Buffer.from(data)) });
+    await sandbox.pty.sendInput(terminal.pid, new TextEncoder().encode('echo v1-pty-$((6*7)); exit 0\n'));
+    expect((await terminal.wait()).exitCode).toBe(0);
+    expect(Buffer.concat(output).toString('utf8')).toContain('v1-pty-42');
+
+    await sandbox.setTimeout(600_000);
+    const info = await sandbox.getInfo();
+    expect(Math.abs(new Date(info.endAt).getTime() - (Date.now() + 600_000))).toBeLessThan(15_000);
+
+    const listed = await Sandbox.list({ ...options, query: { metadata: { suite: 'e2b-v1' } } });
+    expect(listed.map((item) => item.sandboxId)).toEqual([sandbox.sandboxId]);
+
+    const connected = await Sandbox.connect(sandbox.sandboxId, options);
+    expect((await connected.commands.run('echo again')).stdout).toBe('again\n');
+
+    await sandbox.kill();
+    expect(await Sandbox.kill(sandbox.sandboxId, options)).toBe(false);
+  }, 120_000);
+
+  it('is refused internet access rather than given a sandbox without it silently', async () => {
+    const refused = await Sandbox.create('base', { domain: DOMAIN, apiKey: `e2b_${key}` }).catch((error: unknown) => error);
+    expect(String(refused)).toMatch(/allow_internet_access/);
+  });
+});
+
+describe('the Python SDK (PyPI e2b 2.63) through the same environment', () => {
+  it('creates a sandbox, runs commands (a non-zero exit as CommandExitException) and kills it', async () => {
+    const python = execFileSync(join(ROOT, 'test/e2b/install-python-sdk.sh'), { encoding: 'utf8' }).trim();
+    const child = spawn(python, [join(ROOT, 'test/e2b/python_smoke.py')], {
+      env: { ...process.env, E2B_API_URL: `${berth.baseUrl}/e2b`, E2B_SANDBOX_URL: berth.baseUrl, E2B_API_KEY: `e2b_${key}` },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
+    child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+    const code = await new Promise<number | null>((resolve) => child.once('exit', resolve));
+    expect(code, stderr).toBe(0);
+    const result = JSON.parse(stdout);
+    expect(result).toMatchObject({ templateId: 'base', stdout: 'py-out\n', stderr: 'py-err\n', exitCode: 0, failedExitCode: 5, killed: true, killedAgain: false });
+    expect((await berth.api(key).get(`/v1/agents/agt_${result.sandboxId}`)).body.metadata).toMatchObject({ suite: 'e2b-python' });
+  }, 180_000);
+});
