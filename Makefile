@@ -14,7 +14,7 @@ host: ## mmdebstrap, gVisor's runsc, promtool and Debian's chromium on this host
 	@sandbox-images/local/install-host.sh
 
 # npm writes node_modules/.package-lock.json on every install: reinstall when the lockfile is newer.
-node_modules/.package-lock.json: package-lock.json package.json crds/package.json common/package.json providers/package.json operator/package.json apiserver/package.json widget/package.json dashboard/package.json
+node_modules/.package-lock.json: package-lock.json package.json crds/package.json common/package.json providers/package.json operator/package.json apiserver/package.json sdk/package.json widget/package.json dashboard/package.json
 	npm ci --no-fund --no-audit
 
 deps: node_modules/.package-lock.json ## npm packages
