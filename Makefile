@@ -3,7 +3,7 @@ SHELL := /bin/bash
 BERTH := node apiserver/dist/cli/main.js
 ARGS ?=
 
-.PHONY: help setup host deps build images cluster-binaries node-binaries test-node lint-guest check-deps run test test-unit bench-smoke test-integration test-browser test-chart test-cluster test-fuzz bench e2e-kind generate clean
+.PHONY: help setup host deps build images cluster-binaries node-binaries test-node lint-guest check-deps sdk-types run test test-unit bench-smoke test-integration test-browser test-chart test-cluster test-fuzz bench e2e-kind generate clean
 
 help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-18s %s\n", $$1, $$2}'
@@ -30,6 +30,9 @@ cluster-binaries: ## build the test control plane (etcd, kube-apiserver, ..., KW
 
 node-binaries: cluster-binaries ## build the test node (kubelet, containerd, gVisor's containerd shim, pause) from the Go module proxy, cached
 	@test/node/build.sh >/dev/null
+
+sdk-types: deps ## regenerate the SDK's types (sdk/src/generated/openapi.ts) from the API's OpenAPI document
+	npx tsx --conditions source test/sdk-types.ts
 
 generate: deps ## regenerate the CRDs and the chart's CRD templates from the zod schemas
 	npx tsc -b && npm run --silent generate

@@ -24,7 +24,7 @@ let agent: AgentHandle;
 
 beforeAll(async () => {
   receiver = await startWebhookReceiver();
-  berth = await startBerth({ env: { DATABASE_URL: await createTestDatabase(), BERTH_WEBHOOK_ALLOW_PRIVATE: 'true' } });
+  berth = await startBerth({ env: { DATABASE_URL: await createTestDatabase(), BERTH_WEBHOOK_ALLOW_PRIVATE: 'true', BERTH_WEBHOOK_ALLOW_HTTP: 'true' } });
   live = new Berth({ url: berth.baseUrl, apiKey: berth.liveKey! });
   test = new Berth({ url: berth.baseUrl, apiKey: berth.testKey! });
   const session = await live.sessions.forUser('sdk-user');
@@ -127,7 +127,7 @@ describe('the SDK against a real berth up', () => {
     expect(missing).toMatchObject({ status: 404, code: 'not_found', requestId: expect.any(String) });
     const outside = await agent.exec.bash('pwd', { cwd: '../etc' }).catch((error: unknown) => error);
     expect(isApiError(outside, 'unprocessable_entity')).toBe(true);
-    expect((outside as BerthApiError).details).toMatchObject({ fields: { cwd: expect.any(String) } });
+    expect((outside as BerthApiError).details).toMatchObject({ fields: { cwd: [expect.stringContaining('must be inside /workspace')] } });
     const resumeIdle = await agent.resume().catch((error: unknown) => error);
     expect(resumeIdle).toMatchObject({ status: 409, code: 'conflict' });
     const badKey = new Berth({ url: berth.baseUrl, apiKey: 'svc_live_nonsense' });
@@ -161,16 +161,16 @@ describe('the SDK against a real berth up', () => {
     expect((await paused.exec.bash('cat /workspace/note')).stdout).toBe('kept\n');
     expect(await paused.extend('2h')).toMatchObject({ id: paused.id, timeout: '2h' });
     expect(await live.sessions.end(session.id)).toEqual({ ok: true, terminated: [paused.id] });
-    expect((await paused.refresh()).status).toBe('terminated');
+    expect((await paused.waitFor(['terminated'])).status).toBe('terminated');
   });
 
   it('runs a task and follows its events to the output (test key: the mock model)', async () => {
     const session = await test.sessions.forUser('sdk-run');
     const mock = await test.agents.create(session.id);
     const run = await mock.run('List the files in /workspace');
+    expect(run).toMatchObject({ taskId: expect.stringMatching(/^task_/), agentId: mock.id });
     const events = [];
     for await (const event of run) events.push(event);
-    expect(events.map((event) => event.event)).toContain('tool_call');
     expect(events.at(-1)).toMatchObject({ event: 'output', data: { taskId: run.taskId, cost: { amount: expect.any(Number), currency: expect.any(String) } } });
     expect(events.every((event) => event.data.taskId === run.taskId)).toBe(true);
     expect(await run.result()).toMatchObject({ id: run.taskId, status: 'completed', output: expect.any(String) });
