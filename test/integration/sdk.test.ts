@@ -45,7 +45,7 @@ describe('the SDK against a real berth up', () => {
   it("runs the README's quickstart as written", async () => {
     const readme = readFileSync(join(ROOT, 'README.md'), 'utf8');
     const code = /<!-- sdk-quickstart -->\n```ts\n([\s\S]*?)\n```/.exec(readme)?.[1];
-    expect(code).toContain("from '@berth/sdk'");
+    expect(code).toMatch(/^import \{ Berth \} from .@berth\/sdk.;$/m);
     // Beside the repository's node_modules, so that `@berth/sdk` resolves as it does for a user.
     const dir = join(ROOT, 'node_modules', '.cache', `sdk-quickstart-${process.pid}`);
     mkdirSync(dir, { recursive: true });
