@@ -10,3 +10,4 @@ export { DELIVERY_HEADER, SIGNATURE_HEADER, parseWebhookEvent, signWebhookPayloa
 export type * from './types.js';
 export type * as api from './generated/openapi.js';
 export type { paths } from './generated/openapi.js';
+export { API_VERSION } from './generated/openapi.js';

@@ -6,7 +6,7 @@
  *   CLI agents list --json      `berth agents list --json`      floor: node starting and fetching GET /v1/agents
  *   CLI agents exec             `berth agents exec <id> true`   floor: node starting and fetching POST /exec
  */
-import { spawnSync } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { join } from 'node:path';
 import { Berth } from '../../sdk/src/index.js';
 import { ROOT, startBerth, tempDir } from '../helpers/berth.js';
@@ -16,21 +16,20 @@ import { printFloorTable, runBench } from './floor-table.js';
 const RUNS = Number(process.env.BENCH_RUNS ?? 20);
 const BIN = join(ROOT, 'apiserver', 'bin', 'berth.js');
 
-function timed(run: () => void): number {
-  const started = performance.now();
-  run();
-  return performance.now() - started;
-}
-
 async function timedAsync(run: () => Promise<unknown>): Promise<number> {
   const started = performance.now();
   await run();
   return performance.now() - started;
 }
 
-function node(args: string[], env: Record<string, string>): void {
-  const result = spawnSync(process.execPath, args, { env: { ...process.env, ...env }, encoding: 'utf8' });
-  if (result.status !== 0) throw new Error(`${args.join(' ')} exited ${result.status}: ${result.stderr}`);
+/** A node process to its end; asynchronous, so this process's own connections stay served meanwhile. */
+function node(args: string[], env: Record<string, string>): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, args, { env: { ...process.env, ...env }, stdio: ['ignore', 'ignore', 'pipe'] });
+    let stderr = '';
+    child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+    child.on('close', (code) => (code === 0 ? resolve() : reject(new Error(`${args.join(' ')} exited ${code}: ${stderr}`))));
+  });
 }
 
 runBench(async () => {
@@ -66,10 +65,10 @@ runBench(async () => {
       const sdkStream = await timedAsync(async () => {
         for await (const chunk of agent.exec.stream({ language: 'bash', code: 'echo x' })) if (chunk.type === 'exit') break;
       });
-      const floorList = timed(() => node(['--input-type=module', '-e', fetchList], env));
-      const cliList = timed(() => node([BIN, 'agents', 'list', '--json'], env));
-      const floorCliExec = timed(() => node(['--input-type=module', '-e', fetchExec], env));
-      const cliExec = timed(() => node([BIN, 'agents', 'exec', agent.id, '--', 'true'], env));
+      const floorList = await timedAsync(() => node(['--input-type=module', '-e', fetchList], env));
+      const cliList = await timedAsync(() => node([BIN, 'agents', 'list', '--json'], env));
+      const floorCliExec = await timedAsync(() => node(['--input-type=module', '-e', fetchExec], env));
+      const cliExec = await timedAsync(() => node([BIN, 'agents', 'exec', agent.id, '--', 'true'], env));
       if (i === 0) continue;
       rows.exec.floor.push(floorExec);
       rows.exec.sdk.push(sdkExec);

@@ -1,11 +1,11 @@
-import { spawn } from 'node:child_process';
-import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { execFileSync, spawn } from 'node:child_process';
+import { mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
 import { Berth, BerthApiError, isApiError, verifyWebhookSignature, type AgentHandle, type ExecChunk, type WebSocketConstructor } from '../../sdk/src/index.js';
 import { GENERATED_FILE, generateTypes } from '../../sdk/scripts/generate-types.mjs';
-import { ROOT, startBerth, type BerthProcess } from '../helpers/berth.js';
+import { ROOT, startBerth, tempDir, type BerthProcess } from '../helpers/berth.js';
 import { eventually } from '../helpers/http.js';
 import { createTestDatabase } from '../helpers/postgres.js';
 import { removeDataDir } from '../helpers/runsc.js';
@@ -43,12 +43,18 @@ describe('the SDK against a real berth up', () => {
   });
 
   it("runs the README's quickstart as written", async () => {
-    const readme = readFileSync(join(ROOT, 'README.md'), 'utf8');
-    const code = /<!-- sdk-quickstart -->\n```ts\n([\s\S]*?)\n```/.exec(readme)?.[1];
+    const quickstart = /<!-- sdk-quickstart -->\n```ts\n([\s\S]*?)\n```/;
+    const code = quickstart.exec(readFileSync(join(ROOT, 'README.md'), 'utf8'))?.[1];
+    // The package's own README (what npm shows) carries the same block.
+    expect(quickstart.exec(readFileSync(join(ROOT, 'sdk', 'README.md'), 'utf8'))?.[1]).toBe(code);
     expect(code).toMatch(/^import \{ Berth \} from .@berth\/sdk.;$/m);
-    // Beside the repository's node_modules, so that `@berth/sdk` resolves as it does for a user.
-    const dir = join(ROOT, 'node_modules', '.cache', `sdk-quickstart-${process.pid}`);
-    mkdirSync(dir, { recursive: true });
+    // In a directory of its own outside the repository, with the package as `npm pack` makes it:
+    // what a user installs, and proof that it needs nothing of the workspace at run time.
+    const dir = tempDir('berth-sdk-quickstart-');
+    const tarball = execFileSync('npm', ['pack', '--silent', '--pack-destination', dir], { cwd: join(ROOT, 'sdk'), encoding: 'utf8' }).trim().split('\n').at(-1)!;
+    mkdirSync(join(dir, 'node_modules', '@berth'), { recursive: true });
+    execFileSync('tar', ['-xzf', join(dir, tarball), '-C', join(dir, 'node_modules', '@berth')]);
+    renameSync(join(dir, 'node_modules', '@berth', 'package'), join(dir, 'node_modules', '@berth', 'sdk'));
     writeFileSync(join(dir, 'quickstart.mjs'), code!);
     try {
       const child = spawn(process.execPath, [join(dir, 'quickstart.mjs')], {
