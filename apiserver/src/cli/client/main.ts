@@ -37,6 +37,9 @@ function printJson(ctx: Context, value: unknown): void {
   ctx.stdout.write(`${JSON.stringify(value)}\n`);
 }
 
+/** How long `berth run` stays silent off a terminal before it says it is still working. */
+const QUIET_NOTE_MS = 30_000;
+
 const durationPattern = /^([0-9]+h)?([0-9]+m)?([0-9]+s)?$/;
 
 /** `berth agents …` */
@@ -310,16 +313,23 @@ async function runCommand(args: string[], io: Streams & { stdin: NodeJS.ReadStre
     if (spinning) ctx.stderr.write('\r\u001b[2K');
     spinning = false;
   };
+  let lastEvent = Date.now();
+  // On a terminal a spinner with the time spent; in a log, a line after each quiet half-minute.
   const spinner = progress
     ? setInterval(() => {
         ctx.stderr.write(`\r\u001b[2K${style.cyan(frames[frame++ % frames.length]!)} ${style.dim(`working… ${Math.round((Date.now() - started) / 1000)}s`)}`);
         spinning = true;
       }, 120)
-    : undefined;
+    : setInterval(() => {
+        if (Date.now() - lastEvent < QUIET_NOTE_MS) return;
+        lastEvent = Date.now();
+        note(`still working (${Math.round((Date.now() - started) / 1000)}s)`);
+      }, 1000);
   try {
     const run = await agent.run(positionals[0], { signal: abort.signal });
     note(`task ${run.taskId} on ${agent.id}`);
     for await (const event of run) {
+      lastEvent = Date.now();
       if (ctx.json) printJson(ctx, { event: event.event, id: event.id, data: event.data });
       else {
         const text = describeEvent(event, styleFor(ctx.stdout, ctx.env));
