@@ -1,6 +1,6 @@
 import { BerthError, BerthStreamError } from './errors.js';
 import type { Agent as AgentRecord, AgentPage, BackgroundOutput, BackgroundProcess, ExecResult, RunAccepted, Task } from './generated/openapi.js';
-import type { RequestOptions, Transport } from './http.js';
+import type { Query, RequestOptions, Transport } from './http.js';
 import { sleep } from './retry.js';
 import { readEvents } from './sse.js';
 import { openTerminal, type Terminal, type TerminalOptions } from './terminal.js';
@@ -60,12 +60,12 @@ export class Agents {
   }
 
   /** One page of the agents across sessions, newest first. */
-  list(query: ListAgentsQuery = {}, options: RequestOptions = {}): Promise<AgentPage> {
-    return this.transport.request<AgentPage>({ method: 'GET', path: '/v1/agents', query: query as Record<string, string>, ...options });
+  list(query: Omit<ListAgentsQuery, 'limit'> & { limit?: number | string } = {}, options: RequestOptions = {}): Promise<AgentPage> {
+    return this.transport.request<AgentPage>({ method: 'GET', path: '/v1/agents', query: query as Query, ...options });
   }
 
   /** Every agent matching the filters, page after page. */
-  async *all(query: Omit<ListAgentsQuery, 'cursor'> = {}, options: RequestOptions = {}): AsyncGenerator<AgentRecord> {
+  async *all(query: Omit<ListAgentsQuery, 'cursor' | 'limit'> & { limit?: number | string } = {}, options: RequestOptions = {}): AsyncGenerator<AgentRecord> {
     let cursor: string | undefined;
     do {
       const page = await this.list({ ...query, ...(cursor ? { cursor } : {}) }, options);

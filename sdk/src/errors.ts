@@ -20,9 +20,12 @@ export class BerthApiError extends BerthError {
   readonly requestId: string;
   /** Seconds the server asked to wait (`Retry-After`), when it did. */
   readonly retryAfter: number | undefined;
+  /** The envelope's `error` as the server sent it (its `message` without the code before it). */
+  readonly envelope: ErrorEnvelope['error'];
 
   constructor(status: number, envelope: ErrorEnvelope['error'], retryAfter?: number) {
     super(`${envelope.code}: ${envelope.message}`);
+    this.envelope = envelope;
     this.status = status;
     this.code = envelope.code;
     this.details = envelope.details;

@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { parseArgs, type ParseArgsConfig } from 'node:util';
-import { Berth, BerthApiError, BerthError, type AgentEvent, type AgentHandle, type ExecLanguage, type Terminal, type WebSocketConstructor, type api } from '@berth/sdk';
+import { Berth, BerthApiError, BerthError, type AgentEvent, type AgentHandle, type CreateAgentBody, type ExecLanguage, type Terminal, type WebSocketConstructor, type api } from '@berth/sdk';
 import WebSocket from 'ws';
 import { resolveConnection, writeConfig } from './config.js';
 import { UsageError, statusText, styleFor, table, type Streams } from './output.js';
@@ -63,8 +63,8 @@ async function agentsCommand(args: string[], io: Streams & { stdin: NodeJS.ReadS
       const ctx = context(io, values);
       const berth = ctx.berth();
       const sessionId = values.session ?? (await berth.sessions.forUser(values.user!)).id;
-      const body: api.paths['/v1/sessions/{id}/agents']['post']['body'] = {
-        ...(values.compute ? { compute: values.compute as 'python' } : {}),
+      const body: CreateAgentBody = {
+        ...(values.compute ? { compute: values.compute as CreateAgentBody['compute'] } : {}),
         ...(values.timeout ? { timeout: values.timeout } : {}),
         ...(values.model ? { model: values.model } : {}),
         ...(values.instructions ? { instructions: values.instructions } : {}),
@@ -297,7 +297,7 @@ async function runCommand(args: string[], io: Streams & { stdin: NodeJS.ReadStre
     const sessionId = values.session ?? (await berth.sessions.forUser(values.user ?? 'berth-cli')).id;
     note(`starting an agent in ${sessionId}…`);
     agent = await berth.agents.create(sessionId, {
-      ...(values.compute ? { compute: values.compute as 'python' } : {}),
+      ...(values.compute ? { compute: values.compute as CreateAgentBody['compute'] } : {}),
       ...(values.model ? { model: values.model } : {}),
       ...(values.timeout ? { timeout: values.timeout } : {}),
     });
@@ -356,7 +356,7 @@ async function loginCommand(args: string[], io: Streams & { stdin: NodeJS.ReadSt
   if (positionals.length > 0 || !values.url || !values.key) throw new UsageError('usage: berth login --url <base url> --key <API key>');
   const ctx = context(io, values);
   // Any keyed read proves the URL and the key; a wrong one fails here, before anything is written.
-  await new Berth({ url: values.url, apiKey: values.key }).agents.list({ limit: '1' });
+  await new Berth({ url: values.url, apiKey: values.key }).agents.list({ limit: 1 });
   const path = writeConfig(io.env, { url: values.url, apiKey: values.key });
   if (ctx.json) printJson(ctx, { ok: true, url: values.url, config: path });
   else print(ctx, `logged in to ${values.url}; saved to ${path}`);
@@ -389,8 +389,8 @@ export async function clientMain(argv: string[], io: Streams & { stdin: NodeJS.R
     }
     if (error instanceof BerthApiError) {
       const json = argv.includes('--json');
-      if (json) io.stdout.write(`${JSON.stringify({ error: { code: error.code, message: error.message.slice(error.code.length + 2), details: error.details, requestId: error.requestId }, status: error.status })}\n`);
-      io.stderr.write(`berth: ${style.red(error.code)}: ${error.message.slice(error.code.length + 2)}${error.requestId ? style.dim(` (request ${error.requestId})`) : ''}\n`);
+      if (json) io.stdout.write(`${JSON.stringify({ error: error.envelope, status: error.status })}\n`);
+      io.stderr.write(`berth: ${style.red(error.code)}: ${error.envelope.message}${error.requestId ? style.dim(` (request ${error.requestId})`) : ''}\n`);
       return 1;
     }
     if (error instanceof BerthError) {
