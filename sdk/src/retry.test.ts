@@ -174,8 +174,10 @@ describe('the transport against a real server', () => {
     try {
       expect(await new Berth().secrets.list()).toEqual([]);
     } finally {
-      process.env.BERTH_URL = saved.url ?? '';
-      process.env.BERTH_API_KEY = saved.key ?? '';
+      for (const [name, value] of [['BERTH_URL', saved.url], ['BERTH_API_KEY', saved.key]] as const) {
+        if (value === undefined) delete process.env[name];
+        else process.env[name] = value;
+      }
     }
     expect(server.requests[0]!.url).toBe('/v1/secrets');
     expect(() => new Berth({ url: 'http://x' })).toThrow(/BERTH_API_KEY/);
