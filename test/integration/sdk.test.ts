@@ -2,7 +2,9 @@ import { execFileSync, spawn } from 'node:child_process';
 import { mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import pg from 'pg';
 import WebSocket from 'ws';
+import { createApiKey, createOrganization } from '../../common/src/index.js';
 import { Berth, BerthApiError, isApiError, verifyWebhookSignature, type AgentHandle, type ExecChunk, type WebSocketConstructor } from '../../sdk/src/index.js';
 import { GENERATED_FILE, generateTypes } from '../../sdk/scripts/generate-types.mjs';
 import { ROOT, startBerth, tempDir, type BerthProcess } from '../helpers/berth.js';
@@ -21,10 +23,12 @@ let live: Berth;
 let test: Berth;
 let receiver: WebhookReceiver;
 let agent: AgentHandle;
+let databaseUrl: string;
 
 beforeAll(async () => {
   receiver = await startWebhookReceiver();
-  berth = await startBerth({ env: { DATABASE_URL: await createTestDatabase(), BERTH_WEBHOOK_ALLOW_PRIVATE: 'true', BERTH_WEBHOOK_ALLOW_HTTP: 'true' } });
+  databaseUrl = await createTestDatabase();
+  berth = await startBerth({ env: { DATABASE_URL: databaseUrl, BERTH_WEBHOOK_ALLOW_PRIVATE: 'true', BERTH_WEBHOOK_ALLOW_HTTP: 'true' } });
   live = new Berth({ url: berth.baseUrl, apiKey: berth.liveKey! });
   test = new Berth({ url: berth.baseUrl, apiKey: berth.testKey! });
   const session = await live.sessions.forUser('sdk-user');
@@ -45,8 +49,8 @@ describe('the SDK against a real berth up', () => {
   it("runs the README's quickstart as written", async () => {
     const quickstart = /<!-- sdk-quickstart -->\n```ts\n([\s\S]*?)\n```/;
     const code = quickstart.exec(readFileSync(join(ROOT, 'README.md'), 'utf8'))?.[1];
-    // The package's own README (what npm shows) carries the same block.
-    expect(quickstart.exec(readFileSync(join(ROOT, 'sdk', 'README.md'), 'utf8'))?.[1]).toBe(code);
+    // The package's own README (what npm shows) and the SDK's page carry the same block.
+    for (const page of [join('sdk', 'README.md'), join('docs', 'sdk.md')]) expect(quickstart.exec(readFileSync(join(ROOT, page), 'utf8'))?.[1], page).toBe(code);
     expect(code).toMatch(/^import \{ Berth \} from .@berth\/sdk.;$/m);
     // In a directory of its own outside the repository, with the package as `npm pack` makes it:
     // what a user installs, and proof that it needs nothing of the workspace at run time.
@@ -218,5 +222,26 @@ describe('the SDK against a real berth up', () => {
     for await (const session of live.sessions.all({ limit: 2 })) every.push(session.userId);
     expect(every).toEqual(expect.arrayContaining(['page-a', 'page-b', 'page-c', 'sdk-user']));
     expect((await live.agents.list({ status: 'idle' })).data.map((one) => one.id)).toContain(agent.id);
+  });
+
+  it("meets the server's rate limit: Retry-After read from the real 429, waited for, or not when longer than allowed", async () => {
+    // A second organization, on the default (free) plan: 60 requests a minute per key.
+    const pool = new pg.Pool({ connectionString: databaseUrl });
+    const { key } = await createApiKey(pool, { organizationId: (await createOrganization(pool, 'sdk-free')).id, mode: 'test' }).finally(() => pool.end());
+    const limited = new Berth({ url: berth.baseUrl, apiKey: key, retry: { maxRetryAfterMs: 2_000 } });
+    for (let i = 0; i < 60; i++) await limited.sessions.list({ limit: 1 });
+    const started = Date.now();
+    const refused = (await limited.sessions.list({ limit: 1 }).catch((error: unknown) => error)) as BerthApiError;
+    expect(refused).toMatchObject({ status: 429, code: 'rate_limited', details: { retryAfter: expect.any(Number) } });
+    expect(refused.retryAfter).toBeGreaterThan(2);
+    expect(refused.retryAfter).toBeLessThanOrEqual(60);
+    expect(Date.now() - started).toBeLessThan(1_500);
+    // Allowed to wait that long, it waits (rather than asking again at once) until the caller gives up.
+    const patient = new Berth({ url: berth.baseUrl, apiKey: key });
+    const abort = new AbortController();
+    setTimeout(() => abort.abort(new Error('gave up waiting')), 1_500);
+    const waitedFrom = Date.now();
+    await expect(patient.sessions.list({ limit: 1 }, { signal: abort.signal })).rejects.toThrow('gave up waiting');
+    expect(Date.now() - waitedFrom).toBeGreaterThanOrEqual(1_400);
   });
 });
