@@ -125,6 +125,8 @@ describe('berth agents', () => {
     expect(JSON.parse(json.stdout)).toEqual({ stdout: '42\n', stderr: '', exitCode: 0, durationMs: expect.any(Number) });
     const piped = await cli(['agents', 'exec', agentId, '-l', 'python', '--env', 'WHO=cli', '--', '-'], { input: 'import os\nprint(os.environ["WHO"])\n' });
     expect(piped).toMatchObject({ code: 0, stdout: 'cli\n' });
+    // After `--` every word is the program's, flags of berth's own included.
+    expect(await cli(['agents', 'exec', agentId, '--', 'echo', '--help', '--json'])).toMatchObject({ code: 0, stdout: '--help --json\n' });
     expect(await cli(['agents', 'exec', agentId, '--', 'mkdir -p /workspace/sub'])).toMatchObject({ code: 0 });
     const failing = await cli(['agents', 'exec', agentId, '--cwd', 'sub', '--', 'pwd; echo err >&2; exit 7']);
     expect(failing).toMatchObject({ code: 7, stdout: '/workspace/sub\n', stderr: 'err\n' });

@@ -366,7 +366,9 @@ async function loginCommand(args: string[], io: Streams & { stdin: NodeJS.ReadSt
 /** Runs a client command; the exit code (2 for a usage mistake, 1 for an API or connection error). */
 export async function clientMain(argv: string[], io: Streams & { stdin: NodeJS.ReadStream }, help: (command: string) => string): Promise<number> {
   const [command, ...rest] = argv;
-  if (rest.includes('--help') || rest.includes('-h')) {
+  // Flags end at `--`: what follows is the program's (`berth agents exec agt_… -- ls --help`).
+  const flags = rest.includes('--') ? rest.slice(0, rest.indexOf('--')) : rest;
+  if (flags.includes('--help') || flags.includes('-h')) {
     io.stdout.write(help(command!));
     return 0;
   }
@@ -388,8 +390,7 @@ export async function clientMain(argv: string[], io: Streams & { stdin: NodeJS.R
       return 2;
     }
     if (error instanceof BerthApiError) {
-      const json = argv.includes('--json');
-      if (json) io.stdout.write(`${JSON.stringify({ error: error.envelope, status: error.status })}\n`);
+      if (flags.includes('--json')) io.stdout.write(`${JSON.stringify({ error: error.envelope, status: error.status })}\n`);
       io.stderr.write(`berth: ${style.red(error.code)}: ${error.envelope.message}${error.requestId ? style.dim(` (request ${error.requestId})`) : ''}\n`);
       return 1;
     }
