@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Installs what the local provider needs on this host: mmdebstrap, curl and unzip (to build
-# sandbox root filesystems), zstd (snapshot archives), e2fsprogs (workspace filesystems) and
-# python3 (the helper that answers a sandbox's OOM) and tmux (the CLI's terminal tests) from Debian's packages, gVisor's runsc (built
-# by install-runsc.sh), promtool, which the tests run on /metrics, and Debian's chromium, in which
-# the browser tests run the chat widget.
+# sandbox root filesystems), zstd (snapshot archives), e2fsprogs (workspace filesystems),
+# python3 (the helper that answers a sandbox's OOM) and tmux (the CLI's terminal tests) from
+# Debian's packages, gVisor's runsc (built by install-runsc.sh), promtool, which the tests run on
+# /metrics, and Debian's chromium, in which the browser tests run the chat widget.
 # Idempotent: a second run finds everything in place and returns at once.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
