@@ -1,4 +1,4 @@
-import { BerthError, BerthStreamError } from './errors.js';
+import { BerthConnectionError, BerthError, BerthStreamError, BerthTimeoutError } from './errors.js';
 import type { Agent as AgentRecord, AgentPage, BackgroundOutput, BackgroundProcess, ExecResult, RunAccepted, Task } from './generated/openapi.js';
 import type { Query, RequestOptions, Transport } from './http.js';
 import { sleep } from './retry.js';
@@ -229,19 +229,24 @@ export class AgentHandle {
   private async *events(connected: Response | undefined, options: AgentStreamOptions): AsyncGenerator<AgentEvent> {
     let lastEventId = options.lastEventId;
     let response = connected;
+    const maxRetries = this.transport.retry.maxRetries;
     for (let failures = 0; ; ) {
       if (!response) {
         try {
           response = await this.connect(lastEventId, options.signal);
         } catch (error) {
-          if (options.signal?.aborted || options.reconnect === false || !(error instanceof BerthError) || failures >= this.transport.retry.maxRetries) throw error;
+          // An answer (404 for an agent gone, 401 for a revoked key) ends the stream; only a lost connection is tried again.
+          const transient = error instanceof BerthConnectionError || error instanceof BerthTimeoutError;
+          if (options.signal?.aborted || options.reconnect === false || !transient || failures >= maxRetries) throw error;
           failures++;
           await sleep(500 * failures, options.signal);
           continue;
         }
       }
+      let received = false;
       try {
         for await (const message of readEvents(response.body!)) {
+          received = true;
           failures = 0;
           if (message.event === 'heartbeat') continue;
           if (message.id) lastEventId = message.id;
@@ -253,6 +258,12 @@ export class AgentHandle {
       }
       if (options.reconnect === false) return;
       response = undefined;
+      if (!received) {
+        // Closed without a word, again and again: the server is not serving this stream; stop rather than spin.
+        if (failures >= maxRetries) return;
+        failures++;
+        await sleep(500 * failures, options.signal);
+      }
     }
   }
 
