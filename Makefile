@@ -3,7 +3,7 @@ SHELL := /bin/bash
 BERTH := node apiserver/dist/cli/main.js
 ARGS ?=
 
-.PHONY: help setup host deps build images cluster-binaries node-binaries test-node lint-guest check-deps run test test-unit bench-smoke test-integration test-browser test-chart test-cluster test-fuzz bench e2e-kind generate chart-package clean
+.PHONY: help setup host deps build images cluster-binaries node-binaries test-node lint-guest check-deps run test test-unit bench-smoke test-integration test-browser test-chart test-cluster test-fuzz bench e2e-kind generate chart-package sdk-types clean
 
 help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-18s %s\n", $$1, $$2}'
@@ -14,7 +14,7 @@ host: ## mmdebstrap, gVisor's runsc, promtool and Debian's chromium on this host
 	@sandbox-images/local/install-host.sh
 
 # npm writes node_modules/.package-lock.json on every install: reinstall when the lockfile is newer.
-node_modules/.package-lock.json: package-lock.json package.json crds/package.json common/package.json providers/package.json operator/package.json apiserver/package.json widget/package.json dashboard/package.json
+node_modules/.package-lock.json: package-lock.json package.json crds/package.json common/package.json providers/package.json operator/package.json apiserver/package.json sdk/package.json widget/package.json dashboard/package.json
 	npm ci --no-fund --no-audit
 
 deps: node_modules/.package-lock.json ## npm packages
@@ -30,6 +30,9 @@ cluster-binaries: ## build the test control plane (etcd, kube-apiserver, ..., KW
 
 node-binaries: cluster-binaries ## build the test node (kubelet, containerd, gVisor's containerd shim, pause) from the Go module proxy, cached
 	@test/node/build.sh >/dev/null
+
+sdk-types: deps ## regenerate the SDK's types (sdk/src/generated/openapi.ts) from the API's OpenAPI document
+	npx tsx --conditions source test/sdk-types.ts
 
 generate: deps ## regenerate the CRDs and the chart's CRD templates from the zod schemas
 	npx tsc -b && npm run --silent generate
@@ -91,6 +94,7 @@ bench: setup cluster-binaries node-binaries ## latency and scale benchmarks agai
 	npx tsx test/bench/exec-stream.ts
 	npx tsx test/bench/dashboard.ts
 	npx tsx test/bench/e2b.ts
+	npx tsx test/bench/sdk.ts
 
 bench-smoke: setup cluster-binaries node-binaries ## every bench at a tiny size: each must finish and print its table (part of make test)
 	test/bench/smoke.sh

@@ -17,7 +17,7 @@ export default defineConfig({
         extends: true,
         test: {
           name: 'unit',
-          include: ['{crds,common,providers,operator,apiserver,widget,dashboard}/src/**/*.test.ts'],
+          include: ['{crds,common,providers,operator,apiserver,sdk,widget,dashboard}/src/**/*.test.ts'],
           sequence: { groupOrder: 0 },
         },
       },

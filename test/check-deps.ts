@@ -41,12 +41,17 @@ const WORKSPACES: { dir: string; sources: string[] }[] = [
   { dir: 'apiserver', sources: ['apiserver/src', 'apiserver/bin'] },
   // Outside the layers: a script for browsers that imports nothing of the server's.
   { dir: 'widget', sources: ['widget/src', 'widget/build.mjs'] },
+  // Outside the layers: the SDK talks to the server over HTTP only, and imports none of its packages.
+  { dir: 'sdk', sources: ['sdk/src', 'sdk/scripts'] },
   // Outside the layers too: the console, a browser app that reaches the server only over HTTP.
   { dir: 'dashboard', sources: ['dashboard/src', 'dashboard/vite.config.mjs', 'dashboard/report-size.mjs'] },
 ];
 
 /** The layers, lowest first: a package may import those before it, never those after. */
 const LAYERS = ['crds', 'common', 'providers', 'operator', 'apiserver'];
+
+/** Packages that reach Berth over HTTP alone: they may not import or declare any of its workspace packages. */
+const OVER_HTTP_ONLY = ['sdk', 'widget', 'dashboard'];
 
 const IMPORT = /(?:\bfrom\s+|\bimport\s*\(\s*|^\s*import\s+)['"]([^'"]+)['"]/gm;
 
@@ -86,6 +91,11 @@ for (const workspace of WORKSPACES) {
       }
       const name = packageOf(specifier!);
       if (name && name !== manifest.name && !imported.has(name)) imported.set(name, relative(ROOT, file));
+    }
+  }
+  if (OVER_HTTP_ONLY.includes(workspace.dir)) {
+    for (const name of [...declared, ...imported.keys()].filter((name) => name.startsWith('@berth/'))) {
+      problems.push(`${workspace.dir} uses ${name}: it reaches the server over HTTP only, and must not need its packages`);
     }
   }
   for (const name of declared) {

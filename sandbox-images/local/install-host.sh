@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Installs what the local provider needs on this host: mmdebstrap, curl and unzip (to build
-# sandbox root filesystems), zstd (snapshot archives), e2fsprogs (workspace filesystems) and
-# python3 (the helper that answers a sandbox's OOM) from Debian's packages, gVisor's runsc (built
-# by install-runsc.sh), promtool, which the tests run on /metrics, and Debian's chromium, in which
-# the browser tests run the chat widget.
+# sandbox root filesystems), zstd (snapshot archives), e2fsprogs (workspace filesystems),
+# python3 (the helper that answers a sandbox's OOM) and tmux (the CLI's terminal tests) from
+# Debian's packages, gVisor's runsc (built by install-runsc.sh), promtool, which the tests run on
+# /metrics, and Debian's chromium, in which the browser tests run the chat widget.
 # Idempotent: a second run finds everything in place and returns at once.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -25,6 +25,7 @@ command -v python3 >/dev/null || missing+=(python3) # memory-events.py, which an
 test -x /usr/bin/chromium || missing+=(chromium)    # the browser tests (test/browser), driven by playwright-core
 [ -x /usr/lib/cni/bridge ] || missing+=(containernetworking-plugins) # the test node's pod network (test/node)
 command -v ip >/dev/null || missing+=(iproute2)        # the test node's link and address (test/node)
+command -v tmux >/dev/null || missing+=(tmux)          # a real terminal for the CLI's exec and shell tests
 if [ ${#missing[@]} -gt 0 ]; then
   echo "install-host: apt-get install ${missing[*]}" >&2
   export DEBIAN_FRONTEND=noninteractive

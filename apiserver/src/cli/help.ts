@@ -1,4 +1,5 @@
 import { describeSettings } from '@berth/common';
+import { CLIENT_HELP } from './client/usage.js';
 
 const DATABASE = ['DATABASE_URL', 'BERTH_DATA_DIR', 'BERTH_LOG_LEVEL'];
 
@@ -62,6 +63,8 @@ export const COMMANDS: Record<string, CommandHelp> = {
     about: 'Builds the root filesystems of the local sandbox images with mmdebstrap, or lists them.',
     settings: ['BERTH_IMAGE_DIR', 'BERTH_LOG_LEVEL'],
   },
+  // The commands that use a running Berth over its API (cli/client).
+  ...Object.fromEntries(Object.entries(CLIENT_HELP).map(([name, help]) => [name, { usage: help.usage, about: help.about, settings: [] }])),
   help: {
     usage: [['berth help [command] | berth [command] --help', 'this text, or one command\'s']],
     about: 'Shows every command and setting, or one command with the settings it reads.',
@@ -121,6 +124,8 @@ export function mainHelp(version: string): string {
     '  npx berth up --port 8080 --data-dir ./berth-data',
     '  BERTH_PORT=9000 npx berth up',
     '  npx berth keys create --mode test --label ci',
+    '  npx berth login --url http://127.0.0.1:8080 --key svc_live_…',
+    '  npx berth agents exec agt_01m80… --language python "print(6 * 7)"',
     '',
   ].join('\n');
 }

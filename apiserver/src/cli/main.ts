@@ -16,7 +16,14 @@ const settingFlags = Object.fromEntries(
     .map((setting) => [setting.flag!, { type: 'string' as const }]),
 );
 
+/** Commands that reach a running Berth over its API with the SDK (cli/client); `bin/berth.js` sends them there directly. */
+const CLIENT_COMMANDS = new Set(['agents', 'run', 'login']);
+
 async function main(argv: string[]): Promise<number> {
+  if (CLIENT_COMMANDS.has(argv[0] ?? '')) {
+    const [{ clientMain }, { clientHelp }] = await Promise.all([import('./client/main.js'), import('./client/usage.js')]);
+    return clientMain(argv, { stdout: process.stdout, stderr: process.stderr, stdin: process.stdin, env: process.env }, clientHelp);
+  }
   const out = (line: string) => process.stdout.write(`${line}\n`);
   const { values, positionals } = parseArgs({
     args: argv,

@@ -1,0 +1,13 @@
+export { Berth } from './client.js';
+export { Agents, AgentHandle, Processes, ProcessHandle, Run, type AgentEvent, type AgentStreamOptions, type CreateAgentOptions, type Exec, type ExecChunk, type WaitOptions } from './agents.js';
+export { Secrets, Sessions, Snapshots, Tasks, Usage, Webhooks } from './resources.js';
+export { Transport, type BerthOptions, type RequestOptions, type RequestSpec } from './http.js';
+export { BerthApiError, BerthConnectionError, BerthError, BerthStreamError, BerthTimeoutError, isApiError, type ErrorCode } from './errors.js';
+export { DEFAULT_RETRY_POLICY, parseRetryAfter, retryDelayMs, retryableStatus, type RetryPolicy } from './retry.js';
+export { readEvents, type SseMessage } from './sse.js';
+export { type Terminal, type TerminalOptions, type WebSocketConstructor, type WebSocketLike } from './terminal.js';
+export { DELIVERY_HEADER, SIGNATURE_HEADER, parseWebhookEvent, signWebhookPayload, verifyWebhookSignature, type WebhookEvent } from './webhook-signature.js';
+export type * from './types.js';
+export type * as api from './generated/openapi.js';
+export type { paths } from './generated/openapi.js';
+export { API_VERSION } from './generated/openapi.js';

@@ -1,0 +1,93 @@
+/**
+ * `make bench` (the SDK and the CLI, ADR 43): what they add over the plain HTTP call, against
+ * floors measured in the same run on the same sandbox.
+ *   SDK exec bash `true`        agent.exec.bash('true')         floor: the same POST /exec with fetch
+ *   SDK streamed exec to exit   agent.exec.stream(...) to exit  floor: POST /exec/stream read with fetch to `exit`
+ *   CLI agents list --json      `berth agents list --json`      floor: node starting and fetching GET /v1/agents
+ *   CLI agents exec             `berth agents exec <id> true`   floor: node starting and fetching POST /exec
+ */
+import { spawn } from 'node:child_process';
+import { join } from 'node:path';
+import { Berth } from '../../sdk/src/index.js';
+import { ROOT, startBerth, tempDir } from '../helpers/berth.js';
+import { removeDataDir } from '../helpers/runsc.js';
+import { printFloorTable, runBench } from './floor-table.js';
+
+const RUNS = Number(process.env.BENCH_RUNS ?? 20);
+const BIN = join(ROOT, 'apiserver', 'bin', 'berth.js');
+
+async function timedAsync(run: () => Promise<unknown>): Promise<number> {
+  const started = performance.now();
+  await run();
+  return performance.now() - started;
+}
+
+/** A node process to its end; asynchronous, so this process's own connections stay served meanwhile. */
+function node(args: string[], env: Record<string, string>): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, args, { env: { ...process.env, ...env }, stdio: ['ignore', 'ignore', 'pipe'] });
+    let stderr = '';
+    child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+    child.on('close', (code) => (code === 0 ? resolve() : reject(new Error(`${args.join(' ')} exited ${code}: ${stderr}`))));
+  });
+}
+
+runBench(async () => {
+  const dataDir = tempDir('berth-bench-sdk-');
+  const berth = await startBerth({ dataDir, env: { BERTH_LOG_LEVEL: 'warn' } });
+  try {
+    const key = berth.liveKey!;
+    const sdk = new Berth({ url: berth.baseUrl, apiKey: key });
+    const session = await sdk.sessions.forUser('bench-sdk');
+    const agent = await sdk.agents.create(session.id, { timeout: '1h' });
+    const headers = { authorization: `Bearer ${key}`, 'content-type': 'application/json' };
+    const env = { BERTH_URL: berth.baseUrl, BERTH_API_KEY: key };
+    const rows = {
+      exec: { sdk: [] as number[], floor: [] as number[] },
+      stream: { sdk: [] as number[], floor: [] as number[] },
+      list: { cli: [] as number[], floor: [] as number[] },
+      cliExec: { cli: [] as number[], floor: [] as number[] },
+    };
+    const fetchList = `const r = await fetch(process.env.BERTH_URL + '/v1/agents', { headers: { authorization: 'Bearer ' + process.env.BERTH_API_KEY } }); if (!r.ok) process.exit(1); await r.json();`;
+    const fetchExec = `const r = await fetch(process.env.BERTH_URL + '/v1/agents/${agent.id}/exec', { method: 'POST', headers: { authorization: 'Bearer ' + process.env.BERTH_API_KEY, 'content-type': 'application/json' }, body: JSON.stringify({ language: 'bash', code: 'true' }) }); if ((await r.json()).exitCode !== 0) process.exit(1);`;
+    for (let i = 0; i < RUNS + 1; i++) {
+      // The first round warms the sandbox and the caches; each measure sits beside its floor in the same round.
+      const floorExec = await timedAsync(async () => (await fetch(`${berth.baseUrl}/v1/agents/${agent.id}/exec`, { method: 'POST', headers, body: JSON.stringify({ language: 'bash', code: 'true' }) })).json());
+      const sdkExec = await timedAsync(() => agent.exec.bash('true'));
+      const floorStream = await timedAsync(async () => {
+        const response = await fetch(`${berth.baseUrl}/v1/agents/${agent.id}/exec/stream`, { method: 'POST', headers, body: JSON.stringify({ language: 'bash', code: 'echo x' }) });
+        let text = '';
+        for await (const chunk of response.body!) {
+          text += new TextDecoder().decode(chunk as Uint8Array);
+          if (text.includes('event: exit')) break;
+        }
+      });
+      const sdkStream = await timedAsync(async () => {
+        for await (const chunk of agent.exec.stream({ language: 'bash', code: 'echo x' })) if (chunk.type === 'exit') break;
+      });
+      const floorList = await timedAsync(() => node(['--input-type=module', '-e', fetchList], env));
+      const cliList = await timedAsync(() => node([BIN, 'agents', 'list', '--json'], env));
+      const floorCliExec = await timedAsync(() => node(['--input-type=module', '-e', fetchExec], env));
+      const cliExec = await timedAsync(() => node([BIN, 'agents', 'exec', agent.id, '--', 'true'], env));
+      if (i === 0) continue;
+      rows.exec.floor.push(floorExec);
+      rows.exec.sdk.push(sdkExec);
+      rows.stream.floor.push(floorStream);
+      rows.stream.sdk.push(sdkStream);
+      rows.list.floor.push(floorList);
+      rows.list.cli.push(cliList);
+      rows.cliExec.floor.push(floorCliExec);
+      rows.cliExec.cli.push(cliExec);
+    }
+    printFloorTable(`The SDK and the CLI against plain fetch (${RUNS} runs each, interleaved)`, [
+      { name: 'SDK exec bash true', samples: rows.exec.sdk, floorName: 'fetch POST /exec', floor: rows.exec.floor },
+      { name: 'SDK exec.stream to exit', samples: rows.stream.sdk, floorName: 'fetch POST /exec/stream', floor: rows.stream.floor },
+      { name: 'CLI agents list --json', samples: rows.list.cli, floorName: 'node + fetch GET /v1/agents', floor: rows.list.floor },
+      { name: 'CLI agents exec true', samples: rows.cliExec.cli, floorName: 'node + fetch POST /exec', floor: rows.cliExec.floor },
+    ]);
+    await agent.terminate();
+  } finally {
+    await berth.stop();
+    removeDataDir(dataDir);
+  }
+});
