@@ -144,6 +144,37 @@ export type AgentDefinitionVersion = {
   createdBy: string;
 };
 
+/** an agent definition's fields as one of its versions holds them */
+export type AgentDefinitionVersionDetail = {
+  /** `adef_…` */
+  id: string;
+  name: string;
+  description?: string;
+  /** the version read */
+  version: number;
+  compute: "python" | "node" | "go";
+  /** absent: agents get the platform default model */
+  model?: string;
+  systemPrompt?: string;
+  tools: string[];
+  browser: boolean;
+  /** effective lifetime of its agents (capped at 24h) */
+  timeout: string;
+  config: {
+    temperature?: number;
+    maxTokens?: number;
+    topP?: number;
+  };
+  /** true when it is the current version (the one agents are created from) */
+  current: boolean;
+  /** `created` for version 1 */
+  changelog: string;
+  /** id of the API key (`key_…`) that wrote the version */
+  createdBy: string;
+  /** when the version was written */
+  createdAt: string;
+};
+
 export type AgentPage = {
   data: Agent[];
   hasMore: boolean;
@@ -1684,6 +1715,29 @@ export interface paths {
         200: {
           data: AgentDefinitionVersion[];
         };
+        400: Error;
+        401: Error;
+        404: Error;
+        422: Error;
+        429: Error;
+        500: Error;
+      };
+    };
+  };
+  "/v1/agent-definitions/{id}/versions/{version}": {
+    /** Get one version of an agent definition */
+    get: {
+      operationId: "getAgentDefinitionVersion";
+      path: {
+        /** agent definition id (`adef_…`) */
+        id: string;
+        /** the version number, from 1 */
+        version: string;
+      };
+      query: never;
+      body: never;
+      responses: {
+        200: AgentDefinitionVersionDetail;
         400: Error;
         401: Error;
         404: Error;
@@ -3934,6 +3988,39 @@ export interface paths {
         400: Error;
         401: Error;
         404: Error;
+        422: Error;
+        429: Error;
+        500: Error;
+      };
+    };
+  };
+  "/v1/webhooks/{id}/deliveries/{deliveryId}/resend": {
+    /** Send a delivery again */
+    post: {
+      operationId: "resendWebhookDelivery";
+      path: {
+        /** webhook id (`wh_…`) */
+        id: string;
+        /** delivery id (`del_…`) */
+        deliveryId: string;
+      };
+      query: never;
+      body: never;
+      responses: {
+        200: {
+          deliveryId: string;
+          /** the attempt this was, in the delivery's history */
+          attempt: number;
+          /** true when the receiver answered 2xx within 10 s */
+          delivered: boolean;
+          status: number | null;
+          error: string | null;
+          durationMs: number;
+        };
+        400: Error;
+        401: Error;
+        404: Error;
+        409: Error;
         422: Error;
         429: Error;
         500: Error;
