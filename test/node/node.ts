@@ -25,7 +25,7 @@ export const RUNSC = process.env.BERTH_RUNSC ?? '/usr/local/bin/runsc';
 export const PAUSE_IMAGE = 'berth.local/pause:1';
 const NODE_CACHE = process.env.BERTH_NODE_CACHE ?? '/var/cache/berth/node';
 /** The shim's runsc: Berth's wrapper that restores pods the node agent staged a checkpoint for. */
-export const RUNSC_RESTORE_WRAPPER = join(import.meta.dirname, '..', '..', 'providers', 'src', 'kubernetes', 'node-agent', 'runsc-restore.sh');
+export const RUNSC_RESTORE_WRAPPER = join(import.meta.dirname, '..', '..', 'apiserver', 'node-agent', 'runsc-restore.sh');
 /** Where the node agent stages checkpoints for pods to restore (the wrapper reads them). */
 export const RESTORES = '/run/berth-node/restores';
 

@@ -6,7 +6,7 @@
 # gVisor restores the processes and memory of the checkpointed pod into the new one.
 #
 # A staged checkpoint is a directory named after the new pod's UID, so only the pod it was
-# staged for can take it: <restores>/<pod uid>/{image/,workspace.tar,ready}.
+# staged for can take it: <restores>/<pod uid>/{image/,workspace/,ready}.
 #   BERTH_RUNSC_BINARY  the real runsc (default /usr/local/bin/runsc)
 #   BERTH_NODE_RESTORES where staged checkpoints are (default: ../restores beside this file's bin/)
 set -euo pipefail
@@ -55,6 +55,6 @@ if [ "$(annotation 'io\.kubernetes\.cri\.container-type')" = container ]; then
   # containerd writes config.json as Go marshals an OCI mount: destination, type, source.
   bundle=$(sed -n 's/^ *"bundle": "\([^"]*\)",\{0,1\}$/\1/p' <<<"$state" | head -n 1)
   source=$(grep -o '"destination":"/workspace","type":"[^"]*","source":"[^"]*"' "$bundle/config.json" | sed 's/.*"source":"\([^"]*\)"$/\1/' || true)
-  if [ -f "$staged/workspace.tar" ] && [ -n "$source" ]; then tar -x -p -f "$staged/workspace.tar" -C "$source"; fi
+  if [ -d "$staged/workspace" ] && [ -n "$source" ]; then cp -a "$staged/workspace/." "$source/"; fi
 fi
 exec "$real" "${globals[@]}" restore --detach "--image-path=$staged/image" "$id"
