@@ -1,5 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { createServer } from 'node:net';
+import { Readable } from 'node:stream';
+import { NodeAgentClient, readArchiveManifest } from '../../providers/src/kubernetes/node-agent.js';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { eventually } from '../helpers/http.js';
 import { kubectl, kubectlJson, startBerthInCluster, startClusterProcess, waitForAgent, type BerthInCluster, type ClusterProcess } from '../cluster-tier/helpers.js';
@@ -14,7 +16,7 @@ import { NODE_IP, RESTORES, RUNSC } from '../node/node.js';
 const unavailable = inject('realNodeUnavailable');
 const podName = (agentId: string) => agentId.replace('_', '-');
 
-/** A program of its own: a secret drawn in memory and a counter, written out every 50 ms. */
+/** The counter pod's program: a token drawn in memory and a counter, written out every 50 ms. */
 const COUNTER = [
   'import os, time',
   'token = os.urandom(8).hex()',
@@ -62,29 +64,93 @@ describe.skipIf(unavailable !== '')('memory checkpoints on a real node', () => {
     await nodeAgent?.stop();
   });
 
-  async function startCounter(agentId: string): Promise<[token: string, n: number]> {
-    const started = await berth.live.post(`/v1/agents/${agentId}/exec`, {
+  /** State only a native checkpoint keeps: files in /dev/shm (the sandbox's memory) and in $HOME (the root filesystem's writable layer, also in memory), and the pod's own processes. */
+  async function writeState(agentId: string): Promise<string> {
+    const token = randomBytes(8).toString('hex');
+    const wrote = await berth.live.post(`/v1/agents/${agentId}/exec`, {
       language: 'bash',
-      code: `cat > /workspace/counter.py <<'PY'\n${COUNTER}\nPY\nsetsid nohup python3 /workspace/counter.py >/workspace/counter.err 2>&1 </dev/null &\nsleep 0.5; cat /workspace/counter`,
+      code: `echo ${token} > /dev/shm/state && echo ${token} > "$HOME/state" && echo ${token} > /workspace/state && echo ok`,
     });
-    expect(started.body.exitCode, JSON.stringify(started.body)).toBe(0);
-    return readCounter(agentId);
+    expect(wrote.body, JSON.stringify(wrote.body)).toMatchObject({ exitCode: 0, stdout: 'ok\n' });
+    return token;
   }
 
-  async function readCounter(agentId: string): Promise<[token: string, n: number]> {
-    const read = await berth.live.post(`/v1/agents/${agentId}/exec`, { language: 'bash', code: 'cat /workspace/counter' });
+  async function readState(agentId: string): Promise<{ shm: string; home: string; workspace: string; init: string }> {
+    const read = await berth.live.post(`/v1/agents/${agentId}/exec`, {
+      language: 'bash',
+      // The start time of the pod's own processes (the image's tini and its sleep) tells the same processes from new ones.
+      code: 'for f in /dev/shm/state "$HOME/state" /workspace/state; do cat "$f" 2>/dev/null || echo -; done; ps -o lstart= -p 1,2 | tr -s " " | paste -sd/',
+    });
     expect(read.body.exitCode, JSON.stringify(read.body)).toBe(0);
-    const [token, n] = read.body.stdout.split(' ');
-    return [token, Number(n)];
+    const [shm, home, workspace, init] = read.body.stdout.trim().split('\n');
+    return { shm: shm!, home: home!, workspace: workspace!, init: init! };
   }
 
-  it('pauses natively and resumes into a new gVisor pod with the same processes and memory', async () => {
+  it('checkpoints a pod with the node agent and restores a python counter into a new pod with its memory', async () => {
+    // A pod of its own whose main process is the counter: what gVisor restores are the pod's own
+    // processes (it kills those that came in through exec, whose callers are gone).
+    const namespace = berth.namespace;
+    const podYaml = (gated: boolean) => `apiVersion: v1
+kind: Pod
+metadata: {name: counter, namespace: ${namespace}}
+spec:
+  runtimeClassName: gvisor
+  restartPolicy: Never
+  ${gated ? 'schedulingGates: [{name: berth.dev/native-restore}]' : ''}
+  securityContext: {runAsNonRoot: true, runAsUser: 1000, runAsGroup: 1000, fsGroup: 1000}
+  containers:
+  - name: sandbox
+    image: berth/sandbox-python:0.1.0
+    imagePullPolicy: Never
+    command: ["python3", "-c", ${JSON.stringify(COUNTER)}]
+    volumeMounts: [{name: workspace, mountPath: /workspace}]
+  volumes: [{name: workspace, emptyDir: {}}]
+`;
+    const apply = await kubectl(['apply', '-f', '-'], podYaml(false));
+    expect(apply.code, apply.stderr).toBe(0);
+    expect((await kubectl(['wait', '--for=condition=Ready', '--timeout=120s', '-n', namespace, 'pod/counter'])).code).toBe(0);
+    const counter = async () => {
+      const read = await kubectl(['exec', '-n', namespace, 'counter', '--', 'cat', '/workspace/counter']);
+      const [token, n] = read.stdout.split(' ');
+      return [token!, Number(n)] as const;
+    };
+    const [token] = await eventually(async () => ((await counter())[1] > 0 ? counter() : undefined), { what: 'the counter to count', timeoutMs: 10_000 });
+    const client = new NodeAgentClient({ port: Number(nodeAgentEnv.BERTH_NODE_AGENT_PORT), token: nodeAgentEnv.BERTH_NODE_AGENT_TOKEN! });
+    expect(await client.info(NODE_IP)).toEqual({ node: 'berth-node', runscVersion: expect.stringMatching(/\S/) });
+    const uid = (await kubectlJson(['get', 'pod', 'counter', '-n', namespace])).metadata.uid;
+    const archive = Buffer.concat(await (await client.checkpoint(NODE_IP, uid)).toArray());
+    expect(await readArchiveManifest(Readable.from([archive]))).toMatchObject({ level: 'native', node: 'berth-node', podUid: uid });
+    expect((await kubectl(['delete', 'pod', 'counter', '-n', namespace, '--grace-period=0', '--force'])).code).toBe(0);
+    await kubectl(['wait', '--for=delete', '--timeout=60s', '-n', namespace, 'pod/counter']);
+
+    expect((await kubectl(['apply', '-f', '-'], podYaml(true))).code).toBe(0);
+    const newUid = (await kubectlJson(['get', 'pod', 'counter', '-n', namespace])).metadata.uid;
+    await client.stage(NODE_IP, newUid, Readable.from([archive]));
+    await expect(client.stage(NODE_IP, newUid, Readable.from([Buffer.from('not an archive')]))).rejects.toMatchObject({ status: 422 });
+    await client.stage(NODE_IP, newUid, Readable.from([archive]));
+    const released = await kubectl(['patch', 'pod', 'counter', '-n', namespace, '--type=json', '-p', '[{"op":"remove","path":"/spec/schedulingGates"}]']);
+    expect(released.code, released.stderr).toBe(0);
+    expect((await kubectl(['wait', '--for=condition=Ready', '--timeout=120s', '-n', namespace, 'pod/counter'])).code).toBe(0);
+    const [tokenAfter, after] = await counter();
+    // The token was drawn in the process's memory before the checkpoint: the same process goes on.
+    expect(tokenAfter).toBe(token);
+    const later = await eventually(async () => {
+      const [, n] = await counter();
+      return n > after ? n : undefined;
+    }, { what: 'the restored counter to go on counting', timeoutMs: 10_000 });
+    expect(later).toBeGreaterThan(after);
+    await client.unstage(NODE_IP, newUid);
+    await kubectl(['delete', 'pod', 'counter', '-n', namespace, '--grace-period=0', '--force']);
+  });
+
+  it('pauses an agent natively and resumes it into a new gVisor pod with its processes and memory', async () => {
     const agent = (await berth.live.post(`/v1/sessions/${sessionId}/agents`, {})).body;
     await waitForAgent(berth.live, agent.id, 'idle', 120_000);
     const name = podName(agent.id);
     const firstUid = (await kubectlJson(['get', 'pod', name, '-n', berth.namespace])).metadata.uid;
-    const [token, before] = await startCounter(agent.id);
-    expect(before).toBeGreaterThan(0);
+    const token = await writeState(agent.id);
+    const before = await readState(agent.id);
+    expect(before).toMatchObject({ shm: token, home: token, workspace: token });
 
     const paused = await berth.live.post(`/v1/agents/${agent.id}/pause`);
     expect(paused.body.status, JSON.stringify(paused.body)).toBe('paused');
@@ -102,26 +168,15 @@ describe.skipIf(unavailable !== '')('memory checkpoints on a real node', () => {
     expect(pod.metadata.uid).not.toBe(firstUid);
     expect(pod.metadata.annotations['berth.dev/restore-level']).toBe('native');
     expect(pod.spec.runtimeClassName).toBe('gvisor');
-
-    // The same process: the token it drew in memory before the pause, its counter past the pause's value and still counting.
-    const [tokenAfter, after] = await readCounter(agent.id);
-    console.log((await berth.live.post(`/v1/agents/${agent.id}/exec`, { language: 'bash', code: 'ps -ef; cat /workspace/counter.err; ls -la /workspace; sleep 1; cat /workspace/counter' })).body);
-    expect(tokenAfter).toBe(token);
-    expect(after).toBeGreaterThanOrEqual(before);
-    const later = await eventually(async () => {
-      const [, n] = await readCounter(agent.id);
-      return n > after ? n : undefined;
-    }, { what: 'the restored counter to go on counting', timeoutMs: 10_000 });
-    expect(later).toBeGreaterThan(after);
-    const processes = await berth.live.post(`/v1/agents/${agent.id}/exec`, { language: 'bash', code: 'ps -eo args | grep -c "^python3 /workspace/counter.py"' });
-    expect(processes.body.stdout.trim()).toBe('1');
+    // The same processes (started before the pause) and what was in the sandbox's memory.
+    expect(await readState(agent.id)).toEqual(before);
     await berth.live.post(`/v1/agents/${agent.id}/terminate`);
   });
 
   it('resumes a native snapshot as a new agent at native level', async () => {
     const agent = (await berth.live.post(`/v1/sessions/${sessionId}/agents`, {})).body;
     await waitForAgent(berth.live, agent.id, 'idle', 120_000);
-    const [token] = await startCounter(agent.id);
+    const token = await writeState(agent.id);
     expect((await berth.live.post(`/v1/agents/${agent.id}/pause`)).body.status).toBe('paused');
     const [snapshot] = (await berth.live.get(`/v1/snapshots?agentId=${agent.id}`)).body.data;
     expect(snapshot.level).toBe('native');
@@ -131,31 +186,27 @@ describe.skipIf(unavailable !== '')('memory checkpoints on a real node', () => {
     await waitForAgent(berth.live, fork.body.agentId, 'idle', 120_000);
     const pod = await kubectlJson(['get', 'pod', podName(fork.body.agentId), '-n', berth.namespace]);
     expect(pod.metadata.annotations['berth.dev/restore-level']).toBe('native');
-    const [tokenAfter] = await readCounter(fork.body.agentId);
-    expect(tokenAfter).toBe(token);
+    expect(await readState(fork.body.agentId)).toMatchObject({ shm: token, home: token, workspace: token });
     await berth.live.post(`/v1/agents/${fork.body.agentId}/terminate`);
     await berth.live.post(`/v1/agents/${agent.id}/terminate`);
   });
 
-  it('pauses at filesystem level when no node agent answers on the node, and resumes with the files', async () => {
+  it('pauses at filesystem level when no node agent answers on the node, and resumes with the files only', async () => {
     await nodeAgent!.stop();
     nodeAgent = undefined;
     const agent = (await berth.live.post(`/v1/sessions/${sessionId}/agents`, {})).body;
     await waitForAgent(berth.live, agent.id, 'idle', 120_000);
-    const [token] = await startCounter(agent.id);
+    const token = await writeState(agent.id);
+    const before = await readState(agent.id);
     const paused = await berth.live.post(`/v1/agents/${agent.id}/pause`);
     expect(paused.body.status).toBe('paused');
     const [snapshot] = (await berth.live.get(`/v1/snapshots?agentId=${agent.id}`)).body.data;
     expect(snapshot).toMatchObject({ provider: 'kubernetes', state: 'ready', level: 'filesystem' });
     const resumed = await berth.live.post(`/v1/agents/${agent.id}/resume`);
     expect(resumed.body.status).toBe('idle');
-    // The files came back, the process did not: the counter file stands still at the pause's value.
-    const [tokenAfter, n] = await readCounter(agent.id);
-    expect(tokenAfter).toBe(token);
-    await new Promise((resolve) => setTimeout(resolve, 300));
-    expect((await readCounter(agent.id))[1]).toBe(n);
-    const processes = await berth.live.post(`/v1/agents/${agent.id}/exec`, { language: 'bash', code: 'ps -eo args | grep -c "^python3 /workspace/counter.py" || true' });
-    expect(processes.body.stdout.trim()).toBe('0');
+    const after = await readState(agent.id);
+    expect(after).toMatchObject({ shm: '-', home: '-', workspace: token });
+    expect(after.init).not.toBe(before.init);
     await berth.live.post(`/v1/agents/${agent.id}/terminate`);
     nodeAgent = await startClusterProcess('node', nodeAgentEnv);
   });
