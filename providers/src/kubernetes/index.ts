@@ -25,6 +25,6 @@ export function createKubernetesProvider(config: BerthConfig, kubeConfig: KubeCo
       memoryLimitBytes: config.sandboxMemory,
       workspaceSizeBytes: config.workspaceSize,
     },
-    nodeAgents: config.nodeAgentPort !== undefined && config.nodeAgentToken !== undefined ? { port: config.nodeAgentPort, token: config.nodeAgentToken } : undefined,
+    nodeAgents: config.nodeAgentPort !== undefined ? { port: config.nodeAgentPort, token: config.nodeAgentToken } : undefined,
   });
 }

@@ -7,7 +7,8 @@ import { createGunzip } from 'node:zlib';
  */
 export interface NodeAgentSettings {
   port: number;
-  token: string;
+  /** Absent in the API server, which only needs to know that pods checkpoint natively, never calls an agent. */
+  token?: string | undefined;
 }
 
 export interface NodeAgentInfo {

@@ -77,7 +77,7 @@ export class KubernetesProvider implements SandboxProvider {
 
   constructor(private readonly options: KubernetesProviderOptions) {
     this.core = options.kubeConfig.makeApiClient(CoreV1Api);
-    this.nodeAgents = options.nodeAgents ? new NodeAgentClient(options.nodeAgents) : undefined;
+    this.nodeAgents = options.nodeAgents?.token ? new NodeAgentClient(options.nodeAgents) : undefined;
     this.capabilities = {
       computes: ['python', 'node', 'go'],
       browser: options.pods.browserImage !== undefined,
