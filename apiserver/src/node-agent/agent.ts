@@ -194,10 +194,10 @@ export async function createNodeAgent(options: NodeAgentOptions): Promise<NodeAg
       log.info({ podUid: uid, from: manifest.node }, 'checkpoint staged for restore');
       res.status(201).json({ staged: true, node: options.nodeName, runscVersion });
     } catch (error) {
+      // Removed before the answer, so that nothing half-staged outlives a refusal.
+      if (partial) await rm(partial, { recursive: true, force: true });
       staged.inc({ result: error instanceof NodeAgentError && error.status === 409 ? 'version_mismatch' : 'error' });
       next(error);
-    } finally {
-      if (partial) await rm(partial, { recursive: true, force: true });
     }
   });
 
