@@ -951,7 +951,7 @@ describe('the node agent', () => {
   it('runs `berth node` on the host network of every selected node, with the host paths it needs and no API credentials', async () => {
     const rendered = await render([...ENABLED, '--set-string', 'nodeAgent.nodeSelector.gvisor=true', '--set', 'nodeAgent.port=9555']);
     const template = rendered.podTemplate('DaemonSet', `${FULLNAME}-node-agent`) as PodTemplate & { spec: Record<string, unknown> };
-    expect(template.spec).toMatchObject({ hostNetwork: true, automountServiceAccountToken: false, nodeSelector: { gvisor: 'true' } });
+    expect(template.spec).toMatchObject({ hostNetwork: true, hostPID: true, automountServiceAccountToken: false, nodeSelector: { gvisor: 'true' } });
     const container = template.spec.containers[0]!;
     expect(container.args).toEqual(['node']);
     expect(container.image).toBe(rendered.container('operator').image);
@@ -963,6 +963,7 @@ describe('the node agent', () => {
     const volumes = (template.spec.volumes as { name: string; hostPath: { path: string } }[]).map((volume) => [volume.name, volume.hostPath.path]);
     expect(volumes).toEqual([
       ['runsc-root', '/run/containerd/runsc/k8s.io'],
+      ['containerd-tasks', '/run/containerd/io.containerd.runtime.v2.task'],
       ['kubelet-pods', '/var/lib/kubelet/pods'],
       ['state', '/var/lib/berth-node'],
       ['runsc', '/usr/local/bin/runsc'],
