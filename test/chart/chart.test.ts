@@ -968,6 +968,10 @@ describe('the node agent', () => {
       ['state', '/var/lib/berth-node'],
       ['runsc', '/usr/local/bin/runsc'],
     ]);
+    // Under the node's default runtime unless told: inside gVisor it could not drive the host's runsc.
+    expect(template.spec.runtimeClassName).toBeUndefined();
+    const runc = await render([...ENABLED, '--set', 'nodeAgent.runtimeClassName=runc']);
+    expect((runc.podTemplate('DaemonSet', `${FULLNAME}-node-agent`) as PodTemplate & { spec: Record<string, unknown> }).spec.runtimeClassName).toBe('runc');
     const token = rendered.get('Secret', `${FULLNAME}-node-agent-token`);
     expect(Buffer.from(token.data!.BERTH_NODE_AGENT_TOKEN!, 'base64').toString().length).toBeGreaterThanOrEqual(32);
   });
