@@ -294,6 +294,36 @@ export const SETTINGS = {
       .default('gvisor')
       .transform((value) => (value === 'none' ? undefined : value)),
   },
+  nodeAgentPort: {
+    env: 'BERTH_NODE_AGENT_PORT',
+    description:
+      "cluster mode: port of the node agents (`berth node`, a DaemonSet on the host network) on each node's InternalIP; set, pauses checkpoint pods natively (processes and memory) where a node agent answers. `berth node` listens on it",
+    defaultText: 'unset: pods pause at filesystem level',
+    schema: z.coerce.number().int().min(1).max(65535).optional(),
+  },
+  nodeAgentToken: {
+    env: 'BERTH_NODE_AGENT_TOKEN',
+    description: 'cluster mode: the bearer token the operator presents to node agents and they require (at least 32 characters; the chart generates it)',
+    schema: z.string().min(32, 'must be at least 32 characters').optional(),
+  },
+  nodeName: {
+    env: 'BERTH_NODE_NAME',
+    description: "berth node: the name of this node's Node object (the chart sets it from spec.nodeName)",
+    defaultText: 'the host name',
+    schema: z.string().min(1).optional(),
+  },
+  nodeRunscRoot: {
+    env: 'BERTH_NODE_RUNSC_ROOT',
+    description: "berth node: the runsc state directory of gVisor's containerd shim for Kubernetes pods (its runsc.toml `root`, then the namespace)",
+    defaultText: '/run/containerd/runsc/k8s.io',
+    schema: z.string().min(1).default('/run/containerd/runsc/k8s.io'),
+  },
+  nodeStateDir: {
+    env: 'BERTH_NODE_STATE_DIR',
+    description: 'berth node: where it installs the runsc wrapper (bin/runsc) and stages checkpoints to restore (restores/)',
+    defaultText: '/var/lib/berth-node',
+    schema: z.string().min(1).default('/var/lib/berth-node'),
+  },
   imagePython: {
     env: 'BERTH_IMAGE_PYTHON',
     description: 'cluster mode: container image of python sandboxes',

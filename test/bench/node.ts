@@ -8,7 +8,11 @@
  *   - exec: POST /v1/agents/{id}/exec of `print(42)` in python, against `kubectl exec` of
  *     `python3 -c 'print(42)'` into the same pod (both through the API server and the kubelet);
  *   - pause then resume at filesystem level (workspace archived, pod deleted; a new pod, files
- *     restored), against deleting the bare pod until gone and creating it again until Running.
+ *     restored), against deleting the bare pod until gone and creating it again until Running;
+ *   - pause then resume at native level (ADR 38: the node agent checkpoints the pod's sandbox with
+ *     runsc and stages it for the new pod, which runsc restores), against the same floor, with
+ *     pause and resume also apart. The filesystem rows run before the node agent starts (the
+ *     operator falls back to them where no node agent answers), the native rows after.
  * Medians of BENCH_RUNS (default 10). Numbers from a shared two-core machine are noisy.
  */
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
@@ -23,7 +27,8 @@ import { desiredPod } from '../../providers/src/kubernetes/pod.js';
 import { startTestCluster } from '../cluster/cluster.js';
 import { BERTH_BIN, ROOT, runBerth } from '../helpers/berth.js';
 import { apiClient } from '../helpers/http.js';
-import { realNodeSupport } from '../node/node.js';
+import { NODE_IP, RESTORES, RUNSC, realNodeSupport } from '../node/node.js';
+import { createServer } from 'node:net';
 import { sandboxImageReference, sandboxNodeImages } from '../node/sandbox-images.js';
 
 const RUNS = Number(process.env.BENCH_RUNS ?? 10);
@@ -40,9 +45,9 @@ async function waitUntil(check: () => Promise<boolean>, what: string, timeoutMs 
   }
 }
 
-function startProcess(command: 'apiserver' | 'operator', env: Record<string, string>): Promise<{ child: ChildProcess; url: string }> {
+function startProcess(command: 'apiserver' | 'operator' | 'node', env: Record<string, string>): Promise<{ child: ChildProcess; url: string }> {
   const child = spawn(process.execPath, [BERTH_BIN, command], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
-  const pattern = command === 'apiserver' ? /listening on (127\.0\.0\.1:\d+)/ : /health and metrics on (127\.0\.0\.1:\d+)/;
+  const pattern = { apiserver: /listening on (127\.0\.0\.1:\d+)/, operator: /health and metrics on (127\.0\.0\.1:\d+)/, node: /node agent on ([\d.]+:\d+)/ }[command];
   return new Promise((resolve, reject) => {
     let output = '';
     const onData = (chunk: Buffer) => {
@@ -82,7 +87,16 @@ async function main(): Promise<void> {
     await kubectl(['create', 'namespace', NAMESPACE]);
     await kubectl(['wait', '--for=condition=Established', 'crd', '--all']);
     await kubectl(['apply', '-f', '-'], 'apiVersion: node.k8s.io/v1\nkind: RuntimeClass\nmetadata:\n  name: gvisor\nhandler: runsc\n');
+    const nodeAgentPort = await new Promise<number>((resolve) => {
+      const probe = createServer().listen(0, NODE_IP, () => {
+        const { port } = probe.address() as { port: number };
+        probe.close(() => resolve(port));
+      });
+    });
+    const nodeAgentToken = randomBytes(24).toString('hex');
     const env = {
+      BERTH_NODE_AGENT_PORT: String(nodeAgentPort),
+      BERTH_NODE_AGENT_TOKEN: nodeAgentToken,
       KUBECONFIG: cluster.kubeconfig,
       DATABASE_URL: postgres.connectionString,
       BERTH_NAMESPACE: NAMESPACE,
@@ -180,6 +194,38 @@ async function main(): Promise<void> {
       await core.deleteNamespacedPod({ name: floorName, namespace: NAMESPACE, gracePeriodSeconds: 0 });
       progress(`run ${run + 1}/${RUNS}`);
     }
+    // Native level: the node agent on the node (a host process here, as the DaemonSet runs on the host network).
+    const nodeAgent = await startProcess('node', {
+      ...env,
+      BERTH_HOST: NODE_IP,
+      BERTH_NODE_NAME: 'berth-node',
+      BERTH_NODE_RUNSC_ROOT: cluster.node!.runscRoot,
+      BERTH_NODE_STATE_DIR: join(RESTORES, '..'),
+      BERTH_RUNSC: RUNSC,
+    });
+    processes.push(nodeAgent.child);
+    const nativePause: number[] = [];
+    const nativeResume: number[] = [];
+    for (let run = 0; run < RUNS; run++) {
+      const agent = (await api.post(`/v1/sessions/${sessionId}/agents`, { timeout: '30m' })).body;
+      await waitUntil(async () => (await api.get(`/v1/agents/${agent.id}`)).body.status === 'idle', `agent ${agent.id} idle`);
+      await api.post(`/v1/agents/${agent.id}/exec`, { language: 'bash', code: 'echo kept > /dev/shm/kept' });
+      let started = performance.now();
+      const paused = await api.post(`/v1/agents/${agent.id}/pause`);
+      nativePause.push(performance.now() - started);
+      started = performance.now();
+      const resumed = await api.post(`/v1/agents/${agent.id}/resume`);
+      nativeResume.push(performance.now() - started);
+      const snapshot = (await api.get(`/v1/snapshots?agentId=${agent.id}`)).body.data[0];
+      if (paused.body.status !== 'paused' || resumed.body.status !== 'idle' || snapshot?.level !== 'native') {
+        throw new Error(`native pause answered ${JSON.stringify(paused.body)}, resume ${JSON.stringify(resumed.body)}, snapshot ${JSON.stringify(snapshot)}`);
+      }
+      // /dev/shm is the sandbox's memory: only a native restore brings it back.
+      const kept = await api.post(`/v1/agents/${agent.id}/exec`, { language: 'bash', code: 'cat /dev/shm/kept' });
+      if (kept.body.stdout !== 'kept\n') throw new Error(`the natively resumed sandbox answered ${JSON.stringify(kept.body)}`);
+      await api.post(`/v1/agents/${agent.id}/terminate`);
+      progress(`native run ${run + 1}/${RUNS}`);
+    }
     const row = (what: string, value: number, floor: number) =>
       `${what.padEnd(34)}${value.toFixed(0).padStart(10)}${floor.toFixed(0).padStart(10)}${`${(value / floor).toFixed(2)}x`.padStart(9)}`;
     console.log(`\nBerth on a real node: kubelet, containerd 2.1, gVisor pods on this machine; medians of ${RUNS}\n`);
@@ -188,9 +234,12 @@ async function main(): Promise<void> {
     console.log(row('agent create -> idle', median(agentIdle), median(floorCreate)));
     console.log(row('exec python print(42)', median(berthExec), median(kubectlExec)));
     console.log(row('pause + resume (filesystem level)', median(pauseResume), median(recreate)));
+    console.log(row('pause + resume (native level)', median(nativePause.map((pause, i) => pause + nativeResume[i]!)), median(recreate)));
+    console.log(row('  native pause', median(nativePause), median(recreate)));
+    console.log(row('  native resume', median(nativeResume), median(recreate)));
     console.log(
       '\nfloor: create = a bare pod of the same spec created directly until Running; exec = `kubectl exec` of the same command into the same pod;\n' +
-        'pause + resume = that bare pod deleted until gone and created again until Running.',
+        'pause + resume (both levels, and native pause and resume apart) = that bare pod deleted until gone and created again until Running.',
     );
   } finally {
     for (const child of processes.reverse()) {

@@ -836,6 +836,66 @@ describe('the values schema', () => {
   });
 });
 
+describe('the node agent', () => {
+  const ENABLED = [...WITH_URL, '--set', 'nodeAgent.enabled=true'];
+
+  it('is off by default: no DaemonSet, no token, nothing cluster-wide, no agent port for either process', async () => {
+    const rendered = await render();
+    expect(rendered.ofKind('DaemonSet')).toEqual([]);
+    expect(rendered.find('Secret', `${FULLNAME}-node-agent-token`)).toBeUndefined();
+    for (const component of ['apiserver', 'operator'] as const) expect(rendered.env(component).has('BERTH_NODE_AGENT_PORT')).toBe(false);
+  });
+
+  it('runs `berth node` on the host network of every selected node, with the host paths it needs and no API credentials', async () => {
+    const rendered = await render([...ENABLED, '--set-string', 'nodeAgent.nodeSelector.gvisor=true', '--set', 'nodeAgent.port=9555']);
+    const template = rendered.podTemplate('DaemonSet', `${FULLNAME}-node-agent`) as PodTemplate & { spec: Record<string, unknown> };
+    expect(template.spec).toMatchObject({ hostNetwork: true, hostPID: true, automountServiceAccountToken: false, nodeSelector: { gvisor: 'true' } });
+    const container = template.spec.containers[0]!;
+    expect(container.args).toEqual(['node']);
+    expect(container.image).toBe(rendered.container('operator').image);
+    const env = new Map((container.env ?? []).map((variable) => [variable.name, variable]));
+    expect(env.get('BERTH_HOST')!.valueFrom!.fieldRef).toEqual({ fieldPath: 'status.hostIP' });
+    expect(env.get('BERTH_NODE_NAME')!.valueFrom!.fieldRef).toEqual({ fieldPath: 'spec.nodeName' });
+    expect(env.get('BERTH_NODE_AGENT_PORT')!.value).toBe('9555');
+    expect(env.get('BERTH_NODE_AGENT_TOKEN')!.valueFrom!.secretKeyRef).toEqual({ name: `${FULLNAME}-node-agent-token`, key: 'BERTH_NODE_AGENT_TOKEN' });
+    const volumes = (template.spec.volumes as { name: string; hostPath: { path: string } }[]).map((volume) => [volume.name, volume.hostPath.path]);
+    expect(volumes).toEqual([
+      ['runsc-root', '/run/containerd/runsc/k8s.io'],
+      ['containerd-tasks', '/run/containerd/io.containerd.runtime.v2.task'],
+      ['kubelet-pods', '/var/lib/kubelet/pods'],
+      ['state', '/var/lib/berth-node'],
+      ['runsc', '/usr/local/bin/runsc'],
+    ]);
+    // Under the node's default runtime unless told: inside gVisor it could not drive the host's runsc.
+    expect(template.spec.runtimeClassName).toBeUndefined();
+    const runc = await render([...ENABLED, '--set', 'nodeAgent.runtimeClassName=runc']);
+    expect((runc.podTemplate('DaemonSet', `${FULLNAME}-node-agent`) as PodTemplate & { spec: Record<string, unknown> }).spec.runtimeClassName).toBe('runc');
+    const token = rendered.get('Secret', `${FULLNAME}-node-agent-token`);
+    expect(Buffer.from(token.data!.BERTH_NODE_AGENT_TOKEN!, 'base64').toString().length).toBeGreaterThanOrEqual(32);
+  });
+
+  it('gives the operator the port and token, the API server the port only, and the operator read access to nodes', async () => {
+    const rendered = await render(ENABLED);
+    expect(rendered.env('operator').get('BERTH_NODE_AGENT_PORT')!.value).toBe('9190');
+    expect(rendered.env('operator').get('BERTH_NODE_AGENT_TOKEN')!.valueFrom!.secretKeyRef!.name).toBe(`${FULLNAME}-node-agent-token`);
+    expect(rendered.env('apiserver').get('BERTH_NODE_AGENT_PORT')!.value).toBe('9190');
+    expect(rendered.env('apiserver').has('BERTH_NODE_AGENT_TOKEN')).toBe(false);
+    const [role] = rendered.ofKind('ClusterRole');
+    expect(role!.rules).toEqual([{ apiGroups: [''], resources: ['nodes'], verbs: ['get', 'list'] }]);
+    const [binding] = rendered.ofKind('ClusterRoleBinding');
+    expect(binding!.subjects).toEqual([{ kind: 'ServiceAccount', name: `${FULLNAME}-operator`, namespace: NAMESPACE }]);
+    expect(binding!.roleRef!.name).toBe(role!.metadata.name);
+  });
+
+  it('reads an existing token Secret instead of generating one, and refuses a mistyped value', async () => {
+    const rendered = await render([...ENABLED, '--set', 'nodeAgent.existingTokenSecret=agent-token']);
+    expect(rendered.find('Secret', `${FULLNAME}-node-agent-token`)).toBeUndefined();
+    expect(rendered.env('operator').get('BERTH_NODE_AGENT_TOKEN')!.valueFrom!.secretKeyRef!.name).toBe('agent-token');
+    expect(await renderError([...ENABLED, '--set', 'nodeAgent.stateDir=relative/dir'])).toContain(SCHEMA_ERROR);
+    expect(await renderError([...ENABLED, '--set', 'nodeAgent.prot=1'])).toContain(SCHEMA_ERROR);
+  });
+});
+
 describe('the release notes', () => {
   it('say how to create an API key and reach the API', async () => {
     // A client-side dry run renders NOTES.txt without a cluster; the kubeconfig must not matter.

@@ -51,9 +51,9 @@ export interface ClusterProcess {
   stop(signal?: NodeJS.Signals): Promise<number | null>;
 }
 
-/** Starts `berth apiserver` or `berth operator` against the test cluster, out of cluster. */
+/** Starts `berth apiserver`, `berth operator` or `berth node` (the node agent) against the test cluster, out of cluster. */
 export async function startClusterProcess(
-  command: 'apiserver' | 'operator',
+  command: 'apiserver' | 'operator' | 'node',
   env: Record<string, string>,
 ): Promise<ClusterProcess> {
   const child = spawn(process.execPath, [BERTH_BIN, command], {
@@ -72,10 +72,11 @@ export async function startClusterProcess(
   child.stdout!.on('data', (chunk: Buffer) => (output += chunk.toString()));
   child.stderr!.on('data', (chunk: Buffer) => (output += chunk.toString()));
   const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
-  const pattern =
-    command === 'apiserver'
-      ? /listening on (127\.0\.0\.1:\d+).*; metrics on (127\.0\.0\.1:\d+)/
-      : /health and metrics on (127\.0\.0\.1:\d+)()/;
+  const pattern = {
+    apiserver: /listening on (127\.0\.0\.1:\d+).*; metrics on (127\.0\.0\.1:\d+)/,
+    operator: /health and metrics on (127\.0\.0\.1:\d+)()/,
+    node: /node agent on ([\d.]+:\d+)()/,
+  }[command];
   const [address, metricsAddress] = await new Promise<[string, string]>((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error(`berth ${command} did not start:\n${output.slice(-3000)}`)), 60_000);
     const onData = () => {

@@ -24,6 +24,10 @@ const CNI_BIN = '/usr/lib/cni';
 export const RUNSC = process.env.BERTH_RUNSC ?? '/usr/local/bin/runsc';
 export const PAUSE_IMAGE = 'berth.local/pause:1';
 const NODE_CACHE = process.env.BERTH_NODE_CACHE ?? '/var/cache/berth/node';
+/** The shim's runsc: Berth's wrapper that restores pods the node agent staged a checkpoint for. */
+export const RUNSC_RESTORE_WRAPPER = join(import.meta.dirname, '..', '..', 'apiserver', 'node-agent', 'runsc-restore.sh');
+/** Where the node agent stages checkpoints for pods to restore (the wrapper reads them). */
+export const RESTORES = '/run/berth-node/restores';
 
 export interface NodeBinaries {
   dir: string;
@@ -107,11 +111,19 @@ export async function startRealNode(options: RealNodeOptions): Promise<RealNode>
 
   const containerdConfig = join(nodeDir, 'containerd.toml');
   await writeFile(join(nodeDir, 'runsc.toml'), runscShimConfig(runscRoot, nodeDir));
+  await mkdir(RESTORES, { recursive: true });
   await writeFile(containerdConfig, containerdConfigToml(nodeDir, containerdState, socket));
   await writeFile(join(nodeDir, 'cni', 'net.d', '10-berth.conflist'), JSON.stringify(cniConfig(nodeDir), null, 2));
 
   // The shims are found on PATH: containerd-shim-runsc-v1 beside containerd, runsc in /usr/local/bin.
-  const env = { ...process.env, PATH: `${binaries.dir}:${join(RUNSC, '..')}:${process.env.PATH ?? ''}` };
+  // The shim runs runsc through Berth's restore wrapper, as a node with the node agent does: a pod
+  // for which the node agent staged a checkpoint is restored instead of started (ADR 38).
+  const env = {
+    ...process.env,
+    PATH: `${binaries.dir}:${join(RUNSC, '..')}:${process.env.PATH ?? ''}`,
+    BERTH_RUNSC_BINARY: RUNSC,
+    BERTH_NODE_RESTORES: RESTORES,
+  };
   const containerd = options.start('containerd', binaries.containerd, ['--config', containerdConfig], env);
   const ctr = (args: string[]) => run(binaries.ctr, ['--address', socket, ...args]);
   await options.waitUntil('containerd', async () => existsSync(socket) && (await ctr(['version']).then(() => true, () => false)));
@@ -192,7 +204,7 @@ async function setUpNodeLink(): Promise<void> {
 /** The runsc shim's own config (the RuntimeClass handler's ConfigPath). */
 function runscShimConfig(runscRoot: string, nodeDir: string): string {
   return [
-    `binary_name = ${JSON.stringify(RUNSC)}`,
+    `binary_name = ${JSON.stringify(RUNSC_RESTORE_WRAPPER)}`,
     `root = ${JSON.stringify(runscRoot)}`,
     `log_path = ${JSON.stringify(join(nodeDir, 'shim.log'))}`,
     'log_level = "info"',

@@ -69,6 +69,9 @@ function metricsServer(metrics: Registry) {
  * exits, so that its pod restarts as a follower rather than reconcile beside a new leader.
  */
 export async function operatorCommand(config: BerthConfig, log: Logger, out: (line: string) => void): Promise<void> {
+  if (config.nodeAgentPort !== undefined && config.nodeAgentToken === undefined) {
+    throw new CliError('BERTH_NODE_AGENT_PORT is set without BERTH_NODE_AGENT_TOKEN: the operator could not call the node agents');
+  }
   const { database, kubeConfig, store, providers, models, secretBox } = await clusterParts(config, log);
   await bootstrap(database.pool, { createKeys: false });
   const metrics = createMetricsRegistry({ version: API_VERSION });

@@ -30,6 +30,12 @@ export const COMMANDS: Record<string, CommandHelp> = {
     about: 'Runs the controllers with leader election, the runners, the billing pass and the webhook sender, with /healthz, /readyz and /metrics on --metrics-port.',
     settings: 'all',
   },
+  node: {
+    usage: [['berth node [settings]', 'cluster mode: the node agent (a DaemonSet) that checkpoints and restores pods natively']],
+    about:
+      "Runs on each gVisor node, on the host network: checkpoints a pod's sandbox with runsc through the runsc shim's state directory and streams the archive to the operator, and stages archives for new pods, which its runsc wrapper (installed as <state dir>/bin/runsc) restores instead of starting. Requires BERTH_NODE_AGENT_PORT and BERTH_NODE_AGENT_TOKEN; never talks to the Kubernetes API.",
+    settings: ['BERTH_HOST', 'BERTH_NODE_AGENT_PORT', 'BERTH_NODE_AGENT_TOKEN', 'BERTH_NODE_NAME', 'BERTH_NODE_RUNSC_ROOT', 'BERTH_NODE_STATE_DIR', 'BERTH_RUNSC', 'BERTH_LOG_LEVEL'],
+  },
   runner: {
     usage: [['berth runner [settings]', 'runner workers only']],
     about: 'Runs agent-loop workers beside a berth up that shares their DATABASE_URL and --data-dir.',

@@ -102,6 +102,12 @@ async function main(argv: string[]): Promise<number> {
         }
         return 0;
       }
+      case 'node': {
+        if (action !== undefined) throw new CliError(`berth node takes no arguments (got ${action})`);
+        const { nodeCommand } = await import('./node.js');
+        await nodeCommand(config, log, out);
+        return 0;
+      }
       case 'runner': {
         if (action !== undefined) throw new CliError(`berth runner takes no arguments (got ${action})`);
         const { runnerCommand } = await import('./runner.js');

@@ -5,6 +5,7 @@ import { KubernetesProvider } from './provider.js';
 export { KubernetesProvider, podState } from './provider.js';
 export { desiredPod, SandboxLabels, SANDBOX_CONTAINER, SANDBOX_UID, type PodRequest, type PodSettings } from './pod.js';
 export { execInPod, exitCodeOf } from './exec.js';
+export { NodeAgentClient, NodeAgentRefusal, readArchiveManifest, type NodeAgentInfo, type NodeAgentSettings } from './node-agent.js';
 
 /** The kubernetes provider as cluster mode configures it. */
 export function createKubernetesProvider(config: BerthConfig, kubeConfig: KubeConfig, log: Logger): KubernetesProvider {
@@ -24,5 +25,6 @@ export function createKubernetesProvider(config: BerthConfig, kubeConfig: KubeCo
       memoryLimitBytes: config.sandboxMemory,
       workspaceSizeBytes: config.workspaceSize,
     },
+    nodeAgents: config.nodeAgentPort !== undefined ? { port: config.nodeAgentPort, token: config.nodeAgentToken } : undefined,
   });
 }

@@ -95,6 +95,21 @@ describe('desiredPod', () => {
     expect(pod.metadata!.ownerReferences).toBeUndefined();
   });
 
+  it('pins a pod for a native restore to the checkpoint node and holds it behind the restore gate', () => {
+    const pod = desiredPod({ ...request, nativeRestore: { node: 'node-a', key: 'snapshots/snap_1.tar.gz' } }, settings);
+    expect(pod.metadata!.annotations).toEqual({ 'berth.dev/restore-key': 'snapshots/snap_1.tar.gz', 'berth.dev/restore-node': 'node-a' });
+    expect(pod.spec!.schedulingGates).toEqual([{ name: 'berth.dev/native-restore' }]);
+    expect(pod.spec!.affinity!.nodeAffinity!.requiredDuringSchedulingIgnoredDuringExecution!.nodeSelectorTerms).toEqual([
+      { matchFields: [{ key: 'metadata.name', operator: 'In', values: ['node-a'] }] },
+    ]);
+    // Everything the sandbox sees is the same as without a restore: runsc refuses a changed container.
+    expect(pod.spec!.containers).toEqual(desiredPod(request, settings).spec!.containers);
+    const plain = desiredPod(request, settings);
+    expect(plain.metadata!.annotations).toBeUndefined();
+    expect(plain.spec!.schedulingGates).toBeUndefined();
+    expect(plain.spec!.affinity).toBeUndefined();
+  });
+
   it('is pure', () => {
     expect(desiredPod(request, settings)).toEqual(desiredPod(request, settings));
   });

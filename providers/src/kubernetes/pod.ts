@@ -34,9 +34,23 @@ export interface PodRequest {
   timeoutSeconds: number;
   /** A Secret (in the pod's namespace) whose keys become the sandbox's environment: the agent's secrets, never in the pod spec. */
   envSecret?: string | undefined;
+  /**
+   * A native restore: the pod is pinned to `node` and held by a scheduling gate until the node
+   * agent there has staged the checkpoint for the pod's UID (known only once the pod exists).
+   */
+  nativeRestore?: { node: string; key: string } | undefined;
   /** The Agent custom resource, when it lives in the pod's namespace: deleting it deletes the pod. */
   owner?: { apiVersion: string; kind: string; name: string; uid: string } | undefined;
 }
+
+/** Holds a pod for a native restore until its checkpoint is staged on its node. */
+export const NATIVE_RESTORE_GATE = 'berth.dev/native-restore';
+/** On a pod made for a native restore: the snapshot's archive key, its node, and `native` or `filesystem` once released. */
+export const RestoreAnnotations = {
+  key: 'berth.dev/restore-key',
+  node: 'berth.dev/restore-node',
+  level: 'berth.dev/restore-level',
+} as const;
 
 /** Sandboxes run as this user (`sandbox` in the images, home /home/sandbox, owner of /workspace). */
 export const SANDBOX_UID = 1000;
@@ -75,6 +89,9 @@ export function desiredPod(request: PodRequest, settings: PodSettings): V1Pod {
         [SandboxLabels.agent]: request.name,
         [SandboxLabels.session]: request.sessionName,
       },
+      ...(request.nativeRestore
+        ? { annotations: { [RestoreAnnotations.key]: request.nativeRestore.key, [RestoreAnnotations.node]: request.nativeRestore.node } }
+        : {}),
       ...(request.owner
         ? { ownerReferences: [{ ...request.owner, controller: true, blockOwnerDeletion: true }] }
         : {}),
@@ -88,6 +105,18 @@ export function desiredPod(request: PodRequest, settings: PodSettings): V1Pod {
       enableServiceLinks: false,
       terminationGracePeriodSeconds: 5,
       ...(gpu && Object.keys(gpu.nodeSelector).length > 0 ? { nodeSelector: { ...gpu.nodeSelector } } : {}),
+      ...(request.nativeRestore
+        ? {
+            schedulingGates: [{ name: NATIVE_RESTORE_GATE }],
+            affinity: {
+              nodeAffinity: {
+                requiredDuringSchedulingIgnoredDuringExecution: {
+                  nodeSelectorTerms: [{ matchFields: [{ key: 'metadata.name', operator: 'In', values: [request.nativeRestore.node] }] }],
+                },
+              },
+            },
+          }
+        : {}),
       ...(tolerations.length > 0 ? { tolerations } : {}),
       securityContext: {
         runAsNonRoot: true,

@@ -31,7 +31,8 @@ import {
 import { INTERPRETERS } from '../program.js';
 import { EXEC_SCRIPT, execNonce, execStdin, takeTimeoutLine } from './exec-script.js';
 import { execInPod, streamInPod } from './exec.js';
-import { SANDBOX_CONTAINER, SandboxLabels, desiredPod, type PodSettings } from './pod.js';
+import { NodeAgentClient, NodeAgentRefusal, readArchiveManifest, type NodeAgentSettings } from './node-agent.js';
+import { NATIVE_RESTORE_GATE, RestoreAnnotations, SANDBOX_CONTAINER, SandboxLabels, desiredPod, type PodSettings } from './pod.js';
 
 /** The three steps of a workspace restore, in the pod (see restoreWorkspace). */
 const RESTORE_SCRATCH = '.berth-restore';
@@ -62,6 +63,8 @@ export interface KubernetesProviderOptions {
   resourceNamespace: string;
   log: Logger;
   maxOutputBytes?: number;
+  /** Node agents (`berth node`) on the nodes: pauses and resumes keep processes and memory where one answers (ADR 38). */
+  nodeAgents?: NodeAgentSettings | undefined;
 }
 
 /** Sandboxes as pods: one per agent, named after it, exec'd into through the API server. */
@@ -70,15 +73,17 @@ export class KubernetesProvider implements SandboxProvider {
   readonly capabilities: ProviderCapabilities;
   private readonly core: CoreV1Api;
   private pods: ResilientInformer<V1Pod> | undefined;
+  private readonly nodeAgents: NodeAgentClient | undefined;
 
   constructor(private readonly options: KubernetesProviderOptions) {
     this.core = options.kubeConfig.makeApiClient(CoreV1Api);
+    this.nodeAgents = options.nodeAgents?.token ? new NodeAgentClient(options.nodeAgents) : undefined;
     this.capabilities = {
       computes: ['python', 'node', 'go'],
       browser: options.pods.browserImage !== undefined,
       gpuTypes: Object.keys(options.pods.gpuTable),
       storage: false,
-      checkpoint: 'filesystem',
+      checkpoint: options.nodeAgents ? 'native' : 'filesystem',
     };
   }
 
@@ -110,14 +115,32 @@ export class KubernetesProvider implements SandboxProvider {
     const state = existing ? podState(existing) : 'missing';
     if (state === 'running') {
       const restore = request.restore;
-      if (restore && existing!.metadata?.annotations?.[RESTORED_ANNOTATION] !== restore.key) {
-        await this.restoreWorkspace(name, restore);
+      const annotations = existing!.metadata?.annotations ?? {};
+      if (restore && annotations[RESTORED_ANNOTATION] !== restore.key) {
+        if (annotations[RestoreAnnotations.key] === restore.key && annotations[RestoreAnnotations.level] === 'native') {
+          // runsc restored the pod from the staged checkpoint: processes, memory and files are back.
+          await this.unstage(annotations[RestoreAnnotations.node], existing!.metadata!.uid!);
+        } else {
+          await this.restoreWorkspace(name, restore);
+        }
         await this.annotate(name, { [RESTORED_ANNOTATION]: restore.key });
       }
       return ref;
     }
-    if (state === 'pending') throw new SandboxNotReadyError(this.name, `pod ${name} is ${describePending(existing!)}`, 1_000);
+    if (state === 'pending') {
+      if (existing!.spec?.schedulingGates?.some((gate) => gate.name === NATIVE_RESTORE_GATE) && request.restore) {
+        // Created for a native restore by a reconcile that did not get to stage it.
+        await this.stageAndRelease(existing!, request.restore);
+      }
+      throw new SandboxNotReadyError(this.name, `pod ${name} is ${describePending(existing!)}`, 1_000);
+    }
+    // A pod restored natively from this snapshot that ended without running (runsc refused the
+    // checkpoint): its successor restores the files only, rather than fail the same way again.
+    const annotations = existing?.metadata?.annotations ?? {};
+    const nativeFailed = annotations[RestoreAnnotations.level] === 'native' && annotations[RestoreAnnotations.key] === request.restore?.key;
+    if (nativeFailed) this.options.log.warn({ pod: name, status: describePending(existing!) }, 'the native restore did not start; restoring the files only');
     if (existing) await this.deletePod(name); // a pod that ended: start over with a new one
+    const restoreNode = request.restore && !nativeFailed ? await this.nativeRestoreNode(request.restore) : undefined;
     const envSecret = Object.keys(request.env).length > 0 ? await this.writeEnvSecret(name, request) : undefined;
     const pod = desiredPod(
       {
@@ -128,17 +151,20 @@ export class KubernetesProvider implements SandboxProvider {
         gpu: request.gpu,
         timeoutSeconds: request.timeoutSeconds,
         envSecret,
+        nativeRestore: restoreNode && request.restore ? { node: restoreNode, key: request.restore.key } : undefined,
         // Owner references cannot cross namespaces: only a pod beside its Agent is owned by it.
         owner: this.options.resourceNamespace === this.namespace ? request.owner : undefined,
       },
       this.options.pods,
     );
+    let created: V1Pod | undefined;
     try {
-      await this.core.createNamespacedPod({ namespace: this.namespace, body: pod });
+      created = await this.core.createNamespacedPod({ namespace: this.namespace, body: pod });
     } catch (error) {
       // Created by a reconcile that lost its status write, or deleted a moment ago and still terminating.
       if (!isApiError(error, 409)) throw new ProviderError(this.name, `creating pod ${name}: ${(error as Error).message}`);
     }
+    if (created && restoreNode && request.restore) await this.stageAndRelease(created, request.restore);
     throw new SandboxNotReadyError(this.name, `pod ${name} created; waiting for it to run`, 1_000);
   }
 
@@ -176,14 +202,19 @@ export class KubernetesProvider implements SandboxProvider {
   /**
    * Filesystem level: the pod's /workspace as a gzipped tar (entries under `workspace/`, the
    * layout every provider reads) streamed out over exec into storage, then the pod deleted.
-   * A pod's memory would need a checkpoint through the kubelet (CRIU, the ContainerCheckpoint
-   * feature) and a way to restore it, which clusters do not offer generally (ADR 9).
+   * With node agents configured and one answering on the pod's node, the checkpoint is native
+   * instead (processes and memory, ADR 38); without, or when the snapshot asks for files only, this.
    */
   async checkpoint(ref: SandboxRef, target: CheckpointTarget): Promise<CheckpointResult> {
     if (await target.storage.exists(target.key)) {
       // A checkpoint that stored its archive and then crashed before deleting the pod.
       await this.deletePod(idToObjectName(ref.id));
-      return { ...(await describeStored(target)), level: 'filesystem' };
+      const manifest = await readArchiveManifest(await target.storage.get(target.key));
+      return { ...(await describeStored(target)), level: manifest?.level === 'native' ? 'native' : 'filesystem' };
+    }
+    if (target.native && this.nodeAgents) {
+      const native = await this.checkpointNatively(ref, target);
+      if (native) return native;
     }
     const body = new PassThrough();
     const stored = target.storage.put(target.key, body);
@@ -210,6 +241,122 @@ export class KubernetesProvider implements SandboxProvider {
     const archive = await stored;
     await this.deletePod(idToObjectName(ref.id));
     return { ...archive, level: 'filesystem' };
+  }
+
+  /** The InternalIP of a node, where its node agent listens. */
+  private async nodeAddress(node: string): Promise<string | undefined> {
+    try {
+      const read = await this.core.readNode({ name: node });
+      return read.status?.addresses?.find((address) => address.type === 'InternalIP')?.address;
+    } catch (error) {
+      if (isApiError(error, 404)) return undefined;
+      throw new ProviderError(this.name, `reading node ${node}: ${(error as Error).message}`);
+    }
+  }
+
+  /** The node agent of `node`, if one answers there. */
+  private async nodeAgentOn(node: string | undefined): Promise<{ address: string; runscVersion: string } | undefined> {
+    if (!this.nodeAgents || !node) return undefined;
+    const address = await this.nodeAddress(node);
+    if (!address) return undefined;
+    const info = await this.nodeAgents.info(address).catch((error: Error) => {
+      this.options.log.warn({ node, err: error.message }, 'no node agent answers on the node');
+      return undefined;
+    });
+    return info ? { address, runscVersion: info.runscVersion } : undefined;
+  }
+
+  /**
+   * Memory and processes too: the node agent on the pod's node checkpoints its gVisor sandbox and
+   * streams the archive (manifest, workspace, runsc's image) into storage; then the pod goes.
+   * Undefined when no node agent answers there: the caller archives the files instead.
+   */
+  private async checkpointNatively(ref: SandboxRef, target: CheckpointTarget): Promise<CheckpointResult | undefined> {
+    const name = idToObjectName(ref.id);
+    const pod = await this.readPod(name);
+    const agent = await this.nodeAgentOn(pod?.spec?.nodeName);
+    if (!pod?.metadata?.uid || !agent) {
+      this.options.log.info({ pod: name, node: pod?.spec?.nodeName }, 'pausing at filesystem level: no node agent on the pod\'s node');
+      return undefined;
+    }
+    let archive: StoredArchive;
+    try {
+      const stream = await this.nodeAgents!.checkpoint(agent.address, pod.metadata.uid);
+      archive = await target.storage.put(target.key, stream);
+    } catch (error) {
+      if (error instanceof NodeAgentRefusal && error.status === 404) {
+        // The sandbox is not on that node any more (not running): nothing was stopped.
+        this.options.log.warn({ pod: name, err: error.message }, 'pausing at filesystem level: the node agent found no running sandbox');
+        return undefined;
+      }
+      await target.storage.delete(target.key).catch(() => undefined);
+      throw new ProviderError(this.name, `checkpointing pod ${name} on node ${pod.spec!.nodeName}: ${(error as Error).message}`);
+    }
+    await this.deletePod(name);
+    return { ...archive, level: 'native' };
+  }
+
+  /**
+   * The node for a native restore of `restore`: the one that made the checkpoint if its agent runs
+   * the same runsc, else any node whose agent does. Undefined (a filesystem-level restore) when the
+   * archive is not native, not stored yet, or no such node agent answers.
+   */
+  private async nativeRestoreNode(restore: RestoreSource): Promise<string | undefined> {
+    if (restore.level !== 'native' || !this.nodeAgents || !restore.archive) return undefined;
+    const manifest = await readArchiveManifest(await restore.storage.get(restore.archive.key));
+    if (manifest?.level !== 'native' || !manifest.runscVersion) return undefined;
+    const same = async (node: string | undefined) => (await this.nodeAgentOn(node))?.runscVersion === manifest.runscVersion;
+    if (manifest.node && (await same(manifest.node))) return manifest.node;
+    const nodes = (await this.core.listNode()).items
+      .filter((node) => node.status?.conditions?.some((condition) => condition.type === 'Ready' && condition.status === 'True') && !node.spec?.unschedulable)
+      .map((node) => node.metadata!.name!)
+      .filter((node) => node !== manifest.node);
+    for (const node of nodes) if (await same(node)) return node;
+    this.options.log.warn({ key: restore.key, runsc: manifest.runscVersion }, 'resuming at filesystem level: no node agent runs the runsc of the checkpoint');
+    return undefined;
+  }
+
+  /**
+   * Streams the archive (its digest checked on the way) to the node agent of the pod's node, which
+   * stages it for the pod's UID, then lifts the scheduling gate. If the agent refuses or cannot be
+   * reached, the pod is released anyway, marked for a filesystem-level restore. A digest mismatch
+   * fails the restore as corrupted.
+   */
+  private async stageAndRelease(pod: V1Pod, restore: RestoreSource): Promise<void> {
+    const name = pod.metadata!.name!;
+    const node = pod.metadata?.annotations?.[RestoreAnnotations.node];
+    const archive = storedArchiveOf(this.name, restore);
+    let level: 'native' | 'filesystem' = 'filesystem';
+    const agent = await this.nodeAgentOn(node);
+    if (agent) {
+      const source = (await restore.storage.get(archive.key)).pipe(verifyArchive(archive.key, archive.sha256));
+      const failed = new Promise<Error>((resolve) => source.on('error', resolve));
+      try {
+        await this.nodeAgents!.stage(agent.address, pod.metadata!.uid!, source);
+        level = 'native';
+      } catch (error) {
+        const cause = await Promise.race([failed, new Promise<undefined>((resolve) => setTimeout(resolve, 10, undefined))]);
+        if (cause instanceof ArchiveIntegrityError) throw new ProviderError(this.name, cause.message, { corrupted: true });
+        this.options.log.warn({ pod: name, node, err: (error as Error).message }, 'resuming at filesystem level: staging the checkpoint failed');
+      }
+    }
+    await this.core.patchNamespacedPod(
+      {
+        name,
+        namespace: this.namespace,
+        body: [
+          { op: 'remove', path: '/spec/schedulingGates' },
+          { op: 'add', path: `/metadata/annotations/${RestoreAnnotations.level.replace('/', '~1')}`, value: level },
+        ],
+      },
+      setHeaderOptions('Content-Type', PatchStrategy.JsonPatch),
+    );
+  }
+
+  /** Drops the checkpoint staged for a pod that now runs (best effort: the agent prunes stale ones). */
+  private async unstage(node: string | undefined, podUid: string): Promise<void> {
+    const agent = await this.nodeAgentOn(node).catch(() => undefined);
+    if (agent) await this.nodeAgents!.unstage(agent.address, podUid).catch(() => undefined);
   }
 
   /**
