@@ -19,6 +19,7 @@ import {
   run,
   SCHEMA_ERROR,
   templateText,
+  type PodTemplate,
   WITH_URL,
   type NetworkPolicyPeer,
   type Rendered,

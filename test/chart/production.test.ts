@@ -324,6 +324,16 @@ describe('secrets under GitOps', () => {
     expect(one).not.toContain('set secrets.existingSecret');
   });
 
+  it("refuses the node agent's generated token, and renders once the token's Secret is named", async () => {
+    const base = [...WITH_URL, '--set', 'gitops=true', '--set', 'secrets.existingSecret=berth-key', '--set', 'nodeAgent.enabled=true'];
+    const error = await renderError(base);
+    expect(error).toContain('set nodeAgent.existingTokenSecret');
+    expect(error).not.toContain('set secrets.existingSecret');
+    const rendered = await render([...base, '--set', 'nodeAgent.existingTokenSecret=berth-node-token']);
+    expect(rendered.find('Secret', `${FULLNAME}-node-agent-token`)).toBeUndefined();
+    expect(rendered.ofKind('DaemonSet')).toHaveLength(1);
+  });
+
   it('renders the same objects every time once every secret is named', async () => {
     const args = ['--set', 'gitops=true', '--set', 'postgresql.bundled.enabled=true', '--set', 'postgresql.bundled.existingSecret=berth-pg', '--set', 'secrets.existingSecret=berth-key'];
     const texts = await Promise.all([1, 2].map(async () => (await run(['template', RELEASE, CHART, '--namespace', NAMESPACE, ...args])).stdout));
