@@ -36,6 +36,7 @@ export * from './schedules.js';
 export * from './sessions.js';
 export * from './agent-definitions.js';
 export * from './agents.js';
+export * from './agent-activity.js';
 export * from './webhooks.js';
 export * from './secrets.js';
 export * from './triggers.js';

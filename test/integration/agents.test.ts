@@ -311,9 +311,11 @@ describe('agent creation input', () => {
     expect(browser.body.error.message).toMatch(/browser-capable/);
   });
 
-  it('answers lifecycle with 501', async () => {
-    const response = await live.post(`/v1/sessions/${sessionId}/agents`, { lifecycle: { autoPause: '5m' } });
+  it('answers lifecycle sub-fields not enforced with 501, and unknown ones with 422', async () => {
+    const response = await live.post(`/v1/sessions/${sessionId}/agents`, { lifecycle: { onTimeout: 'pause' } });
     expectError(response, 501, 'not_implemented');
+    expect(response.body.error.details.fields).toEqual({ 'lifecycle.onTimeout': ['not implemented'] });
+    expectError(await live.post(`/v1/sessions/${sessionId}/agents`, { lifecycle: { autoPause: '5m' } }), 422, 'unprocessable_entity');
   });
 
   it('caps the timeout at 24h', async () => {

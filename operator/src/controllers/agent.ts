@@ -1,5 +1,5 @@
 import { isDeepStrictEqual } from 'node:util';
-import { API_VERSION, AgentCondition, AgentReason, SANDBOX_FINALIZER, type AgentPhase, type AgentStatus, type Environment, type SandboxRef, type SnapshotStatus } from '@berth/crds';
+import { API_VERSION, AgentCondition, AgentReason, SANDBOX_FINALIZER, parseDuration, type AgentPhase, type AgentStatus, type Environment, type SandboxRef, type SnapshotStatus } from '@berth/crds';
 import {
   LATENCY_BUCKETS,
   Labels,
@@ -13,6 +13,8 @@ import {
   recordEvent,
   taskHoldOf,
   agentSpendNanocents,
+  forgetAgentActivity,
+  lastAgentActivity,
   nanocentsToCents,
   type CheckpointResult,
   type Clock,
@@ -47,6 +49,10 @@ export const LEASE_RECHECK_MARGIN_MS = 250;
 
 export interface AgentMetrics {
   provisionDuration: Histogram<'provider' | 'result'>;
+  /** Agents paused by their idle policy (`lifecycle.idle`). */
+  idlePauses: Counter<'provider'>;
+  /** Sandboxes recreated after they died under `lifecycle.onFailure`, and agents failed when out of restarts. */
+  restarts: Counter<'provider' | 'result'>;
   checkpointDuration: Histogram<'provider'>;
   releaseFailures: Counter<'provider'>;
   /** Last known phase of each agent, counted at scrape time. */
@@ -67,6 +73,18 @@ export function createAgentMetrics(registry: Registry): AgentMetrics {
   });
   return {
     phases,
+    idlePauses: new Counter({
+      name: 'berth_agent_idle_pauses_total',
+      help: 'Agents paused by checkpoint because they had no traffic for their lifecycle.idle.pauseAfter',
+      labelNames: ['provider'],
+      registers: [registry],
+    }),
+    restarts: new Counter({
+      name: 'berth_agent_restarts_total',
+      help: 'Sandboxes that died under a lifecycle.onFailure policy: recreated (result=restarted) or, out of restarts, the agent failed (result=exhausted)',
+      labelNames: ['provider', 'result'],
+      registers: [registry],
+    }),
     releaseFailures: new Counter({
       name: 'berth_sandbox_release_failures_total',
       help: 'Attempts to end a sandbox that failed because its provider could not be reached or refused; retried with backoff, the Agent keeps its finalizer',
@@ -165,6 +183,7 @@ export function createAgentReconciler(deps: AgentReconcilerDeps): Reconciler {
     if (agent.metadata.deletionTimestamp) return finalize(agent, previous, provider, unavailable, observed, log);
 
     const step = new ReconcileStep(agent, previous, clock.now(), observed);
+    if (agent.spec.lifecycle?.idle) step.lastActivity = await lastAgentActivity(deps.db, agentId);
     let result: ReconcileResult = {};
     let failure: unknown;
     try {
@@ -190,11 +209,36 @@ export function createAgentReconciler(deps: AgentReconcilerDeps): Reconciler {
     }
     // After the status write: the Snapshot reconciler reads the agent's status to know what to do.
     for (const snapshotId of step.snapshotsToWake) deps.onSnapshotChange?.(idToObjectName(snapshotId));
+    if (step.idleSince && !failure) await pauseIdle(agent, step.idleSince, log);
     // Test keys' agents run on a mock and use no compute: counting them would inflate capacity dashboards.
     if (agent.spec.mode === 'live') metrics.phases.set(name, { provider: agent.spec.provider, phase: step.status.phase });
     if (failure) throw failure;
     return untilLeaseEnds(result, task);
   };
+
+  /**
+   * The agent had no traffic for its `lifecycle.idle.pauseAfter`: it is asked to pause, as the
+   * pause route does, with reason `idle` (its next exec, run, file or port call resumes it: ADR 45).
+   * The spec changes only if nothing else did since this reconcile read it, and traffic that came
+   * meanwhile (read again just before) keeps it running.
+   */
+  async function pauseIdle(agent: AgentResource, idleSince: Date, log: Logger): Promise<void> {
+    const latest = await lastAgentActivity(deps.db, objectNameToId(agent.metadata.name));
+    if (latest && latest.getTime() > idleSince.getTime()) return;
+    let paused = false;
+    await store
+      .updateSpec('Agent', agent.metadata.name, (current) => {
+        if (current.metadata.generation !== agent.metadata.generation || current.spec.desiredState !== 'active') return undefined;
+        paused = true;
+        return { ...current.spec, desiredState: 'paused', pauseReason: 'idle' };
+      })
+      .catch((error: unknown) => {
+        if (!isStoreError(error, 'NotFound') && !isStoreError(error, 'Conflict')) throw error;
+      });
+    if (!paused) return;
+    metrics.idlePauses.inc({ provider: agent.status?.provider ?? agent.spec.provider });
+    log.info({ idleSince: idleSince.toISOString(), pauseAfter: agent.spec.lifecycle?.idle?.pauseAfter }, 'agent idle: pausing it');
+  }
 
   /**
    * An Agent being deleted: its sandbox is ended before the finalizer goes, so that nothing
@@ -398,6 +442,7 @@ export function createAgentReconciler(deps: AgentReconcilerDeps): Reconciler {
         throw error;
       }
       await deleteSnapshotsOf(agent);
+      if (agent.spec.lifecycle?.idle) await forgetAgentActivity(deps.db, objectNameToId(agent.metadata.name));
       status.endedAt = now.toISOString();
       const message = 'the agent was terminated; its sandbox and files are gone';
       step.observeSandbox(false, AgentReason.Terminated, message);
@@ -431,6 +476,26 @@ export function createAgentReconciler(deps: AgentReconcilerDeps): Reconciler {
     }
     if (sandboxState !== 'running') {
       const lost = status.sandbox !== undefined;
+      const onFailure = agent.spec.lifecycle?.onFailure;
+      if (lost && onFailure) {
+        const restarts = status.restarts ?? 0;
+        if (restarts >= onFailure.restart) {
+          await step.release(provider, { unrecorded: true });
+          metrics.restarts.inc({ provider: provider.name, result: 'exhausted' });
+          log.warn({ restarts, allowed: onFailure.restart }, 'the sandbox died and no restart is left: the agent fails');
+          const times = onFailure.restart === 1 ? 'once' : `${onFailure.restart} times`;
+          return step.fail(
+            'sandbox_lost',
+            onFailure.restart === 0
+              ? 'the sandbox died (lifecycle.onFailure.restart is 0)'
+              : `the sandbox died again after it was restarted ${times} (lifecycle.onFailure.restart: ${onFailure.restart})`,
+            AgentReason.RestartLimitReached,
+          );
+        }
+        status.restarts = restarts + 1;
+        metrics.restarts.inc({ provider: provider.name, result: 'restarted' });
+        step.emit('agent.restarted', { restart: status.restarts, allowed: onFailure.restart, reason: `the sandbox was ${sandboxState === 'missing' ? 'gone' : sandboxState}` }, `restart/${status.restarts}`);
+      }
       const timer = metrics.provisionDuration.startTimer({ provider: provider.name });
       let sandbox: SandboxRef;
       let restore: RestoreSource | undefined;
@@ -504,8 +569,27 @@ export function createAgentReconciler(deps: AgentReconcilerDeps): Reconciler {
       }
     }
     const untilExpiry = Date.parse(status.expiresAt!) - clock.now().getTime();
-    return { requeueAfterMs: Math.max(0, Math.min(untilExpiry, HEALTH_CHECK_INTERVAL_MS)) };
+    const untilIdle = idleDeadline(step);
+    return { requeueAfterMs: Math.max(0, Math.min(untilExpiry, HEALTH_CHECK_INTERVAL_MS, untilIdle)) };
   }
+}
+
+/**
+ * How long until an agent with an idle policy has been without traffic for `pauseAfter`; at or past
+ * it, `step.idleSince` is set and the reconcile pauses the agent after its status write. An agent
+ * with a run queued or in progress is not idle (its own tool calls are traffic), and neither is one
+ * that has just started: its clock starts at `startedAt` (after a wake, the resume).
+ */
+function idleDeadline(step: ReconcileStep): number {
+  const idle = step.agent.spec.lifecycle?.idle;
+  if (!idle || step.agent.spec.desiredState !== 'active' || step.task !== undefined || !step.status.startedAt) return Infinity;
+  // A run's end is traffic too: the Running condition turned False then.
+  const runEnded = findCondition(step.status.conditions, AgentCondition.Running)?.lastTransitionTime;
+  const since = Math.max(Date.parse(step.status.startedAt), step.lastActivity?.getTime() ?? 0, runEnded ? Date.parse(runEnded) : 0);
+  const remaining = since + parseDuration(idle.pauseAfter)! * 1000 - step.now.getTime();
+  if (remaining > 0) return remaining;
+  step.idleSince = new Date(since);
+  return Infinity;
 }
 
 /**
@@ -557,6 +641,10 @@ class ReconcileStep {
   private sandboxWord: AgentObservation['sandbox'];
   readonly task: TaskHold | undefined;
   private ending: AgentEnding | undefined;
+  /** When the agent last had traffic (exec, run, file, port), for its idle policy; read only when it has one. */
+  lastActivity: Date | undefined;
+  /** Set when the agent has been idle past its `lifecycle.idle.pauseAfter` since then: the reconcile pauses it. */
+  idleSince: Date | undefined;
 
   constructor(
     readonly agent: AgentResource,
