@@ -41,6 +41,8 @@ import { createConversationService } from './services/conversations.js';
 import { createChannelLimiter } from './services/channel-limits.js';
 import { ChannelHub } from './services/channel-hub.js';
 import { fleetRoutes } from './routes/fleets.js';
+import { warmPoolRoutes } from './routes/warm-pools.js';
+import { createWarmPoolService } from './services/warm-pools.js';
 import { createFleetService } from './services/fleets.js';
 import { createTriggerService } from './services/triggers.js';
 import { createJobService } from './services/jobs.js';
@@ -224,6 +226,7 @@ export function createApp(deps: AppDeps): App {
     hub,
     heartbeatMs: deps.streamHeartbeatMs ?? HEARTBEAT_MS,
   });
+  warmPoolRoutes(routes, createWarmPoolService({ store: deps.store, pool: deps.pool, providers: deps.providers, clock: deps.clock }));
   jobRoutes(routes, createJobService({ pool: deps.pool, currency: deps.currency }));
   channelRoutes(routes, { channels: createChannelService({ pool: deps.pool, clock: deps.clock, box: secretBox }), publicUrl: deps.publicUrl });
   const channelHub = new ChannelHub(deps.pool, deps.connectionString, deps.log, deps.metrics);

@@ -289,6 +289,7 @@ const TAGS: Record<string, string> = {
   Agents: 'Sandboxes with a model loop: create, exec, run, stream, pause, resume, terminate.',
   'Agent definitions': 'Reusable, versioned agent configurations.',
   Snapshots: 'Checkpoints of paused agents, resumable as new agents.',
+  'Warm pools': 'Sandboxes started ahead of the agents that claim them, for creation in milliseconds.',
   Usage: 'Costs and usage, in integer cents.',
   Secrets: 'Encrypted values injected into sandboxes as environment variables.',
   Providers: 'Bring your own compute or model keys (BYOI).',

@@ -13,10 +13,12 @@ import {
   recordEvent,
   taskHoldOf,
   agentSpendNanocents,
+  claimWarmSandbox,
   forgetAgentActivity,
   lastAgentActivity,
   nanocentsToCents,
   type CheckpointResult,
+  type ProvisionRequest,
   type Clock,
   type EventInput,
   type Logger,
@@ -34,6 +36,7 @@ import type { ComputeMeter } from '../billing/meter.js';
 import type { ReconcileResult, Reconciler } from '../runtime/controller.js';
 import { computeConditions, derivePhase, type AgentEnding, type AgentObservation } from './agent-status.js';
 import { findCondition } from './conditions.js';
+import type { WarmPoolMetrics } from './warm-pool.js';
 
 /** How often a ready sandbox is checked for life when nothing else happens. */
 export const HEALTH_CHECK_INTERVAL_MS = 30_000;
@@ -123,6 +126,8 @@ export interface AgentReconcilerDeps {
   secrets?: (agent: Resource<'Agent'>) => Promise<Record<string, string>>;
   /** The install's currency, that of `status.cost`. */
   currency: string;
+  /** Warm pools (ADR 45): new agents claim a sandbox that fits, and the pool it came from is reconciled to refill. */
+  warmPools?: { metrics: WarmPoolMetrics; onPoolChange: (poolName: string) => void };
 }
 
 /** The status of a snapshot whose archive is stored. */
@@ -425,6 +430,38 @@ export function createAgentReconciler(deps: AgentReconcilerDeps): Reconciler {
     };
   }
 
+  /**
+   * A new agent takes a ready sandbox of a warm pool that fits it (ADR 45): the row is claimed in
+   * one statement, then the provider gives the sandbox the agent's name and environment (its
+   * secrets, which the pool's sandbox never had). No pool, or none ready that fits: undefined, and
+   * the agent starts cold. A claimed sandbox the provider cannot hand over is ended.
+   */
+  async function claimWarm(step: ReconcileStep, provider: SandboxProvider, request: ProvisionRequest, log: Logger): Promise<{ sandbox: SandboxRef; pool: string } | undefined> {
+    const { agent } = step;
+    const warmPools = deps.warmPools;
+    if (!warmPools || !provider.claimWarm || agent.spec.gpu !== undefined || agent.spec.storage !== undefined) return undefined;
+    const started = performance.now();
+    const labels = { provider: provider.name, compute: agent.spec.compute };
+    const shape = { organizationId: agent.spec.organizationId, mode: agent.spec.mode, provider: provider.name, compute: agent.spec.compute, browser: agent.spec.browser, definition: agent.spec.definition };
+    const { sandbox: warm, pooled } = await claimWarmSandbox(deps.db, shape, request.agentId, step.now);
+    if (!warm) {
+      if (pooled) warmPools.metrics.misses.inc(labels);
+      return undefined;
+    }
+    warmPools.onPoolChange(warm.pool);
+    try {
+      const sandbox = await provider.claimWarm({ provider: provider.name, id: warm.id }, request);
+      warmPools.metrics.claims.inc(labels);
+      warmPools.metrics.claimDuration.observe({ provider: provider.name }, (performance.now() - started) / 1000);
+      log.info({ warmSandbox: warm.id, pool: objectNameToId(warm.pool) }, 'claimed a warm sandbox');
+      return { sandbox, pool: warm.pool };
+    } catch (error) {
+      log.warn({ warmSandbox: warm.id, err: error }, 'the claimed warm sandbox could not be handed over; ending it and starting cold');
+      await provider.terminate({ provider: provider.name, id: warm.id, details: { agentId: request.agentId } }).catch(() => undefined);
+      return undefined;
+    }
+  }
+
   async function converge(step: ReconcileStep, provider: SandboxProvider, log: Logger): Promise<ReconcileResult> {
     const { agent, status, now } = step;
 
@@ -506,8 +543,9 @@ export function createAgentReconciler(deps: AgentReconcilerDeps): Reconciler {
         step.observeSandbox(false, AgentReason.Provisioning, error.message);
         return { requeueAfterMs: error.retryAfterMs };
       }
+      let warmPool: string | undefined;
       try {
-        sandbox = await provider.provision({
+        const request: ProvisionRequest = {
           ...(restore ? { restore } : {}),
           agentId: objectNameToId(agent.metadata.name),
           sessionId: agent.spec.sessionId,
@@ -518,8 +556,11 @@ export function createAgentReconciler(deps: AgentReconcilerDeps): Reconciler {
           gpu: agent.spec.gpu,
           storage: agent.spec.storage,
           env: agent.spec.secrets?.length && deps.secrets ? await deps.secrets(agent) : {},
-        });
-        timer({ result: 'success' });
+        };
+        const warm = restore || lost ? undefined : await claimWarm(step, provider, request, log);
+        warmPool = warm?.pool;
+        sandbox = warm?.sandbox ?? (await provider.provision(request));
+        timer({ result: warm ? 'warm' : 'success' });
       } catch (error) {
         const message = (error as Error).message;
         if (error instanceof SandboxNotReadyError) {
@@ -549,6 +590,8 @@ export function createAgentReconciler(deps: AgentReconcilerDeps): Reconciler {
       } else if (lost) {
         log.warn('sandbox was gone; recreated it with the same workspace');
         step.observeSandbox(true, AgentReason.SandboxLost, 'the sandbox was gone and has been recreated');
+      } else if (warmPool) {
+        step.observeSandbox(true, AgentReason.Provisioned, `the sandbox is running (claimed from warm pool ${objectNameToId(warmPool)})`);
       } else if (status.provider !== undefined && status.provider !== agent.spec.provider) {
         step.observeSandbox(true, AgentReason.Provisioned, `the sandbox is running on the fallback ${status.provider} (${status.fallbackReason})`);
       } else {
