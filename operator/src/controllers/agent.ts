@@ -214,6 +214,7 @@ export function createAgentReconciler(deps: AgentReconcilerDeps): Reconciler {
     }
     // After the status write: the Snapshot reconciler reads the agent's status to know what to do.
     for (const snapshotId of step.snapshotsToWake) deps.onSnapshotChange?.(idToObjectName(snapshotId));
+    if (step.refillPool) deps.warmPools?.onPoolChange(step.refillPool);
     if (step.idleSince && !failure) await pauseIdle(agent, step.idleSince, log);
     // Test keys' agents run on a mock and use no compute: counting them would inflate capacity dashboards.
     if (agent.spec.mode === 'live') metrics.phases.set(name, { provider: agent.spec.provider, phase: step.status.phase });
@@ -448,15 +449,18 @@ export function createAgentReconciler(deps: AgentReconcilerDeps): Reconciler {
       if (pooled) warmPools.metrics.misses.inc(labels);
       return undefined;
     }
-    warmPools.onPoolChange(warm.pool);
     try {
       const sandbox = await provider.claimWarm({ provider: provider.name, id: warm.id }, request);
+      // Refilled once this reconcile wrote the agent idle: the new sandbox's start (a burst of CPU)
+      // does not compete with the claim.
+      step.refillPool = warm.pool;
       warmPools.metrics.claims.inc(labels);
       warmPools.metrics.claimDuration.observe({ provider: provider.name }, (performance.now() - started) / 1000);
       log.info({ warmSandbox: warm.id, pool: objectNameToId(warm.pool) }, 'claimed a warm sandbox');
       return { sandbox, pool: warm.pool };
     } catch (error) {
       log.warn({ warmSandbox: warm.id, err: error }, 'the claimed warm sandbox could not be handed over; ending it and starting cold');
+      warmPools.onPoolChange(warm.pool);
       await provider.terminate({ provider: provider.name, id: warm.id, details: { agentId: request.agentId } }).catch(() => undefined);
       return undefined;
     }
@@ -688,6 +692,8 @@ class ReconcileStep {
   lastActivity: Date | undefined;
   /** Set when the agent has been idle past its `lifecycle.idle.pauseAfter` since then: the reconcile pauses it. */
   idleSince: Date | undefined;
+  /** The warm pool this reconcile claimed a sandbox from, to refill after the status write. */
+  refillPool: string | undefined;
 
   constructor(
     readonly agent: AgentResource,
