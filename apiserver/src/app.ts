@@ -42,6 +42,8 @@ import { createChannelLimiter } from './services/channel-limits.js';
 import { ChannelHub } from './services/channel-hub.js';
 import { fleetRoutes } from './routes/fleets.js';
 import { warmPoolRoutes } from './routes/warm-pools.js';
+import { forkRoutes } from './routes/forks.js';
+import { createForkService } from './services/forks.js';
 import { createWarmPoolService } from './services/warm-pools.js';
 import { createFleetService } from './services/fleets.js';
 import { createTriggerService } from './services/triggers.js';
@@ -188,6 +190,7 @@ export function createApp(deps: AppDeps): App {
   runRoutes(routes, { runs, agents, hub, heartbeatMs: deps.streamHeartbeatMs ?? HEARTBEAT_MS });
   const snapshots = createSnapshotService({ store: deps.store, providers: deps.providers, clock: deps.clock, limits });
   snapshotRoutes(routes, { snapshots, agents, providers: deps.providers });
+  forkRoutes(routes, createForkService({ store: deps.store, agents, snapshots, providers: deps.providers }));
   scheduleRoutes(routes, createScheduleService({ store: deps.store, pool: deps.pool, clock: deps.clock }));
   usageRoutes(routes, createUsageService({ pool: deps.pool, clock: deps.clock, currency: deps.currency }));
   secretRoutes(routes, secrets);

@@ -66,8 +66,8 @@ export const agentSpecSchema = z.object({
   mode: modeSchema,
   userId: z.string(),
   desiredState: agentDesiredStateSchema,
-  /** Why `desiredState` is `paused`: asked through the API, a session limit reached, the agent's costCap spent, a tool call's approval expired, or `lifecycle.idle` (ADR 45). */
-  pauseReason: z.enum(['requested', 'session_limit', 'cost_cap', 'approval_expired', 'idle']).optional(),
+  /** Why `desiredState` is `paused`: asked through the API, a session limit reached, the agent's costCap spent, a tool call's approval expired, `lifecycle.idle`, or a fork checkpointing it (ADR 45). */
+  pauseReason: z.enum(['requested', 'session_limit', 'cost_cap', 'approval_expired', 'idle', 'fork']).optional(),
   compute: computeSchema,
   browser: z.boolean(),
   storage: z.string().optional(),

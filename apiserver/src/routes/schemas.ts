@@ -134,9 +134,9 @@ export const agentSchema = z
     endedAt: z.string().optional(),
     error: z.object({ code: z.string(), message: z.string() }).optional().describe('why a failed agent failed'),
     pauseReason: z
-      .enum(['requested', 'session_limit', 'cost_cap', 'approval_expired', 'idle'])
+      .enum(['requested', 'session_limit', 'cost_cap', 'approval_expired', 'idle', 'fork'])
       .optional()
-      .describe('why a paused (or pausing) agent is paused: asked through the API, a session limit reached, its costCap spent, a tool call\'s approval expired, or no traffic for its `lifecycle.idle.pauseAfter` (its next exec, run, file or port call wakes it)'),
+      .describe('why a paused (or pausing) agent is paused: asked through the API, a session limit reached, its costCap spent, a tool call\'s approval expired, no traffic for its `lifecycle.idle.pauseAfter` (its next exec, run, file or port call wakes it), or a fork being taken of it (it resumes at once after)'),
     restarts: z.number().int().optional().describe('sandboxes recreated after they died, under `lifecycle.onFailure.restart`'),
     awaitingApproval: z
       .object({ approvalId: z.string(), taskId: z.string(), action: z.string(), expiresAt: z.string() })

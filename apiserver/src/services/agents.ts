@@ -202,11 +202,17 @@ export function createAgentService(deps: AgentServiceDeps) {
    */
   async function ensureAwake(agent: Resource<'Agent'>): Promise<Resource<'Agent'>> {
     const asleep = (current: Resource<'Agent'>) => current.spec.desiredState === 'paused' && current.spec.pauseReason === 'idle';
-    if (!asleep(agent)) return agent;
     const name = agent.metadata.name;
+    const phaseOf = (current: Resource<'Agent'> | undefined) => current?.status?.phase ?? 'booting';
+    if (agent.spec.desiredState === 'paused' && agent.spec.pauseReason === 'fork') {
+      // A fork is being checkpointed from it: the fork resumes it at once after, and the call waits for that.
+      const forking = (current: Resource<'Agent'> | undefined) => current?.spec.desiredState === 'paused' && current.spec.pauseReason === 'fork';
+      await waitForAgent(store, name, WAKE_WAIT_MS, (current) => !forking(current) && ['idle', 'running', 'failed', 'terminated', 'paused'].includes(phaseOf(current)));
+      return (await store.get('Agent', name)) ?? agent;
+    }
+    if (!asleep(agent)) return agent;
     const provider = agent.status?.provider ?? agent.spec.provider;
     const timer = wakeDuration.startTimer({ provider });
-    const phaseOf = (current: Resource<'Agent'> | undefined) => current?.status?.phase ?? 'booting';
     try {
       await waitForAgent(store, name, WAKE_WAIT_MS, (current) => !current || !asleep(current) || ['paused', 'failed', 'terminated'].includes(phaseOf(current)));
       const current = await store.get('Agent', name);
@@ -488,7 +494,7 @@ export function createAgentService(deps: AgentServiceDeps) {
      * checkpointed into a snapshot and its compute released. Answers once the agent is paused
      * (or after `waitMs`, with the agent as it is then).
      */
-    async pause(principal: Principal, id: string, waitMs: number): Promise<AgentView> {
+    async pause(principal: Principal, id: string, waitMs: number, reason: 'requested' | 'fork' = 'requested'): Promise<AgentView> {
       const agent = await find(principal, id);
       await store.updateSpec('Agent', agent.metadata.name, (current) => {
         const phase = current.status?.phase ?? 'booting';
@@ -497,7 +503,7 @@ export function createAgentService(deps: AgentServiceDeps) {
             status: phase,
           });
         }
-        return { ...current.spec, desiredState: 'paused', pauseReason: 'requested' };
+        return { ...current.spec, desiredState: 'paused', pauseReason: reason };
       });
       await waitForAgent(store, agent.metadata.name, waitMs, (current) => {
         const phase = current?.status?.phase;
