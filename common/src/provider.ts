@@ -118,6 +118,11 @@ export interface RestoreSource {
   archive?: StoredArchive;
   /** `native`: processes and memory too (same provider, which made it natively); `filesystem`: /workspace only. */
   level: SnapshotLevel;
+  /**
+   * For a fork (ADR 45): the agent the snapshot was taken of. The fork may start from the
+   * checkpoint that agent keeps on this host, without the archive.
+   */
+  takenOf?: string;
 }
 
 /** The stored archive of `source`; a snapshot not archived yet is asked for again later. */

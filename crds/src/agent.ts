@@ -103,7 +103,12 @@ export const agentSpecSchema = z.object({
   lifecycle: lifecycleSchema.optional(),
   /** Start (or resume) from this snapshot: its files, and at `native` level its processes and memory. */
   restoreFrom: z
-    .object({ snapshotId: z.string(), level: z.enum(['native', 'filesystem']) })
+    .object({
+      snapshotId: z.string(),
+      level: z.enum(['native', 'filesystem']),
+      /** A fork (ADR 45): it may start from the checkpoint its source keeps on the host, without the archive. */
+      fork: z.boolean().optional(),
+    })
     .strict()
     .optional(),
 });

@@ -364,7 +364,8 @@ describe('test keys', () => {
     const test = berth.api(berth.testKey);
     const session = (await test.post('/v1/sessions', { userId: 'tester' })).body;
     expectError(await test.post(`/v1/sessions/${session.id}/agents`, { storage: '1Gi' }), 422, 'unprocessable_entity');
-    expectError(await test.post(`/v1/sessions/${session.id}/agents`, { lifecycle: {} }), 501, 'not_implemented');
+    expectError(await test.post(`/v1/sessions/${session.id}/agents`, { lifecycle: {} }), 422, 'unprocessable_entity');
+    expectError(await test.post(`/v1/sessions/${session.id}/agents`, { lifecycle: { onTimeout: 'pause' } }), 501, 'not_implemented');
     const agent = await createAgent({}, test, session.id);
     expect(agent).toMatchObject({ status: 'booting', provider: 'local', compute: 'python' });
     await waitForStatus(agent.id, 'idle', test);

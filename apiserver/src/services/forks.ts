@@ -43,7 +43,7 @@ export function createForkService(deps: { store: ResourceStore; agents: AgentSer
         const level = resumeLevel(snapshot, provider, providers);
         const forks: string[] = [];
         for (let i = 0; i < count; i++) {
-          forks.push(await snapshots.agentFromSnapshot(principal, snapshot, source, { provider, level }, 'forking an agent'));
+          forks.push(await snapshots.agentFromSnapshot(principal, snapshot, source, { provider, level, fork: true }, 'forking an agent'));
         }
         return { agentId: id, snapshotId: objectNameToId(snapshot.metadata.name), level, agents: forks.map((forkId) => ({ id: forkId, status: 'booting' as const })) };
       } finally {

@@ -57,7 +57,7 @@ export function createSnapshotService(deps: { store: ResourceStore; providers: P
     principal: Principal,
     snapshot: Resource<'Snapshot'>,
     source: Resource<'Agent'>,
-    target: { provider: string; region?: string | undefined; level: SnapshotLevel },
+    target: { provider: string; region?: string | undefined; level: SnapshotLevel; fork?: boolean },
     what: string,
   ): Promise<string> {
     const snapshotId = objectNameToId(snapshot.metadata.name);
@@ -68,7 +68,7 @@ export function createSnapshotService(deps: { store: ResourceStore; providers: P
       desiredState: 'active',
       provider: target.provider,
       ...(target.region !== undefined ? { region: target.region } : {}),
-      restoreFrom: { snapshotId, level: target.level },
+      restoreFrom: { snapshotId, level: target.level, ...(target.fork ? { fork: true } : {}) },
     };
     const session = await store.get('Session', idToObjectName(source.spec.sessionId));
     if (!session) throw new ApiError('conflict', `the session snapshot ${snapshotId} was taken in is gone; the snapshot cannot be resumed`);

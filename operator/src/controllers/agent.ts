@@ -415,7 +415,7 @@ export function createAgentReconciler(deps: AgentReconcilerDeps): Reconciler {
     const state = snapshot?.metadata.deletionTimestamp ? 'deleting' : snapshot?.status?.state;
     const key = archiveKey(wanted.snapshotId);
     if (state === 'creating' && provider.checkpointLocally && snapshot!.spec.provider === provider.name) {
-      return { storage: deps.snapshots, key, level: wanted.level };
+      return { storage: deps.snapshots, key, level: wanted.level, ...(wanted.fork ? { takenOf: snapshot!.spec.agentId } : {}) };
     }
     if (state === 'creating') {
       throw new SandboxNotReadyError(provider.name, `waiting for the archive of snapshot ${wanted.snapshotId}`, SNAPSHOT_WAIT_MS);
@@ -428,6 +428,7 @@ export function createAgentReconciler(deps: AgentReconcilerDeps): Reconciler {
       key,
       archive: { key: snapshot.status.location, sizeBytes: snapshot.status.sizeBytes ?? 0, sha256: snapshot.status.sha256 },
       level: wanted.level,
+      ...(wanted.fork ? { takenOf: snapshot.spec.agentId } : {}),
     };
   }
 

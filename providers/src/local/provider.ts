@@ -405,6 +405,7 @@ export class LocalProvider implements SandboxProvider {
     const paths = this.paths(agentId);
     const kept = this.keptDir(agentId, source.key);
     if (existsSync(kept)) return this.restoreKept(request, source, kept, image);
+    if (source.takenOf !== undefined && source.takenOf !== agentId && source.level === 'native' && (await this.restoreFork(request, source, source.takenOf, image))) return;
     const key = storedArchiveOf(this.name, source).key;
     // Ask for the image before reading the archive: while it builds, each retry would read it again.
     const rootfs = source.level === 'filesystem' ? await this.options.images.ready(image) : undefined;
@@ -449,18 +450,64 @@ export class LocalProvider implements SandboxProvider {
     try {
       const manifest = parseManifest(await readFile(join(kept, MANIFEST_FILE), 'utf8'));
       const notNative = source.level === 'native' ? await this.whyNotNative(manifest, kept) : 'files were asked for';
-      if (!source.archive) await this.inTurn(agentId, () => this.keepWorkspaceCopy(agentId, kept));
-      await this.mountWorkspace(paths.workspaceImage, paths.workspace, agentId);
-      if (notNative === undefined && manifest.sandbox) {
-        await this.startFromCheckpoint(agentId, manifest.sandbox.spec, join(kept, CHECKPOINT_DIR), request.env);
-      } else {
-        if (source.level === 'native') this.options.log.warn({ agentId, key: source.key, reason: notNative }, 'restoring the files of a native snapshot only');
-        await this.start(request, image, await this.options.images.ready(image));
-      }
+      // In turn with the forks copying this workspace (`restoreFork`): none copies it while it runs again.
+      await this.inTurn(agentId, async () => {
+        if (!source.archive) await this.keepWorkspaceCopy(agentId, kept);
+        await this.mountWorkspace(paths.workspaceImage, paths.workspace, agentId);
+        if (notNative === undefined && manifest.sandbox) {
+          await this.startFromCheckpoint(agentId, manifest.sandbox.spec, join(kept, CHECKPOINT_DIR), request.env);
+        } else {
+          if (source.level === 'native') this.options.log.warn({ agentId, key: source.key, reason: notNative }, 'restoring the files of a native snapshot only');
+          await this.start(request, image, await this.options.images.ready(image));
+        }
+      });
       this.options.log.info({ agentId, key: source.key, level: notNative === undefined ? 'native' : 'filesystem', from: 'kept checkpoint' }, 'sandbox restored');
     } catch (error) {
       if (error instanceof ProviderError) throw error;
       throw new ProviderError(this.name, `restoring the kept checkpoint of snapshot ${source.key} failed: ${(error as Error).message}`, { sandbox: agentId, key: source.key });
+    }
+  }
+
+  /**
+   * A fork (ADR 45): starts this agent from the checkpoint another agent keeps on this host, with a
+   * copy of that agent's workspace as it was checkpointed, without the archive. The copy is the one
+   * kept beside the checkpoint (made when that agent ran again before the archive), or made now
+   * while that agent is still paused, in turn with its own restore. False when neither can be had
+   * (that agent runs again and no copy was kept, or the checkpoint is gone): the archive is used.
+   */
+  private async restoreFork(request: ProvisionRequest, source: RestoreSource, takenOf: string, image: ImageName): Promise<boolean> {
+    const agentId = request.agentId;
+    const theirs = this.keptDir(takenOf, source.key);
+    if (!existsSync(join(theirs, MANIFEST_FILE))) return false;
+    const paths = this.paths(agentId);
+    const copied = await this.inTurn(takenOf, async () => {
+      if (!existsSync(theirs)) return false;
+      if (!existsSync(join(theirs, KEPT_WORKSPACE_IMAGE))) {
+        if ((await this.options.runsc.state(takenOf)) === 'running') return false;
+        await this.keepWorkspaceCopy(takenOf, theirs);
+      }
+      await this.makeRoot(agentId);
+      await rm(paths.workspaceImage, { force: true });
+      await copyImage(join(theirs, KEPT_WORKSPACE_IMAGE), `${paths.workspaceImage}.partial`);
+      await rename(`${paths.workspaceImage}.partial`, paths.workspaceImage);
+      return true;
+    });
+    if (!copied) return false;
+    try {
+      const manifest = parseManifest(await readFile(join(theirs, MANIFEST_FILE), 'utf8'));
+      const notNative = await this.whyNotNative(manifest, theirs);
+      await this.mountWorkspace(paths.workspaceImage, paths.workspace, agentId);
+      if (notNative === undefined && manifest.sandbox) {
+        await this.startFromCheckpoint(agentId, manifest.sandbox.spec, join(theirs, CHECKPOINT_DIR), request.env);
+      } else {
+        this.options.log.warn({ agentId, key: source.key, reason: notNative }, 'restoring the files of a native snapshot only');
+        await this.start(request, image, await this.options.images.ready(image));
+      }
+      this.options.log.info({ agentId, key: source.key, from: takenOf }, 'sandbox restored from the checkpoint another agent keeps on this host');
+      return true;
+    } catch (error) {
+      if (error instanceof ProviderError) throw error;
+      throw new ProviderError(this.name, `restoring the kept checkpoint of snapshot ${source.key} of agent ${takenOf} failed: ${(error as Error).message}`, { sandbox: agentId, key: source.key });
     }
   }
 
