@@ -20,18 +20,18 @@ let live: ApiClient;
 let db: pg.Pool;
 let sessionId: string;
 let model: FakeModelServer;
+let env: Record<string, string>;
 
 beforeAll(async () => {
   const databaseUrl = await createTestDatabase();
   db = new pg.Pool({ connectionString: databaseUrl });
   model = await startFakeOpenAI(() => ({ text: 'hi' }), { apiKey: 'sk-lifecycle' });
-  berth = await startBerth({
-    env: {
-      DATABASE_URL: databaseUrl,
-      BERTH_MODEL_PROVIDERS: JSON.stringify({ openai: { api: 'openai', baseUrl: model.baseUrl, apiKeyEnv: 'TEST_LIFECYCLE_KEY' } }),
-      TEST_LIFECYCLE_KEY: 'sk-lifecycle',
-    },
-  });
+  env = {
+    DATABASE_URL: databaseUrl,
+    BERTH_MODEL_PROVIDERS: JSON.stringify({ openai: { api: 'openai', baseUrl: model.baseUrl, apiKeyEnv: 'TEST_LIFECYCLE_KEY' } }),
+    TEST_LIFECYCLE_KEY: 'sk-lifecycle',
+  };
+  berth = await startBerth({ env });
   live = berth.api(berth.liveKey);
   sessionId = (await live.post('/v1/sessions', { userId: 'lifecycle' })).body.id;
 });
@@ -218,5 +218,23 @@ describe('restart on sandbox death (onFailure)', () => {
     expect(failed.conditions[0]).toMatchObject({ reason: 'RestartLimitReached' });
     const events = await db.query("SELECT type FROM events WHERE subject_id = $1 AND type IN ('agent.restarted', 'agent.failed') ORDER BY created_at", [id]);
     expect(events.rows.map((row) => row.type)).toEqual(['agent.restarted', 'agent.failed']);
+  });
+});
+
+describe('across a restart of Berth', () => {
+  it('keeps the policy with the agent: an agent made before the restart is paused when idle after it, and woken', async () => {
+    const made = await create({ lifecycle: { idle: { pauseAfter: '4s' } } });
+    expect(made.status, JSON.stringify(made.body)).toBe(201);
+    const id = made.body.id;
+    await until(id, (current) => current.status === 'idle', 'the agent to be idle');
+    const key = berth.liveKey;
+    expect(await berth.stop()).toBe(0);
+    berth = await startBerth({ dataDir: berth.dataDir, env });
+    live = berth.api(key);
+    expect((await status(id)).lifecycle).toEqual({ idle: { pauseAfter: '4s' } });
+    const paused = await until(id, (current) => current.status === 'paused', 'the agent to be paused after the restart');
+    expect(paused.pauseReason).toBe('idle');
+    const woken = await exec(id, 'echo awake');
+    expect(woken.body, JSON.stringify(woken.body)).toMatchObject({ stdout: 'awake\n', exitCode: 0 });
   });
 });
