@@ -446,6 +446,7 @@ export function createAgentReconciler(deps: AgentReconcilerDeps): Reconciler {
     const labels = { provider: provider.name, compute: agent.spec.compute };
     const shape = { organizationId: agent.spec.organizationId, mode: agent.spec.mode, provider: provider.name, compute: agent.spec.compute, browser: agent.spec.browser, definition: agent.spec.definition };
     const { sandbox: warm, pooled } = await claimWarmSandbox(deps.db, shape, request.agentId, step.now);
+    const claimedAt = performance.now();
     if (!warm) {
       if (pooled) warmPools.metrics.misses.inc(labels);
       return undefined;
@@ -457,7 +458,11 @@ export function createAgentReconciler(deps: AgentReconcilerDeps): Reconciler {
       step.refillPool = warm.pool;
       warmPools.metrics.claims.inc(labels);
       warmPools.metrics.claimDuration.observe({ provider: provider.name }, (performance.now() - started) / 1000);
-      log.info({ warmSandbox: warm.id, pool: objectNameToId(warm.pool) }, 'claimed a warm sandbox');
+      const handedAt = performance.now();
+      log.info(
+        { warmSandbox: warm.id, pool: objectNameToId(warm.pool), claimMs: Math.round((claimedAt - started) * 10) / 10, handOverMs: Math.round((handedAt - claimedAt) * 10) / 10 },
+        'claimed a warm sandbox',
+      );
       return { sandbox, pool: warm.pool };
     } catch (error) {
       log.warn({ warmSandbox: warm.id, err: error }, 'the claimed warm sandbox could not be handed over; ending it and starting cold');

@@ -317,6 +317,9 @@ export class LocalProvider implements SandboxProvider {
       }
       this.aliases.set(agentId, warm.id);
     }
+    const ref = { provider: this.name, id: warm.id, details: { ...warm.details, agentId } };
+    // The pool's sandbox has no environment of an agent's: an agent without one needs no write.
+    if (Object.keys(request.env).length === 0) return ref;
     const bundle = join(this.paths(warm.id).bundle, 'config.json');
     const spec = JSON.parse(await readFile(bundle, 'utf8')) as { process?: { env?: string[] } };
     const injected = new Set(Object.keys(request.env));
@@ -325,7 +328,7 @@ export class LocalProvider implements SandboxProvider {
     // Only root reads it: it holds the agent's secrets now.
     await writeFile(bundle, JSON.stringify(spec, null, 2), { mode: 0o600 });
     this.channelSpec.set(warm.id, channelSpecOf(spec as Record<string, unknown>));
-    return { provider: this.name, id: warm.id, details: { ...warm.details, agentId } };
+    return ref;
   }
 
   /**
