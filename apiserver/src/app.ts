@@ -97,6 +97,8 @@ export interface AppDeps {
   /** For the stream hub's own LISTEN connection. */
   connectionString: string;
   execTimeoutMs: number;
+  /** Most warm-pool sandboxes an organization may keep started (per key mode); default 20. */
+  warmSandboxesMax?: number;
   defaultModel: string;
   currency: string;
   /** Interval of heartbeats on open streams (default 15 s). */
@@ -229,7 +231,7 @@ export function createApp(deps: AppDeps): App {
     hub,
     heartbeatMs: deps.streamHeartbeatMs ?? HEARTBEAT_MS,
   });
-  warmPoolRoutes(routes, createWarmPoolService({ store: deps.store, pool: deps.pool, providers: deps.providers, clock: deps.clock }));
+  warmPoolRoutes(routes, createWarmPoolService({ store: deps.store, pool: deps.pool, providers: deps.providers, clock: deps.clock, maxSandboxes: deps.warmSandboxesMax ?? 20 }));
   jobRoutes(routes, createJobService({ pool: deps.pool, currency: deps.currency }));
   channelRoutes(routes, { channels: createChannelService({ pool: deps.pool, clock: deps.clock, box: secretBox }), publicUrl: deps.publicUrl });
   const channelHub = new ChannelHub(deps.pool, deps.connectionString, deps.log, deps.metrics);

@@ -152,6 +152,8 @@ async function main(): Promise<number> {
         BERTH_STREAM_HEARTBEAT: '1s',
         BERTH_SANDBOX_NETWORK: 'none',
         BERTH_SANDBOX_MEMORY: '256Mi',
+        // Warm pools the fuzzer makes keep at most two sandboxes started.
+        BERTH_WARM_SANDBOXES_MAX: '2',
         // Refused at registration: private and plain-http URLs (the defaults, stated for the reader).
         BERTH_WEBHOOK_ALLOW_HTTP: 'false',
         BERTH_WEBHOOK_ALLOW_PRIVATE: 'false',

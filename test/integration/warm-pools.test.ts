@@ -61,6 +61,10 @@ describe('warm pool values', () => {
     const unknown = await live.post('/v1/warm-pools', { size: 1, definition: 'no-such-definition' });
     expectError(unknown, 422, 'unprocessable_entity');
     expect(unknown.body.error.details.fields).toHaveProperty('definition');
+    // Past the install's cap on an organization's warm sandboxes (BERTH_WARM_SANDBOXES_MAX, 20 by default).
+    const capped = await live.post('/v1/warm-pools', { size: 21 });
+    expectError(capped, 422, 'unprocessable_entity');
+    expect(capped.body.error.details.fields).toEqual({ size: ['at most 20'] });
     expectError(await live.get('/v1/warm-pools/wpl_01m80gqv9d4kjqfcmvs2q4jxem'), 404, 'not_found');
     expect((await live.get('/v1/warm-pools')).body).toEqual({ data: [], hasMore: false });
   });
@@ -153,6 +157,7 @@ describe('a warm pool of python sandboxes', () => {
   });
 
   it('shrinks when resized, and ends its unclaimed sandboxes when deleted', async () => {
+    expectError(await live.patch(`/v1/warm-pools/${pool.id}`, { size: 21 }), 422, 'unprocessable_entity');
     const resized = await live.patch(`/v1/warm-pools/${pool.id}`, { size: 1 });
     expect(resized.body.size).toBe(1);
     await poolWhen(pool.id, (current) => current.ready === 1, 'the pool to shrink');

@@ -59,7 +59,7 @@ export function warmPoolRoutes(table: RouteTable, pools: WarmPoolService): void 
       tag: TAG,
       summary: 'Create a warm pool',
       description:
-        "Keeps `size` sandboxes of the organization started ahead of the agents that will take them. A new agent of the same provider, compute and browser (and definition, for a pool of one) claims a ready sandbox instead of starting one: it is `idle` within milliseconds, and gets its secrets and environment through the sandbox's launcher after the claim (the pool's sandbox never holds them before). An agent that finds none ready starts cold, as without a pool. The operator starts a new sandbox for each one claimed. One pool per shape: a second is 409 `conflict`. A provider that cannot keep warm sandboxes (Kubernetes today), a compute or browser it cannot run, or an unknown definition is 422. Test keys' pools are kept but hold no sandboxes (their agents run on the mock provider).",
+        "Keeps `size` sandboxes of the organization started ahead of the agents that will take them. A new agent of the same provider, compute and browser (and definition, for a pool of one) claims a ready sandbox instead of starting one: it is `idle` within milliseconds, and gets its secrets and environment through the sandbox's launcher after the claim (the pool's sandbox never holds them before). An agent that finds none ready starts cold, as without a pool. The operator starts a new sandbox for each one claimed. One pool per shape: a second is 409 `conflict`. The sizes of an organization's pools add up to at most the install's `BERTH_WARM_SANDBOXES_MAX` (20 by default): past it, 422 naming `size`. A provider that cannot keep warm sandboxes (Kubernetes today), a compute or browser it cannot run, or an unknown definition is 422. Test keys' pools are kept but hold no sandboxes (their agents run on the mock provider).",
       body: createBody,
       requestExample: { compute: 'python', size: 4 },
       responses: { 201: { description: 'the pool; its sandboxes start within a moment', schema: warmPoolSchema, example: { ...example, ready: 0, starting: 0, claims: 0, conditions: [] } } },
@@ -95,7 +95,7 @@ export function warmPoolRoutes(table: RouteTable, pools: WarmPoolService): void 
       operationId: 'resizeWarmPool',
       tag: TAG,
       summary: 'Resize a warm pool',
-      description: 'Changes how many sandboxes the pool keeps: more are started, or the newest unclaimed ones ended, within a moment. Its shape cannot change (delete it and make another). A pool being deleted is 409.',
+      description: "Changes how many sandboxes the pool keeps: more are started, or the newest unclaimed ones ended, within a moment. Its shape cannot change (delete it and make another). Past the install's cap on an organization's warm sandboxes, 422 naming `size`; a pool being deleted is 409.",
       params: id,
       body: z.object({ size: sizeSchema.describe(`sandboxes to keep started, 0–${MAX_WARM_POOL_SIZE}`) }).strict(),
       requestExample: { size: 8 },

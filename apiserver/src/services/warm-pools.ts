@@ -38,13 +38,23 @@ export interface CreateWarmPoolInput {
  * browser, definition). The routes write the WarmPool resource; the operator starts, refills and
  * ends its sandboxes.
  */
-export function createWarmPoolService(deps: { store: ResourceStore; pool: Pool; providers: ProviderRegistry; clock: Clock }) {
+export function createWarmPoolService(deps: { store: ResourceStore; pool: Pool; providers: ProviderRegistry; clock: Clock; maxSandboxes: number }) {
   const { store, providers } = deps;
   const find = (principal: Principal, id: string) => findOwned(store, 'WarmPool', 'wpl', principal, id);
 
   async function all(principal: Principal): Promise<Resource<'WarmPool'>[]> {
     const { items } = await store.list('WarmPool', { labels: scopeLabels(principal), order: 'desc', limit: 1000 });
     return items;
+  }
+
+  /** 422 naming `size` when the organization's pools would keep more sandboxes than the install allows. */
+  async function assertWithinCap(principal: Principal, size: number, except?: string): Promise<void> {
+    const others = (await all(principal)).filter((pool) => pool.metadata.name !== except).reduce((sum, pool) => sum + pool.spec.size, 0);
+    if (others + size <= deps.maxSandboxes) return;
+    const left = Math.max(0, deps.maxSandboxes - others);
+    throw new ApiError('unprocessable_entity', `size: this install lets an organization keep ${deps.maxSandboxes} warm sandboxes (BERTH_WARM_SANDBOXES_MAX); its other pools keep ${others}, so at most ${left} here`, {
+      fields: { size: [`at most ${left}`] },
+    });
   }
 
   return {
@@ -76,6 +86,7 @@ export function createWarmPoolService(deps: { store: ResourceStore; pool: Pool; 
           id: objectNameToId(taken.metadata.name),
         });
       }
+      await assertWithinCap(principal, input.size);
       const id = newId('wpl', deps.clock.now());
       const created = await store.create('WarmPool', {
         name: idToObjectName(id),
@@ -105,6 +116,7 @@ export function createWarmPoolService(deps: { store: ResourceStore; pool: Pool; 
     async resize(principal: Principal, id: string, size: number): Promise<WarmPoolView> {
       const pool = await find(principal, id);
       if (pool.metadata.deletionTimestamp) throw new ApiError('conflict', `warm pool ${id} is being deleted`);
+      await assertWithinCap(principal, size, pool.metadata.name);
       return warmPoolView(await store.updateSpec('WarmPool', pool.metadata.name, (current) => (current.spec.size === size ? undefined : { ...current.spec, size })));
     },
 
