@@ -65,7 +65,7 @@ const CHECKS = ['not_a_server_error', 'status_code_conformance', 'content_type_c
  * seeded session's agent limit, `endSession`, pause and terminate would leave no ready agent to exec in.
  */
 const DISRUPTIVE_SESSION_OPERATIONS = ['updateSession', 'endSession'];
-const DISRUPTIVE_AGENT_OPERATIONS = ['pauseAgent', 'resumeAgent', 'terminateAgent'];
+const DISRUPTIVE_AGENT_OPERATIONS = ['pauseAgent', 'resumeAgent', 'forkAgent', 'terminateAgent'];
 const ID_BINDINGS: { dictionary: string; pathRegex?: string; operationIds?: string[]; excludeOperationIds?: string[]; parameter: string }[] = [
   { dictionary: 'sessions', pathRegex: '^/v1/sessions/\\{id\\}', excludeOperationIds: DISRUPTIVE_SESSION_OPERATIONS, parameter: 'path.id' },
   { dictionary: 'spareSessions', operationIds: DISRUPTIVE_SESSION_OPERATIONS, parameter: 'path.id' },
