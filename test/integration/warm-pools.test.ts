@@ -173,3 +173,26 @@ describe('a warm pool of python sandboxes', () => {
     expect(left).toEqual([]);
   });
 });
+
+describe('a warm pool of one definition', () => {
+  it('gives its sandboxes to agents of that definition only', async () => {
+    const definition = await live.post('/v1/agent-definitions', { name: 'warm-def' });
+    expect(definition.status, JSON.stringify(definition.body)).toBe(201);
+    const created = await live.post('/v1/warm-pools', { definition: 'warm-def', size: 1 });
+    expect(created.status, JSON.stringify(created.body)).toBe(201);
+    const pool = created.body;
+    expect(pool.definition).toBe(definition.body.id);
+    await poolWhen(pool.id, (current) => current.ready === 1, 'the pool to fill');
+
+    const plain = await live.post(`/v1/sessions/${sessionId}/agents`, { timeout: '10m' });
+    expect((await idle(plain.body.id)).conditions[0].message).not.toMatch(/warm pool/);
+    const defined = await live.post(`/v1/sessions/${sessionId}/agents`, { definition: 'warm-def', timeout: '10m' });
+    expect(defined.status, JSON.stringify(defined.body)).toBe(201);
+    expect((await idle(defined.body.id)).conditions[0].message).toBe(`the sandbox is running (claimed from warm pool ${pool.id})`);
+    expect((await exec(defined.body.id, 'echo hi')).body).toMatchObject({ stdout: 'hi\n', exitCode: 0 });
+
+    for (const id of [plain.body.id, defined.body.id]) await live.post(`/v1/agents/${id}/terminate`);
+    expect((await live.raw(`/v1/warm-pools/${pool.id}`, { method: 'DELETE' })).status).toBe(200);
+    expect(warmContainers()).toEqual([]);
+  });
+});
