@@ -95,6 +95,8 @@ bench: setup cluster-binaries node-binaries ## latency and scale benchmarks agai
 	npx tsx test/bench/dashboard.ts
 	npx tsx test/bench/e2b.ts
 	npx tsx test/bench/sdk.ts
+	npx tsx test/bench/warm.ts
+	npx tsx test/bench/fork.ts
 
 bench-smoke: setup cluster-binaries node-binaries ## every bench at a tiny size: each must finish and print its table (part of make test)
 	test/bench/smoke.sh

@@ -46,6 +46,10 @@ import { createConversationService } from './services/conversations.js';
 import { createChannelLimiter } from './services/channel-limits.js';
 import { ChannelHub } from './services/channel-hub.js';
 import { fleetRoutes } from './routes/fleets.js';
+import { warmPoolRoutes } from './routes/warm-pools.js';
+import { forkRoutes } from './routes/forks.js';
+import { createForkService } from './services/forks.js';
+import { createWarmPoolService } from './services/warm-pools.js';
 import { createFleetService } from './services/fleets.js';
 import { createTriggerService } from './services/triggers.js';
 import { createJobService } from './services/jobs.js';
@@ -98,6 +102,8 @@ export interface AppDeps {
   /** For the stream hub's own LISTEN connection. */
   connectionString: string;
   execTimeoutMs: number;
+  /** Most warm-pool sandboxes an organization may keep started (per key mode); default 20. */
+  warmSandboxesMax?: number;
   defaultModel: string;
   currency: string;
   /** Interval of heartbeats on open streams (default 15 s). */
@@ -193,6 +199,7 @@ export function createApp(deps: AppDeps): App {
   runRoutes(routes, { runs, agents, hub, heartbeatMs: deps.streamHeartbeatMs ?? HEARTBEAT_MS });
   const snapshots = createSnapshotService({ store: deps.store, providers: deps.providers, clock: deps.clock, limits });
   snapshotRoutes(routes, { snapshots, agents, providers: deps.providers });
+  forkRoutes(routes, createForkService({ store: deps.store, agents, snapshots, providers: deps.providers }));
   scheduleRoutes(routes, createScheduleService({ store: deps.store, pool: deps.pool, clock: deps.clock }));
   const usage = createUsageService({ pool: deps.pool, clock: deps.clock, currency: deps.currency });
   usageRoutes(routes, usage);
@@ -232,6 +239,7 @@ export function createApp(deps: AppDeps): App {
     hub,
     heartbeatMs: deps.streamHeartbeatMs ?? HEARTBEAT_MS,
   });
+  warmPoolRoutes(routes, createWarmPoolService({ store: deps.store, pool: deps.pool, providers: deps.providers, clock: deps.clock, maxSandboxes: deps.warmSandboxesMax ?? 20 }));
   jobRoutes(routes, createJobService({ pool: deps.pool, currency: deps.currency }));
   channelRoutes(routes, { channels: createChannelService({ pool: deps.pool, clock: deps.clock, box: secretBox }), publicUrl: deps.publicUrl });
   const channelHub = new ChannelHub(deps.pool, deps.connectionString, deps.log, deps.metrics);

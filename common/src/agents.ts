@@ -1,4 +1,4 @@
-import type { Resource, ResourceStore } from './store/types.js';
+import type { Kind, Resource, ResourceStore } from './store/types.js';
 
 /** Longest agent lifetime; longer timeouts are capped to it. */
 export const MAX_TIMEOUT_SECONDS = 24 * 3600;
@@ -21,6 +21,36 @@ export async function waitForAgent(
     for (;;) {
       const changed = new Promise<void>((resolve) => (wake = resolve));
       if (done(await store.get('Agent', name))) return true;
+      const remaining = deadline - Date.now();
+      if (remaining <= 0) return false;
+      let timer: NodeJS.Timeout | undefined;
+      await Promise.race([changed, new Promise<void>((resolve) => (timer = setTimeout(resolve, remaining)))]);
+      clearTimeout(timer);
+    }
+  } finally {
+    watch.stop();
+  }
+}
+
+/** Waits, by watching, until the resource satisfies `done` (undefined: it is gone) or `timeoutMs` passes. */
+export async function waitForResource<K extends Kind>(
+  store: ResourceStore,
+  kind: K,
+  name: string,
+  timeoutMs: number,
+  done: (resource: Resource<K> | undefined) => boolean,
+): Promise<boolean> {
+  let wake: () => void = () => undefined;
+  const watch = store.watch(kind, {
+    onEvent: (event) => event.name === name && wake(),
+    onResync: () => wake(),
+  });
+  const deadline = Date.now() + timeoutMs;
+  try {
+    await watch.ready;
+    for (;;) {
+      const changed = new Promise<void>((resolve) => (wake = resolve));
+      if (done(await store.get(kind, name))) return true;
       const remaining = deadline - Date.now();
       if (remaining <= 0) return false;
       let timer: NodeJS.Timeout | undefined;

@@ -661,6 +661,12 @@ export const SETTINGS = {
     defaultText: '120s',
     schema: durationMs('120s'),
   },
+  warmSandboxesMax: {
+    env: 'BERTH_WARM_SANDBOXES_MAX',
+    description: 'most warm-pool sandboxes one organization may keep started (the sum of its pools\' sizes, per key mode); 0 turns warm pools off',
+    defaultText: '20',
+    schema: z.coerce.number().int().min(0).max(10_000).default(20),
+  },
   controllerWorkers: {
     env: 'BERTH_CONTROLLER_WORKERS',
     description: 'agents reconciled at once',

@@ -8,6 +8,7 @@ export type EventType =
   | 'agent.completed'
   | 'agent.failed'
   | 'agent.paused'
+  | 'agent.restarted'
   | 'agent.run.completed'
   | 'session.limit_reached'
   | 'session.cost_threshold'

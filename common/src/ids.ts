@@ -7,7 +7,7 @@ import { randomBytes } from 'node:crypto';
 export type IdPrefix =
   | 'ses' | 'agt' | 'snap' | 'adef' | 'sched' | 'trg' | 'ch' | 'wf' | 'wfr' | 'flt' | 'itm'
   | 'conv' | 'msg' | 'job' | 'exec' | 'task' | 'req' | 'evt' | 'del' | 'wh' | 'mem' | 'cur' | 'usr' | 'org' | 'key' | 'sis' | 'aud' | 'apr'
-  | 'kcol' | 'ksrc' | 'mcp';
+  | 'kcol' | 'ksrc' | 'mcp' | 'wpl' | 'wsb';
 
 // Crockford base32 in lowercase: ids are valid Kubernetes object names once `_` becomes `-`.
 const ALPHABET = '0123456789abcdefghjkmnpqrstvwxyz';

@@ -36,6 +36,8 @@ export * from './schedules.js';
 export * from './sessions.js';
 export * from './agent-definitions.js';
 export * from './agents.js';
+export * from './agent-activity.js';
+export * from './warm-pools.js';
 export * from './webhooks.js';
 export * from './secrets.js';
 export * from './triggers.js';

@@ -118,6 +118,11 @@ export interface RestoreSource {
   archive?: StoredArchive;
   /** `native`: processes and memory too (same provider, which made it natively); `filesystem`: /workspace only. */
   level: SnapshotLevel;
+  /**
+   * For a fork (ADR 45): the agent the snapshot was taken of. The fork may start from the
+   * checkpoint that agent keeps on this host, without the archive.
+   */
+  takenOf?: string;
 }
 
 /** The stored archive of `source`; a snapshot not archived yet is asked for again later. */
@@ -218,6 +223,26 @@ export interface SandboxProvider {
   /** The process once it ended, or as it is after `timeoutMs`. */
   waitBackground?(ref: SandboxRef, pid: number, timeoutMs: number): Promise<BackgroundProcess>;
   backgroundOutput?(ref: SandboxRef, pid: number): Promise<BackgroundOutput>;
+  /**
+   * Warm pools (ADR 45): starts a sandbox for no agent yet, with an empty environment and
+   * workspace. Idempotent on `request.id`: one already running is adopted.
+   */
+  startWarm?(request: WarmSandboxRequest): Promise<SandboxRef>;
+  /**
+   * Hands the warm sandbox `warm` to the agent of `request`: from now on the agent's id names it
+   * too (its files, checkpoints, `terminate` of the agent's id), and its programs get
+   * `request.env` (the agent's secrets) from the launcher, which never had them before. Returns
+   * the agent's ref of it. Idempotent.
+   */
+  claimWarm?(warm: SandboxRef, request: ProvisionRequest): Promise<SandboxRef>;
+}
+
+/** A sandbox a warm pool starts ahead of its agent (ADR 45): no agent, no secrets, an empty workspace. */
+export interface WarmSandboxRequest {
+  /** The sandbox's own id (`wsb_…`), also its name on the provider until an agent claims it. */
+  id: string;
+  compute: Compute;
+  browser: boolean;
 }
 
 export interface UnsupportedField {

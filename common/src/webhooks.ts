@@ -9,6 +9,7 @@ export const WEBHOOK_EVENTS = [
   'agent.completed',
   'agent.failed',
   'agent.paused',
+  'agent.restarted',
   'agent.run.completed',
   'session.limit_reached',
   'session.cost_threshold',

@@ -17,6 +17,33 @@ export type AgentDesiredState = z.infer<typeof agentDesiredStateSchema>;
 
 const looseObject = freeFormObject();
 
+/** Most restarts `lifecycle.onFailure.restart` may allow: a sandbox that dies more often has a cause to fix. */
+export const MAX_LIFECYCLE_RESTARTS = 10;
+
+/**
+ * The agent's lifecycle policy (ADR 45), stored with it so that it holds across restarts of Berth:
+ * `idle.pauseAfter` pauses the agent by checkpoint after that long without exec, run, file or port
+ * traffic (the next such call wakes it); `onFailure.restart` recreates a sandbox that died up to
+ * that many times, then fails the agent.
+ */
+export const lifecycleSchema = z
+  .object({
+    idle: z.object({ pauseAfter: durationSchema.describe('time without traffic after which the agent is paused: 30s, 5m, 1h') }).strict().optional(),
+    onFailure: z
+      .object({
+        restart: z
+          .number()
+          .int('must be a whole number of restarts')
+          .min(0)
+          .max(MAX_LIFECYCLE_RESTARTS, `must be at most ${MAX_LIFECYCLE_RESTARTS}`)
+          .describe('how many times a sandbox that died is recreated before the agent fails'),
+      })
+      .strict()
+      .optional(),
+  })
+  .strict();
+export type Lifecycle = z.infer<typeof lifecycleSchema>;
+
 /** Overrides carry agent creation fields, instructions among them (up to 100,000 characters). */
 export const OVERRIDES_BOUNDS = { maxDepth: FREE_FORM_BOUNDS.maxDepth, maxBytes: 256 * 1024 };
 
@@ -39,8 +66,8 @@ export const agentSpecSchema = z.object({
   mode: modeSchema,
   userId: z.string(),
   desiredState: agentDesiredStateSchema,
-  /** Why `desiredState` is `paused`: asked through the API, a session limit reached, the agent's costCap spent, or a tool call's approval expired. */
-  pauseReason: z.enum(['requested', 'session_limit', 'cost_cap', 'approval_expired']).optional(),
+  /** Why `desiredState` is `paused`: asked through the API, a session limit reached, the agent's costCap spent, a tool call's approval expired, `lifecycle.idle`, or a fork checkpointing it (ADR 45). */
+  pauseReason: z.enum(['requested', 'session_limit', 'cost_cap', 'approval_expired', 'idle', 'fork']).optional(),
   compute: computeSchema,
   browser: z.boolean(),
   storage: z.string().optional(),
@@ -73,9 +100,15 @@ export const agentSpecSchema = z.object({
   overrides: freeFormObject(OVERRIDES_BOUNDS).optional(),
   secrets: z.array(z.string()).optional(),
   mcp: z.union([z.array(z.string()), z.literal('*')]).optional(),
+  lifecycle: lifecycleSchema.optional(),
   /** Start (or resume) from this snapshot: its files, and at `native` level its processes and memory. */
   restoreFrom: z
-    .object({ snapshotId: z.string(), level: z.enum(['native', 'filesystem']) })
+    .object({
+      snapshotId: z.string(),
+      level: z.enum(['native', 'filesystem']),
+      /** A fork (ADR 45): it may start from the checkpoint its source keeps on the host, without the archive. */
+      fork: z.boolean().optional(),
+    })
     .strict()
     .optional(),
 });
@@ -110,6 +143,8 @@ export const agentStatusSchema = z.object({
   snapshot: z.string().optional(),
   /** The snapshot the running sandbox was restored from (`spec.restoreFrom` done). */
   restoredFrom: z.string().optional(),
+  /** Sandboxes recreated after they died, counted against `lifecycle.onFailure.restart`. */
+  restarts: z.number().int().nonnegative().optional(),
 });
 export type AgentStatus = z.infer<typeof agentStatusSchema>;
 
@@ -140,6 +175,8 @@ export const AgentReason = {
   Terminated: 'Terminated',
   DeadlineExceeded: 'DeadlineExceeded',
   SandboxLost: 'SandboxLost',
+  /** Failed: the sandbox died more often than `lifecycle.onFailure.restart` allows. */
+  RestartLimitReached: 'RestartLimitReached',
   Pausing: 'Pausing',
   Paused: 'Paused',
   Restored: 'Restored',

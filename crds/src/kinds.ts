@@ -4,6 +4,7 @@ import { fleetSpecSchema, fleetStatusSchema } from './fleet.js';
 import { scheduleSpecSchema, scheduleStatusSchema } from './schedule.js';
 import { sessionSpecSchema, sessionStatusSchema } from './session.js';
 import { snapshotSpecSchema, snapshotStatusSchema } from './snapshot.js';
+import { warmPoolSpecSchema, warmPoolStatusSchema } from './warm-pool.js';
 
 export const GROUP = 'berth.dev';
 export const VERSION = 'v1alpha1';
@@ -115,6 +116,22 @@ export const KINDS = {
       { name: 'Failed', type: 'integer', jsonPath: '.status.failed' },
       { name: 'Total', type: 'integer', jsonPath: '.spec.itemCount' },
       { name: 'Cost', type: 'integer', jsonPath: '.status.cost.amount', description: 'spend of its items so far, in cents' },
+      age,
+    ],
+  },
+  WarmPool: {
+    kind: 'WarmPool',
+    plural: 'warmpools',
+    singular: 'warmpool',
+    shortNames: ['wpl'],
+    description: 'Sandboxes started ahead of the agents that claim them, per compute (and browser, and definition); refilled by the operator.',
+    spec: warmPoolSpecSchema,
+    status: warmPoolStatusSchema,
+    printerColumns: [
+      { name: 'Compute', type: 'string', jsonPath: '.spec.compute' },
+      { name: 'Size', type: 'integer', jsonPath: '.spec.size' },
+      { name: 'Ready', type: 'integer', jsonPath: '.status.ready' },
+      { name: 'Claims', type: 'integer', jsonPath: '.status.claims' },
       age,
     ],
   },

@@ -5,6 +5,7 @@ import { createAgentMetrics, createAgentReconciler } from './controllers/agent.j
 import { createSnapshotMetrics, createSnapshotReconciler } from './controllers/snapshot.js';
 import { createScheduleMetrics, createScheduleReconciler } from './controllers/schedule.js';
 import { createFleetMetrics, createFleetReconciler } from './controllers/fleet.js';
+import { createWarmPoolMetrics, createWarmPoolReconciler } from './controllers/warm-pool.js';
 import type { ProviderRegistry } from '@berth/providers';
 import { Controller, createControllerMetrics, type Reconciler } from './runtime/controller.js';
 import { createAgentFactory } from './agents/create.js';
@@ -70,6 +71,7 @@ export function createOperator(deps: OperatorDeps): Operator {
   /** One controller per kind, all on the same store and metrics. */
   const controllerOf = (kind: Kind, workers: number, reconcile: Reconciler) =>
     new Controller({ kind, store: deps.store, log: deps.log.child({ controller: kind.toLowerCase() }), metrics: controllerMetrics, workers, reconcile });
+  const warmPoolMetrics = createWarmPoolMetrics(deps.metrics);
   const agents = controllerOf(
     'Agent',
     deps.workers ?? 4,
@@ -83,6 +85,7 @@ export function createOperator(deps: OperatorDeps): Operator {
       meter: billing.compute,
       onSnapshotChange: (snapshotName) => snapshots.enqueue(snapshotName),
       currency: deps.billing.currency,
+      warmPools: { metrics: warmPoolMetrics, onPoolChange: (poolName) => warmPools.enqueue(poolName) },
       ...(deps.secretBox
         ? {
             secrets: (agent) =>
@@ -136,6 +139,11 @@ export function createOperator(deps: OperatorDeps): Operator {
     ...(deps.connectionString ? { connectionString: deps.connectionString } : {}),
     ...(deps.jobPollMs !== undefined ? { pollMs: deps.jobPollMs } : {}),
   });
+  const warmPools = controllerOf(
+    'WarmPool',
+    2,
+    createWarmPoolReconciler({ store: deps.store, db: deps.db, providers: deps.providers, clock: deps.clock, metrics: warmPoolMetrics }),
+  );
   const schedules = controllerOf('Schedule', 2, createScheduleReconciler({ store: deps.store, db: deps.db, clock: deps.clock, metrics: createScheduleMetrics(deps.metrics) }));
   const fleets = controllerOf(
     'Fleet',
@@ -186,6 +194,7 @@ export function createOperator(deps: OperatorDeps): Operator {
       await snapshots.start();
       await schedules.start();
       await fleets.start();
+      await warmPools.start();
       billing.start();
       await jobs.start();
       await workflows.start();
@@ -204,7 +213,7 @@ export function createOperator(deps: OperatorDeps): Operator {
       await taskStates?.close();
       await jobEnds?.close();
       for (const watch of sandboxWatches.splice(0)) watch.stop();
-      await Promise.all([agents.stop(), snapshots.stop(), schedules.stop(), fleets.stop(), billing.stop()]);
+      await Promise.all([agents.stop(), snapshots.stop(), schedules.stop(), fleets.stop(), warmPools.stop(), billing.stop()]);
     },
   };
 }

@@ -93,6 +93,7 @@ describe('the default render', () => {
         'CustomResourceDefinition/schedules.berth.dev',
         'CustomResourceDefinition/sessions.berth.dev',
         'CustomResourceDefinition/snapshots.berth.dev',
+        'CustomResourceDefinition/warmpools.berth.dev',
         `Deployment/${FULLNAME}-apiserver`,
         `Deployment/${FULLNAME}-operator`,
         `NetworkPolicy/${FULLNAME}-apiserver`,
@@ -352,7 +353,7 @@ describe('plans', () => {
 });
 
 describe('CRDs', () => {
-  const crdNames = ['agents.berth.dev', 'fleets.berth.dev', 'schedules.berth.dev', 'sessions.berth.dev', 'snapshots.berth.dev'];
+  const crdNames = ['agents.berth.dev', 'fleets.berth.dev', 'schedules.berth.dev', 'sessions.berth.dev', 'snapshots.berth.dev', 'warmpools.berth.dev'];
 
   it('are installed and kept on uninstall by default', async () => {
     const crds = (await render()).ofKind('CustomResourceDefinition');
@@ -362,7 +363,7 @@ describe('CRDs', () => {
 
   it('are deleted with the release when crds.keep is false', async () => {
     const crds = (await render([...WITH_URL, '--set', 'crds.keep=false'])).ofKind('CustomResourceDefinition');
-    expect(crds).toHaveLength(5);
+    expect(crds).toHaveLength(6);
     for (const crd of crds) expect(crd.metadata.annotations?.['helm.sh/resource-policy']).toBeUndefined();
   });
 
@@ -374,7 +375,7 @@ describe('CRDs', () => {
 describe('RBAC', () => {
   const apiserver = `${FULLNAME}-apiserver`;
   const operator = `${FULLNAME}-operator`;
-  const berthResources = ['sessions', 'agents', 'snapshots', 'schedules', 'fleets'];
+  const berthResources = ['sessions', 'agents', 'snapshots', 'schedules', 'fleets', 'warmpools'];
 
   it('is namespaced and names every verb, resource and group', async () => {
     for (const args of [WITH_URL, [...WITH_URL, '--set', 'sandbox.namespace=sandboxes']]) {

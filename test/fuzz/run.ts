@@ -65,7 +65,7 @@ const CHECKS = ['not_a_server_error', 'status_code_conformance', 'content_type_c
  * seeded session's agent limit, `endSession`, pause and terminate would leave no ready agent to exec in.
  */
 const DISRUPTIVE_SESSION_OPERATIONS = ['updateSession', 'endSession'];
-const DISRUPTIVE_AGENT_OPERATIONS = ['pauseAgent', 'resumeAgent', 'terminateAgent'];
+const DISRUPTIVE_AGENT_OPERATIONS = ['pauseAgent', 'resumeAgent', 'forkAgent', 'terminateAgent'];
 const ID_BINDINGS: { dictionary: string; pathRegex?: string; operationIds?: string[]; excludeOperationIds?: string[]; parameter: string }[] = [
   { dictionary: 'sessions', pathRegex: '^/v1/sessions/\\{id\\}', excludeOperationIds: DISRUPTIVE_SESSION_OPERATIONS, parameter: 'path.id' },
   { dictionary: 'spareSessions', operationIds: DISRUPTIVE_SESSION_OPERATIONS, parameter: 'path.id' },
@@ -152,6 +152,8 @@ async function main(): Promise<number> {
         BERTH_STREAM_HEARTBEAT: '1s',
         BERTH_SANDBOX_NETWORK: 'none',
         BERTH_SANDBOX_MEMORY: '256Mi',
+        // Warm pools the fuzzer makes keep at most two sandboxes started.
+        BERTH_WARM_SANDBOXES_MAX: '2',
         // Refused at registration: private and plain-http URLs (the defaults, stated for the reader).
         BERTH_WEBHOOK_ALLOW_HTTP: 'false',
         BERTH_WEBHOOK_ALLOW_PRIVATE: 'false',

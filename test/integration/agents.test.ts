@@ -311,9 +311,11 @@ describe('agent creation input', () => {
     expect(browser.body.error.message).toMatch(/browser-capable/);
   });
 
-  it('answers lifecycle with 501', async () => {
-    const response = await live.post(`/v1/sessions/${sessionId}/agents`, { lifecycle: { autoPause: '5m' } });
+  it('answers lifecycle sub-fields not enforced with 501, and unknown ones with 422', async () => {
+    const response = await live.post(`/v1/sessions/${sessionId}/agents`, { lifecycle: { onTimeout: 'pause' } });
     expectError(response, 501, 'not_implemented');
+    expect(response.body.error.details.fields).toEqual({ 'lifecycle.onTimeout': ['not implemented'] });
+    expectError(await live.post(`/v1/sessions/${sessionId}/agents`, { lifecycle: { autoPause: '5m' } }), 422, 'unprocessable_entity');
   });
 
   it('caps the timeout at 24h', async () => {
@@ -362,7 +364,8 @@ describe('test keys', () => {
     const test = berth.api(berth.testKey);
     const session = (await test.post('/v1/sessions', { userId: 'tester' })).body;
     expectError(await test.post(`/v1/sessions/${session.id}/agents`, { storage: '1Gi' }), 422, 'unprocessable_entity');
-    expectError(await test.post(`/v1/sessions/${session.id}/agents`, { lifecycle: {} }), 501, 'not_implemented');
+    expectError(await test.post(`/v1/sessions/${session.id}/agents`, { lifecycle: {} }), 422, 'unprocessable_entity');
+    expectError(await test.post(`/v1/sessions/${session.id}/agents`, { lifecycle: { onTimeout: 'pause' } }), 501, 'not_implemented');
     const agent = await createAgent({}, test, session.id);
     expect(agent).toMatchObject({ status: 'booting', provider: 'local', compute: 'python' });
     await waitForStatus(agent.id, 'idle', test);

@@ -232,10 +232,11 @@ describe('approval policies and guardrails that are not valid', () => {
 
 describe('policy fields nothing enforces yet', () => {
   it.each([
-    ['lifecycle', { autoPause: '5m' }],
+    ['lifecycle.onTimeout', { onTimeout: 'pause' }],
+    ['lifecycle.idle.terminateAfter', { idle: { terminateAfter: '1h' } }],
   ])('answers %s with 501 naming it, and creates no agent', async (field, value) => {
     const session = (await test.post('/v1/sessions', { userId: `policy-${field}` })).body;
-    expectField(await test.post(`/v1/sessions/${session.id}/agents`, { [field]: value }), field, 501, 'not_implemented');
+    expectField(await test.post(`/v1/sessions/${session.id}/agents`, { lifecycle: value }), field, 501, 'not_implemented');
     expect((await test.get(`/v1/sessions/${session.id}/agents`)).body.data).toEqual([]);
   });
 
@@ -243,7 +244,7 @@ describe('policy fields nothing enforces yet', () => {
     const definition = await test.post('/v1/agent-definitions', { name: 'policy-overrides' });
     expect(definition.status).toBe(201);
     const session = (await test.post('/v1/sessions', { userId: 'policy-overrides' })).body;
-    const response = await test.post(`/v1/sessions/${session.id}/agents`, { definition: 'policy-overrides', overrides: { lifecycle: { autoPause: '5m' } } });
-    expectField(response, 'overrides.lifecycle', 501, 'not_implemented');
+    const response = await test.post(`/v1/sessions/${session.id}/agents`, { definition: 'policy-overrides', overrides: { lifecycle: { onTimeout: 'pause' } } });
+    expectField(response, 'overrides.lifecycle.onTimeout', 501, 'not_implemented');
   });
 });

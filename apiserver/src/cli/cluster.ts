@@ -155,7 +155,7 @@ export async function operatorCommand(config: BerthConfig, log: Logger, out: (li
 export async function apiserverCommand(config: BerthConfig, log: Logger, out: (line: string) => void): Promise<void> {
   const { database, store, providers, models, secretBox } = await clusterParts(config, log);
   await bootstrap(database.pool, { createKeys: false });
-  await store.sync(['Session', 'Agent', 'Schedule', 'Fleet']);
+  await store.sync(['Session', 'Agent', 'Schedule', 'Fleet', 'WarmPool']);
   const metrics = createMetricsRegistry({ version: API_VERSION });
   const app = configuredApp(config, {
     store,

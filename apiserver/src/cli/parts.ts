@@ -32,6 +32,7 @@ export function configuredApp(
     models: deps.models,
     connectionString: deps.connectionString,
     execTimeoutMs: config.execTimeout,
+    warmSandboxesMax: config.warmSandboxesMax,
     defaultModel: config.defaultModel,
     currency: config.currency,
     streamHeartbeatMs: config.streamHeartbeat,

@@ -55,18 +55,18 @@ export function agentRoutes(
       description:
         'Creates an agent in the session and starts provisioning its sandbox. The agent comes back with status `booting`; poll `GET /v1/agents/{id}` until it is `idle` (an `agent.started` event is written then). ' +
         'Refused with 422: unknown fields, a `timeout` that is not a duration, `storage` (no provider supports it), `browser: true` when no browser-capable template is configured, `gpu` on a provider without GPUs, an unknown `provider`. ' +
-        '`knowledge` (`true` or a collection name or id; an unknown collection is 422) gives the model the `knowledge_search` tool; `mcp` (MCP server names or ids, or `*`; an unknown one is 422) gives it the tools of those servers. `lifecycle` is not enforced yet: supplying it (also inside `overrides`) answers 501 `not_implemented` naming the field, rather than storing a policy nothing applies. An `approvals` policy or `guardrails` that is not valid answers 422 naming the field (`approvals.rules.0.when.code`). Timeouts over 24h are capped to 24h. ' +
+        '`knowledge` (`true` or a collection name or id; an unknown collection is 422) gives the model the `knowledge_search` tool; `mcp` (MCP server names or ids, or `*`; an unknown one is 422) gives it the tools of those servers. `lifecycle` sets the auto-pause and failure policy: `idle.pauseAfter` pauses it by checkpoint (reason `idle`) after that long without exec, run, stream, terminal, process, file or port traffic, and its next such call wakes it (the call waits for the resume); `onFailure.restart` recreates a sandbox that died up to that many times (`agent.restarted` each time), then fails the agent. A bad value is 422 naming the sub-field; the sub-fields not enforced yet (`lifecycle.idle.terminateAfter`, `lifecycle.onTimeout`) answer 501 `not_implemented` naming them, also inside `overrides`. An `approvals` policy or `guardrails` that is not valid answers 422 naming the field (`approvals.rules.0.when.code`). Timeouts over 24h are capped to 24h. ' +
         "With `definition` (the name or id of an agent definition), the agent's compute, model, instructions (the definition's systemPrompt), tools, browser and timeout come from the definition's current version; `overrides` (agent creation fields) replace them and fields given at the top level replace both. " +
         'Overrides are validated like the same fields at the top level; errors name them `overrides.<field>`. An unknown or archived definition is 422 naming `definition`; `overrides` without `definition` is 422. ' +
         'The agent shows the definition id and version it was made from (`definition`, `definitionVersion`); later updates of the definition do not change it.',
       params: idParam('ses', 'session'),
-      body: createAgentBody.extend({ lifecycle: z.unknown().optional().describe('not enforced: supplying it answers 501') }),
+      body: createAgentBody,
       requestExample: createAgentExample,
       responses: { 201: { description: 'the agent, booting', schema: agentSchema, example: { ...bootingAgentExample, costCap: createAgentExample.costCap } } },
       errors: ['not_found', 'unprocessable_entity', 'session_limit_exceeded', 'not_implemented'],
       handler: async ({ req, principal, params, body }) => {
-        const { lifecycle, ...input } = body;
-        refuseUnenforcedFields(body);
+        const input = body;
+        refuseUnenforcedFields(req.body as Record<string, unknown>);
         if (input.definition !== undefined) {
           // The body as sent: only the fields it holds override the definition, not the schema's defaults.
           const request = { ...(req.body as Record<string, unknown>), definition: input.definition, overrides: input.overrides };

@@ -16,6 +16,7 @@ import {
 } from '@berth/crds';
 import { EXEC_LANGUAGES, approvalPolicySchema, guardrailsSchema } from '@berth/common';
 import { z } from 'zod';
+import { lifecycleBody } from './unenforced.js';
 
 /** Request and response schemas of the public API; the OpenAPI document is generated from them. */
 
@@ -110,6 +111,7 @@ export const createAgentBody = z
       .union([z.array(z.string().min(1).max(200)).max(100), z.literal('*')])
       .optional()
       .describe('MCP server ids or names (`POST /v1/mcp-servers`), or * for all of the organization: their tools are offered to the model as `mcp__<server>__<tool>`; an unknown server is 422'),
+    lifecycle: lifecycleBody.optional(),
   })
   .strict();
 
@@ -132,9 +134,10 @@ export const agentSchema = z
     endedAt: z.string().optional(),
     error: z.object({ code: z.string(), message: z.string() }).optional().describe('why a failed agent failed'),
     pauseReason: z
-      .enum(['requested', 'session_limit', 'cost_cap', 'approval_expired'])
+      .enum(['requested', 'session_limit', 'cost_cap', 'approval_expired', 'idle', 'fork'])
       .optional()
-      .describe('why a paused (or pausing) agent is paused: asked through the API, a session limit reached, its costCap spent, or a tool call\'s approval expired'),
+      .describe('why a paused (or pausing) agent is paused: asked through the API, a session limit reached, its costCap spent, a tool call\'s approval expired, no traffic for its `lifecycle.idle.pauseAfter` (its next exec, run, file or port call wakes it), or a fork being taken of it (it resumes at once after)'),
+    restarts: z.number().int().optional().describe('sandboxes recreated after they died, under `lifecycle.onFailure.restart`'),
     awaitingApproval: z
       .object({ approvalId: z.string(), taskId: z.string(), action: z.string(), expiresAt: z.string() })
       .optional()

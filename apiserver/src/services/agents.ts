@@ -9,6 +9,7 @@ import {
   objectNameToId,
   pendingApprovalOf,
   scopeLabels,
+  touchAgentActivity,
   waitForAgent,
   type BackgroundOutput,
   type BackgroundProcess,
@@ -27,11 +28,16 @@ import { formatDuration, parseDuration, type SandboxRef } from '@berth/crds';
 import { Gauge, Histogram, type Registry } from 'prom-client';
 import type { Principal } from '../http/context.js';
 import { listPage, type CursorCodec, type PageRequest } from './pagination.js';
+import { resumeLevel } from './snapshots.js';
 import { findOwned } from './scope.js';
 import type { SessionService } from './sessions.js';
 
 /** Longest wait of exec and run for a booting agent (or the exec timeout, when shorter). */
 export const BOOT_WAIT_MS = 60_000;
+/** Longest wait of a call that wakes an idle-paused agent, for its pause to end and then for its resume. */
+export const WAKE_WAIT_MS = 120_000;
+/** How often a stream or terminal that stays open records traffic, so that its agent is not idle meanwhile (at most). */
+const ACTIVITY_REFRESH_MS = 30_000;
 
 export function agentView(agent: Resource<'Agent'>) {
   const { spec, status, metadata } = agent;
@@ -61,6 +67,8 @@ export function agentView(agent: Resource<'Agent'>) {
     overrides: spec.overrides,
     secrets: spec.secrets,
     mcp: spec.mcp,
+    lifecycle: spec.lifecycle,
+    restarts: status?.restarts,
     createdAt: metadata.creationTimestamp,
     startedAt: status?.startedAt,
     expiresAt: status?.expiresAt,
@@ -151,7 +159,83 @@ export function createAgentService(deps: AgentServiceDeps) {
     registers: [deps.metrics],
   });
 
+  const wakeDuration = new Histogram({
+    name: 'berth_agent_wake_duration_seconds',
+    help: 'Wait of a call (exec, run, stream, terminal, process) on an agent paused by its idle policy until the agent was resumed (the pause under way, then the resume)',
+    labelNames: ['provider', 'result'],
+    buckets: LATENCY_BUCKETS,
+    registers: [deps.metrics],
+  });
+
   const find = (principal: Principal, id: string) => findOwned(store, 'Agent', 'agt', principal, id);
+
+  const idlePolicy = (agent: Resource<'Agent'>) => agent.spec.lifecycle?.idle;
+
+  /** Records traffic to an agent with an idle policy (ADR 45); agents without one pay nothing. */
+  async function touch(agent: Resource<'Agent'>): Promise<void> {
+    if (idlePolicy(agent)) await touchAgentActivity(deps.pool, objectNameToId(agent.metadata.name), new Date());
+  }
+
+  /**
+   * Keeps an agent with an idle policy from being idle while a stream or terminal stays open:
+   * traffic is recorded now, every so often while it is open, and when it closes (the function returned).
+   */
+  function holdActivity(agent: Resource<'Agent'>): () => void {
+    const idle = idlePolicy(agent);
+    if (!idle) return () => undefined;
+    const every = Math.max(1_000, Math.min(ACTIVITY_REFRESH_MS, (parseDuration(idle.pauseAfter)! * 1000) / 2));
+    const timer = setInterval(() => void touch(agent).catch(() => undefined), every);
+    timer.unref();
+    return () => {
+      clearInterval(timer);
+      void touch(agent).catch(() => undefined);
+    };
+  }
+
+  /**
+   * The one place an agent paused by its idle policy is woken (ADR 45): exec, run, streamed exec,
+   * terminals and background processes come through here, and so must file and port routes. A
+   * pause under way ends first (its checkpoint is what is restored), then the agent is resumed as
+   * `POST /v1/agents/{id}/resume` would (natively where its provider can), and the call waits until
+   * it is ready. An agent paused for another reason (asked, a limit, an approval) is left alone:
+   * the caller's 409 says so. Concurrent callers resume it once.
+   */
+  async function ensureAwake(agent: Resource<'Agent'>): Promise<Resource<'Agent'>> {
+    const asleep = (current: Resource<'Agent'>) => current.spec.desiredState === 'paused' && current.spec.pauseReason === 'idle';
+    const name = agent.metadata.name;
+    const phaseOf = (current: Resource<'Agent'> | undefined) => current?.status?.phase ?? 'booting';
+    if (agent.spec.desiredState === 'paused' && agent.spec.pauseReason === 'fork') {
+      // A fork is being checkpointed from it: the fork resumes it at once after, and the call waits for that.
+      const forking = (current: Resource<'Agent'> | undefined) => current?.spec.desiredState === 'paused' && current.spec.pauseReason === 'fork';
+      await waitForAgent(store, name, WAKE_WAIT_MS, (current) => !forking(current) && ['idle', 'running', 'failed', 'terminated', 'paused'].includes(phaseOf(current)));
+      return (await store.get('Agent', name)) ?? agent;
+    }
+    if (!asleep(agent)) return agent;
+    const provider = agent.status?.provider ?? agent.spec.provider;
+    const timer = wakeDuration.startTimer({ provider });
+    try {
+      await waitForAgent(store, name, WAKE_WAIT_MS, (current) => !current || !asleep(current) || ['paused', 'failed', 'terminated'].includes(phaseOf(current)));
+      const current = await store.get('Agent', name);
+      if (current && asleep(current) && phaseOf(current) === 'paused') {
+        await deps.runs.assertWithinLimits(current, 'waking the agent');
+        const snapshotId = current.status?.snapshot;
+        const snapshot = snapshotId ? await store.get('Snapshot', idToObjectName(snapshotId)) : undefined;
+        const level = snapshot ? resumeLevel(snapshot, snapshot.spec.provider, providers) : 'filesystem';
+        await store.updateSpec('Agent', name, (latest) => {
+          if (!asleep(latest)) return undefined;
+          const { restoreFrom: _previous, pauseReason: _reason, ...rest } = latest.spec;
+          return { ...rest, desiredState: 'active', ...(snapshotId ? { restoreFrom: { snapshotId, level } } : {}) };
+        });
+      }
+      await waitForAgent(store, name, WAKE_WAIT_MS, (latest) => !latest || latest.spec.desiredState !== 'active' || ['idle', 'running', 'failed', 'terminated'].includes(phaseOf(latest)));
+      const woken = (await store.get('Agent', name)) ?? agent;
+      timer({ result: phaseOf(woken) === 'idle' || phaseOf(woken) === 'running' ? 'woken' : phaseOf(woken) });
+      return woken;
+    } catch (error) {
+      timer({ result: 'error' });
+      throw error;
+    }
+  }
 
   const bootWaitMs = Math.min(BOOT_WAIT_MS, deps.execTimeoutMs);
 
@@ -171,6 +255,8 @@ export function createAgentService(deps: AgentServiceDeps) {
   return {
     find,
     whenBooted,
+    ensureAwake,
+    touch,
 
     async create(principal: Principal, sessionId: string, input: CreateAgentInput): Promise<AgentView> {
       return agentView(await deps.factory.create(principal, await sessions.find(principal, sessionId), input));
@@ -194,7 +280,7 @@ export function createAgentService(deps: AgentServiceDeps) {
 
     /** The agent's ready sandbox and the provider holding it; 409 when it has none, 502 when its provider is gone. */
     async ready(principal: Principal, id: string, what = 'exec'): Promise<{ agent: Resource<'Agent'>; sandbox: SandboxRef; provider: SandboxProvider }> {
-      const agent = await whenBooted(await find(principal, id));
+      const agent = await whenBooted(await ensureAwake(await find(principal, id)));
       await deps.runs.assertWithinLimits(agent, what);
       const phase = agent.status?.phase ?? 'booting';
       const sandbox = agent.status?.sandbox;
@@ -211,14 +297,16 @@ export function createAgentService(deps: AgentServiceDeps) {
         throw new ApiError('provider_error', `provider "${agent.status?.provider ?? agent.spec.provider}" is unavailable: ${(error as Error).message}`);
       }
       if (!provider) throw new ApiError('provider_error', `provider "${agent.spec.provider}" is not configured on this install`);
+      await touch(agent);
       return { agent, sandbox, provider };
     },
 
     async exec(principal: Principal, id: string, request: ExecInput): Promise<ExecResult> {
-      const { sandbox, provider } = await this.ready(principal, id);
+      const { agent, sandbox, provider } = await this.ready(principal, id);
       const options = execOptions(provider, request);
       const timeoutMs = request.timeout === undefined ? deps.execTimeoutMs : Math.min(request.timeout * 1000, deps.execTimeoutMs);
       const timer = execDuration.startTimer({ provider: provider.name, language: request.language });
+      const release = holdActivity(agent);
       try {
         const result = await provider.exec(sandbox, { language: request.language, code: request.code, ...options, timeoutMs });
         timer({ result: 'ok' });
@@ -226,6 +314,8 @@ export function createAgentService(deps: AgentServiceDeps) {
       } catch (error) {
         timer({ result: (error as Error).name });
         throw error;
+      } finally {
+        release();
       }
     },
 
@@ -245,9 +335,11 @@ export function createAgentService(deps: AgentServiceDeps) {
       const timeoutMs = Math.min(request.timeout === undefined ? Infinity : request.timeout * 1000, remainingMs(agent));
       stream.onStart();
       streamsOpen.inc({ provider: provider.name });
+      const release = holdActivity(agent);
       try {
         return await provider.execStream(sandbox, { language: request.language, code: request.code, ...options, timeoutMs, onOutput: stream.onOutput, signal: stream.signal });
       } finally {
+        release();
         streamsOpen.dec({ provider: provider.name });
       }
     },
@@ -270,7 +362,13 @@ export function createAgentService(deps: AgentServiceDeps) {
         onOutput: request.onOutput,
       });
       terminalsOpen.inc({ provider: provider.name });
-      void handle.done.finally(() => terminalsOpen.dec({ provider: provider.name })).catch(() => undefined);
+      const release = holdActivity(agent);
+      void handle.done
+        .finally(() => {
+          release();
+          terminalsOpen.dec({ provider: provider.name });
+        })
+        .catch(() => undefined);
       return handle;
     },
 
@@ -396,7 +494,7 @@ export function createAgentService(deps: AgentServiceDeps) {
      * checkpointed into a snapshot and its compute released. Answers once the agent is paused
      * (or after `waitMs`, with the agent as it is then).
      */
-    async pause(principal: Principal, id: string, waitMs: number): Promise<AgentView> {
+    async pause(principal: Principal, id: string, waitMs: number, reason: 'requested' | 'fork' = 'requested'): Promise<AgentView> {
       const agent = await find(principal, id);
       await store.updateSpec('Agent', agent.metadata.name, (current) => {
         const phase = current.status?.phase ?? 'booting';
@@ -405,7 +503,7 @@ export function createAgentService(deps: AgentServiceDeps) {
             status: phase,
           });
         }
-        return { ...current.spec, desiredState: 'paused', pauseReason: 'requested' };
+        return { ...current.spec, desiredState: 'paused', pauseReason: reason };
       });
       await waitForAgent(store, agent.metadata.name, waitMs, (current) => {
         const phase = current?.status?.phase;

@@ -32,8 +32,9 @@ export function createRunService(deps: { pool: Pool; agents: AgentService; runs:
      * checks and the one-run-at-a-time rule are the run starter's.
      */
     async start(principal: Principal, agentId: string, input: string): Promise<{ taskId: string; agentId: string }> {
-      const agent = await agents.whenBooted(await agents.find(principal, agentId));
+      const agent = await agents.whenBooted(await agents.ensureAwake(await agents.find(principal, agentId)));
       const task = await deps.runs.start(agent, input);
+      await agents.touch(agent);
       return { taskId: task.id, agentId: task.agentId };
     },
 

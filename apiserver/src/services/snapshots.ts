@@ -49,6 +49,52 @@ export function createSnapshotService(deps: { store: ResourceStore; providers: P
   const { store, providers, clock } = deps;
   const find = (principal: Principal, id: string) => findOwned(store, 'Snapshot', 'snap', principal, id);
 
+  /**
+   * A new agent of the source agent's session with its settings, started from the snapshot (a
+   * resumed snapshot, or one fork). It counts against the session's limits like a created one.
+   */
+  async function agentFromSnapshot(
+    principal: Principal,
+    snapshot: Resource<'Snapshot'>,
+    source: Resource<'Agent'>,
+    target: { provider: string; region?: string | undefined; level: SnapshotLevel; fork?: boolean },
+    what: string,
+  ): Promise<string> {
+    const snapshotId = objectNameToId(snapshot.metadata.name);
+    const agentId = newId('agt', clock.now());
+    const { restoreFrom: _restoreFrom, pauseReason: _pauseReason, ...settings } = source.spec;
+    const spec: AgentSpec = {
+      ...settings,
+      desiredState: 'active',
+      provider: target.provider,
+      ...(target.region !== undefined ? { region: target.region } : {}),
+      restoreFrom: { snapshotId, level: target.level, ...(target.fork ? { fork: true } : {}) },
+    };
+    const session = await store.get('Session', idToObjectName(source.spec.sessionId));
+    if (!session) throw new ApiError('conflict', `the session snapshot ${snapshotId} was taken in is gone; the snapshot cannot be resumed`);
+    await deps.limits.assertWithin(session, what);
+    try {
+      await deps.limits.withAgentSlot(session, () =>
+        store.create('Agent', {
+          name: idToObjectName(agentId),
+          labels: {
+            [Labels.organization]: principal.organizationId,
+            [Labels.mode]: principal.mode,
+            [Labels.session]: idToObjectName(source.spec.sessionId),
+          },
+          ownerReferences: source.metadata.ownerReferences,
+          finalizers: [SANDBOX_FINALIZER],
+          spec,
+          status: { phase: 'booting', observedGeneration: 0, conditions: [] },
+        }),
+      );
+    } catch (error) {
+      if (isStoreError(error, 'AlreadyExists')) throw new ApiError('conflict', `agent ${agentId} already exists`);
+      throw error;
+    }
+    return agentId;
+  }
+
   return {
     find,
 
@@ -86,39 +132,14 @@ export function createSnapshotService(deps: { store: ResourceStore; providers: P
       const source = await store.get('Agent', idToObjectName(snapshot.spec.agentId));
       if (!source) throw new ApiError('conflict', `the agent snapshot ${id} was taken from is gone; the snapshot cannot be resumed`);
       const level = body.level ?? resumeLevel(snapshot, providerName, providers);
-      const agentId = newId('agt', clock.now());
-      const spec: AgentSpec = {
-        ...source.spec,
-        desiredState: 'active',
-        provider: providerName,
-        region: body.region,
-        restoreFrom: { snapshotId: id, level },
-      };
-      // A resumed agent is a new agent of the session: its limits apply as to a created one.
-      const session = await store.get('Session', idToObjectName(source.spec.sessionId));
-      if (!session) throw new ApiError('conflict', `the session snapshot ${id} was taken in is gone; the snapshot cannot be resumed`);
-      await deps.limits.assertWithin(session, 'resuming a snapshot');
-      try {
-        await deps.limits.withAgentSlot(session, () => store.create('Agent', {
-          name: idToObjectName(agentId),
-          labels: {
-            [Labels.organization]: principal.organizationId,
-            [Labels.mode]: principal.mode,
-            [Labels.session]: idToObjectName(source.spec.sessionId),
-          },
-          ownerReferences: source.metadata.ownerReferences,
-          finalizers: [SANDBOX_FINALIZER],
-          spec,
-          status: { phase: 'booting', observedGeneration: 0, conditions: [] },
-        }));
-      } catch (error) {
-        if (isStoreError(error, 'AlreadyExists')) throw new ApiError('conflict', `agent ${agentId} already exists`);
-        throw error;
-      }
+      const agentId = await agentFromSnapshot(principal, snapshot, source, { provider: providerName, region: body.region, level }, 'resuming a snapshot');
       return { agentId, provider: providerName, region: body.region, resumeLevel: level, status: 'booting' as const };
     },
 
+    agentFromSnapshot,
+
     /** Releases the stored state: the archive is deleted and the snapshot can no longer be resumed. */
+
     async delete(principal: Principal, id: string): Promise<void> {
       const snapshot = await find(principal, id);
       if (snapshotView(snapshot).state === 'creating') {

@@ -9,6 +9,7 @@ namespace or the sandbox namespace. The resource list is Berth's CRDs in templat
 - snapshots
 - schedules
 - fleets
+- warmpools
 {{- end }}
 
 {{- define "berth.rbac.statusResources" -}}
@@ -17,6 +18,7 @@ namespace or the sandbox namespace. The resource list is Berth's CRDs in templat
 - snapshots/status
 - schedules/status
 - fleets/status
+- warmpools/status
 {{- end }}
 
 {{- define "berth.rbac.apiserverResourceRules" -}}
@@ -70,6 +72,7 @@ namespace or the sandbox namespace. The resource list is Berth's CRDs in templat
     - snapshots/finalizers
     - schedules/finalizers
     - fleets/finalizers
+    - warmpools/finalizers
   verbs: ["update"]
 # create: the Lease, by the first replica to run for leader.
 - apiGroups: ["coordination.k8s.io"]

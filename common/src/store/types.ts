@@ -1,4 +1,4 @@
-import type { AgentSpec, AgentStatus, FleetSpec, FleetStatus, ScheduleSpec, ScheduleStatus, SessionSpec, SessionStatus, SnapshotSpec, SnapshotStatus } from '@berth/crds';
+import type { AgentSpec, AgentStatus, FleetSpec, FleetStatus, ScheduleSpec, ScheduleStatus, SessionSpec, SessionStatus, SnapshotSpec, SnapshotStatus, WarmPoolSpec, WarmPoolStatus } from '@berth/crds';
 
 /** Spec and status of each kind the stores hold. */
 export interface ResourceKinds {
@@ -7,6 +7,7 @@ export interface ResourceKinds {
   Snapshot: { spec: SnapshotSpec; status: SnapshotStatus };
   Schedule: { spec: ScheduleSpec; status: ScheduleStatus };
   Fleet: { spec: FleetSpec; status: FleetStatus };
+  WarmPool: { spec: WarmPoolSpec; status: WarmPoolStatus };
 }
 export type Kind = keyof ResourceKinds;
 export type SpecOf<K extends Kind> = ResourceKinds[K]['spec'];

@@ -20,7 +20,7 @@ import {
   type Resource,
   type ResourceStore,
 } from '@berth/common';
-import { SANDBOX_FINALIZER, formatDuration, parseDuration, type AgentSpec, type ByoiRef, type Compute, type Cost, type ModelSettings } from '@berth/crds';
+import { SANDBOX_FINALIZER, formatDuration, parseDuration, type AgentSpec, type ByoiRef, type Compute, type Cost, type ModelSettings, type Lifecycle } from '@berth/crds';
 import type { ProviderRegistry } from '@berth/providers';
 import type { ModelRouter } from '../runner/models/router.js';
 
@@ -48,6 +48,7 @@ export interface CreateAgentInput {
   overrides?: Record<string, unknown> | undefined;
   secrets?: string[] | undefined;
   mcp?: string[] | '*' | undefined;
+  lifecycle?: Lifecycle | undefined;
 }
 
 export interface AgentFactoryDeps {

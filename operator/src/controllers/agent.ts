@@ -1,5 +1,5 @@
 import { isDeepStrictEqual } from 'node:util';
-import { API_VERSION, AgentCondition, AgentReason, SANDBOX_FINALIZER, type AgentPhase, type AgentStatus, type Environment, type SandboxRef, type SnapshotStatus } from '@berth/crds';
+import { API_VERSION, AgentCondition, AgentReason, SANDBOX_FINALIZER, parseDuration, type AgentPhase, type AgentStatus, type Environment, type SandboxRef, type SnapshotStatus } from '@berth/crds';
 import {
   LATENCY_BUCKETS,
   Labels,
@@ -13,8 +13,12 @@ import {
   recordEvent,
   taskHoldOf,
   agentSpendNanocents,
+  claimWarmSandbox,
+  forgetAgentActivity,
+  lastAgentActivity,
   nanocentsToCents,
   type CheckpointResult,
+  type ProvisionRequest,
   type Clock,
   type EventInput,
   type Logger,
@@ -32,6 +36,7 @@ import type { ComputeMeter } from '../billing/meter.js';
 import type { ReconcileResult, Reconciler } from '../runtime/controller.js';
 import { computeConditions, derivePhase, type AgentEnding, type AgentObservation } from './agent-status.js';
 import { findCondition } from './conditions.js';
+import type { WarmPoolMetrics } from './warm-pool.js';
 
 /** How often a ready sandbox is checked for life when nothing else happens. */
 export const HEALTH_CHECK_INTERVAL_MS = 30_000;
@@ -47,6 +52,10 @@ export const LEASE_RECHECK_MARGIN_MS = 250;
 
 export interface AgentMetrics {
   provisionDuration: Histogram<'provider' | 'result'>;
+  /** Agents paused by their idle policy (`lifecycle.idle`). */
+  idlePauses: Counter<'provider'>;
+  /** Sandboxes recreated after they died under `lifecycle.onFailure`, and agents failed when out of restarts. */
+  restarts: Counter<'provider' | 'result'>;
   checkpointDuration: Histogram<'provider'>;
   releaseFailures: Counter<'provider'>;
   /** Last known phase of each agent, counted at scrape time. */
@@ -67,6 +76,18 @@ export function createAgentMetrics(registry: Registry): AgentMetrics {
   });
   return {
     phases,
+    idlePauses: new Counter({
+      name: 'berth_agent_idle_pauses_total',
+      help: 'Agents paused by checkpoint because they had no traffic for their lifecycle.idle.pauseAfter',
+      labelNames: ['provider'],
+      registers: [registry],
+    }),
+    restarts: new Counter({
+      name: 'berth_agent_restarts_total',
+      help: 'Sandboxes that died under a lifecycle.onFailure policy: recreated (result=restarted) or, out of restarts, the agent failed (result=exhausted)',
+      labelNames: ['provider', 'result'],
+      registers: [registry],
+    }),
     releaseFailures: new Counter({
       name: 'berth_sandbox_release_failures_total',
       help: 'Attempts to end a sandbox that failed because its provider could not be reached or refused; retried with backoff, the Agent keeps its finalizer',
@@ -105,6 +126,8 @@ export interface AgentReconcilerDeps {
   secrets?: (agent: Resource<'Agent'>) => Promise<Record<string, string>>;
   /** The install's currency, that of `status.cost`. */
   currency: string;
+  /** Warm pools (ADR 45): new agents claim a sandbox that fits, and the pool it came from is reconciled to refill. */
+  warmPools?: { metrics: WarmPoolMetrics; onPoolChange: (poolName: string) => void };
 }
 
 /** The status of a snapshot whose archive is stored. */
@@ -165,6 +188,7 @@ export function createAgentReconciler(deps: AgentReconcilerDeps): Reconciler {
     if (agent.metadata.deletionTimestamp) return finalize(agent, previous, provider, unavailable, observed, log);
 
     const step = new ReconcileStep(agent, previous, clock.now(), observed);
+    if (agent.spec.lifecycle?.idle) step.lastActivity = await lastAgentActivity(deps.db, agentId);
     let result: ReconcileResult = {};
     let failure: unknown;
     try {
@@ -190,11 +214,37 @@ export function createAgentReconciler(deps: AgentReconcilerDeps): Reconciler {
     }
     // After the status write: the Snapshot reconciler reads the agent's status to know what to do.
     for (const snapshotId of step.snapshotsToWake) deps.onSnapshotChange?.(idToObjectName(snapshotId));
+    if (step.refillPool) deps.warmPools?.onPoolChange(step.refillPool);
+    if (step.idleSince && !failure) await pauseIdle(agent, step.idleSince, log);
     // Test keys' agents run on a mock and use no compute: counting them would inflate capacity dashboards.
     if (agent.spec.mode === 'live') metrics.phases.set(name, { provider: agent.spec.provider, phase: step.status.phase });
     if (failure) throw failure;
     return untilLeaseEnds(result, task);
   };
+
+  /**
+   * The agent had no traffic for its `lifecycle.idle.pauseAfter`: it is asked to pause, as the
+   * pause route does, with reason `idle` (its next exec, run, file or port call resumes it: ADR 45).
+   * The spec changes only if nothing else did since this reconcile read it, and traffic that came
+   * meanwhile (read again just before) keeps it running.
+   */
+  async function pauseIdle(agent: AgentResource, idleSince: Date, log: Logger): Promise<void> {
+    const latest = await lastAgentActivity(deps.db, objectNameToId(agent.metadata.name));
+    if (latest && latest.getTime() > idleSince.getTime()) return;
+    let paused = false;
+    await store
+      .updateSpec('Agent', agent.metadata.name, (current) => {
+        if (current.metadata.generation !== agent.metadata.generation || current.spec.desiredState !== 'active') return undefined;
+        paused = true;
+        return { ...current.spec, desiredState: 'paused', pauseReason: 'idle' };
+      })
+      .catch((error: unknown) => {
+        if (!isStoreError(error, 'NotFound') && !isStoreError(error, 'Conflict')) throw error;
+      });
+    if (!paused) return;
+    metrics.idlePauses.inc({ provider: agent.status?.provider ?? agent.spec.provider });
+    log.info({ idleSince: idleSince.toISOString(), pauseAfter: agent.spec.lifecycle?.idle?.pauseAfter }, 'agent idle: pausing it');
+  }
 
   /**
    * An Agent being deleted: its sandbox is ended before the finalizer goes, so that nothing
@@ -365,7 +415,7 @@ export function createAgentReconciler(deps: AgentReconcilerDeps): Reconciler {
     const state = snapshot?.metadata.deletionTimestamp ? 'deleting' : snapshot?.status?.state;
     const key = archiveKey(wanted.snapshotId);
     if (state === 'creating' && provider.checkpointLocally && snapshot!.spec.provider === provider.name) {
-      return { storage: deps.snapshots, key, level: wanted.level };
+      return { storage: deps.snapshots, key, level: wanted.level, ...(wanted.fork ? { takenOf: snapshot!.spec.agentId } : {}) };
     }
     if (state === 'creating') {
       throw new SandboxNotReadyError(provider.name, `waiting for the archive of snapshot ${wanted.snapshotId}`, SNAPSHOT_WAIT_MS);
@@ -378,7 +428,48 @@ export function createAgentReconciler(deps: AgentReconcilerDeps): Reconciler {
       key,
       archive: { key: snapshot.status.location, sizeBytes: snapshot.status.sizeBytes ?? 0, sha256: snapshot.status.sha256 },
       level: wanted.level,
+      ...(wanted.fork ? { takenOf: snapshot.spec.agentId } : {}),
     };
+  }
+
+  /**
+   * A new agent takes a ready sandbox of a warm pool that fits it (ADR 45): the row is claimed in
+   * one statement, then the provider gives the sandbox the agent's name and environment (its
+   * secrets, which the pool's sandbox never had). No pool, or none ready that fits: undefined, and
+   * the agent starts cold. A claimed sandbox the provider cannot hand over is ended.
+   */
+  async function claimWarm(step: ReconcileStep, provider: SandboxProvider, request: ProvisionRequest, log: Logger): Promise<{ sandbox: SandboxRef; pool: string } | undefined> {
+    const { agent } = step;
+    const warmPools = deps.warmPools;
+    if (!warmPools || !provider.claimWarm || agent.spec.gpu !== undefined || agent.spec.storage !== undefined) return undefined;
+    const started = performance.now();
+    const labels = { provider: provider.name, compute: agent.spec.compute };
+    const shape = { organizationId: agent.spec.organizationId, mode: agent.spec.mode, provider: provider.name, compute: agent.spec.compute, browser: agent.spec.browser, definition: agent.spec.definition };
+    const { sandbox: warm, pooled } = await claimWarmSandbox(deps.db, shape, request.agentId, step.now);
+    const claimedAt = performance.now();
+    if (!warm) {
+      if (pooled) warmPools.metrics.misses.inc(labels);
+      return undefined;
+    }
+    try {
+      const sandbox = await provider.claimWarm({ provider: provider.name, id: warm.id }, request);
+      // Refilled once this reconcile wrote the agent idle: the new sandbox's start (a burst of CPU)
+      // does not compete with the claim.
+      step.refillPool = warm.pool;
+      warmPools.metrics.claims.inc(labels);
+      warmPools.metrics.claimDuration.observe({ provider: provider.name }, (performance.now() - started) / 1000);
+      const handedAt = performance.now();
+      log.info(
+        { warmSandbox: warm.id, pool: objectNameToId(warm.pool), claimMs: Math.round((claimedAt - started) * 10) / 10, handOverMs: Math.round((handedAt - claimedAt) * 10) / 10 },
+        'claimed a warm sandbox',
+      );
+      return { sandbox, pool: warm.pool };
+    } catch (error) {
+      log.warn({ warmSandbox: warm.id, err: error }, 'the claimed warm sandbox could not be handed over; ending it and starting cold');
+      warmPools.onPoolChange(warm.pool);
+      await provider.terminate({ provider: provider.name, id: warm.id, details: { agentId: request.agentId } }).catch(() => undefined);
+      return undefined;
+    }
   }
 
   async function converge(step: ReconcileStep, provider: SandboxProvider, log: Logger): Promise<ReconcileResult> {
@@ -398,6 +489,7 @@ export function createAgentReconciler(deps: AgentReconcilerDeps): Reconciler {
         throw error;
       }
       await deleteSnapshotsOf(agent);
+      if (agent.spec.lifecycle?.idle) await forgetAgentActivity(deps.db, objectNameToId(agent.metadata.name));
       status.endedAt = now.toISOString();
       const message = 'the agent was terminated; its sandbox and files are gone';
       step.observeSandbox(false, AgentReason.Terminated, message);
@@ -431,6 +523,26 @@ export function createAgentReconciler(deps: AgentReconcilerDeps): Reconciler {
     }
     if (sandboxState !== 'running') {
       const lost = status.sandbox !== undefined;
+      const onFailure = agent.spec.lifecycle?.onFailure;
+      if (lost && onFailure) {
+        const restarts = status.restarts ?? 0;
+        if (restarts >= onFailure.restart) {
+          await step.release(provider, { unrecorded: true });
+          metrics.restarts.inc({ provider: provider.name, result: 'exhausted' });
+          log.warn({ restarts, allowed: onFailure.restart }, 'the sandbox died and no restart is left: the agent fails');
+          const times = onFailure.restart === 1 ? 'once' : `${onFailure.restart} times`;
+          return step.fail(
+            'sandbox_lost',
+            onFailure.restart === 0
+              ? 'the sandbox died (lifecycle.onFailure.restart is 0)'
+              : `the sandbox died again after it was restarted ${times} (lifecycle.onFailure.restart: ${onFailure.restart})`,
+            AgentReason.RestartLimitReached,
+          );
+        }
+        status.restarts = restarts + 1;
+        metrics.restarts.inc({ provider: provider.name, result: 'restarted' });
+        step.emit('agent.restarted', { restart: status.restarts, allowed: onFailure.restart, reason: `the sandbox was ${sandboxState === 'missing' ? 'gone' : sandboxState}` }, `restart/${status.restarts}`);
+      }
       const timer = metrics.provisionDuration.startTimer({ provider: provider.name });
       let sandbox: SandboxRef;
       let restore: RestoreSource | undefined;
@@ -441,8 +553,9 @@ export function createAgentReconciler(deps: AgentReconcilerDeps): Reconciler {
         step.observeSandbox(false, AgentReason.Provisioning, error.message);
         return { requeueAfterMs: error.retryAfterMs };
       }
+      let warmPool: string | undefined;
       try {
-        sandbox = await provider.provision({
+        const request: ProvisionRequest = {
           ...(restore ? { restore } : {}),
           agentId: objectNameToId(agent.metadata.name),
           sessionId: agent.spec.sessionId,
@@ -453,8 +566,11 @@ export function createAgentReconciler(deps: AgentReconcilerDeps): Reconciler {
           gpu: agent.spec.gpu,
           storage: agent.spec.storage,
           env: agent.spec.secrets?.length && deps.secrets ? await deps.secrets(agent) : {},
-        });
-        timer({ result: 'success' });
+        };
+        const warm = restore || lost ? undefined : await claimWarm(step, provider, request, log);
+        warmPool = warm?.pool;
+        sandbox = warm?.sandbox ?? (await provider.provision(request));
+        timer({ result: warm ? 'warm' : 'success' });
       } catch (error) {
         const message = (error as Error).message;
         if (error instanceof SandboxNotReadyError) {
@@ -484,6 +600,8 @@ export function createAgentReconciler(deps: AgentReconcilerDeps): Reconciler {
       } else if (lost) {
         log.warn('sandbox was gone; recreated it with the same workspace');
         step.observeSandbox(true, AgentReason.SandboxLost, 'the sandbox was gone and has been recreated');
+      } else if (warmPool) {
+        step.observeSandbox(true, AgentReason.Provisioned, `the sandbox is running (claimed from warm pool ${objectNameToId(warmPool)})`);
       } else if (status.provider !== undefined && status.provider !== agent.spec.provider) {
         step.observeSandbox(true, AgentReason.Provisioned, `the sandbox is running on the fallback ${status.provider} (${status.fallbackReason})`);
       } else {
@@ -504,8 +622,27 @@ export function createAgentReconciler(deps: AgentReconcilerDeps): Reconciler {
       }
     }
     const untilExpiry = Date.parse(status.expiresAt!) - clock.now().getTime();
-    return { requeueAfterMs: Math.max(0, Math.min(untilExpiry, HEALTH_CHECK_INTERVAL_MS)) };
+    const untilIdle = idleDeadline(step);
+    return { requeueAfterMs: Math.max(0, Math.min(untilExpiry, HEALTH_CHECK_INTERVAL_MS, untilIdle)) };
   }
+}
+
+/**
+ * How long until an agent with an idle policy has been without traffic for `pauseAfter`; at or past
+ * it, `step.idleSince` is set and the reconcile pauses the agent after its status write. An agent
+ * with a run queued or in progress is not idle (its own tool calls are traffic), and neither is one
+ * that has just started: its clock starts at `startedAt` (after a wake, the resume).
+ */
+function idleDeadline(step: ReconcileStep): number {
+  const idle = step.agent.spec.lifecycle?.idle;
+  if (!idle || step.agent.spec.desiredState !== 'active' || step.task !== undefined || !step.status.startedAt) return Infinity;
+  // A run's end is traffic too: the Running condition turned False then.
+  const runEnded = findCondition(step.status.conditions, AgentCondition.Running)?.lastTransitionTime;
+  const since = Math.max(Date.parse(step.status.startedAt), step.lastActivity?.getTime() ?? 0, runEnded ? Date.parse(runEnded) : 0);
+  const remaining = since + parseDuration(idle.pauseAfter)! * 1000 - step.now.getTime();
+  if (remaining > 0) return remaining;
+  step.idleSince = new Date(since);
+  return Infinity;
 }
 
 /**
@@ -557,6 +694,12 @@ class ReconcileStep {
   private sandboxWord: AgentObservation['sandbox'];
   readonly task: TaskHold | undefined;
   private ending: AgentEnding | undefined;
+  /** When the agent last had traffic (exec, run, file, port), for its idle policy; read only when it has one. */
+  lastActivity: Date | undefined;
+  /** Set when the agent has been idle past its `lifecycle.idle.pauseAfter` since then: the reconcile pauses it. */
+  idleSince: Date | undefined;
+  /** The warm pool this reconcile claimed a sandbox from, to refill after the status write. */
+  refillPool: string | undefined;
 
   constructor(
     readonly agent: AgentResource,

@@ -1,7 +1,7 @@
 import { createHash, randomUUID } from 'node:crypto';
-import { existsSync } from 'node:fs';
-import { chmod, mkdir, readFile, rename, rm, rmdir, writeFile } from 'node:fs/promises';
-import { join } from 'node:path';
+import { existsSync, readdirSync, readlinkSync } from 'node:fs';
+import { chmod, mkdir, readFile, readlink, rename, rm, rmdir, symlink, writeFile } from 'node:fs/promises';
+import { basename, join } from 'node:path';
 import type { Compute, SandboxRef } from '@berth/crds';
 import { z } from 'zod';
 import {
@@ -35,6 +35,7 @@ import {
   type SandboxState,
   type SnapshotLevel,
   type SnapshotStorage,
+  type WarmSandboxRequest,
 } from '@berth/common';
 import { GUEST_DIR } from '../guest.js';
 import { INTERPRETERS } from '../program.js';
@@ -152,8 +153,23 @@ export class LocalProvider implements SandboxProvider {
   /** Sandboxes whose launcher did not connect in time. */
   private readonly channelLate = new Set<string>();
   private readonly spares: SpareVolumes | undefined;
+  /**
+   * Agents whose sandbox came from a warm pool (ADR 45), by agent id: the warm sandbox's id, whose
+   * directory holds the agent's files. Kept on disk as a symlink `<agent id>` → `<warm id>` in the
+   * sandboxes' directory, read back at start.
+   */
+  private readonly aliases = new Map<string, string>();
 
   constructor(private readonly options: LocalProviderOptions) {
+    for (const entry of (() => {
+      try {
+        return readdirSync(options.sandboxDir, { withFileTypes: true });
+      } catch {
+        return [];
+      }
+    })()) {
+      if (entry.isSymbolicLink()) this.aliases.set(entry.name, basename(readlinkSync(join(options.sandboxDir, entry.name))));
+    }
     if (options.browserImage !== undefined && !isImageName(options.browserImage)) {
       throw new ProviderError(
         this.name,
@@ -201,7 +217,7 @@ export class LocalProvider implements SandboxProvider {
   }
 
   private paths(agentId: string) {
-    const root = join(this.options.sandboxDir, agentId);
+    const root = join(this.options.sandboxDir, this.aliases.get(agentId) ?? agentId);
     return {
       root,
       bundle: join(root, 'bundle'),
@@ -256,6 +272,63 @@ export class LocalProvider implements SandboxProvider {
     await this.guardMemory(containerId);
     // The sandbox is up: the spare workspace it may have taken is made again, after its start.
     this.spares?.fill();
+    return ref;
+  }
+
+  /**
+   * Starts a warm pool's sandbox (ADR 45): the image of its compute, an empty environment (no
+   * agent's secrets: it has no agent yet) and an empty workspace, named by its own id.
+   */
+  async startWarm(request: WarmSandboxRequest): Promise<SandboxRef> {
+    const unsupported = unsupportedReason(this, request);
+    if (unsupported) throw new UnsupportedRequestError(this.name, `${unsupported.field}: ${unsupported.message}`);
+    const image = request.browser && this.browserImage ? this.browserImage : IMAGE_FOR_COMPUTE[request.compute];
+    const ref: SandboxRef = { provider: this.name, id: request.id, details: { image } };
+    const status = existsSync(this.paths(request.id).root) ? await this.options.runsc.state(request.id) : undefined;
+    if (status === 'running') {
+      await this.guardMemory(request.id);
+      await this.listenForLauncher(request.id);
+      return ref;
+    }
+    if (status !== undefined) await this.options.runsc.delete(request.id);
+    const rootfs = await this.options.images.ready(image);
+    await this.start({ agentId: request.id, sessionId: '', timeoutSeconds: 1, compute: request.compute, browser: request.browser, env: {} }, image, rootfs);
+    await this.guardMemory(request.id);
+    this.spares?.fill();
+    return ref;
+  }
+
+  /**
+   * Gives the warm sandbox to the agent: the agent's id names its directory from now on (a symlink,
+   * so that its checkpoints, archives and end find it by the agent's id), and the agent's
+   * environment (its secrets) goes into the bundle's process environment, which the launcher gives
+   * every program it starts from now on; the sandbox never held it before. No process starts: the
+   * claim is a link, a file write and a map entry.
+   */
+  async claimWarm(warm: SandboxRef, request: ProvisionRequest): Promise<SandboxRef> {
+    const agentId = request.agentId;
+    if (this.aliases.get(agentId) !== warm.id) {
+      const link = join(this.options.sandboxDir, agentId);
+      try {
+        await symlink(warm.id, link);
+      } catch (error) {
+        if ((error as NodeJS.ErrnoException).code !== 'EEXIST' || (await readlink(link).catch(() => undefined)) !== warm.id) {
+          throw new ProviderError(this.name, `could not give warm sandbox ${warm.id} to agent ${agentId}: ${(error as Error).message}`, { sandbox: warm.id });
+        }
+      }
+      this.aliases.set(agentId, warm.id);
+    }
+    const ref = { provider: this.name, id: warm.id, details: { ...warm.details, agentId } };
+    // The pool's sandbox has no environment of an agent's: an agent without one needs no write.
+    if (Object.keys(request.env).length === 0) return ref;
+    const bundle = join(this.paths(warm.id).bundle, 'config.json');
+    const spec = JSON.parse(await readFile(bundle, 'utf8')) as { process?: { env?: string[] } };
+    const injected = new Set(Object.keys(request.env));
+    const kept = (spec.process?.env ?? []).filter((entry) => !injected.has(entry.slice(0, entry.indexOf('='))));
+    spec.process = { ...spec.process, env: [...kept, ...Object.entries(request.env).map(([name, value]) => `${name}=${value}`)] };
+    // Only root reads it: it holds the agent's secrets now.
+    await writeFile(bundle, JSON.stringify(spec, null, 2), { mode: 0o600 });
+    this.channelSpec.set(warm.id, channelSpecOf(spec as Record<string, unknown>));
     return ref;
   }
 
@@ -336,6 +409,7 @@ export class LocalProvider implements SandboxProvider {
     const paths = this.paths(agentId);
     const kept = this.keptDir(agentId, source.key);
     if (existsSync(kept)) return this.restoreKept(request, source, kept, image);
+    if (source.takenOf !== undefined && source.takenOf !== agentId && source.level === 'native' && (await this.restoreFork(request, source, source.takenOf, image))) return;
     const key = storedArchiveOf(this.name, source).key;
     // Ask for the image before reading the archive: while it builds, each retry would read it again.
     const rootfs = source.level === 'filesystem' ? await this.options.images.ready(image) : undefined;
@@ -380,18 +454,64 @@ export class LocalProvider implements SandboxProvider {
     try {
       const manifest = parseManifest(await readFile(join(kept, MANIFEST_FILE), 'utf8'));
       const notNative = source.level === 'native' ? await this.whyNotNative(manifest, kept) : 'files were asked for';
-      if (!source.archive) await this.inTurn(agentId, () => this.keepWorkspaceCopy(agentId, kept));
-      await this.mountWorkspace(paths.workspaceImage, paths.workspace, agentId);
-      if (notNative === undefined && manifest.sandbox) {
-        await this.startFromCheckpoint(agentId, manifest.sandbox.spec, join(kept, CHECKPOINT_DIR), request.env);
-      } else {
-        if (source.level === 'native') this.options.log.warn({ agentId, key: source.key, reason: notNative }, 'restoring the files of a native snapshot only');
-        await this.start(request, image, await this.options.images.ready(image));
-      }
+      // In turn with the forks copying this workspace (`restoreFork`): none copies it while it runs again.
+      await this.inTurn(agentId, async () => {
+        if (!source.archive) await this.keepWorkspaceCopy(agentId, kept);
+        await this.mountWorkspace(paths.workspaceImage, paths.workspace, agentId);
+        if (notNative === undefined && manifest.sandbox) {
+          await this.startFromCheckpoint(agentId, manifest.sandbox.spec, join(kept, CHECKPOINT_DIR), request.env);
+        } else {
+          if (source.level === 'native') this.options.log.warn({ agentId, key: source.key, reason: notNative }, 'restoring the files of a native snapshot only');
+          await this.start(request, image, await this.options.images.ready(image));
+        }
+      });
       this.options.log.info({ agentId, key: source.key, level: notNative === undefined ? 'native' : 'filesystem', from: 'kept checkpoint' }, 'sandbox restored');
     } catch (error) {
       if (error instanceof ProviderError) throw error;
       throw new ProviderError(this.name, `restoring the kept checkpoint of snapshot ${source.key} failed: ${(error as Error).message}`, { sandbox: agentId, key: source.key });
+    }
+  }
+
+  /**
+   * A fork (ADR 45): starts this agent from the checkpoint another agent keeps on this host, with a
+   * copy of that agent's workspace as it was checkpointed, without the archive. The copy is the one
+   * kept beside the checkpoint (made when that agent ran again before the archive), or made now
+   * while that agent is still paused, in turn with its own restore. False when neither can be had
+   * (that agent runs again and no copy was kept, or the checkpoint is gone): the archive is used.
+   */
+  private async restoreFork(request: ProvisionRequest, source: RestoreSource, takenOf: string, image: ImageName): Promise<boolean> {
+    const agentId = request.agentId;
+    const theirs = this.keptDir(takenOf, source.key);
+    if (!existsSync(join(theirs, MANIFEST_FILE))) return false;
+    const paths = this.paths(agentId);
+    const copied = await this.inTurn(takenOf, async () => {
+      if (!existsSync(theirs)) return false;
+      if (!existsSync(join(theirs, KEPT_WORKSPACE_IMAGE))) {
+        if ((await this.options.runsc.state(takenOf)) === 'running') return false;
+        await this.keepWorkspaceCopy(takenOf, theirs);
+      }
+      await this.makeRoot(agentId);
+      await rm(paths.workspaceImage, { force: true });
+      await copyImage(join(theirs, KEPT_WORKSPACE_IMAGE), `${paths.workspaceImage}.partial`);
+      await rename(`${paths.workspaceImage}.partial`, paths.workspaceImage);
+      return true;
+    });
+    if (!copied) return false;
+    try {
+      const manifest = parseManifest(await readFile(join(theirs, MANIFEST_FILE), 'utf8'));
+      const notNative = await this.whyNotNative(manifest, theirs);
+      await this.mountWorkspace(paths.workspaceImage, paths.workspace, agentId);
+      if (notNative === undefined && manifest.sandbox) {
+        await this.startFromCheckpoint(agentId, manifest.sandbox.spec, join(theirs, CHECKPOINT_DIR), request.env);
+      } else {
+        this.options.log.warn({ agentId, key: source.key, reason: notNative }, 'restoring the files of a native snapshot only');
+        await this.start(request, image, await this.options.images.ready(image));
+      }
+      this.options.log.info({ agentId, key: source.key, from: takenOf }, 'sandbox restored from the checkpoint another agent keeps on this host');
+      return true;
+    } catch (error) {
+      if (error instanceof ProviderError) throw error;
+      throw new ProviderError(this.name, `restoring the kept checkpoint of snapshot ${source.key} of agent ${takenOf} failed: ${(error as Error).message}`, { sandbox: agentId, key: source.key });
     }
   }
 
@@ -843,6 +963,8 @@ export class LocalProvider implements SandboxProvider {
       // again waits for it (`released`). After a crash, provision finds the stopped container and
       // deletes it then.
       this.releaseInBackground(agentId);
+      // A claimed warm sandbox is restored under its agent's id, whose listener takes the channel.
+      if (ref.details?.agentId !== undefined && ref.details.agentId !== agentId) await this.channels.close(agentId);
       await Promise.all([
         (async () => {
           if (!(await isMountPoint(paths.workspace))) return;
@@ -1002,17 +1124,23 @@ export class LocalProvider implements SandboxProvider {
   }
 
   async terminate(ref: SandboxRef): Promise<void> {
-    await this.released(ref.id);
-    this.memory.unwatch(ref.id);
-    await this.channels.close(ref.id);
-    this.channelSpec.delete(ref.id);
-    this.channelLate.delete(ref.id);
-    try {
-      await this.options.runsc.kill(ref.id);
-      await this.options.runsc.delete(ref.id);
-    } catch (error) {
-      if (!(error instanceof RunscError)) throw error;
-      throw new ProviderError(this.name, error.message);
+    // A sandbox from a warm pool has two names: the warm sandbox's (its first container) and its
+    // agent's (the link to its directory, and its container once restored). Both go.
+    const agentId = ref.details?.agentId ?? (this.aliases.has(ref.id) ? ref.id : undefined);
+    const containers = [...new Set([ref.id, ...(agentId !== undefined ? [agentId, this.aliases.get(agentId)] : [])])].filter((id): id is string => id !== undefined);
+    for (const containerId of containers) {
+      await this.released(containerId);
+      this.memory.unwatch(containerId);
+      await this.channels.close(containerId);
+      this.channelSpec.delete(containerId);
+      this.channelLate.delete(containerId);
+      try {
+        await this.options.runsc.kill(containerId);
+        await this.options.runsc.delete(containerId);
+      } catch (error) {
+        if (!(error instanceof RunscError)) throw error;
+        throw new ProviderError(this.name, error.message);
+      }
     }
     const paths = this.paths(ref.id);
     try {
@@ -1022,6 +1150,10 @@ export class LocalProvider implements SandboxProvider {
       throw new ProviderError(this.name, `could not unmount the sandbox's workspace: ${(error as Error).message}`, { sandbox: ref.id });
     }
     await rm(paths.root, { recursive: true, force: true });
+    if (agentId !== undefined && this.aliases.has(agentId)) {
+      await rm(join(this.options.sandboxDir, agentId), { force: true });
+      this.aliases.delete(agentId);
+    }
   }
 }
 

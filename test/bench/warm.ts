@@ -1,0 +1,112 @@
+/**
+ * `make bench` (warm pools and wake, ADR 45), on the local provider:
+ * - agent create → idle with a warm claim (a pool of python sandboxes, refilled between runs),
+ *   beside the floor of the same create → idle started cold, measured in the same run;
+ * - exec `true` on an agent its idle policy paused (the exec waits for the wake: the resume from
+ *   the checkpoint kept on the host), beside the floor of exec `true` on a running agent.
+ * create → idle is timed from the POST until a GET shows `idle` (GETs back to back, so within
+ * one GET's round trip).
+ */
+import { startBerth, tempDir } from '../helpers/berth.js';
+import type { ApiClient } from '../helpers/http.js';
+import { removeDataDir } from '../helpers/runsc.js';
+
+const RUNS = Number(process.env.BENCH_WARM_RUNS ?? process.env.BENCH_RUNS ?? 30);
+const WAKE_RUNS = Number(process.env.BENCH_WAKE_RUNS ?? Math.min(RUNS, 10));
+
+function percentile(samples: number[], p: number): number {
+  const sorted = [...samples].sort((a, b) => a - b);
+  return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)]!;
+}
+
+async function until<T>(check: () => Promise<T | undefined>, what: string, timeoutMs = 120_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await check();
+    if (value !== undefined) return value;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+}
+
+/** POST create, then GETs back to back until the agent is idle: the time, and the agent's id. */
+async function createToIdle(api: ApiClient, sessionId: string, body: Record<string, unknown> = {}): Promise<{ ms: number; id: string; message: string }> {
+  const started = performance.now();
+  const created = await api.post(`/v1/sessions/${sessionId}/agents`, { timeout: '1h', ...body });
+  if (created.status !== 201) throw new Error(`create: ${JSON.stringify(created.body)}`);
+  for (;;) {
+    const agent = (await api.get(`/v1/agents/${created.body.id}`)).body;
+    if (agent.status === 'idle') return { ms: performance.now() - started, id: agent.id, message: agent.conditions[0]?.message ?? '' };
+    if (agent.status === 'failed') throw new Error(`agent failed: ${JSON.stringify(agent.error)}`);
+  }
+}
+
+async function execTrue(api: ApiClient, id: string): Promise<number> {
+  const started = performance.now();
+  const result = await api.post(`/v1/agents/${id}/exec`, { language: 'bash', code: 'true' });
+  if (result.status !== 200) throw new Error(`exec: ${JSON.stringify(result.body)}`);
+  return performance.now() - started;
+}
+
+async function main(): Promise<void> {
+  const dataDir = tempDir('berth-bench-warm-');
+  const berth = await startBerth({ dataDir, env: { BERTH_LOG_LEVEL: 'warn' } });
+  const api = berth.api(berth.liveKey);
+  try {
+    const sessionId = (await api.post('/v1/sessions', { userId: 'bench-warm' })).body.id;
+    // Warm-up: the image and the first sandbox's caches.
+    const first = await createToIdle(api, sessionId);
+    await api.post(`/v1/agents/${first.id}/terminate`);
+
+    const cold: number[] = [];
+    for (let i = 0; i < RUNS; i++) {
+      const { ms, id } = await createToIdle(api, sessionId);
+      cold.push(ms);
+      await api.post(`/v1/agents/${id}/terminate`);
+    }
+    process.stderr.write(`[bench] cold create → idle p50 ${percentile(cold, 50).toFixed(1)} ms; now warm\n`);
+
+    const size = 2;
+    const pool = (await api.post('/v1/warm-pools', { compute: 'python', size })).body;
+    const refilled = () => until(async () => ((await api.get(`/v1/warm-pools/${pool.id}`)).body.ready === size ? true : undefined), 'the pool to refill');
+    const warm: number[] = [];
+    for (let i = 0; i < RUNS + 1; i++) {
+      await refilled();
+      const { ms, id, message } = await createToIdle(api, sessionId);
+      if (!message.includes('warm pool')) throw new Error(`agent ${id} did not claim a warm sandbox: ${message}`);
+      if (i > 0) warm.push(ms);
+      await api.post(`/v1/agents/${id}/terminate`);
+    }
+    await api.raw(`/v1/warm-pools/${pool.id}`, { method: 'DELETE' });
+
+    // Wake: an agent its idle policy pauses after 1 s without traffic; each exec wakes it.
+    const sleeper = (await createToIdle(api, sessionId, { lifecycle: { idle: { pauseAfter: '1s' } } })).id;
+    const running = (await createToIdle(api, sessionId)).id;
+    const wake: number[] = [];
+    const awake: number[] = [];
+    for (let i = 0; i < WAKE_RUNS + 1; i++) {
+      await until(async () => ((await api.get(`/v1/agents/${sleeper}`)).body.status === 'paused' ? true : undefined), 'the idle agent to be paused');
+      const woken = await execTrue(api, sleeper);
+      const floor = await execTrue(api, running);
+      if (i === 0) continue;
+      wake.push(woken);
+      awake.push(floor);
+    }
+
+    const line = (what: string, samples: number[], floorName: string, floor: number[]) =>
+      `${what.padEnd(30)}${percentile(samples, 50).toFixed(1).padStart(8)}${percentile(samples, 95).toFixed(1).padStart(8)}   ${floorName.padEnd(30)}${percentile(floor, 50).toFixed(1).padStart(8)}${percentile(floor, 95).toFixed(1).padStart(8)}${`${(percentile(samples, 50) / percentile(floor, 50)).toFixed(2)}x`.padStart(9)}`;
+    console.log(`\nBerth warm pools and wake (local provider), ${RUNS} creates each, ${WAKE_RUNS} wakes\n`);
+    console.log(`${'measure'.padEnd(30)}${'p50 ms'.padStart(8)}${'p95 ms'.padStart(8)}   ${'floor'.padEnd(30)}${'p50 ms'.padStart(8)}${'p95 ms'.padStart(8)}${'ratio'.padStart(9)}`);
+    console.log(line('create → idle, warm claim', warm, 'create → idle, cold (same run)', cold));
+    console.log(line('exec true, idle-paused agent', wake, 'exec true, running agent', awake));
+    console.log(
+      '\nratio = Berth p50 / floor p50. The warm claim target is p50 ≤ 10 ms. The wake waits for the resume from the\n' +
+        'checkpoint kept on the host (native: processes and memory), then runs the exec.',
+    );
+  } finally {
+    await berth.stop();
+    removeDataDir(dataDir);
+  }
+}
+
+await main();

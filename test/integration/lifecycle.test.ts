@@ -1,0 +1,240 @@
+import { execFileSync } from 'node:child_process';
+import { join } from 'node:path';
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startBerth, type BerthProcess } from '../helpers/berth.js';
+import { startFakeOpenAI, type FakeModelServer } from '../helpers/fake-models.js';
+import { COUNTER_STATE, parseCounterState } from '../helpers/counter.js';
+import { eventually, type ApiClient } from '../helpers/http.js';
+import { createTestDatabase } from '../helpers/postgres.js';
+import { removeDataDir } from '../helpers/runsc.js';
+import { metricValue, parsePrometheus } from '../helpers/prometheus.js';
+
+/**
+ * The `lifecycle` policy with real gVisor sandboxes: an agent without traffic is paused by
+ * checkpoint (reason idle) and the next exec wakes it, its background process still counting; a
+ * sandbox that dies is recreated up to `onFailure.restart` times, then the agent fails.
+ */
+let berth: BerthProcess;
+let live: ApiClient;
+let db: pg.Pool;
+let sessionId: string;
+let model: FakeModelServer;
+let env: Record<string, string>;
+
+beforeAll(async () => {
+  const databaseUrl = await createTestDatabase();
+  db = new pg.Pool({ connectionString: databaseUrl });
+  model = await startFakeOpenAI(() => ({ text: 'hi' }), { apiKey: 'sk-lifecycle' });
+  env = {
+    DATABASE_URL: databaseUrl,
+    BERTH_MODEL_PROVIDERS: JSON.stringify({ openai: { api: 'openai', baseUrl: model.baseUrl, apiKeyEnv: 'TEST_LIFECYCLE_KEY' } }),
+    TEST_LIFECYCLE_KEY: 'sk-lifecycle',
+  };
+  berth = await startBerth({ env });
+  live = berth.api(berth.liveKey);
+  sessionId = (await live.post('/v1/sessions', { userId: 'lifecycle' })).body.id;
+});
+afterAll(async () => {
+  expect(await berth.stop()).toBe(0);
+  removeDataDir(berth.dataDir);
+  await db.end();
+  await model.close();
+});
+
+function expectError(response: { status: number; body: any }, status: number, code: string) {
+  expect(response.status, JSON.stringify(response.body)).toBe(status);
+  expect(response.body.error.code).toBe(code);
+}
+
+const create = (body: Record<string, unknown>) => live.post(`/v1/sessions/${sessionId}/agents`, { timeout: '1h', ...body });
+const exec = (id: string, code: string, extra: Record<string, unknown> = {}) => live.post(`/v1/agents/${id}/exec`, { language: 'bash', code, ...extra });
+const status = async (id: string) => (await live.get(`/v1/agents/${id}`)).body;
+
+async function until(id: string, wanted: (agent: any) => boolean, what: string, timeoutMs = 60_000) {
+  return eventually(async () => {
+    const agent = await status(id);
+    return wanted(agent) ? agent : undefined;
+  }, { timeoutMs, what, intervalMs: 100 });
+}
+
+/** A counter started as a background process: its argv names counter.tmp, which COUNTER_STATE looks for. */
+const BACKGROUND_COUNTER = `exec python3 -c '
+import os, time
+open("/workspace/counter.pid", "w").write(str(os.getpid()))
+n = 0
+while True:
+    n += 1
+    open("/workspace/counter.tmp", "w").write(str(n))
+    os.replace("/workspace/counter.tmp", "/workspace/counter")
+    time.sleep(0.1)
+'`;
+
+describe('lifecycle values', () => {
+  it('answers 422 naming the sub-field for bad values', async () => {
+    for (const [lifecycle, field] of [
+      [{ idle: { pauseAfter: 'soon' } }, 'lifecycle.idle.pauseAfter'],
+      [{ idle: {} }, 'lifecycle.idle.pauseAfter'],
+      [{ onFailure: { restart: 11 } }, 'lifecycle.onFailure.restart'],
+      [{ onFailure: { restart: -1 } }, 'lifecycle.onFailure.restart'],
+      [{ onFailure: { restart: 1.5 } }, 'lifecycle.onFailure.restart'],
+      [{ idle: { pauseAfter: '1m', after: '2m' } }, 'lifecycle.idle'],
+      [{ sleep: true }, 'lifecycle'],
+      [{}, 'lifecycle'],
+      ['1m', 'lifecycle'],
+    ] as const) {
+      const response = await create({ lifecycle });
+      expectError(response, 422, 'unprocessable_entity');
+      expect(Object.keys(response.body.error.details.fields), JSON.stringify(lifecycle)).toContain(field);
+    }
+  });
+
+  it('answers 501 naming the sub-fields that are not enforced, also inside overrides', async () => {
+    const terminate = await create({ lifecycle: { idle: { pauseAfter: '5m', terminateAfter: '1h' } } });
+    expectError(terminate, 501, 'not_implemented');
+    expect(terminate.body.error.details.fields).toEqual({ 'lifecycle.idle.terminateAfter': ['not implemented'] });
+    const onTimeout = await create({ lifecycle: { onTimeout: 'pause' } });
+    expectError(onTimeout, 501, 'not_implemented');
+    expect(onTimeout.body.error.details.fields).toEqual({ 'lifecycle.onTimeout': ['not implemented'] });
+
+    const definition = (await live.post('/v1/agent-definitions', { name: 'lifecycle-def' })).body;
+    const overridden = await create({ definition: definition.id, overrides: { lifecycle: { onTimeout: 'pause' } } });
+    expectError(overridden, 501, 'not_implemented');
+    expect(overridden.body.error.details.fields).toEqual({ 'overrides.lifecycle.onTimeout': ['not implemented'] });
+    // Nothing half-written: no agent was made by the refused requests.
+    expect((await live.get(`/v1/sessions/${sessionId}/agents`)).body.data).toEqual([]);
+  });
+
+  it('stores the policy with the agent and shows it; one from overrides too', async () => {
+    const definition = (await live.post('/v1/agent-definitions', { name: 'lifecycle-kept' })).body;
+    const made = await create({ definition: definition.id, overrides: { lifecycle: { onFailure: { restart: 2 } } } });
+    expect(made.status, JSON.stringify(made.body)).toBe(201);
+    expect(made.body.lifecycle).toEqual({ onFailure: { restart: 2 } });
+    expect((await status(made.body.id)).lifecycle).toEqual({ onFailure: { restart: 2 } });
+    await live.post(`/v1/agents/${made.body.id}/terminate`);
+  });
+});
+
+describe('idle auto-pause and wake', () => {
+  let agent: any;
+  let before: { pid: string; count: number; alive: boolean };
+
+  beforeAll(async () => {
+    const made = await create({ lifecycle: { idle: { pauseAfter: '3s' } } });
+    expect(made.status, JSON.stringify(made.body)).toBe(201);
+    agent = made.body;
+    expect(agent.lifecycle).toEqual({ idle: { pauseAfter: '3s' } });
+    await until(agent.id, (current) => current.status === 'idle', 'the agent to be idle');
+    const started = await exec(agent.id, BACKGROUND_COUNTER, { background: true });
+    expect(started.status, JSON.stringify(started.body)).toBe(202);
+    await eventually(async () => ((await exec(agent.id, 'cat /workspace/counter')).body.stdout ? true : undefined), { what: 'the counter to count' });
+    before = parseCounterState((await exec(agent.id, COUNTER_STATE)).body.stdout);
+    expect(before.alive).toBe(true);
+  });
+
+  it('stays running while it has traffic', async () => {
+    // Execs every second for longer than pauseAfter keep it running.
+    for (let i = 0; i < 5; i++) {
+      expect((await exec(agent.id, 'true')).status).toBe(200);
+      await new Promise((resolve) => setTimeout(resolve, 1_000));
+    }
+    expect((await status(agent.id)).status).toBe('idle');
+  });
+
+  it('is paused by checkpoint with reason idle after pauseAfter without traffic; agent.paused says idle', async () => {
+    const paused = await until(agent.id, (current) => current.status === 'paused', 'the idle agent to be paused');
+    expect(paused.pauseReason).toBe('idle');
+    const { rows } = await db.query("SELECT data FROM events WHERE subject_id = $1 AND type = 'agent.paused'", [agent.id]);
+    expect(rows).toEqual([{ data: expect.objectContaining({ agentId: agent.id, reason: 'idle', level: 'native' }) }]);
+  });
+
+  it('is woken by the next exec, which waits for the resume; the background process still counts', async () => {
+    const woken = await exec(agent.id, COUNTER_STATE);
+    expect(woken.status, JSON.stringify(woken.body)).toBe(200);
+    const after = parseCounterState(woken.body.stdout);
+    expect(after.pid).toBe(before.pid);
+    expect(after.alive).toBe(true);
+    expect(after.count).toBeGreaterThanOrEqual(before.count);
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    const later = parseCounterState((await exec(agent.id, COUNTER_STATE)).body.stdout);
+    expect(later.count).toBeGreaterThan(after.count);
+    const current = await status(agent.id);
+    expect(current).toMatchObject({ status: 'idle', lifecycle: { idle: { pauseAfter: '3s' } } });
+    expect(current.pauseReason).toBeUndefined();
+    const processes = (await live.get(`/v1/agents/${agent.id}/processes`)).body;
+    expect(processes.data ?? processes).toEqual(expect.arrayContaining([expect.objectContaining({ status: 'running' })]));
+  });
+
+  it('is paused again when idle again, counted in /metrics, and woken by a run too', async () => {
+    await until(agent.id, (current) => current.status === 'paused', 'the agent to be paused a second time');
+    const { rows } = await db.query("SELECT count(*)::int AS n FROM events WHERE subject_id = $1 AND type = 'agent.paused'", [agent.id]);
+    expect(rows[0].n).toBe(2);
+    const samples = parsePrometheus(await (await fetch(`${berth.baseUrl}/metrics`)).text());
+    expect(metricValue(samples, 'berth_agent_idle_pauses_total', { provider: 'local' })).toBeGreaterThanOrEqual(2);
+    expect(metricValue(samples, 'berth_agent_wake_duration_seconds_count', { provider: 'local', result: 'woken' })).toBe(1);
+    const run = await live.post(`/v1/agents/${agent.id}/run`, { task: 'say hi' });
+    expect(run.status, JSON.stringify(run.body)).toBe(202);
+    expect((await status(agent.id)).status).toMatch(/^(idle|running)$/);
+    const task = await eventually(async () => {
+      const current = (await live.get(`/v1/tasks/${run.body.taskId}`)).body;
+      return current.status === 'completed' ? current : undefined;
+    }, { what: 'the run to complete' });
+    expect(task.output).toBe('hi');
+  });
+});
+
+describe('restart on sandbox death (onFailure)', () => {
+  const kill = (agentId: string) => {
+    execFileSync('runsc', [`--root=${join(berth.dataDir, 'runsc')}`, 'kill', '--all', agentId, 'KILL']);
+  };
+
+  it('recreates a sandbox that died up to restart times, saying so in agent.restarted, then fails the agent', async () => {
+    const made = await create({ lifecycle: { onFailure: { restart: 1 } } });
+    expect(made.status, JSON.stringify(made.body)).toBe(201);
+    const id = made.body.id;
+    await until(id, (current) => current.status === 'idle', 'the agent to be idle');
+    expect((await exec(id, 'echo kept > /workspace/note')).status).toBe(200);
+
+    kill(id);
+    // An exec finds the sandbox dead and has the operator look at once.
+    await eventually(async () => {
+      await exec(id, 'true');
+      const current = await status(id);
+      return current.restarts === 1 && current.status === 'idle' ? current : undefined;
+    }, { timeoutMs: 60_000, what: 'the sandbox to be recreated', intervalMs: 200 });
+    const again = await exec(id, 'cat /workspace/note');
+    expect(again.body).toMatchObject({ stdout: 'kept\n', exitCode: 0 });
+    const { rows } = await db.query("SELECT data FROM events WHERE subject_id = $1 AND type = 'agent.restarted'", [id]);
+    expect(rows).toEqual([{ data: expect.objectContaining({ agentId: id, restart: 1, allowed: 1 }) }]);
+
+    kill(id);
+    const failed = await eventually(async () => {
+      await exec(id, 'true');
+      const current = await status(id);
+      return current.status === 'failed' ? current : undefined;
+    }, { timeoutMs: 60_000, what: 'the agent to fail', intervalMs: 200 });
+    expect(failed.error).toMatchObject({ code: 'sandbox_lost' });
+    expect(failed.error.message).toContain('lifecycle.onFailure.restart: 1');
+    expect(failed.conditions[0]).toMatchObject({ reason: 'RestartLimitReached' });
+    const events = await db.query("SELECT type FROM events WHERE subject_id = $1 AND type IN ('agent.restarted', 'agent.failed') ORDER BY created_at", [id]);
+    expect(events.rows.map((row) => row.type)).toEqual(['agent.restarted', 'agent.failed']);
+  });
+});
+
+describe('across a restart of Berth', () => {
+  it('keeps the policy with the agent: an agent made before the restart is paused when idle after it, and woken', async () => {
+    const made = await create({ lifecycle: { idle: { pauseAfter: '4s' } } });
+    expect(made.status, JSON.stringify(made.body)).toBe(201);
+    const id = made.body.id;
+    await until(id, (current) => current.status === 'idle', 'the agent to be idle');
+    const key = berth.liveKey;
+    expect(await berth.stop()).toBe(0);
+    berth = await startBerth({ dataDir: berth.dataDir, env });
+    live = berth.api(key);
+    expect((await status(id)).lifecycle).toEqual({ idle: { pauseAfter: '4s' } });
+    const paused = await until(id, (current) => current.status === 'paused', 'the agent to be paused after the restart');
+    expect(paused.pauseReason).toBe('idle');
+    const woken = await exec(id, 'echo awake');
+    expect(woken.body, JSON.stringify(woken.body)).toMatchObject({ stdout: 'awake\n', exitCode: 0 });
+  });
+});
