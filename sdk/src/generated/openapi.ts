@@ -14,8 +14,8 @@ export type Agent = {
   /** booting → idle (ready) → running (a task) → paused / terminated / failed */
   status: "booting" | "idle" | "running" | "paused" | "terminated" | "failed";
   sessionId: string;
-  /** why a paused (or pausing) agent is paused: asked through the API, a session limit reached, its costCap spent, or a tool call's approval expired */
-  pauseReason?: "requested" | "session_limit" | "cost_cap" | "approval_expired";
+  /** why a paused (or pausing) agent is paused: asked through the API, a session limit reached, its costCap spent, a tool call's approval expired, no traffic for its `lifecycle.idle.pauseAfter` (its next exec, run, file or port call wakes it), or a fork being taken of it (it resumes at once after) */
+  pauseReason?: "requested" | "session_limit" | "cost_cap" | "approval_expired" | "idle" | "fork";
   compute: "python" | "node" | "go";
   browser: boolean;
   storage?: string;
@@ -69,9 +69,20 @@ export type Agent = {
   };
   secrets?: string[];
   mcp?: string[] | "*";
+  lifecycle?: {
+    idle?: {
+      /** time without traffic after which the agent is paused: 30s, 5m, 1h */
+      pauseAfter: string;
+    };
+    onFailure?: {
+      /** how many times a sandbox that died is recreated before the agent fails */
+      restart: number;
+    };
+  };
   restoreFrom?: {
     snapshotId: string;
     level: "native" | "filesystem";
+    fork?: boolean;
   };
   createdAt: string;
   /** when the sandbox became ready */
@@ -84,6 +95,8 @@ export type Agent = {
     code: string;
     message: string;
   };
+  /** sandboxes recreated after they died, under `lifecycle.onFailure.restart` */
+  restarts?: number;
   /** present while a tool call of the running task waits for a decision (`POST /v1/approvals/{id}/approve` or `deny`); `status` stays `running` */
   awaitingApproval?: {
     approvalId: string;
@@ -491,6 +504,20 @@ export type FleetStreamEvent = {
   id?: string;
   /** reconnection delay in milliseconds, sent once when the stream opens */
   retry?: number;
+};
+
+export type Forked = {
+  /** the agent forked */
+  agentId: string;
+  /** the checkpoint the forks continue from (`snap_…`) */
+  snapshotId: string;
+  /** native: processes, memory and files; filesystem: the /workspace files */
+  level: "native" | "filesystem";
+  /** the new agents, booting: poll each until `idle` */
+  agents: {
+    id: string;
+    status: "booting";
+  }[];
 };
 
 export type GuardrailsInput = {
@@ -1046,11 +1073,39 @@ export type UserUsage = {
   }[];
 };
 
+export type WarmPool = {
+  /** `wpl_…` */
+  id: string;
+  provider: string;
+  compute: "python" | "node" | "go";
+  browser: boolean;
+  /** only agents made from this definition (`adef_…`) claim from the pool */
+  definition?: string;
+  /** unclaimed sandboxes the pool keeps started */
+  size: number;
+  /** unclaimed sandboxes ready to be claimed now */
+  ready: number;
+  /** sandboxes being started to refill the pool */
+  starting: number;
+  /** sandboxes agents claimed from the pool since it was made */
+  claims: number;
+  /** `Filled`: True when `ready` reached `size`, else why not */
+  conditions: {
+    type: string;
+    status: "True" | "False" | "Unknown";
+    reason: string;
+    message: string;
+    lastTransitionTime: string;
+    observedGeneration: number;
+  }[];
+  createdAt: string;
+};
+
 export type Webhook = {
   /** `wh_…` */
   id: string;
   url: string;
-  events: ("agent.started" | "agent.completed" | "agent.failed" | "agent.paused" | "agent.run.completed" | "session.limit_reached" | "session.cost_threshold" | "budget.threshold" | "budget.exhausted" | "fleet.started" | "fleet.item_completed" | "fleet.completed" | "fleet.cost_limited" | "schedule.fired" | "trigger.fired" | "workflow.started" | "workflow.step_completed" | "workflow.completed" | "workflow.failed" | "knowledge.sync_completed" | "knowledge.sync_failed" | "approval.requested" | "approval.approved" | "approval.denied" | "approval.expired")[];
+  events: ("agent.started" | "agent.completed" | "agent.failed" | "agent.paused" | "agent.restarted" | "agent.run.completed" | "session.limit_reached" | "session.cost_threshold" | "budget.threshold" | "budget.exhausted" | "fleet.started" | "fleet.item_completed" | "fleet.completed" | "fleet.cost_limited" | "schedule.fired" | "trigger.fired" | "workflow.started" | "workflow.step_completed" | "workflow.completed" | "workflow.failed" | "knowledge.sync_completed" | "knowledge.sync_failed" | "approval.requested" | "approval.approved" | "approval.denied" | "approval.expired")[];
   /** in full only in the response that created it; after that its first 8 characters and … */
   secret: string;
   createdAt: string;
@@ -1910,6 +1965,34 @@ export interface paths {
         500: Error;
         501: Error;
         502: Error;
+      };
+    };
+  };
+  "/v1/agents/{id}/fork": {
+    /** Fork an agent */
+    post: {
+      operationId: "forkAgent";
+      path: {
+        /** agent id (`agt_…`) */
+        id: string;
+      };
+      query: never;
+      body: {
+        /** how many forks, 1–100 */
+        count?: number;
+      };
+      responses: {
+        201: Forked;
+        400: Error;
+        401: Error;
+        402: Error;
+        404: Error;
+        409: Error;
+        413: Error;
+        415: Error;
+        422: Error;
+        429: Error;
+        500: Error;
       };
     };
   };
@@ -3476,8 +3559,21 @@ export interface paths {
         secrets?: string[];
         /** MCP server ids or names (`POST /v1/mcp-servers`), or * for all of the organization: their tools are offered to the model as `mcp__<server>__<tool>`; an unknown server is 422 */
         mcp?: string[] | "*";
-        /** not enforced: supplying it answers 501 */
-        lifecycle?: unknown;
+        /** auto-pause and failure policy: `{ idle: { pauseAfter }, onFailure: { restart } }` (see docs/warm-pools-and-lifecycle.md) */
+        lifecycle?: {
+          idle?: {
+            /** pause the agent by checkpoint after this long without exec, run, stream, terminal, process, file or port traffic (30s, 10m, 2h); its next such call wakes it */
+            pauseAfter?: string;
+            /** not enforced: supplying it answers 501 naming it */
+            terminateAfter?: unknown;
+          };
+          onFailure?: {
+            /** recreate a sandbox that died (killed, out of memory, its host restarted) up to this many times (0–10), then fail the agent */
+            restart: number;
+          };
+          /** not enforced: supplying it answers 501 naming it */
+          onTimeout?: unknown;
+        };
       };
       responses: {
         201: Agent;
@@ -3887,6 +3983,119 @@ export interface paths {
       };
     };
   };
+  "/v1/warm-pools": {
+    /** Create a warm pool */
+    post: {
+      operationId: "createWarmPool";
+      path: never;
+      query: never;
+      body: {
+        /** the compute of the agents that claim its sandboxes */
+        compute?: "python" | "node" | "go";
+        /** browser sandboxes, for browser agents */
+        browser?: boolean;
+        /** agent definition name or id: only its agents claim from this pool (they take it before a pool without definition) */
+        definition?: string;
+        /** sandboxes to keep started, 0–50 */
+        size: number;
+        /** one of this install's providers that can keep warm sandboxes (local); the default provider when omitted */
+        provider?: string;
+      };
+      responses: {
+        201: WarmPool;
+        400: Error;
+        401: Error;
+        409: Error;
+        413: Error;
+        415: Error;
+        422: Error;
+        429: Error;
+        500: Error;
+      };
+    };
+    /** List warm pools */
+    get: {
+      operationId: "listWarmPools";
+      path: never;
+      query: never;
+      body: never;
+      responses: {
+        200: {
+          data: WarmPool[];
+          hasMore: boolean;
+        };
+        400: Error;
+        401: Error;
+        429: Error;
+        500: Error;
+      };
+    };
+  };
+  "/v1/warm-pools/{id}": {
+    /** Get a warm pool */
+    get: {
+      operationId: "getWarmPool";
+      path: {
+        /** warm pool id (`wpl_…`) */
+        id: string;
+      };
+      query: never;
+      body: never;
+      responses: {
+        200: WarmPool;
+        400: Error;
+        401: Error;
+        404: Error;
+        422: Error;
+        429: Error;
+        500: Error;
+      };
+    };
+    /** Resize a warm pool */
+    patch: {
+      operationId: "resizeWarmPool";
+      path: {
+        /** warm pool id (`wpl_…`) */
+        id: string;
+      };
+      query: never;
+      body: {
+        /** sandboxes to keep started, 0–50 */
+        size: number;
+      };
+      responses: {
+        200: WarmPool;
+        400: Error;
+        401: Error;
+        404: Error;
+        409: Error;
+        413: Error;
+        415: Error;
+        422: Error;
+        429: Error;
+        500: Error;
+      };
+    };
+    /** Delete a warm pool */
+    delete: {
+      operationId: "deleteWarmPool";
+      path: {
+        /** warm pool id (`wpl_…`) */
+        id: string;
+      };
+      query: never;
+      body: never;
+      responses: {
+        200: Ok;
+        400: Error;
+        401: Error;
+        404: Error;
+        422: Error;
+        429: Error;
+        500: Error;
+      };
+    };
+  };
   "/v1/webhooks": {
     /** Register a webhook */
     post: {
@@ -3895,7 +4104,7 @@ export interface paths {
       query: never;
       body: {
         url: string;
-        events: ("agent.started" | "agent.completed" | "agent.failed" | "agent.paused" | "agent.run.completed" | "session.limit_reached" | "session.cost_threshold" | "budget.threshold" | "budget.exhausted" | "fleet.started" | "fleet.item_completed" | "fleet.completed" | "fleet.cost_limited" | "schedule.fired" | "trigger.fired" | "workflow.started" | "workflow.step_completed" | "workflow.completed" | "workflow.failed" | "knowledge.sync_completed" | "knowledge.sync_failed" | "approval.requested" | "approval.approved" | "approval.denied" | "approval.expired")[];
+        events: ("agent.started" | "agent.completed" | "agent.failed" | "agent.paused" | "agent.restarted" | "agent.run.completed" | "session.limit_reached" | "session.cost_threshold" | "budget.threshold" | "budget.exhausted" | "fleet.started" | "fleet.item_completed" | "fleet.completed" | "fleet.cost_limited" | "schedule.fired" | "trigger.fired" | "workflow.started" | "workflow.step_completed" | "workflow.completed" | "workflow.failed" | "knowledge.sync_completed" | "knowledge.sync_failed" | "approval.requested" | "approval.approved" | "approval.denied" | "approval.expired")[];
         /** default: generated (`whsec_…`) */
         secret?: string;
       };
