@@ -334,7 +334,7 @@ def file_op(request):
         return {'info': file_info(confine(path))}
     if op == 'list':
         real = confine(path)
-        if not os.path.isdir(real):
+        if not stat.S_ISDIR(os.stat(real).st_mode):
             raise FileError('not_directory', f'{path} is not a directory')
         names = sorted(os.listdir(real))
         entries = []
@@ -792,7 +792,7 @@ class Launcher:
 
     def open_tar(self, stream_id, request):
         real = confine(string_field(request, 'path'))
-        if not os.path.isdir(real):
+        if not stat.S_ISDIR(os.stat(real).st_mode):
             raise FileError('not_directory', f'{request["path"]} is not a directory')
         out_read, out_write = os.pipe()
         null = os.open('/dev/null', os.O_RDWR)

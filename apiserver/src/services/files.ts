@@ -1,4 +1,5 @@
-import type { Readable } from 'node:stream';
+import { Transform, type Readable } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
 import { ApiError, SandboxFileError, type FileErrorCode, type FileInfo, type SandboxFiles, type SandboxProvider } from '@berth/common';
 import type { SandboxRef } from '@berth/crds';
 import { Counter, type Registry } from 'prom-client';
@@ -53,11 +54,17 @@ export function createFileService(deps: { agents: AgentService; metrics: Registr
     }
   }
 
-  /** Counts the bytes of `body` as they pass. */
+  /** `body` with its bytes counted as they pass (read at the pace of whoever reads the result). */
   function counted(body: Readable, provider: string, direction: 'upload' | 'download' | 'archive'): Readable {
     const counter = bytes.labels({ provider, direction });
-    body.on('data', (chunk: Buffer) => counter.inc(chunk.length));
-    return body;
+    const counting = new Transform({
+      transform(chunk: Buffer, _encoding, done) {
+        counter.inc(chunk.length);
+        done(null, chunk);
+      },
+    });
+    pipeline(body, counting).catch((error: unknown) => counting.destroy(error as Error));
+    return counting;
   }
 
   return {

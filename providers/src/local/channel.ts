@@ -396,9 +396,22 @@ export class Connection {
    */
   async openStream(kind: 'file' | 'tunnel', request: Record<string, unknown>, waitMs: number): Promise<{ reply: Record<string, unknown>; stream: ChannelStream }> {
     const id = this.takeId();
-    const stream = new ChannelStream(id, (frameKind, payload) => {
-      if (!this.closed) this.socket.write(encodeFrame(id, frameKind, payload));
-    }, () => this.streams.delete(id));
+    const stream = new ChannelStream(
+      id,
+      (frameKind, payload = Buffer.alloc(0)) => {
+        if (this.closed) return;
+        // The header and the payload as two writes of one flush: a stream's bytes are not copied into a frame.
+        const header = Buffer.alloc(FRAME_HEADER_BYTES);
+        header.writeUInt32BE(payload.length, 0);
+        header.writeUInt32BE(id, 4);
+        header.writeUInt8(frameKind, 8);
+        this.socket.cork();
+        this.socket.write(header);
+        this.socket.write(payload);
+        this.socket.uncork();
+      },
+      () => this.streams.delete(id),
+    );
     this.streams.set(id, stream);
     let reply: unknown;
     try {
