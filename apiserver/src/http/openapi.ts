@@ -106,7 +106,7 @@ export function openapiDocument(table: RouteTable, info: OpenapiInfo): Record<st
   const paths: Record<string, Record<string, unknown>> = {};
 
   for (const route of table.list()) {
-    const openapiPath = route.path.replace(/:([A-Za-z]+)/g, '{$1}').replace(/\{\/\*[A-Za-z]+\}/g, '/');
+    const openapiPath = route.path.replace(/:([A-Za-z]+)/g, '{$1}').replace(/\{\/\*([A-Za-z]+)\}/g, '/{$1}');
     const parameters: unknown[] = [];
     for (const [location, schema] of [['path', route.params], ['query', route.query]] as const) {
       if (!schema) continue;
@@ -179,7 +179,7 @@ export function openapiDocument(table: RouteTable, info: OpenapiInfo): Record<st
               requestBody: {
                 required: route.streamBody.required,
                 description: route.streamBody.description,
-                content: Object.fromEntries(route.streamBody.contentTypes.map((type) => [type, { schema: { type: 'string', format: 'binary' } }])),
+                content: Object.fromEntries(route.streamBody.contentTypes.map((type) => [type, { schema: { type: 'string', format: 'binary' }, example: route.streamBody!.example }])),
               },
             }
           : route.rawBody

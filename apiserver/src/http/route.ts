@@ -55,7 +55,7 @@ export interface RouteSpec<P extends z.ZodType, Q extends z.ZodType, B extends z
    * The body is read by the handler as a stream (`req`), of any size and not held in memory: an
    * upload, a proxied request. No body parser touches it. Exclusive with `body` and `rawBody`.
    */
-  streamBody?: { description: string; contentTypes: string[]; required: boolean };
+  streamBody?: { description: string; contentTypes: string[]; required: boolean; example: string };
   /** Request headers the route reads itself, for the docs (the route answers for a missing or bad one). */
   headers?: { name: string; required: boolean; description: string; pattern?: string }[];
   /** `example`: a realistic answer, shown in the OpenAPI document and checked against `schema` by the tests. */

@@ -67,7 +67,7 @@ export function fileRoutes(table: RouteTable, files: FileService): void {
           parents: booleanFlag.describe('make missing directories above it (default false)'),
         })
         .strict(),
-      streamBody: { description: "the file's bytes", contentTypes: ['application/octet-stream'], required: true },
+      streamBody: { description: "the file's bytes", contentTypes: ['application/octet-stream'], required: true, example: 'a,b\n1,2\n' },
       responses: { 201: { description: 'the file as written', schema: fileInfoSchema, example: fileExample } },
       errors: [...FILE_ERRORS, 'payload_too_large', 'forbidden'],
       handler: async ({ req, principal, params, query }) => {

@@ -110,9 +110,16 @@ export function portRoutes(table: RouteTable, deps: { ports: PortService; proxy:
           'WebSocket upgrades are passed on too. Authenticated by `Authorization: Bearer <API key>`, or a port token (`?berth_token=`, then its cookie), never passed to the program. ' +
           '404 until the port is exposed; 502 when nothing listens on it.',
         auth: false,
-        params: z.object({ id: z.string().min(1).max(128).describe('agent id (`agt_…`)'), port: z.string().regex(/^[0-9]{1,5}$/).describe('the exposed port') }),
+        params: z.object({
+          id: z.string().min(1).max(128).describe('agent id (`agt_…`)'),
+          port: z.string().regex(/^[0-9]{1,5}$/).describe('the exposed port'),
+          // Express gives the rest of the path as its segments; absent for the server's root (`…/proxy/`).
+          path: z
+            .preprocess((value) => (Array.isArray(value) ? value.join('/') : (value ?? '')), z.string().max(8192))
+            .describe("the path on the program's server, below `/proxy/` (slashes included; empty for its root)"),
+        }),
         query: z.object({ berth_token: z.string().max(2048).optional().describe('a port token, for browsers (becomes a cookie)') }).catchall(z.string()),
-        ...(method === 'get' || method === 'delete' ? {} : { streamBody: { description: "the request's body, passed on as it comes", contentTypes: ['application/octet-stream'], required: false } }),
+        ...(method === 'get' || method === 'delete' ? {} : { streamBody: { description: "the request's body, passed on as it comes (any type)", contentTypes: ['application/octet-stream'], required: false, example: '{"query":"status"}' } }),
         responses: { 200: { description: "the program's answer, whatever its status, headers and body", contentType: 'application/octet-stream', example: '<!doctype html>…' } },
         errors: ['unauthorized', 'auth/invalid_key', 'auth/key_revoked', 'not_found', 'conflict', 'not_implemented', 'provider_error'],
         handler: async ({ req, res }) => {

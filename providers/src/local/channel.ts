@@ -426,6 +426,8 @@ export class Connection {
       stream.destroy();
       throw refused.success ? new StreamRefusedError(refused.data.error, refused.data.message) : new ChannelLostError(`the launcher answered ${JSON.stringify(reply).slice(0, 200)}`);
     }
+    // A read or a tar takes nothing from the host: its sending side ends at once.
+    if (kind === 'file' && request.op !== 'write') stream.end();
     return { reply: reply as Record<string, unknown>, stream };
   }
 
@@ -493,9 +495,12 @@ export class ChannelStream extends Duplex {
     private readonly sendFrame: (kind: FrameKind, payload?: Buffer) => void,
     private readonly forget: () => void,
   ) {
-    super({ readableHighWaterMark: STREAM_WINDOW_BYTES, writableHighWaterMark: DATA_CHUNK_BYTES });
+    // What the host holds of a stream's incoming bytes: the launcher's window, and one chunk more.
+    super({ readableHighWaterMark: DATA_CHUNK_BYTES, writableHighWaterMark: DATA_CHUNK_BYTES });
     this.ended = new Promise((resolve, reject) => (this.settleEnded = { resolve, reject }));
     this.ended.catch(() => undefined);
+    // A stream lost with its connection is seen by whoever reads or writes it (its pipeline), not as a crash.
+    this.on('error', () => undefined);
   }
 
   receive(kind: number, payload: Buffer): void {
