@@ -88,6 +88,7 @@ bench: setup cluster-binaries node-binaries ## latency and scale benchmarks agai
 	npx tsx test/bench/management-auth.ts
 	npx tsx test/bench/guardrails.ts
 	npx tsx test/bench/exec-stream.ts
+	npx tsx test/bench/files.ts
 	npx tsx test/bench/dashboard.ts
 
 bench-smoke: setup cluster-binaries node-binaries ## every bench at a tiny size: each must finish and print its table (part of make test)
