@@ -5,6 +5,7 @@ import { startInformer, type ResilientInformer } from '@berth/common/kubernetes'
 import type { SandboxRef } from '@berth/crds';
 import {
   ArchiveIntegrityError,
+  EXEC_OPTIONS,
   ExecTimeoutError,
   ProviderError,
   SandboxNotReadyError,
@@ -19,6 +20,7 @@ import {
   type ExecRequest,
   type ExecResult,
   type Logger,
+  type StreamExecRequest,
   type CheckpointResult,
   type CheckpointTarget,
   type ProviderCapabilities,
@@ -29,7 +31,7 @@ import {
   type StoredArchive,
 } from '@berth/common';
 import { INTERPRETERS } from '../program.js';
-import { EXEC_SCRIPT, execNonce, execStdin, takeTimeoutLine } from './exec-script.js';
+import { CANCEL_SCRIPT, EXEC_SCRIPT, execNonce, execStdin, takeTimeoutLine, timeoutLineBytes } from './exec-script.js';
 import { execInPod, streamInPod } from './exec.js';
 import { SANDBOX_CONTAINER, SandboxLabels, desiredPod, type PodSettings } from './pod.js';
 
@@ -68,6 +70,8 @@ export interface KubernetesProviderOptions {
 export class KubernetesProvider implements SandboxProvider {
   readonly name = 'kubernetes';
   readonly capabilities: ProviderCapabilities;
+  /** env, cwd and stdin go to the exec script on its stdin (exec-script.ts). */
+  readonly execOptions = EXEC_OPTIONS;
   private readonly core: CoreV1Api;
   private pods: ResilientInformer<V1Pod> | undefined;
 
@@ -148,21 +152,68 @@ export class KubernetesProvider implements SandboxProvider {
   }
 
   async exec(ref: SandboxRef, request: ExecRequest): Promise<ExecResult> {
+    return this.runExec(ref, request);
+  }
+
+  /**
+   * The exec with its output given to `onOutput` as the exec API brings it. The last bytes of
+   * stderr are held back until the end (they may be the script's timeout line, which is not the
+   * program's); `signal` ends the program (a second exec sends TERM to its `timeout`).
+   */
+  async execStream(ref: SandboxRef, request: StreamExecRequest): Promise<ExecResult> {
+    return this.runExec(ref, request, request.onOutput, request.signal);
+  }
+
+  private async runExec(ref: SandboxRef, request: ExecRequest, onOutput?: StreamExecRequest['onOutput'], signal?: AbortSignal): Promise<ExecResult> {
     const interpreter = INTERPRETERS[request.language];
     const nonce = execNonce();
     const limitSeconds = String(Math.max(1, Math.ceil(request.timeoutMs / 1000)));
+    const target = { namespace: this.namespace, pod: idToObjectName(ref.id), container: SANDBOX_CONTAINER };
+    let heldBack = Buffer.alloc(0);
+    const hold = timeoutLineBytes(nonce);
+    const forward =
+      onOutput &&
+      ((stream: 'stdout' | 'stderr', chunk: Buffer) => {
+        if (stream === 'stdout') return onOutput('stdout', chunk);
+        heldBack = Buffer.concat([heldBack, chunk]);
+        if (heldBack.length > hold) {
+          onOutput('stderr', heldBack.subarray(0, heldBack.length - hold));
+          heldBack = heldBack.subarray(heldBack.length - hold);
+        }
+      });
+    const cancel = () => {
+      void execInPod(this.options.kubeConfig, target, ['sh', '-c', CANCEL_SCRIPT, 'berth-cancel', nonce], { stdin: '', timeoutMs: 10_000, maxOutputBytes: 4096 }).catch(
+        (error: unknown) => this.options.log.warn({ err: error, sandbox: ref.id }, 'could not end a streamed exec whose client went away'),
+      );
+    };
+    signal?.addEventListener('abort', cancel, { once: true });
     let result;
     try {
       result = await execInPod(
         this.options.kubeConfig,
-        { namespace: this.namespace, pod: idToObjectName(ref.id), container: SANDBOX_CONTAINER },
+        target,
         ['sh', '-c', EXEC_SCRIPT, 'berth-exec', interpreter.extension, limitSeconds, ...interpreter.argv],
-        { stdin: execStdin(nonce, request.code), timeoutMs: request.timeoutMs + 10_000, maxOutputBytes: this.options.maxOutputBytes ?? 1024 * 1024 },
+        {
+          stdin: execStdin(nonce, request.code, {
+            ...(request.env !== undefined ? { env: request.env } : {}),
+            ...(request.cwd !== undefined ? { cwd: request.cwd } : {}),
+            ...(request.stdin !== undefined ? { stdin: request.stdin } : {}),
+          }),
+          timeoutMs: request.timeoutMs + 10_000,
+          maxOutputBytes: this.options.maxOutputBytes ?? 1024 * 1024,
+          ...(forward ? { onOutput: forward } : {}),
+        },
       );
     } catch (error) {
       throw new ProviderError(this.name, `exec in pod ${idToObjectName(ref.id)}: ${(error as Error).message}`, { sandbox: ref.id });
+    } finally {
+      signal?.removeEventListener('abort', cancel);
     }
     const stderr = takeTimeoutLine(result.stderr, result.stderrTail, nonce);
+    if (onOutput && heldBack.length > 0) {
+      const rest = takeTimeoutLine(heldBack.toString('latin1'), heldBack.toString('latin1'), nonce).stderr;
+      if (rest.length > 0) onOutput('stderr', Buffer.from(rest, 'latin1'));
+    }
     if (result.timedOut || stderr.timedOut) {
       throw new ExecTimeoutError(request.timeoutMs);
     }
