@@ -1,0 +1,75 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startBerthInCluster, waitForAgent, type BerthInCluster } from './helpers.js';
+
+/**
+ * Exec options on the Kubernetes provider (ADR 39, ADR 40): env and stdin over the exec API, a
+ * streamed exec whose output arrives as the program prints it, and 501 naming what pods cannot do
+ * yet (background processes, terminals, files, ports). KWOK runs the exec'd commands on this host.
+ */
+let berth: BerthInCluster;
+let agentId: string;
+
+beforeAll(async () => {
+  berth = await startBerthInCluster({ prefix: 'execopts' });
+  const session = (await berth.live.post('/v1/sessions', { userId: 'exec-options-user' })).body;
+  agentId = (await berth.live.post(`/v1/sessions/${session.id}/agents`, { timeout: '30m' })).body.id;
+  await waitForAgent(berth.live, agentId, 'idle');
+});
+afterAll(async () => {
+  await berth.stop();
+});
+
+describe('exec options on pods', () => {
+  it('passes env and stdin to the program', async () => {
+    const response = await berth.live.post(`/v1/agents/${agentId}/exec`, {
+      language: 'python',
+      code: 'import os, sys\nprint(os.environ["GREETING"], sys.stdin.read().upper())',
+      env: { GREETING: 'hello from the pod' },
+      stdin: 'given on stdin',
+    });
+    expect(response.status, JSON.stringify(response.body)).toBe(200);
+    expect(response.body).toMatchObject({ stdout: 'hello from the pod GIVEN ON STDIN\n', exitCode: 0 });
+  });
+
+  it('streams output as the program prints it', async () => {
+    const started = Date.now();
+    const response = await fetch(`${berth.apiserver.url}/v1/agents/${agentId}/exec/stream`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${berth.liveKey}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ language: 'bash', code: 'for i in 1 2 3; do echo "tick $i"; sleep 1; done; echo done >&2' }),
+    });
+    expect(response.headers.get('content-type')).toMatch(/^text\/event-stream/);
+    const arrivals: { event: string; data: any; at: number }[] = [];
+    let buffered = '';
+    for await (const chunk of response.body as unknown as AsyncIterable<Uint8Array>) {
+      buffered += Buffer.from(chunk).toString('utf8');
+      let end: number;
+      while ((end = buffered.indexOf('\n\n')) >= 0) {
+        const block = buffered.slice(0, end);
+        buffered = buffered.slice(end + 2);
+        const event = /^event: (.*)$/m.exec(block)?.[1];
+        const data = /^data: (.*)$/m.exec(block)?.[1];
+        if (event && event !== 'heartbeat') arrivals.push({ event, data: JSON.parse(data ?? 'null'), at: Date.now() - started });
+      }
+    }
+    const ticks = arrivals.filter((arrival) => arrival.event === 'stdout');
+    expect(ticks.map((tick) => tick.data.data).join('')).toBe('tick 1\ntick 2\ntick 3\n');
+    // The first tick came about two seconds before the end: it was not held until the program ended.
+    expect(arrivals.at(-1)!.at - ticks[0]!.at).toBeGreaterThan(1_500);
+    expect(arrivals.filter((arrival) => arrival.event === 'stderr').map((arrival) => arrival.data.data).join('')).toBe('done\n');
+    expect(arrivals.at(-1)).toMatchObject({ event: 'exit', data: { exitCode: 0 } });
+  });
+
+  it('answers 501 naming what pods cannot do yet', async () => {
+    const background = await berth.live.post(`/v1/agents/${agentId}/exec`, { language: 'bash', code: 'sleep 1', background: true });
+    expect(background.status).toBe(501);
+    expect(background.body.error.details).toMatchObject({ field: 'background', provider: 'kubernetes' });
+    const files = await berth.live.get(`/v1/agents/${agentId}/files/list`);
+    expect(files.status).toBe(501);
+    expect(files.body.error.details).toMatchObject({ field: 'files', provider: 'kubernetes' });
+    await berth.live.post(`/v1/agents/${agentId}/ports`, { port: 8000 });
+    const port = await berth.live.get(`/v1/agents/${agentId}/ports/8000/proxy/`);
+    expect(port.status).toBe(501);
+    expect(port.body.error.details).toMatchObject({ field: 'ports', provider: 'kubernetes' });
+  });
+});
