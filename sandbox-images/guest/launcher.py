@@ -65,9 +65,9 @@ PROTOCOL = 3
 # Where files may be read and written: paths resolve (symlinks followed, in the sandbox) under it.
 WORKSPACE = os.environ.get('BERTH_WORKSPACE', '/workspace')
 # Bytes of a stream a side may send before the other's WINDOW: what either side buffers at most.
-STREAM_WINDOW = 1 << 20
+STREAM_WINDOW = 4 << 20
 # A DATA frame's payload at most.
-DATA_CHUNK = 1 << 16
+DATA_CHUNK = 1 << 18
 # A directory listing's entries at most (the rest are counted, not listed).
 MAX_LIST_ENTRIES = 5000
 # Largest frame the host may send (an exec's argv and environment).
@@ -119,15 +119,17 @@ def frame(exec_id, kind, payload=b''):
 def read_frames(buffer):
     """The whole frames at the start of `buffer` as (id, kind, payload), and the bytes left over."""
     frames = []
-    while len(buffer) >= FRAME.size:
-        length, exec_id, kind = FRAME.unpack_from(buffer)
+    offset = 0
+    while len(buffer) - offset >= FRAME.size:
+        length, exec_id, kind = FRAME.unpack_from(buffer, offset)
         if length > MAX_REQUEST:
             raise ValueError(f'a frame of {length} bytes')
-        if len(buffer) < FRAME.size + length:
+        end = offset + FRAME.size + length
+        if len(buffer) < end:
             break
-        frames.append((exec_id, kind, bytes(buffer[FRAME.size:FRAME.size + length])))
-        buffer = buffer[FRAME.size + length:]
-    return frames, buffer
+        frames.append((exec_id, kind, bytes(buffer[offset + FRAME.size:end])))
+        offset = end
+    return frames, buffer[offset:]
 
 
 def parse_exec(payload):

@@ -111,9 +111,9 @@ export const PROTOCOL_WITH_ADR_39 = 2;
 /** Protocol 3 (ADR 40) adds files and tunnels. */
 export const PROTOCOL_WITH_ADR_40 = 3;
 /** Bytes of a stream either side may send before the other's WINDOW. */
-export const STREAM_WINDOW_BYTES = 1 << 20;
+export const STREAM_WINDOW_BYTES = 4 << 20;
 /** A DATA frame's payload at most. */
-export const DATA_CHUNK_BYTES = 1 << 16;
+export const DATA_CHUNK_BYTES = 1 << 18;
 /** What the launcher dropped of stdout and stderr past maxOutputBytes. */
 const droppedSchema = z.object({ dropped: z.tuple([z.number().int().nonnegative(), z.number().int().nonnegative()]) });
 
