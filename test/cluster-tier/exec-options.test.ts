@@ -1,10 +1,13 @@
+import { createHash, randomBytes } from 'node:crypto';
+import { spawnSync } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startBerthInCluster, waitForAgent, type BerthInCluster } from './helpers.js';
 
 /**
  * Exec options on the Kubernetes provider (ADR 39, ADR 40): env and stdin over the exec API, a
- * streamed exec whose output arrives as the program prints it, and 501 naming what pods cannot do
- * yet (background processes, terminals, files, ports). KWOK runs the exec'd commands on this host.
+ * streamed exec whose output arrives as the program prints it, a pod's files over the exec API,
+ * and 501 naming what pods cannot do yet (background processes, ports). KWOK runs the exec'd
+ * commands on this host, in a directory it gives as the workspace (BERTH_WORKSPACE).
  */
 let berth: BerthInCluster;
 let agentId: string;
@@ -60,13 +63,46 @@ describe('exec options on pods', () => {
     expect(arrivals.at(-1)).toMatchObject({ event: 'exit', data: { exitCode: 0 } });
   });
 
+  it("moves a pod's files over the exec API, confined to the workspace", { timeout: 60_000 }, async () => {
+    const dir = `files-${agentId}`;
+    const url = (path: string) => `${berth.apiserver.url}/v1/agents/${agentId}/files${path}`;
+    const auth = { authorization: `Bearer ${berth.liveKey}` };
+    const body = randomBytes(5 * 1024 * 1024);
+    const put = await fetch(url(`?path=${dir}/data/blob.bin&parents=true&mode=600`), { method: 'PUT', headers: { ...auth, 'content-type': 'application/octet-stream' }, body });
+    expect(put.status, await put.clone().text()).toBe(201);
+    expect(await put.json()).toMatchObject({ path: `/workspace/${dir}/data/blob.bin`, type: 'file', size: body.length, mode: 0o600 });
+    const get = await fetch(url(`?path=${dir}/data/blob.bin`), { headers: auth });
+    expect(get.status).toBe(200);
+    expect(createHash('sha256').update(Buffer.from(await get.arrayBuffer())).digest('hex')).toBe(createHash('sha256').update(body).digest('hex'));
+
+    expect((await berth.live.post(`/v1/agents/${agentId}/files/mkdir`, { path: `${dir}/out`, parents: false })).status).toBe(201);
+    expect((await berth.live.post(`/v1/agents/${agentId}/files/mkdir`, { path: `${dir}/out` })).status).toBe(409);
+    const moved = await berth.live.post(`/v1/agents/${agentId}/files/move`, { from: `${dir}/data/blob.bin`, to: `${dir}/out/blob.bin` });
+    expect(moved.status, JSON.stringify(moved.body)).toBe(200);
+    const listed = await berth.live.get(`/v1/agents/${agentId}/files/list?path=${dir}`);
+    expect(listed.body.data.map((entry: any) => [entry.name, entry.type])).toEqual([
+      ['data', 'directory'],
+      ['out', 'directory'],
+    ]);
+    const tar = await fetch(url(`/archive?path=${dir}/out`), { headers: auth });
+    expect(tar.status).toBe(200);
+    expect(spawnSync('tar', ['-t', '-f', '-'], { input: Buffer.from(await tar.arrayBuffer()) }).stdout.toString().split('\n').sort()).toContain('./blob.bin');
+
+    await berth.live.post(`/v1/agents/${agentId}/exec`, { language: 'bash', code: `ln -s /etc "$BERTH_WORKSPACE/${dir}/etc-link"` });
+    for (const path of [`${dir}/etc-link/passwd`, '../etc/passwd']) {
+      const refused = await berth.live.get(`/v1/agents/${agentId}/files/stat?path=${path}`);
+      expect(refused.status, JSON.stringify(refused.body)).toBe(422);
+    }
+    expect((await berth.live.get(`/v1/agents/${agentId}/files/stat?path=${dir}/nothing`)).status).toBe(404);
+    expect((await fetch(url(`?path=${dir}`), { method: 'DELETE', headers: auth })).status).toBe(409);
+    expect((await fetch(url(`?path=${dir}&recursive=true`), { method: 'DELETE', headers: auth })).status).toBe(204);
+    expect((await berth.live.get(`/v1/agents/${agentId}/files/list?path=${dir}`)).status).toBe(404);
+  });
+
   it('answers 501 naming what pods cannot do yet', async () => {
     const background = await berth.live.post(`/v1/agents/${agentId}/exec`, { language: 'bash', code: 'sleep 1', background: true });
     expect(background.status).toBe(501);
     expect(background.body.error.details).toMatchObject({ field: 'background', provider: 'kubernetes' });
-    const files = await berth.live.get(`/v1/agents/${agentId}/files/list`);
-    expect(files.status).toBe(501);
-    expect(files.body.error.details).toMatchObject({ field: 'files', provider: 'kubernetes' });
     await berth.live.post(`/v1/agents/${agentId}/ports`, { port: 8000 });
     const port = await berth.live.get(`/v1/agents/${agentId}/ports/8000/proxy/`);
     expect(port.status).toBe(501);

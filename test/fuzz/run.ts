@@ -12,7 +12,8 @@
  *
  * Usage: tsx test/fuzz/run.ts [--st <path of schemathesis' st>] [--keys test,live,management]
  * Environment: FUZZ_TEST_EXAMPLES, FUZZ_LIVE_EXAMPLES, FUZZ_MANAGEMENT_EXAMPLES (cases per operation and phase),
- * FUZZ_SEED, FUZZ_REPORT_DIR (kept; default a temporary directory, removed on success).
+ * FUZZ_SEED, FUZZ_REPORT_DIR (kept; default a temporary directory, removed on success),
+ * FUZZ_OPERATIONS (comma-separated operation ids: only those, for working on a few routes).
  */
 import { createHmac } from 'node:crypto';
 import { execFileSync, spawn } from 'node:child_process';
@@ -389,6 +390,10 @@ async function runSchemathesis(
         '--output-truncate',
         'true',
         ...filters,
+        ...(process.env.FUZZ_OPERATIONS ?? '')
+          .split(',')
+          .filter(Boolean)
+          .flatMap((id) => ['--include-operation-id', id.trim()]),
       ],
       { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, NO_COLOR: '1', SCHEMATHESIS_TELEMETRY: 'false', SCHEMATHESIS_HOOKS: join(ROOT, 'test', 'fuzz', 'hooks.py') } },
     );

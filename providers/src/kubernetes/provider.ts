@@ -21,6 +21,7 @@ import {
   type ExecResult,
   type Logger,
   type StreamExecRequest,
+  type SandboxFiles,
   type CheckpointResult,
   type CheckpointTarget,
   type ProviderCapabilities,
@@ -33,6 +34,7 @@ import {
 import { INTERPRETERS } from '../program.js';
 import { CANCEL_SCRIPT, EXEC_SCRIPT, execNonce, execStdin, takeTimeoutLine, timeoutLineBytes } from './exec-script.js';
 import { execInPod, streamInPod } from './exec.js';
+import { podFiles } from './files.js';
 import { SANDBOX_CONTAINER, SandboxLabels, desiredPod, type PodSettings } from './pod.js';
 
 /** The three steps of a workspace restore, in the pod (see restoreWorkspace). */
@@ -72,11 +74,14 @@ export class KubernetesProvider implements SandboxProvider {
   readonly capabilities: ProviderCapabilities;
   /** env, cwd and stdin go to the exec script on its stdin (exec-script.ts). */
   readonly execOptions = EXEC_OPTIONS;
+  /** The pod's files, over the exec API (files.ts). */
+  readonly files: SandboxFiles;
   private readonly core: CoreV1Api;
   private pods: ResilientInformer<V1Pod> | undefined;
 
   constructor(private readonly options: KubernetesProviderOptions) {
     this.core = options.kubeConfig.makeApiClient(CoreV1Api);
+    this.files = podFiles(this.name, options.kubeConfig, (ref) => ({ namespace: this.namespace, pod: idToObjectName(ref.id), container: SANDBOX_CONTAINER }));
     this.capabilities = {
       computes: ['python', 'node', 'go'],
       browser: options.pods.browserImage !== undefined,
