@@ -920,7 +920,8 @@ class Launcher:
         if not stream.source_ended or stream.exit_status is None:
             return
         code = os.waitstatus_to_exitcode(stream.exit_status)
-        self.send(stream.id, END, json.dumps({} if code == 0 else {'error': 'io_error', 'message': f'tar ended with {code}'}).encode())
+        # 1: a file changed while it was read (a program still writing it); the archive is whole.
+        self.send(stream.id, END, json.dumps({} if code in (0, 1) else {'error': 'io_error', 'message': f'tar ended with {code}'}).encode())
         self.drop_stream(stream)
 
     def pump_files(self):

@@ -1,5 +1,7 @@
 import { posix } from 'node:path';
+import type { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
+import type { Response } from 'express';
 import { WORKSPACE_ROOT } from '@berth/common';
 import { z } from 'zod';
 import { defineRoute, type RouteTable } from '../http/route.js';
@@ -92,7 +94,7 @@ export function fileRoutes(table: RouteTable, files: FileService): void {
       handler: async ({ res, principal, params, query }) => {
         const { info, body } = await files.read(principal, params.id, query.path);
         res.status(200).set({ 'Content-Type': 'application/octet-stream', 'X-File-Size': String(info.size), 'Content-Disposition': contentDisposition(info.name) });
-        await pipeline(body, res).catch(() => res.destroy());
+        await sendStream(body, res);
       },
     }),
     defineRoute({
@@ -189,10 +191,26 @@ export function fileRoutes(table: RouteTable, files: FileService): void {
       handler: async ({ res, principal, params, query }) => {
         const { info, body } = await files.archive(principal, params.id, query.path ?? WORKSPACE_ROOT);
         res.status(200).set({ 'Content-Type': 'application/x-tar', 'Content-Disposition': contentDisposition(`${info.name || 'workspace'}.tar`) });
-        await pipeline(body, res).catch(() => res.destroy());
+        await sendStream(body, res);
       },
     }),
   );
+}
+
+/**
+ * Sends a body as it comes. A failure before its first byte is answered with the error envelope
+ * (nothing was sent yet); after it, the response is cut (a client sees a body that did not end).
+ */
+async function sendStream(body: Readable, res: Response): Promise<void> {
+  try {
+    await pipeline(body, res);
+  } catch (error) {
+    if (!res.headersSent) {
+      res.removeHeader('Content-Disposition');
+      throw error;
+    }
+    res.destroy();
+  }
 }
 
 /** An attachment's header, the name kept to safe characters. */
