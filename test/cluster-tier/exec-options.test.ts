@@ -1,12 +1,14 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { spawnSync } from 'node:child_process';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startBerthInCluster, waitForAgent, type BerthInCluster } from './helpers.js';
 
 /**
  * Exec options on the Kubernetes provider (ADR 39, ADR 40): env and stdin over the exec API, a
  * streamed exec whose output arrives as the program prints it, a pod's files over the exec API,
- * and 501 naming what pods cannot do yet (background processes, ports). KWOK runs the exec'd
+ * a port reached through the proxy, and 501 naming what pods cannot do yet (background processes). KWOK runs the exec'd
  * commands on this host, in a directory it gives as the workspace (BERTH_WORKSPACE).
  */
 let berth: BerthInCluster;
@@ -99,13 +101,28 @@ describe('exec options on pods', () => {
     expect((await berth.live.get(`/v1/agents/${agentId}/files/list?path=${dir}`)).status).toBe(404);
   });
 
+  it("reaches a port on the pod's loopback through the proxy, relayed over the exec API", async () => {
+    // KWOK's exec runs on this host, so the pod's loopback is this host's: a server here plays the program.
+    const server = createServer((req, res) => res.end(`served ${req.method} ${req.url} to ${req.headers.host}, authorization ${req.headers.authorization ?? 'none'}`));
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const port = (server.address() as AddressInfo).port;
+    try {
+      expect((await berth.live.get(`/v1/agents/${agentId}/ports/${port}/proxy/`)).status).toBe(404);
+      expect((await berth.live.post(`/v1/agents/${agentId}/ports`, { port })).status).toBe(201);
+      const page = await berth.live.raw(`/v1/agents/${agentId}/ports/${port}/proxy/hello?x=1`, { method: 'GET' });
+      expect(page.status).toBe(200);
+      expect(page.body).toBe(`served GET /hello?x=1 to 127.0.0.1:${port}, authorization none`);
+    } finally {
+      server.close();
+    }
+    const closed = await berth.live.get(`/v1/agents/${agentId}/ports/${port}/proxy/`);
+    expect(closed.status, JSON.stringify(closed.body)).toBe(502);
+    expect(closed.body.error.details).toMatchObject({ reason: 'port_closed' });
+  });
+
   it('answers 501 naming what pods cannot do yet', async () => {
     const background = await berth.live.post(`/v1/agents/${agentId}/exec`, { language: 'bash', code: 'sleep 1', background: true });
     expect(background.status).toBe(501);
     expect(background.body.error.details).toMatchObject({ field: 'background', provider: 'kubernetes' });
-    await berth.live.post(`/v1/agents/${agentId}/ports`, { port: 8000 });
-    const port = await berth.live.get(`/v1/agents/${agentId}/ports/8000/proxy/`);
-    expect(port.status).toBe(501);
-    expect(port.body.error.details).toMatchObject({ field: 'ports', provider: 'kubernetes' });
   });
 });

@@ -1,15 +1,15 @@
 /**
- * A pod's files through the exec API (ADR 40): `pod-files.sh` (a guest program) run with `sh -c`
+ * A pod's files and ports through the exec API (ADR 40): `pod-files.sh` (a guest program) run with `sh -c`
  * for each operation, bodies as the exec's stdin and stdout. Paths are resolved and confined to
  * the workspace inside the pod. An upload is received into a hidden file and renamed into place by
  * a second exec once the body ended whole (an exec's stdin ending says nothing of why it ended).
  */
 
 import { randomBytes } from 'node:crypto';
-import { PassThrough, Writable, type Readable } from 'node:stream';
+import { Duplex, PassThrough, Writable, type Readable } from 'node:stream';
 import type { KubeConfig } from '@kubernetes/client-node';
 import type { SandboxRef } from '@berth/crds';
-import { ProviderError, SandboxFileError, WORKSPACE_ROOT, type FileErrorCode, type FileInfo, type SandboxFiles } from '@berth/common';
+import { PortClosedError, ProviderError, SandboxFileError, WORKSPACE_ROOT, type FileErrorCode, type FileInfo, type SandboxFiles } from '@berth/common';
 import { guestSource } from '../guest.js';
 import { streamInPod } from './exec.js';
 
@@ -150,4 +150,50 @@ export function podFiles(provider: string, kubeConfig: KubeConfig, targetOf: (re
     },
     move: (ref, from, to, options) => one(ref, from, ['move', from, to, options.overwrite ? '1' : '0']),
   };
+}
+
+/** How long a relayed connection to a pod's port may stay open. */
+const RELAY_MS = 24 * 60 * 60 * 1000;
+
+/**
+ * A TCP connection to `port` on the pod's loopback: `pod-relay.sh` exec'd in the pod, its stdin and
+ * stdout the connection's two ways. Resolves once the relay says it connected.
+ */
+export function podTunnel(provider: string, kubeConfig: KubeConfig, target: Target, ref: SandboxRef, port: number): Promise<Duplex> {
+  return new Promise((resolve, reject) => {
+    const toPod = new PassThrough();
+    const fromPod = new PassThrough();
+    let connected = false;
+    const output = new PassThrough();
+    output.on('data', (chunk: Buffer) => {
+      if (connected) {
+        if (!fromPod.write(chunk)) output.pause();
+        return;
+      }
+      connected = true;
+      const tunnel = Object.assign(Duplex.from({ writable: toPod, readable: fromPod }), {
+        setNoDelay: () => tunnel,
+        setKeepAlive: () => tunnel,
+        setTimeout: () => tunnel,
+        ref: () => tunnel,
+        unref: () => tunnel,
+      });
+      tunnel.on('error', () => undefined);
+      tunnel.on('close', () => toPod.end());
+      resolve(tunnel);
+      if (chunk.length > 1) fromPod.write(chunk.subarray(1));
+    });
+    fromPod.on('drain', () => output.resume());
+    output.on('end', () => fromPod.end());
+    streamInPod(kubeConfig, target, ['bash', '-c', guestSource('pod-relay.sh'), 'berth-relay', String(port)], { stdin: toPod, stdout: output, timeoutMs: RELAY_MS }).then(
+      (result) => {
+        if (connected) return;
+        reject(result.exitCode === 7 ? new PortClosedError(port, `nothing accepts connections on port ${port} in the pod: ${result.stderr.trim().slice(0, 200)}`) : new ProviderError(provider, `the relay to port ${port} ended with ${result.exitCode}: ${result.stderr.trim().slice(0, 200)}`, { sandbox: ref.id, port }));
+      },
+      (error: unknown) => {
+        if (connected) fromPod.destroy(error as Error);
+        else reject(new ProviderError(provider, `the relay to port ${port}: ${(error as Error).message}`, { sandbox: ref.id, port }));
+      },
+    );
+  });
 }

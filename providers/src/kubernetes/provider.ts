@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { PassThrough } from 'node:stream';
+import { PassThrough, type Duplex } from 'node:stream';
 import { ApiException, CoreV1Api, PatchStrategy, setHeaderOptions, type KubeConfig, type V1Pod } from '@kubernetes/client-node';
 import { startInformer, type ResilientInformer } from '@berth/common/kubernetes';
 import type { SandboxRef } from '@berth/crds';
@@ -34,7 +34,7 @@ import {
 import { INTERPRETERS } from '../program.js';
 import { CANCEL_SCRIPT, EXEC_SCRIPT, execNonce, execStdin, takeTimeoutLine, timeoutLineBytes } from './exec-script.js';
 import { execInPod, streamInPod } from './exec.js';
-import { podFiles } from './files.js';
+import { podFiles, podTunnel } from './files.js';
 import { SANDBOX_CONTAINER, SandboxLabels, desiredPod, type PodSettings } from './pod.js';
 
 /** The three steps of a workspace restore, in the pod (see restoreWorkspace). */
@@ -223,6 +223,11 @@ export class KubernetesProvider implements SandboxProvider {
       throw new ExecTimeoutError(request.timeoutMs);
     }
     return { stdout: result.stdout, stderr: stderr.stderr, exitCode: result.exitCode, durationMs: result.durationMs };
+  }
+
+  /** A TCP connection to `port` on the pod's loopback, relayed by an exec (the pod needs no Service or network policy for it). */
+  openPort(ref: SandboxRef, port: number): Promise<Duplex> {
+    return podTunnel(this.name, this.options.kubeConfig, { namespace: this.namespace, pod: idToObjectName(ref.id), container: SANDBOX_CONTAINER }, ref, port);
   }
 
   async terminate(ref: SandboxRef): Promise<void> {
