@@ -196,6 +196,8 @@ describe('ports', () => {
       return response.status === 200 ? response : undefined;
     }, { timeoutMs: 20_000 });
     expect(page.body).toBe('<h1>from the sandbox</h1>');
+    // The program's query string passes through as it is, repeated parameters included.
+    expect((await live.raw(proxied('index.html?tag=a&tag=b&q=%20x'), { method: 'GET' })).status).toBe(200);
     // Without credentials, or with another organization's mode, refused.
     expectError(await berth.api(undefined).get(proxied('index.html')), 401, 'unauthorized');
     expectError(await test.get(proxied('index.html')), 404, 'not_found');

@@ -118,7 +118,10 @@ export function portRoutes(table: RouteTable, deps: { ports: PortService; proxy:
             .preprocess((value) => (Array.isArray(value) ? value.join('/') : (value ?? '')), z.string().max(8192))
             .describe("the path on the program's server, below `/proxy/` (slashes included; empty for its root)"),
         }),
-        query: z.object({ berth_token: z.string().max(2048).optional().describe('a port token, for browsers (becomes a cookie)') }).catchall(z.string()),
+        // The program's own query parameters pass through as they are, repeated ones included.
+        query: z
+          .object({ berth_token: z.string().max(2048).optional().describe('a port token, for browsers (becomes a cookie)') })
+          .catchall(z.union([z.string(), z.array(z.string())])),
         ...(method === 'get' || method === 'delete' ? {} : { streamBody: { description: "the request's body, passed on as it comes (any type)", contentTypes: ['application/octet-stream'], required: false, example: '{"query":"status"}' } }),
         responses: { 200: { description: "the program's answer, whatever its status, headers and body", contentType: 'application/octet-stream', example: '<!doctype html>…' } },
         errors: ['unauthorized', 'auth/invalid_key', 'auth/key_revoked', 'not_found', 'conflict', 'not_implemented', 'provider_error', 'headers_too_large'],
