@@ -799,7 +799,9 @@ class Launcher:
         out_read, out_write = os.pipe()
         null = os.open('/dev/null', os.O_RDWR)
         try:
-            pid = os.posix_spawnp('tar', [b'tar', b'-c', b'-f', b'-', b'-C', real.encode(), b'.'], dict(os.environb), setsid=True,
+            # A file that goes away while the tar is made (an upload renamed into place, a program's
+            # temporary file) is left out, not the end of the archive.
+            pid = os.posix_spawnp('tar', [b'tar', b'-c', b'-f', b'-', b'--ignore-failed-read', b'-C', real.encode(), b'.'], dict(os.environb), setsid=True,
                                   setsigdef=DEFAULTS, file_actions=[(os.POSIX_SPAWN_DUP2, fd, n) for n, fd in enumerate((null, out_write, null))])
         except OSError:
             os.close(out_read)

@@ -99,8 +99,9 @@ case "$op" in
     exists "$p" || fail 4 "$path: No such file or directory"
     [ -d "$p" ] || fail 6 "$path is not a directory"
     describe "$p"
-    # 1: a file changed while it was read (a program still writing it); the archive is whole.
-    tar -c -f - -C "$p" .
+    # 1: a file changed while it was read (a program still writing it); the archive is whole. A
+    # file that goes away meanwhile is left out (--ignore-failed-read), not the end of the archive.
+    tar -c -f - --ignore-failed-read -C "$p" .
     [ $? -le 1 ] || exit 9
     ;;
   receive)

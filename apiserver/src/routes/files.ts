@@ -47,7 +47,8 @@ export const fileInfoSchema = z
 
 const agentParam = z.object({ id: z.string().min(1).max(128).describe('agent id (`agt_…`)') }).strict();
 const fileExample = { name: 'data.csv', path: '/workspace/data.csv', type: 'file' as const, size: 52428800, mode: 420, modifiedAt: '2026-11-23T17:02:11.000Z' };
-const FILE_ERRORS = ['not_found', 'conflict', 'not_implemented', 'provider_error'] as const;
+// 431: a path of up to 4096 characters, percent-encoded in the query, can pass the 16 KiB header limit.
+const FILE_ERRORS = ['not_found', 'conflict', 'not_implemented', 'provider_error', 'headers_too_large'] as const;
 
 export function fileRoutes(table: RouteTable, files: FileService): void {
   table.add(
