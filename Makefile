@@ -92,6 +92,7 @@ bench: setup cluster-binaries node-binaries ## latency and scale benchmarks agai
 	npx tsx test/bench/management-auth.ts
 	npx tsx test/bench/guardrails.ts
 	npx tsx test/bench/exec-stream.ts
+	npx tsx test/bench/files.ts
 	npx tsx test/bench/dashboard.ts
 	npx tsx test/bench/e2b.ts
 	npx tsx test/bench/sdk.ts

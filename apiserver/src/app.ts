@@ -17,6 +17,11 @@ import { RouteTable } from './http/route.js';
 import { HEARTBEAT_MS } from './http/sse.js';
 import { agentDefinitionRoutes } from './routes/agent-definitions.js';
 import { execRoutes } from './routes/exec.js';
+import { fileRoutes } from './routes/files.js';
+import { portRoutes } from './routes/ports.js';
+import { createFileService } from './services/files.js';
+import { createPortService } from './services/ports.js';
+import { createPortProxy } from './http/port-proxy.js';
 import { TerminalTokens, terminalUpgrade } from './http/terminal.js';
 import type { UpgradeListener } from './http/server.js';
 import { agentRoutes } from './routes/agents.js';
@@ -196,6 +201,10 @@ export function createApp(deps: AppDeps): App {
   agentRoutes(routes, agents, { execTimeoutMs: deps.execTimeoutMs, definitions });
   const terminalTokens = new TerminalTokens(secretBox.subkey('berth/terminal-tokens'), deps.clock);
   execRoutes(routes, agents, { terminalTokens, heartbeatMs: deps.streamHeartbeatMs });
+  fileRoutes(routes, createFileService({ agents, metrics: deps.metrics }));
+  const ports = createPortService({ db: deps.pool, agents, clock: deps.clock, key: secretBox.subkey('berth/port-tokens') });
+  const portProxy = createPortProxy({ db: deps.pool, agents, ports, log: deps.log, metrics: deps.metrics, secureCookies: deps.publicUrl?.startsWith('https:') ?? false });
+  portRoutes(routes, { ports, proxy: portProxy, publicUrl: (origin) => deps.publicUrl ?? origin });
   runRoutes(routes, { runs, agents, hub, heartbeatMs: deps.streamHeartbeatMs ?? HEARTBEAT_MS });
   const snapshots = createSnapshotService({ store: deps.store, providers: deps.providers, clock: deps.clock, limits });
   snapshotRoutes(routes, { snapshots, agents, providers: deps.providers });
@@ -332,12 +341,14 @@ export function createApp(deps: AppDeps): App {
   // The E2B-compatible surface (ADR 44) answers by host name, header or the /e2b prefix, before
   // any of Berth's own parsing: envd's paths (/health, /files) and bodies are its own.
   app.use(e2bSurface);
-  // Before the JSON parser: routes that verify a signature over the body read it as bytes.
+  // Before the JSON parser: routes that verify a signature over the body read it as bytes, and
+  // routes that stream it (an upload, the port proxy) read it themselves.
   app.use(routes.rawBodyReaders());
+  app.use(routes.streamBodyMarkers());
   // Public chat routes: browsers' preflight and origins first, and a small body limit.
   app.use(channelCors(deps.pool));
   app.use('/channels', express.json({ limit: MAX_PUBLIC_BODY_BYTES }));
-  app.use(express.json({ limit: '2mb' }));
+  app.use(express.json({ limit: '2mb', type: (req) => !(req as express.Request).berthStreamBody && Boolean((req as express.Request).is('application/json')) }));
   for (const mount of deps.mounts ?? []) app.use(mount.path, mount.router);
   const router = express.Router();
   const authenticateKey = authenticate({ db: deps.pool, clock: deps.clock, ...(rateLimiter ? { rateLimiter } : {}) });
@@ -350,7 +361,8 @@ export function createApp(deps: AppDeps): App {
   app.use(router);
   app.use(notFoundHandler);
   app.use(errorHandler);
-  const upgrade = terminalUpgrade({ db: deps.pool, agents, tokens: terminalTokens, log: deps.log });
+  const terminal = terminalUpgrade({ db: deps.pool, agents, tokens: terminalTokens, log: deps.log });
+  const upgrade: UpgradeListener = (req, socket, head) => (portProxy.matches(req.url) ? portProxy.upgrade(req, socket, head) : terminal(req, socket, head));
   return {
     express: app,
     routes,

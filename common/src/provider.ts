@@ -1,3 +1,4 @@
+import type { Duplex, Readable } from 'node:stream';
 import type { Compute, SandboxRef } from '@berth/crds';
 import type { SnapshotStorage, StoredArchive } from './snapshot-storage.js';
 
@@ -75,6 +76,76 @@ export class ProcessNotFoundError extends Error {
   override name = 'ProcessNotFoundError';
   constructor(readonly pid: number) {
     super(`no background process ${pid} in this sandbox`);
+  }
+}
+
+/** Where a sandbox's files may be read and written (ADR 40): paths resolve, symlinks followed in the sandbox, under it. */
+export const WORKSPACE_ROOT = '/workspace';
+
+export type FileType = 'file' | 'directory' | 'symlink' | 'other';
+
+/** One entry of a sandbox's filesystem (a symlink is described itself, not followed). */
+export interface FileInfo {
+  name: string;
+  /** Absolute, with symlinks of the directories above it resolved. */
+  path: string;
+  type: FileType;
+  size: number;
+  /** Permission bits (0o644 is 420). */
+  mode: number;
+  modifiedAt: string;
+  /** A symlink's target, as written. */
+  target?: string;
+}
+
+/**
+ * Why a file request was refused: `outside` (the path resolves outside /workspace), `not_found`,
+ * `exists`, `not_directory`, `is_directory`, `not_empty`, `no_space` (the workspace is full),
+ * `forbidden`, `bad_request`, `io_error`.
+ */
+export type FileErrorCode = 'outside' | 'not_found' | 'exists' | 'not_directory' | 'is_directory' | 'not_empty' | 'no_space' | 'forbidden' | 'bad_request' | 'io_error';
+export const FILE_ERROR_CODES: readonly FileErrorCode[] = ['outside', 'not_found', 'exists', 'not_directory', 'is_directory', 'not_empty', 'no_space', 'forbidden', 'bad_request', 'io_error'];
+
+export class SandboxFileError extends Error {
+  override name = 'SandboxFileError';
+  constructor(
+    readonly code: FileErrorCode,
+    message: string,
+    readonly path: string,
+  ) {
+    super(message);
+  }
+}
+
+/**
+ * A sandbox's files (ADR 40), for providers that can reach them. Every path is absolute and under
+ * WORKSPACE_ROOT as the API normalised it; the provider resolves symlinks inside the sandbox and
+ * throws SandboxFileError `outside` for one that leaves it. Bodies are streams both ways, never
+ * held whole in memory.
+ */
+export interface SandboxFiles {
+  stat(ref: SandboxRef, path: string): Promise<FileInfo>;
+  /** A directory's entries by name, and how many past the listing's limit were left out. */
+  list(ref: SandboxRef, path: string): Promise<{ entries: FileInfo[]; omitted: number }>;
+  /** A file's bytes as they are read. */
+  read(ref: SandboxRef, path: string): Promise<{ info: FileInfo; body: Readable }>;
+  /** Writes `body` to `path` whole or not at all (written aside, renamed into place at its end). */
+  write(ref: SandboxRef, path: string, body: Readable, options: { mode?: number; parents?: boolean }): Promise<FileInfo>;
+  mkdir(ref: SandboxRef, path: string, options: { parents?: boolean }): Promise<FileInfo>;
+  remove(ref: SandboxRef, path: string, options: { recursive?: boolean }): Promise<void>;
+  move(ref: SandboxRef, from: string, to: string, options: { overwrite?: boolean }): Promise<FileInfo>;
+  /** A directory as a tar archive (ustar/GNU, entries relative to it), streamed as it is made. */
+  archive(ref: SandboxRef, path: string): Promise<{ info: FileInfo; body: Readable }>;
+}
+
+/** Nothing accepts connections on the port inside the sandbox. */
+export class PortClosedError extends Error {
+  override name = 'PortClosedError';
+  constructor(
+    readonly port: number,
+    message: string,
+  ) {
+    super(message);
   }
 }
 
@@ -223,6 +294,13 @@ export interface SandboxProvider {
   /** The process once it ended, or as it is after `timeoutMs`. */
   waitBackground?(ref: SandboxRef, pid: number, timeoutMs: number): Promise<BackgroundProcess>;
   backgroundOutput?(ref: SandboxRef, pid: number): Promise<BackgroundOutput>;
+  /** The sandbox's files (ADR 40); the API answers 501 naming `files` without them. */
+  readonly files?: SandboxFiles;
+  /**
+   * A TCP connection to `port` on the sandbox's loopback (ADR 40), made from inside the sandbox (it
+   * has no network): its bytes both ways. Throws PortClosedError when nothing listens there.
+   */
+  openPort?(ref: SandboxRef, port: number): Promise<Duplex>;
   /**
    * Warm pools (ADR 45): starts a sandbox for no agent yet, with an empty environment and
    * workspace. Idempotent on `request.id`: one already running is adopted.

@@ -27,7 +27,9 @@ import {
   type RestoreSource,
   type SandboxProvider,
   type SandboxState,
+  PortClosedError,
 } from '@berth/common';
+import { MockFiles } from './mock-files.js';
 
 /**
  * What test keys (`svc_test_`) get instead of compute: the same validation and the same
@@ -39,6 +41,8 @@ export class MockProvider implements SandboxProvider {
   /** Background processes by sandbox, then pid: they end when waited on (test keys run nothing). */
   private readonly processes = new Map<string, Map<number, BackgroundProcess & { stdout: string }>>();
   private nextPid = 1000;
+  /** An in-memory file tree per sandbox (ADR 40). */
+  readonly files = new MockFiles();
 
   /** Mirrors the capabilities of the provider it stands in for, so test keys are refused what live keys are. */
   constructor(readonly capabilities: ProviderCapabilities) {}
@@ -148,7 +152,13 @@ export class MockProvider implements SandboxProvider {
     return process;
   }
 
+  /** Nothing runs under a test key, so nothing listens: a port is refused as a closed one is. */
+  async openPort(_ref: SandboxRef, port: number): Promise<never> {
+    throw new PortClosedError(port, `nothing accepts connections on port ${port} in the sandbox (test keys run no programs)`);
+  }
+
   async terminate(ref: SandboxRef): Promise<void> {
+    this.files.drop(ref.id);
     this.processes.delete(ref.id);
   }
 }

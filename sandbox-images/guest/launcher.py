@@ -22,9 +22,12 @@ import base64
 import fcntl
 import json
 import os
+import errno
 import selectors
+import shutil
 import signal
 import socket
+import stat
 import struct
 import sys
 import termios
@@ -51,8 +54,22 @@ HELLO, EXEC, STDOUT, STDERR, OUTCOME, CANCEL = 1, 2, 3, 4, 5, 6
 # ADR 39: INPUT (host: bytes for a terminal exec's input), RESIZE (host: {rows, cols}), CONTROL (host:
 # a request about background processes) and REPLY (launcher: its answer, or a background exec's pid).
 INPUT, RESIZE, CONTROL, REPLY = 7, 8, 9, 10
+# ADR 40: FILE (host: {op, path, ...}, answered by REPLY; a read, a tar or a write is then a stream),
+# TUNNEL (host: {port}: a TCP connection to 127.0.0.1:port inside the sandbox, answered by REPLY, then
+# a stream), and for streams both ways DATA (bytes), END (the end: {} or {error, message}, or a written
+# file's {info}) and WINDOW (u32: bytes the receiver consumed, which the sender may send again).
+FILE, TUNNEL, DATA, END, WINDOW = 11, 12, 13, 14, 15
 # 2: the frames and EXEC fields of ADR 39 (stdin, pty, background; INPUT, RESIZE, CONTROL, REPLY).
-PROTOCOL = 2
+# 3: files and tunnels (ADR 40).
+PROTOCOL = 3
+# Where files may be read and written: paths resolve (symlinks followed, in the sandbox) under it.
+WORKSPACE = os.environ.get('BERTH_WORKSPACE', '/workspace')
+# Bytes of a stream a side may send before the other's WINDOW: what either side buffers at most.
+STREAM_WINDOW = 4 << 20
+# A DATA frame's payload at most.
+DATA_CHUNK = 1 << 18
+# A directory listing's entries at most (the rest are counted, not listed).
+MAX_LIST_ENTRIES = 5000
 # Largest frame the host may send (an exec's argv and environment).
 MAX_REQUEST = 1 << 20
 # Between attempts to connect: from the first to the last, doubling.
@@ -102,15 +119,17 @@ def frame(exec_id, kind, payload=b''):
 def read_frames(buffer):
     """The whole frames at the start of `buffer` as (id, kind, payload), and the bytes left over."""
     frames = []
-    while len(buffer) >= FRAME.size:
-        length, exec_id, kind = FRAME.unpack_from(buffer)
+    offset = 0
+    while len(buffer) - offset >= FRAME.size:
+        length, exec_id, kind = FRAME.unpack_from(buffer, offset)
         if length > MAX_REQUEST:
             raise ValueError(f'a frame of {length} bytes')
-        if len(buffer) < FRAME.size + length:
+        end = offset + FRAME.size + length
+        if len(buffer) < end:
             break
-        frames.append((exec_id, kind, bytes(buffer[FRAME.size:FRAME.size + length])))
-        buffer = buffer[FRAME.size + length:]
-    return frames, buffer
+        frames.append((exec_id, kind, bytes(buffer[offset + FRAME.size:end])))
+        offset = end
+    return frames, buffer[offset:]
 
 
 def parse_exec(payload):
@@ -244,6 +263,143 @@ class Background:
         }
 
 
+# Files and tunnels (ADR 40).
+
+class FileError(Exception):
+    """A file request refused: `code` is what the host answers with (outside, not_found, exists, ...)."""
+
+    def __init__(self, code, message):
+        super().__init__(message)
+        self.code, self.message = code, message
+
+
+# OSError numbers as the codes the host knows.
+ERRNO_CODES = {
+    errno.ENOENT: 'not_found', errno.EEXIST: 'exists', errno.ENOTDIR: 'not_directory', errno.EISDIR: 'is_directory',
+    errno.ENOTEMPTY: 'not_empty', errno.ENOSPC: 'no_space', errno.EDQUOT: 'no_space', errno.EFBIG: 'no_space',
+    errno.EACCES: 'forbidden', errno.EPERM: 'forbidden', errno.ELOOP: 'outside', errno.ENAMETOOLONG: 'bad_request',
+}
+
+
+def file_failure(error, path=None):
+    """A REPLY or END payload for a failed file request."""
+    if isinstance(error, FileError):
+        return {'error': error.code, 'message': error.message}
+    if isinstance(error, OSError):
+        return {'error': ERRNO_CODES.get(error.errno, 'io_error'), 'message': f'{path}: {error.strerror or error}'}
+    return {'error': 'bad_request', 'message': str(error)}
+
+
+def confine(path, follow=True):
+    """The real path of `path`, refused (outside) unless it is in WORKSPACE once symlinks are resolved.
+
+    follow=False resolves the directory it is in but not its last part: the request is about a
+    symlink itself (remove, move, mkdir), never about where it points.
+    """
+    if not isinstance(path, str) or not path.startswith('/') or '\0' in path:
+        raise FileError('bad_request', 'path must be an absolute path')
+    if follow:
+        real = os.path.realpath(path)
+    else:
+        parent, name = os.path.split(os.path.normpath(path))
+        real = os.path.join(os.path.realpath(parent), name) if name else os.path.realpath(parent)
+    root = os.path.realpath(WORKSPACE)
+    if real != root and not real.startswith(root + '/'):
+        raise FileError('outside', f'{path} is outside {WORKSPACE} (symlinks resolved)')
+    return real
+
+
+def file_info(path):
+    """What a listing says of one entry (the entry itself: a symlink is not followed)."""
+    st = os.lstat(path)
+    kind = ('directory' if stat.S_ISDIR(st.st_mode) else 'file' if stat.S_ISREG(st.st_mode)
+            else 'symlink' if stat.S_ISLNK(st.st_mode) else 'other')
+    info = {'name': os.path.basename(path), 'path': path, 'type': kind, 'size': st.st_size,
+            'mode': stat.S_IMODE(st.st_mode), 'modifiedAt': int(st.st_mtime * 1000)}
+    if kind == 'symlink':
+        info['target'] = os.readlink(path)
+    return info
+
+
+def string_field(request, name):
+    value = request.get(name)
+    if not isinstance(value, str):
+        raise FileError('bad_request', f'{name} must be a string')
+    return value
+
+
+def file_op(request):
+    """The answer to a FILE request that is not a stream: stat, list, mkdir, remove, move."""
+    op = request.get('op')
+    path = string_field(request, 'path')
+    if op == 'stat':
+        return {'info': file_info(confine(path))}
+    if op == 'list':
+        real = confine(path)
+        if not stat.S_ISDIR(os.stat(real).st_mode):
+            raise FileError('not_directory', f'{path} is not a directory')
+        names = sorted(os.listdir(real))
+        entries = []
+        for name in names[:MAX_LIST_ENTRIES]:
+            try:
+                entries.append(file_info(os.path.join(real, name)))
+            except FileNotFoundError:  # gone while listed
+                pass
+        return {'entries': entries, 'omitted': max(0, len(names) - MAX_LIST_ENTRIES)}
+    if op == 'mkdir':
+        real = confine(path, follow=False)
+        if request.get('parents'):
+            os.makedirs(real, exist_ok=True)
+        else:
+            os.mkdir(real)
+        return {'info': file_info(confine(real))}
+    if op == 'remove':
+        real = confine(path, follow=False)
+        if real == os.path.realpath(WORKSPACE):
+            raise FileError('bad_request', f'{WORKSPACE} itself cannot be removed')
+        if os.path.isdir(real) and not os.path.islink(real):
+            if request.get('recursive'):
+                shutil.rmtree(real)
+            else:
+                os.rmdir(real)
+        else:
+            os.unlink(real)
+        return {}
+    if op == 'move':
+        source, target = confine(path, follow=False), confine(string_field(request, 'to'), follow=False)
+        if os.path.lexists(target) and not request.get('overwrite'):
+            raise FileError('exists', f'{request["to"]} exists')
+        os.replace(source, target)
+        return {'info': file_info(target)}
+    raise FileError('bad_request', f'unknown op {op!r}')
+
+
+class Stream:
+    """A file read or written, a directory's tar, or a tunnel: bytes under windows both ways.
+
+    `source` is read and sent as DATA while `credit` lasts (a WINDOW adds to it); `sink` takes the
+    host's DATA. A regular file cannot be polled, so a file source is read whenever it has credit.
+    """
+
+    def __init__(self, stream_id, kind):
+        self.id, self.kind = stream_id, kind
+        self.source = self.sink = None
+        self.pollable = True
+        self.credit = STREAM_WINDOW
+        self.pending = bytearray()
+        # Bytes of the host's DATA consumed and not yet told in a WINDOW.
+        self.consumed = 0
+        self.source_ended = self.sink_ended = False
+        self.connecting = False
+        self.process = None
+        self.exit_status = None
+        self.target = self.temp = None
+
+
+def parse_window(payload):
+    return struct.unpack('>I', payload)[0] if len(payload) == 4 else 0
+
+
 def strings(path):
     with open(path, 'rb') as file:
         return file.read().split(b'\0')[:-1]
@@ -274,6 +430,9 @@ class Launcher:
         # [when to answer anyway (monotonic), exec id, pid].
         self.background = {}
         self.waiters = []
+        # File and tunnel streams by id, and the tar processes of streams by pid.
+        self.streams = {}
+        self.stream_pids = {}
         self.reconnect_at = time.monotonic()
         self.reconnect_wait = RECONNECT_S[0]
 
@@ -346,6 +505,7 @@ class Launcher:
     def reap(self):
         os.read(self.wake_read, 4096)
         finished = {}
+        statuses = {}
         while True:
             try:
                 pid, status = os.waitpid(-1, os.WNOHANG)
@@ -353,6 +513,7 @@ class Launcher:
                 break
             if pid == 0:
                 break
+            statuses[pid] = status
             finished[pid] = outcome(status, self.stopped.pop(pid, None))
             self.deadlines.pop(pid, None)
         for conn, program in list(self.clients.items()):
@@ -365,6 +526,12 @@ class Launcher:
                 self.finish(self.execs[pid], record)
             elif pid in self.background:
                 self.end_background(self.background[pid], record)
+        for pid, status in statuses.items():
+            stream = self.stream_pids.pop(pid, None)
+            if stream is not None:
+                stream.exit_status = status
+                if stream.id in self.streams:
+                    self.end_tar(stream)
 
     def enforce_limits(self):
         # Over its limit: the program's whole process group gets TERM, and KILL two seconds later.
@@ -425,6 +592,9 @@ class Launcher:
         self.exec_ids.clear()
         # Background processes stay (they outlive the channel, and a checkpoint); their waiters do not.
         self.waiters.clear()
+        # Streams go: an upload not finished leaves nothing behind.
+        for stream in list(self.streams.values()):
+            self.drop_stream(stream)
 
     def send(self, exec_id, kind, payload=b''):
         if self.channel is None:
@@ -437,7 +607,7 @@ class Launcher:
 
     def receive(self):
         try:
-            data = self.channel.recv(65536)
+            data = self.channel.recv(262144)
         except OSError:
             data = b''
         if not data:
@@ -458,6 +628,16 @@ class Launcher:
                 self.resize(self.exec_ids[exec_id], payload)
             elif kind == CONTROL:
                 self.control(exec_id, payload)
+            elif kind == FILE:
+                self.file_request(exec_id, payload)
+            elif kind == TUNNEL:
+                self.tunnel(exec_id, payload)
+            elif kind == DATA:
+                self.stream_data(exec_id, payload)
+            elif kind == END:
+                self.stream_end(exec_id, payload)
+            elif kind == WINDOW:
+                self.stream_window(exec_id, payload)
 
     def channel_exec(self, exec_id, payload):
         if exec_id in self.exec_ids:
@@ -578,6 +758,275 @@ class Launcher:
         except (ValueError, TypeError, OSError) as error:
             log(f'a bad resize: {error}')
 
+    # Files and tunnels (ADR 40).
+
+    def file_request(self, stream_id, payload):
+        request = {}
+        try:
+            request = json.loads(payload)
+            if not isinstance(request, dict):
+                raise FileError('bad_request', 'a file request is a JSON object')
+            op = request.get('op')
+            if op == 'read':
+                return self.open_read(stream_id, request)
+            if op == 'tar':
+                return self.open_tar(stream_id, request)
+            if op == 'write':
+                return self.open_write(stream_id, request)
+            self.reply(stream_id, file_op(request))
+        except (FileError, OSError, ValueError, TypeError) as error:
+            self.reply(stream_id, file_failure(error, request.get('path') if isinstance(request, dict) else None))
+
+    def add_stream(self, stream):
+        if stream.id in self.streams:
+            raise FileError('bad_request', f'stream {stream.id} is open already')
+        self.streams[stream.id] = stream
+        return stream
+
+    def open_read(self, stream_id, request):
+        real = confine(string_field(request, 'path'))
+        if os.path.isdir(real):
+            raise FileError('is_directory', f'{request["path"]} is a directory (ask for its tar)')
+        fd = os.open(real, os.O_RDONLY)
+        stream = self.add_stream(Stream(stream_id, 'read'))
+        stream.source, stream.pollable, stream.sink_ended = fd, False, True
+        self.reply(stream_id, {'info': file_info(real)})
+
+    def open_tar(self, stream_id, request):
+        real = confine(string_field(request, 'path'))
+        if not stat.S_ISDIR(os.stat(real).st_mode):
+            raise FileError('not_directory', f'{request["path"]} is not a directory')
+        out_read, out_write = os.pipe()
+        null = os.open('/dev/null', os.O_RDWR)
+        try:
+            # A file that goes away while the tar is made (an upload renamed into place, a program's
+            # temporary file) is left out, not the end of the archive.
+            pid = os.posix_spawnp('tar', [b'tar', b'-c', b'-f', b'-', b'--ignore-failed-read', b'-C', real.encode(), b'.'], dict(os.environb), setsid=True,
+                                  setsigdef=DEFAULTS, file_actions=[(os.POSIX_SPAWN_DUP2, fd, n) for n, fd in enumerate((null, out_write, null))])
+        except OSError:
+            os.close(out_read)
+            raise
+        finally:
+            os.close(out_write)
+            os.close(null)
+        stream = self.add_stream(Stream(stream_id, 'tar'))
+        stream.source, stream.process, stream.sink_ended = out_read, pid, True
+        os.set_blocking(out_read, False)
+        self.stream_pids[pid] = stream
+        self.update_stream(stream)
+        self.reply(stream_id, {'info': file_info(real)})
+
+    def open_write(self, stream_id, request):
+        real = confine(string_field(request, 'path'))
+        if os.path.isdir(real):
+            raise FileError('is_directory', f'{request["path"]} is a directory')
+        mode = request.get('mode', 0o644)
+        if not isinstance(mode, int) or not 0 <= mode <= 0o7777:
+            raise FileError('bad_request', 'mode must be a permission number from 0 to 0o7777')
+        parent = os.path.dirname(real)
+        if request.get('parents'):
+            os.makedirs(parent, exist_ok=True)
+        # Written beside the target and renamed over it at the end: nothing half-written is ever seen there.
+        temp = os.path.join(parent, f'.berth-upload-{os.getpid()}-{stream_id}')
+        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+        os.fchmod(fd, mode)
+        stream = self.add_stream(Stream(stream_id, 'write'))
+        stream.sink, stream.target, stream.temp, stream.source_ended = fd, real, temp, True
+        self.reply(stream_id, {'ready': True})
+
+    def tunnel(self, stream_id, payload):
+        try:
+            request = json.loads(payload)
+            port = request.get('port') if isinstance(request, dict) else None
+            if not isinstance(port, int) or not 0 < port < 65536:
+                raise FileError('bad_request', 'port must be from 1 to 65535')
+            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            sock.setblocking(False)
+            stream = self.add_stream(Stream(stream_id, 'tunnel'))
+            stream.source = stream.sink = sock
+            stream.port = port
+            result = sock.connect_ex(('127.0.0.1', port))
+            if result in (errno.EINPROGRESS, errno.EAGAIN):
+                stream.connecting = True
+                self.update_stream(stream)
+            else:
+                self.connected(stream, result)
+        except (FileError, OSError, ValueError, TypeError) as error:
+            self.reply(stream_id, file_failure(error))
+
+    def connected(self, stream, result):
+        stream.connecting = False
+        if result != 0:
+            self.drop_stream(stream)
+            return self.reply(stream.id, {'error': 'refused', 'message': f'nothing accepts connections on port {stream.port} in the sandbox: {os.strerror(result)}'})
+        self.reply(stream.id, {'connected': True})
+        self.update_stream(stream)
+
+    def update_stream(self, stream):
+        """Polls a stream's socket or pipe for what it can do now: read while it has credit, write what waits."""
+        if stream.source is None and stream.sink is None:
+            return
+        fd = stream.source if stream.pollable and stream.source is not None else stream.sink
+        if fd is None or (stream.kind in ('read', 'write')):
+            return
+        events = 0
+        if stream.connecting or stream.pending:
+            events |= selectors.EVENT_WRITE
+        if not stream.connecting and not stream.source_ended and stream.credit > 0:
+            events |= selectors.EVENT_READ
+        registered = fd in self.selector.get_map()
+        if events and registered:
+            self.selector.modify(fd, events, stream)
+        elif events:
+            self.selector.register(fd, events, stream)
+        elif registered:
+            self.selector.unregister(fd)
+
+    def stream_event(self, stream, mask):
+        sock = stream.sink if stream.kind == 'tunnel' else None
+        if stream.connecting:
+            return self.connected(stream, sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR))
+        if mask & selectors.EVENT_WRITE:
+            self.flush_sink(stream)
+        if stream.id in self.streams and mask & selectors.EVENT_READ:
+            self.pump(stream)
+        if stream.id in self.streams:
+            self.update_stream(stream)
+
+    def pump(self, stream):
+        """Sends what the source holds now, as the credit allows; END once it is done."""
+        try:
+            if stream.kind == 'tunnel':
+                data = stream.source.recv(min(stream.credit, DATA_CHUNK))
+            else:
+                data = os.read(stream.source, min(stream.credit, DATA_CHUNK))
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError as error:
+            return self.fail_stream(stream, file_failure(error, stream.kind))
+        if data:
+            stream.credit -= len(data)
+            return self.send(stream.id, DATA, data)
+        stream.source_ended = True
+        if stream.kind == 'tunnel':
+            self.send(stream.id, END, b'{}')
+            if stream.sink_ended and not stream.pending:
+                self.drop_stream(stream)
+        elif stream.kind == 'read':
+            self.send(stream.id, END, b'{}')
+            self.drop_stream(stream)
+        else:  # tar: its end is told once it exited too
+            self.end_tar(stream)
+
+    def end_tar(self, stream):
+        if not stream.source_ended or stream.exit_status is None:
+            return
+        code = os.waitstatus_to_exitcode(stream.exit_status)
+        # 1: a file changed while it was read (a program still writing it); the archive is whole.
+        self.send(stream.id, END, json.dumps({} if code in (0, 1) else {'error': 'io_error', 'message': f'tar ended with {code}'}).encode())
+        self.drop_stream(stream)
+
+    def pump_files(self):
+        for stream in [s for s in self.streams.values() if s.kind == 'read' and s.credit > 0]:
+            self.pump(stream)
+
+    def stream_data(self, stream_id, payload):
+        stream = self.streams.get(stream_id)
+        if stream is None or stream.sink is None or stream.sink_ended:
+            return
+        stream.pending += payload
+        self.flush_sink(stream)
+        if stream.id in self.streams:
+            self.update_stream(stream)
+
+    def flush_sink(self, stream):
+        """Writes what waits for the sink (all of it for a file), and gives the host its room back."""
+        written = 0
+        try:
+            while stream.pending:
+                if stream.kind == 'tunnel':
+                    count = stream.sink.send(stream.pending)
+                else:
+                    count = os.write(stream.sink, stream.pending)
+                del stream.pending[:count]
+                written += count
+        except (BlockingIOError, InterruptedError):
+            pass
+        except OSError as error:
+            return self.fail_stream(stream, file_failure(error, stream.target or 'the tunnel'))
+        stream.consumed += written
+        if stream.consumed >= STREAM_WINDOW // 4 or (stream.consumed and not stream.pending):
+            self.send(stream.id, WINDOW, struct.pack('>I', stream.consumed))
+            stream.consumed = 0
+        if not stream.pending and stream.sink_ended and stream.kind == 'tunnel':
+            self.half_close(stream)
+
+    def stream_end(self, stream_id, payload):
+        stream = self.streams.get(stream_id)
+        if stream is None:
+            return
+        try:
+            ended = json.loads(payload) if payload else {}
+        except ValueError:
+            ended = {'error': 'bad_request'}
+        if not isinstance(ended, dict) or ended.get('error'):  # the host gave up on it
+            return self.drop_stream(stream)
+        stream.sink_ended = True
+        if stream.kind == 'write':
+            self.finish_write(stream)
+        elif stream.kind == 'tunnel' and not stream.pending:
+            self.half_close(stream)
+
+    def half_close(self, stream):
+        try:
+            stream.sink.shutdown(socket.SHUT_WR)
+        except OSError:
+            pass
+        if stream.source_ended:
+            self.drop_stream(stream)
+
+    def finish_write(self, stream):
+        try:
+            os.close(stream.sink)
+            stream.sink = None
+            os.replace(stream.temp, stream.target)
+            stream.temp = None
+            info = file_info(stream.target)
+        except OSError as error:
+            return self.fail_stream(stream, file_failure(error, stream.target))
+        self.send(stream.id, END, json.dumps({'info': info}).encode())
+        self.drop_stream(stream)
+
+    def stream_window(self, stream_id, payload):
+        stream = self.streams.get(stream_id)
+        if stream is not None:
+            stream.credit += parse_window(payload)
+            self.update_stream(stream)
+
+    def fail_stream(self, stream, record):
+        self.send(stream.id, END, json.dumps(record).encode())
+        self.drop_stream(stream)
+
+    def drop_stream(self, stream):
+        """Closes what the stream holds; a write not finished leaves nothing behind, a tar not finished is killed."""
+        self.streams.pop(stream.id, None)
+        for fd in {stream.source, stream.sink} - {None}:
+            number = fd.fileno() if isinstance(fd, socket.socket) else fd
+            if number in self.selector.get_map():
+                self.selector.unregister(number)
+            if isinstance(fd, socket.socket):
+                fd.close()
+            else:
+                os.close(fd)
+        stream.source = stream.sink = None
+        if stream.temp is not None:
+            try:
+                os.unlink(stream.temp)
+            except OSError:
+                pass
+        if stream.process is not None and stream.exit_status is None:
+            self.kill(stream.process)
+
     # Background processes.
 
     def reply(self, exec_id, record):
@@ -696,6 +1145,9 @@ class Launcher:
             if self.channel is None:
                 due.append(self.reconnect_at)
             wait = max(0, min(due) - time.monotonic()) if due else None
+            # A file being read cannot be polled: while one has credit, the loop does not sleep.
+            if any(s.kind == 'read' and s.credit > 0 for s in self.streams.values()):
+                wait = 0
             ready = self.selector.select(wait)
             try:
                 self.enforce_limits()
@@ -704,7 +1156,11 @@ class Launcher:
                     self.connect()
             except Exception as error:
                 log(repr(error))
-            for key, _ in ready:
+            try:
+                self.pump_files()
+            except Exception as error:
+                log(repr(error))
+            for key, mask in ready:
                 # PID 1 must never exit: every event is handled under a catch-all.
                 try:
                     if key.fileobj is self.server:
@@ -717,6 +1173,8 @@ class Launcher:
                     elif isinstance(key.data, Input):
                         if key.data.fd is not None:
                             self.write_input(key.data)
+                    elif isinstance(key.data, Stream):
+                        self.stream_event(key.data, mask)
                     elif isinstance(key.data, (Output, Ring)):
                         if key.data.fd is not None and not self.forward(key.data) and key.data.fd is not None:
                             self.selector.unregister(key.data.fd)

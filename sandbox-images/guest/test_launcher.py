@@ -5,6 +5,7 @@ import os
 import shutil
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import tempfile
@@ -96,7 +97,10 @@ class ChannelTest(unittest.TestCase):
         self.server.bind(self.path)
         self.server.listen(1)
         self.server.settimeout(10)
-        env = dict(os.environ, BERTH_LAUNCHER_CHANNEL=self.path, BERTH_LAUNCHER_SOCKET=f'berth-launcher-unittest-{os.getpid()}')
+        self.workspace = os.path.join(self.dir, 'workspace')
+        os.mkdir(self.workspace)
+        env = dict(os.environ, BERTH_LAUNCHER_CHANNEL=self.path, BERTH_LAUNCHER_SOCKET=f'berth-launcher-unittest-{os.getpid()}',
+                   BERTH_WORKSPACE=self.workspace)
         self.addCleanup(self.stop)
         self.process = subprocess.Popen([sys.executable, '-I', '-S', launcher.__file__], env=env, stdin=subprocess.DEVNULL)
         self.accept()
@@ -286,6 +290,153 @@ class ChannelTest(unittest.TestCase):
         self.assertEqual(self.reply(60)['error'], 'bad_request')
         self.send(61, launcher.CONTROL, {'op': 'wait', 'pid': 999999, 'timeoutMs': 10})
         self.assertEqual(self.reply(61)['error'], 'not_found')
+
+    # Files and tunnels (ADR 40).
+
+    def stream(self, stream_id):
+        """DATA frames of a stream until its END: the bytes, the END's record; a WINDOW back for each DATA."""
+        data = b''
+        while True:
+            (frame_id, kind, payload), = self.frames(1)
+            self.assertEqual(frame_id, stream_id)
+            if kind == launcher.END:
+                return data, json.loads(payload)
+            self.assertEqual(kind, launcher.DATA)
+            data += payload
+            self.send(stream_id, launcher.WINDOW, struct.pack('>I', len(payload)))
+
+    def test_a_file_written_in_pieces_then_read_back(self):
+        body = os.urandom(3 * launcher.STREAM_WINDOW + 12345)
+        self.send(50, launcher.FILE, {'op': 'write', 'path': self.workspace + '/dir/blob.bin', 'parents': True, 'mode': 0o600})
+        self.assertEqual(self.reply(50), {'ready': True})
+        sent, room = 0, launcher.STREAM_WINDOW
+        while sent < len(body):
+            # Never more than the window ahead of what the launcher said it wrote.
+            while room == 0:
+                (frame_id, kind, payload), = self.frames(1)
+                self.assertEqual((frame_id, kind), (50, launcher.WINDOW))
+                room += launcher.parse_window(payload)
+            piece = body[sent:sent + min(room, launcher.DATA_CHUNK)]
+            self.send(50, launcher.DATA, piece)
+            sent, room = sent + len(piece), room - len(piece)
+        self.assertFalse(os.path.exists(self.workspace + '/dir/blob.bin'))  # nothing half-written at the path
+        self.send(50, launcher.END, {})
+        while True:
+            (frame_id, kind, payload), = self.frames(1)
+            if kind == launcher.END:
+                break
+            self.assertEqual(kind, launcher.WINDOW)
+        info = json.loads(payload)['info']
+        self.assertEqual((info['type'], info['size'], info['mode']), ('file', len(body), 0o600))
+        self.send(51, launcher.FILE, {'op': 'read', 'path': self.workspace + '/dir/../dir/blob.bin'})
+        self.assertEqual(self.reply(51)['info']['size'], len(body))
+        data, end = self.stream(51)
+        self.assertEqual((data, end), (body, {}))
+        self.assertEqual(os.listdir(self.workspace + '/dir'), ['blob.bin'])
+
+    def test_a_read_waits_for_room(self):
+        with open(self.workspace + '/big', 'wb') as file:
+            file.write(b'y' * (launcher.STREAM_WINDOW * 2))
+        self.send(52, launcher.FILE, {'op': 'read', 'path': self.workspace + '/big'})
+        self.reply(52)
+        got = 0
+        while got < launcher.STREAM_WINDOW:
+            (_, kind, payload), = self.frames(1)
+            self.assertEqual(kind, launcher.DATA)
+            got += len(payload)
+        self.assertEqual(got, launcher.STREAM_WINDOW)  # exactly the window, then nothing until a WINDOW
+        self.conn.settimeout(0.3)
+        with self.assertRaises(socket.timeout):
+            self.frames(1)
+        self.conn.settimeout(10)
+        self.send(52, launcher.WINDOW, struct.pack('>I', launcher.STREAM_WINDOW))
+        data, end = self.stream(52)
+        self.assertEqual((len(data), end), (launcher.STREAM_WINDOW, {}))
+
+    def test_an_upload_given_up_leaves_nothing(self):
+        self.send(53, launcher.FILE, {'op': 'write', 'path': self.workspace + '/half'})
+        self.reply(53)
+        self.send(53, launcher.DATA, b'abc')
+        (frame_id, kind, payload), = self.frames(1)
+        self.assertEqual((frame_id, kind, launcher.parse_window(payload)), (53, launcher.WINDOW, 3))
+        self.send(53, launcher.END, {'error': 'aborted'})
+        self.send(54, launcher.FILE, {'op': 'list', 'path': self.workspace})
+        self.assertEqual(self.reply(54), {'entries': [], 'omitted': 0})
+
+    def test_paths_outside_the_workspace_are_refused_in_the_sandbox(self):
+        os.symlink('/etc', self.workspace + '/etc-link')
+        os.symlink('/etc/passwd', self.workspace + '/passwd-link')
+        for stream_id, request in enumerate([
+            {'op': 'read', 'path': self.workspace + '/passwd-link'},
+            {'op': 'list', 'path': self.workspace + '/etc-link'},
+            {'op': 'write', 'path': self.workspace + '/etc-link/x'},
+            {'op': 'read', 'path': self.workspace + '/../launcher.sock'},
+            {'op': 'tar', 'path': self.workspace + '/etc-link'},
+            {'op': 'move', 'path': self.workspace + '/passwd-link', 'to': '/tmp/x'},
+        ], start=60):
+            self.send(stream_id, launcher.FILE, request)
+            self.assertEqual(self.reply(stream_id)['error'], 'outside', request)
+        # The link itself is inside: removing it removes the link, not /etc.
+        self.send(70, launcher.FILE, {'op': 'remove', 'path': self.workspace + '/etc-link'})
+        self.assertEqual(self.reply(70), {})
+        self.assertTrue(os.path.isdir('/etc'))
+
+    def test_list_mkdir_move_remove_and_tar(self):
+        self.send(80, launcher.FILE, {'op': 'mkdir', 'path': self.workspace + '/a/b', 'parents': True})
+        self.assertEqual(self.reply(80)['info']['type'], 'directory')
+        with open(self.workspace + '/a/b/f.txt', 'w') as file:
+            file.write('hello')
+        self.send(81, launcher.FILE, {'op': 'mkdir', 'path': self.workspace + '/a'})
+        self.assertEqual(self.reply(81)['error'], 'exists')
+        self.send(82, launcher.FILE, {'op': 'move', 'path': self.workspace + '/a/b/f.txt', 'to': self.workspace + '/a/g.txt'})
+        self.assertEqual(self.reply(82)['info']['size'], 5)
+        self.send(83, launcher.FILE, {'op': 'list', 'path': self.workspace + '/a'})
+        self.assertEqual([(e['name'], e['type']) for e in self.reply(83)['entries']], [('b', 'directory'), ('g.txt', 'file')])
+        self.send(84, launcher.FILE, {'op': 'tar', 'path': self.workspace + '/a'})
+        self.reply(84)
+        data, end = self.stream(84)
+        self.assertEqual(end, {})
+        names = subprocess.run(['tar', '-t', '-f', '-'], input=data, capture_output=True, check=True).stdout.decode().split()
+        self.assertEqual(sorted(names), ['./', './b/', './g.txt'])
+        self.send(85, launcher.FILE, {'op': 'remove', 'path': self.workspace + '/a'})
+        self.assertEqual(self.reply(85)['error'], 'not_empty')
+        self.send(86, launcher.FILE, {'op': 'remove', 'path': self.workspace + '/a', 'recursive': True})
+        self.assertEqual(self.reply(86), {})
+        self.send(87, launcher.FILE, {'op': 'stat', 'path': self.workspace + '/a'})
+        self.assertEqual(self.reply(87)['error'], 'not_found')
+        self.send(88, launcher.FILE, {'op': 'remove', 'path': self.workspace})
+        self.assertEqual(self.reply(88)['error'], 'bad_request')
+
+    def test_a_tunnel_relays_both_ways_and_half_closes(self):
+        server = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        server.bind(('127.0.0.1', 0))
+        server.listen(1)
+        self.addCleanup(server.close)
+        port = server.getsockname()[1]
+        self.send(90, launcher.TUNNEL, {'port': port})
+        peer, _ = server.accept()
+        peer.settimeout(10)
+        self.assertEqual(self.reply(90), {'connected': True})
+        self.send(90, launcher.DATA, b'ping')
+        self.assertEqual(peer.recv(10), b'ping')
+        (frame_id, kind, payload), = self.frames(1)
+        self.assertEqual((frame_id, kind, launcher.parse_window(payload)), (90, launcher.WINDOW, 4))
+        self.send(90, launcher.END, {})
+        self.assertEqual(peer.recv(10), b'')  # the host's end reached the program as EOF
+        peer.sendall(b'pong')
+        peer.close()
+        data, end = self.stream(90)
+        self.assertEqual((data, end), (b'pong', {}))
+
+    def test_a_tunnel_to_a_closed_port_is_refused(self):
+        probe = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        probe.bind(('127.0.0.1', 0))
+        port = probe.getsockname()[1]
+        probe.close()
+        self.send(91, launcher.TUNNEL, {'port': port})
+        self.assertEqual(self.reply(91)['error'], 'refused')
+        self.send(92, launcher.TUNNEL, {'port': 70000})
+        self.assertEqual(self.reply(92)['error'], 'bad_request')
 
 
 class ImportTest(unittest.TestCase):

@@ -64,16 +64,11 @@ describe('the remote provider protocol, served by another Berth', () => {
     expect(started.rows[0].data).toMatchObject({ provider: 'remote' });
   });
 
-  it('answers 501 naming the exec option, streaming or background processes the protocol cannot carry yet', async () => {
-    for (const [body, field] of [
-      [{ env: { A: '1' } }, 'env'],
-      [{ cwd: 'sub' }, 'cwd'],
-      [{ stdin: 'x' }, 'stdin'],
-    ] as const) {
-      const response = await live.post(`/v1/agents/${agentId}/exec`, { language: 'bash', code: 'true', ...body });
-      expect(response.status, JSON.stringify(response.body)).toBe(501);
-      expect(response.body.error).toMatchObject({ code: 'not_implemented', details: { field, provider: 'remote' } });
-    }
+  it('carries env, cwd and stdin to the remote, and answers 501 naming streaming or background processes it cannot carry yet', async () => {
+    await live.post(`/v1/agents/${agentId}/exec`, { language: 'bash', code: 'mkdir -p sub' });
+    const options = await live.post(`/v1/agents/${agentId}/exec`, { language: 'bash', code: 'echo "$A $(pwd) $(cat)"', env: { A: 'from-env' }, cwd: 'sub', stdin: 'from-stdin' });
+    expect(options.status, JSON.stringify(options.body)).toBe(200);
+    expect(options.body.stdout).toBe('from-env /workspace/sub from-stdin\n');
     const streamed = await live.post(`/v1/agents/${agentId}/exec/stream`, { language: 'bash', code: 'true' });
     expect(streamed.body.error).toMatchObject({ code: 'not_implemented', details: { field: 'stream' } });
     const background = await live.post(`/v1/agents/${agentId}/exec`, { language: 'bash', code: 'true', background: true });

@@ -22,6 +22,8 @@ declare module 'express-serve-static-core' {
     requestId: string;
     log: Logger;
     principal?: Principal;
+    /** The route reads the body itself, as a stream (RouteSpec.streamBody). */
+    berthStreamBody?: boolean;
     caller?: Caller;
   }
 }

@@ -11,6 +11,8 @@ const COMPONENTS = '#/components/schemas/';
 /** Codes the HTTP layer answers whatever the route: a request it cannot read, and our own failures. */
 const ALWAYS: ErrorCode[] = ['bad_request', 'internal_error'];
 /** Codes of a request body it cannot take: too large, not JSON. */
+/** Response types whose body is bytes, not text. */
+const BINARY_TYPES = new Set(['application/octet-stream', 'application/x-tar']);
 const BODY: ErrorCode[] = ['payload_too_large', 'unsupported_media_type', 'unprocessable_entity'];
 
 /** Codes of a request with an API key: beside the three of authentication, the key's rate limit. */
@@ -30,7 +32,7 @@ export function routeErrorCodes(route: AnyRoute): ErrorCode[] {
     ...new Set<ErrorCode>([
       ...(route.auth === false ? [] : route.permission ? SESSION_AUTH_ERRORS : KEYED),
       ...ALWAYS,
-      ...(route.body || route.rawBody ? BODY : []),
+      ...(route.body || route.rawBody || route.streamBody ? BODY : []),
       ...(route.params || route.query ? (['unprocessable_entity'] as const) : []),
       ...route.errors,
     ]),
@@ -104,7 +106,7 @@ export function openapiDocument(table: RouteTable, info: OpenapiInfo): Record<st
   const paths: Record<string, Record<string, unknown>> = {};
 
   for (const route of table.list()) {
-    const openapiPath = route.path.replace(/:([A-Za-z]+)/g, '{$1}');
+    const openapiPath = route.path.replace(/:([A-Za-z]+)/g, '{$1}').replace(/\{\/\*([A-Za-z]+)\}/g, '/{$1}');
     const parameters: unknown[] = [];
     for (const [location, schema] of [['path', route.params], ['query', route.query]] as const) {
       if (!schema) continue;
@@ -138,7 +140,7 @@ export function openapiDocument(table: RouteTable, info: OpenapiInfo): Record<st
         ...(response.schema
           ? { content: { [response.contentType ?? 'application/json']: { schema: components.toSchema(response.schema, 'output'), ...example } } }
           : response.contentType
-            ? { content: { [response.contentType]: { schema: { type: 'string' }, ...example } } }
+            ? { content: { [response.contentType]: { schema: BINARY_TYPES.has(response.contentType) ? { type: 'string', format: 'binary' } : { type: 'string' }, ...example } } }
             : {}),
       };
     }
@@ -172,7 +174,15 @@ export function openapiDocument(table: RouteTable, info: OpenapiInfo): Record<st
               },
             },
           }
-        : route.rawBody
+        : route.streamBody
+          ? {
+              requestBody: {
+                required: route.streamBody.required,
+                description: route.streamBody.description,
+                content: Object.fromEntries(route.streamBody.contentTypes.map((type) => [type, { schema: { type: 'string', format: 'binary' }, example: route.streamBody!.example }])),
+              },
+            }
+          : route.rawBody
           ? {
               requestBody: {
                 required: true,
@@ -298,6 +308,8 @@ const TAGS: Record<string, string> = {
   Triggers: 'Public URLs that run an agent definition on a signed request.',
   Channels: 'An agent definition answering people: a chat widget on your pages, Slack, email, phone; conversations keep their history.',
   Jobs: 'Runs of an agent definition started by a trigger or a schedule.',
+  Files: "An agent sandbox's files: upload and download (streamed), list, stat, mkdir, move, delete, a directory as tar; paths confined to /workspace.",
+  Ports: 'A port a program listens on inside the sandbox, exposed through the API server (HTTP and WebSocket), off until exposed.',
   System: 'Health, readiness, metrics and this document.',
   'Sign-in': 'Signing in and out of the management plane, the signed-in user and their invites.',
   Team: 'Members of the organization, their roles, invites and ownership.',

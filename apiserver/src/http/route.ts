@@ -51,6 +51,11 @@ export interface RouteSpec<P extends z.ZodType, Q extends z.ZodType, B extends z
    * Exclusive with `body`; the route reads and validates them itself.
    */
   rawBody?: { limitBytes: number; description: string; example: unknown; contentTypes?: string[] };
+  /**
+   * The body is read by the handler as a stream (`req`), of any size and not held in memory: an
+   * upload, a proxied request. No body parser touches it. Exclusive with `body` and `rawBody`.
+   */
+  streamBody?: { description: string; contentTypes: string[]; required: boolean; example: string };
   /** Request headers the route reads itself, for the docs (the route answers for a missing or bad one). */
   headers?: { name: string; required: boolean; description: string; pattern?: string }[];
   /** `example`: a realistic answer, shown in the OpenAPI document and checked against `schema` by the tests. */
@@ -123,6 +128,25 @@ export class RouteTable {
     const router = express.Router();
     for (const route of this.routes) {
       if (route.rawBody) router.all(route.path, express.raw({ type: () => true, limit: route.rawBody.limitBytes }));
+    }
+    return router;
+  }
+
+  /** Whether the request is for a route that reads its body as a stream (the JSON parser then leaves it alone). */
+  streamsBody(req: Request): boolean {
+    return req.berthStreamBody === true;
+  }
+
+  /** Marks the requests of routes that stream their body, before any body parser runs. */
+  streamBodyMarkers(): Router {
+    const router = express.Router();
+    for (const route of this.routes) {
+      if (route.streamBody) {
+        router.all(route.path, (req, _res, next) => {
+          req.berthStreamBody = true;
+          next();
+        });
+      }
     }
     return router;
   }

@@ -15,12 +15,16 @@ export interface PodExecResult {
 /** A writable end for the exec's output streams, kept within a byte limit. */
 class BoundedSink extends Writable {
   private readonly output: OutputLimit;
-  constructor(limit: number) {
+  constructor(
+    limit: number,
+    private readonly onChunk?: (chunk: Buffer) => void,
+  ) {
     super();
     this.output = new OutputLimit(limit);
   }
   override _write(chunk: Buffer, _encoding: BufferEncoding, done: () => void): void {
     this.output.push(chunk);
+    this.onChunk?.(chunk);
     done();
   }
   text(): string {
@@ -83,11 +87,12 @@ export async function execInPod(
   kubeConfig: KubeConfig,
   target: ExecTarget,
   command: string[],
-  options: { stdin: string; timeoutMs: number; maxOutputBytes: number },
+  options: { stdin: string | Buffer; timeoutMs: number; maxOutputBytes: number; onOutput?: (stream: 'stdout' | 'stderr', chunk: Buffer) => void },
 ): Promise<PodExecResult> {
   const started = performance.now();
-  const stdout = new BoundedSink(options.maxOutputBytes);
-  const stderr = new BoundedSink(options.maxOutputBytes);
+  const { onOutput } = options;
+  const stdout = new BoundedSink(options.maxOutputBytes, onOutput && ((chunk) => onOutput('stdout', chunk)));
+  const stderr = new BoundedSink(options.maxOutputBytes, onOutput && ((chunk) => onOutput('stderr', chunk)));
   const stdin = Readable.from([Buffer.from(options.stdin)]);
   const result = await awaitExec(kubeConfig, target, command, { stdout, stderr, stdin }, options.timeoutMs);
   const durationMs = Math.round(performance.now() - started);

@@ -1,10 +1,11 @@
 import { createHash } from 'node:crypto';
-import { PassThrough } from 'node:stream';
+import { PassThrough, type Duplex } from 'node:stream';
 import { ApiException, CoreV1Api, PatchStrategy, setHeaderOptions, type KubeConfig, type V1Pod } from '@kubernetes/client-node';
 import { startInformer, type ResilientInformer } from '@berth/common/kubernetes';
 import type { SandboxRef } from '@berth/crds';
 import {
   ArchiveIntegrityError,
+  EXEC_OPTIONS,
   ExecTimeoutError,
   ProviderError,
   SandboxNotReadyError,
@@ -19,6 +20,8 @@ import {
   type ExecRequest,
   type ExecResult,
   type Logger,
+  type StreamExecRequest,
+  type SandboxFiles,
   type CheckpointResult,
   type CheckpointTarget,
   type ProviderCapabilities,
@@ -29,9 +32,10 @@ import {
   type StoredArchive,
 } from '@berth/common';
 import { INTERPRETERS } from '../program.js';
-import { EXEC_SCRIPT, execNonce, execStdin, takeTimeoutLine } from './exec-script.js';
+import { CANCEL_SCRIPT, EXEC_SCRIPT, execNonce, execStdin, takeTimeoutLine, timeoutLineBytes } from './exec-script.js';
 import { execInPod, streamInPod } from './exec.js';
 import { NodeAgentClient, NodeAgentRefusal, readArchiveManifest, type NodeAgentSettings } from './node-agent.js';
+import { podFiles, podTunnel } from './files.js';
 import { NATIVE_RESTORE_GATE, RestoreAnnotations, SANDBOX_CONTAINER, SandboxLabels, desiredPod, type PodSettings } from './pod.js';
 
 /** The three steps of a workspace restore, in the pod (see restoreWorkspace). */
@@ -71,6 +75,10 @@ export interface KubernetesProviderOptions {
 export class KubernetesProvider implements SandboxProvider {
   readonly name = 'kubernetes';
   readonly capabilities: ProviderCapabilities;
+  /** env, cwd and stdin go to the exec script on its stdin (exec-script.ts). */
+  readonly execOptions = EXEC_OPTIONS;
+  /** The pod's files, over the exec API (files.ts). */
+  readonly files: SandboxFiles;
   private readonly core: CoreV1Api;
   private pods: ResilientInformer<V1Pod> | undefined;
   private readonly nodeAgents: NodeAgentClient | undefined;
@@ -78,6 +86,7 @@ export class KubernetesProvider implements SandboxProvider {
   constructor(private readonly options: KubernetesProviderOptions) {
     this.core = options.kubeConfig.makeApiClient(CoreV1Api);
     this.nodeAgents = options.nodeAgents?.token ? new NodeAgentClient(options.nodeAgents) : undefined;
+    this.files = podFiles(this.name, options.kubeConfig, (ref) => ({ namespace: this.namespace, pod: idToObjectName(ref.id), container: SANDBOX_CONTAINER }));
     this.capabilities = {
       computes: ['python', 'node', 'go'],
       browser: options.pods.browserImage !== undefined,
@@ -174,25 +183,77 @@ export class KubernetesProvider implements SandboxProvider {
   }
 
   async exec(ref: SandboxRef, request: ExecRequest): Promise<ExecResult> {
+    return this.runExec(ref, request);
+  }
+
+  /**
+   * The exec with its output given to `onOutput` as the exec API brings it. The last bytes of
+   * stderr are held back until the end (they may be the script's timeout line, which is not the
+   * program's); `signal` ends the program (a second exec sends TERM to its `timeout`).
+   */
+  async execStream(ref: SandboxRef, request: StreamExecRequest): Promise<ExecResult> {
+    return this.runExec(ref, request, request.onOutput, request.signal);
+  }
+
+  private async runExec(ref: SandboxRef, request: ExecRequest, onOutput?: StreamExecRequest['onOutput'], signal?: AbortSignal): Promise<ExecResult> {
     const interpreter = INTERPRETERS[request.language];
     const nonce = execNonce();
     const limitSeconds = String(Math.max(1, Math.ceil(request.timeoutMs / 1000)));
+    const target = { namespace: this.namespace, pod: idToObjectName(ref.id), container: SANDBOX_CONTAINER };
+    let heldBack = Buffer.alloc(0);
+    const hold = timeoutLineBytes(nonce);
+    const forward =
+      onOutput &&
+      ((stream: 'stdout' | 'stderr', chunk: Buffer) => {
+        if (stream === 'stdout') return onOutput('stdout', chunk);
+        heldBack = Buffer.concat([heldBack, chunk]);
+        if (heldBack.length > hold) {
+          onOutput('stderr', heldBack.subarray(0, heldBack.length - hold));
+          heldBack = heldBack.subarray(heldBack.length - hold);
+        }
+      });
+    const cancel = () => {
+      void execInPod(this.options.kubeConfig, target, ['sh', '-c', CANCEL_SCRIPT, 'berth-cancel', nonce], { stdin: '', timeoutMs: 10_000, maxOutputBytes: 4096 }).catch(
+        (error: unknown) => this.options.log.warn({ err: error, sandbox: ref.id }, 'could not end a streamed exec whose client went away'),
+      );
+    };
+    signal?.addEventListener('abort', cancel, { once: true });
     let result;
     try {
       result = await execInPod(
         this.options.kubeConfig,
-        { namespace: this.namespace, pod: idToObjectName(ref.id), container: SANDBOX_CONTAINER },
+        target,
         ['sh', '-c', EXEC_SCRIPT, 'berth-exec', interpreter.extension, limitSeconds, ...interpreter.argv],
-        { stdin: execStdin(nonce, request.code), timeoutMs: request.timeoutMs + 10_000, maxOutputBytes: this.options.maxOutputBytes ?? 1024 * 1024 },
+        {
+          stdin: execStdin(nonce, request.code, {
+            ...(request.env !== undefined ? { env: request.env } : {}),
+            ...(request.cwd !== undefined ? { cwd: request.cwd } : {}),
+            ...(request.stdin !== undefined ? { stdin: request.stdin } : {}),
+          }),
+          timeoutMs: request.timeoutMs + 10_000,
+          maxOutputBytes: this.options.maxOutputBytes ?? 1024 * 1024,
+          ...(forward ? { onOutput: forward } : {}),
+        },
       );
     } catch (error) {
       throw new ProviderError(this.name, `exec in pod ${idToObjectName(ref.id)}: ${(error as Error).message}`, { sandbox: ref.id });
+    } finally {
+      signal?.removeEventListener('abort', cancel);
     }
     const stderr = takeTimeoutLine(result.stderr, result.stderrTail, nonce);
+    if (onOutput && heldBack.length > 0) {
+      const rest = takeTimeoutLine(heldBack.toString('latin1'), heldBack.toString('latin1'), nonce).stderr;
+      if (rest.length > 0) onOutput('stderr', Buffer.from(rest, 'latin1'));
+    }
     if (result.timedOut || stderr.timedOut) {
       throw new ExecTimeoutError(request.timeoutMs);
     }
     return { stdout: result.stdout, stderr: stderr.stderr, exitCode: result.exitCode, durationMs: result.durationMs };
+  }
+
+  /** A TCP connection to `port` on the pod's loopback, relayed by an exec (the pod needs no Service or network policy for it). */
+  openPort(ref: SandboxRef, port: number): Promise<Duplex> {
+    return podTunnel(this.name, this.options.kubeConfig, { namespace: this.namespace, pod: idToObjectName(ref.id), container: SANDBOX_CONTAINER }, ref, port);
   }
 
   async terminate(ref: SandboxRef): Promise<void> {

@@ -1,6 +1,10 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
-import { connect, type Socket } from 'node:net';
+import { createHash, randomBytes } from 'node:crypto';
+import { mkdirSync } from 'node:fs';
+import { connect, createServer, type Socket } from 'node:net';
+import { Readable } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -15,6 +19,10 @@ import {
   LauncherChannels,
   MAX_FRAME_BYTES,
   parseChannelOutcome,
+  PROTOCOL_WITH_ADR_40,
+  StreamRefusedError,
+  STREAM_WINDOW_BYTES,
+  DATA_CHUNK_BYTES,
   type ChannelExecRequest,
 } from './channel.js';
 import { launcherArgs } from './launcher.js';
@@ -65,6 +73,8 @@ describe('the channel with a launcher on this host', () => {
   // gets a name of its own, and the channel a directory of its own.
   const dir = mkdtempSync(join(tmpdir(), 'berth-channel-'));
   const socketPath = join(dir, 'launcher.sock');
+  const workspace = join(dir, 'workspace');
+  mkdirSync(workspace);
   const channels = new LauncherChannels(silentLogger);
   let launcher: ChildProcess | undefined;
 
@@ -72,7 +82,7 @@ describe('the channel with a launcher on this host', () => {
     const [bash, flag, command] = launcherArgs();
     launcher = spawn(bash!, [flag!, command!, `${GUEST_DIR}/launcher.py`], {
       stdio: 'ignore',
-      env: { ...process.env, BERTH_LAUNCHER_SOCKET: `berth-channel-test-${process.pid}`, BERTH_LAUNCHER_CHANNEL: socketPath, GREETING: 'from the sandbox' },
+      env: { ...process.env, BERTH_LAUNCHER_SOCKET: `berth-channel-test-${process.pid}`, BERTH_LAUNCHER_CHANNEL: socketPath, BERTH_WORKSPACE: workspace, GREETING: 'from the sandbox' },
     });
   };
   const stopLauncher = async () => {
@@ -168,7 +178,7 @@ describe('the channel with a launcher on this host', () => {
 
   it('runs a program on a terminal, with input and resize', async () => {
     const connection = channels.connection('agt_a')!;
-    expect(connection.protocol).toBe(2);
+    expect(connection.protocol).toBe(PROTOCOL_WITH_ADR_40);
     let screen = '';
     const session = connection.terminal(request(['python3', '-q', '-i'], { limitMs: undefined, onOutput: (_stream, chunk) => (screen += chunk.toString()) }), { rows: 24, cols: 80 });
     session.write(Buffer.from('6*7\n'));
@@ -191,6 +201,48 @@ describe('the channel with a launcher on this host', () => {
     await expect(connection.control({ op: 'wait', pid: started.pid, timeoutMs: 5_000 }, 10_000)).resolves.toMatchObject({ running: false, outcome: { outcome: 'signaled', signal: 9 } });
     const output = (await connection.control({ op: 'output', pid: started.pid }, 5_000)) as { stdout: string; stderr: string };
     expect([Buffer.from(output.stdout, 'base64').toString(), Buffer.from(output.stderr, 'base64').toString()]).toEqual(['kept\n', 'done\n']);
+  });
+
+  it('writes and reads a file as streams under windows, whole or not at all', async () => {
+    const connection = channels.connection('agt_a')!;
+    const body = randomBytes(5 * STREAM_WINDOW_BYTES + 123);
+    const { stream: upload } = await connection.openStream('file', { op: 'write', path: `${workspace}/blob`, parents: false }, 5_000);
+    await pipeline(Readable.from([body.subarray(0, 1000), body.subarray(1000)]), upload);
+    expect(await upload.ended).toMatchObject({ info: { type: 'file', size: body.length } });
+    const { reply, stream: download } = await connection.openStream('file', { op: 'read', path: `${workspace}/blob` }, 5_000);
+    expect(reply).toMatchObject({ info: { size: body.length } });
+    const digest = createHash('sha256');
+    // Read slowly at first: the launcher sends no more than a window ahead of the reader.
+    download.pause();
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    expect(download.readableLength).toBeLessThanOrEqual(STREAM_WINDOW_BYTES + DATA_CHUNK_BYTES);
+    for await (const chunk of download) digest.update(chunk as Buffer);
+    expect(digest.digest('hex')).toBe(createHash('sha256').update(body).digest('hex'));
+    // An upload given up half-way leaves nothing at its path.
+    const { stream: broken } = await connection.openStream('file', { op: 'write', path: `${workspace}/half` }, 5_000);
+    broken.write(Buffer.alloc(1000));
+    broken.destroy(new Error('the client went away'));
+    await expect(connection.file({ op: 'stat', path: `${workspace}/half` }, 5_000)).resolves.toMatchObject({ error: 'not_found' });
+    await expect(connection.openStream('file', { op: 'read', path: '/etc/passwd' }, 5_000)).rejects.toBeInstanceOf(StreamRefusedError);
+  });
+
+  it('tunnels to a port on the loopback, both ways', async () => {
+    const connection = channels.connection('agt_a')!;
+    const server = createServer((socket) => socket.pipe(socket));
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const port = (server.address() as { port: number }).port;
+    try {
+      const { stream } = await connection.openStream('tunnel', { port }, 5_000);
+      const echoed: Buffer[] = [];
+      stream.on('data', (chunk: Buffer) => echoed.push(chunk));
+      const sent = randomBytes(3 * STREAM_WINDOW_BYTES);
+      stream.end(sent);
+      await new Promise((resolve) => stream.once('end', resolve));
+      expect(Buffer.concat(echoed).equals(sent)).toBe(true);
+    } finally {
+      server.close();
+    }
+    await expect(connection.openStream('tunnel', { port: 1 }, 5_000)).rejects.toMatchObject({ code: 'refused' });
   });
 
   it('has no exec for a sandbox whose launcher never connected, after waiting as long as it was told', async () => {

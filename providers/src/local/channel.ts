@@ -19,11 +19,18 @@
  * from the host; CONTROL (list, signal, output, wait of background processes) from the host, and
  * REPLY from the launcher (the answer to a CONTROL, or a background EXEC's process record).
  * Background processes are the launcher's, not the connection's: they outlive it, and a checkpoint.
+ *
+ * ADR 40 (protocol 3) adds FILE ({op, path, ...}: stat, list, mkdir, remove, move answered by a
+ * REPLY; read, tar and write are streams) and TUNNEL ({port}: a TCP connection to 127.0.0.1:port in
+ * the sandbox, a stream once its REPLY says connected). A stream's bytes go both ways as DATA, its
+ * end as END ({} or {error, message}; a write's {info}), and WINDOW (u32) gives the sender back the
+ * room the receiver consumed: neither side holds more than STREAM_WINDOW_BYTES of a stream.
  */
 
 import { randomBytes } from 'node:crypto';
 import { mkdir, rename, stat } from 'node:fs/promises';
 import { connect, createServer, type Server, type Socket } from 'node:net';
+import { Duplex } from 'node:stream';
 import { dirname, join } from 'node:path';
 import { z } from 'zod';
 import { ApiError, type Logger } from '@berth/common';
@@ -39,7 +46,23 @@ export const FRAME_HEADER_BYTES = 9;
 /** Largest frame either side accepts: an exec's argv and environment, or a chunk of output. */
 export const MAX_FRAME_BYTES = 1 << 20;
 
-export const FrameKind = { hello: 1, exec: 2, stdout: 3, stderr: 4, outcome: 5, cancel: 6, input: 7, resize: 8, control: 9, reply: 10 } as const;
+export const FrameKind = {
+  hello: 1,
+  exec: 2,
+  stdout: 3,
+  stderr: 4,
+  outcome: 5,
+  cancel: 6,
+  input: 7,
+  resize: 8,
+  control: 9,
+  reply: 10,
+  file: 11,
+  tunnel: 12,
+  data: 13,
+  end: 14,
+  window: 15,
+} as const;
 export type FrameKind = (typeof FrameKind)[keyof typeof FrameKind];
 
 export interface Frame {
@@ -83,8 +106,14 @@ export class FrameReader {
 }
 
 /** Protocol 2 (ADR 39) adds stdin, terminals and background processes; a launcher of protocol 1 has none of them. */
-const helloSchema = z.object({ protocol: z.union([z.literal(1), z.literal(2)]), pid: z.number().int() });
+const helloSchema = z.object({ protocol: z.union([z.literal(1), z.literal(2), z.literal(3)]), pid: z.number().int() });
 export const PROTOCOL_WITH_ADR_39 = 2;
+/** Protocol 3 (ADR 40) adds files and tunnels. */
+export const PROTOCOL_WITH_ADR_40 = 3;
+/** Bytes of a stream either side may send before the other's WINDOW. */
+export const STREAM_WINDOW_BYTES = 4 << 20;
+/** A DATA frame's payload at most. */
+export const DATA_CHUNK_BYTES = 1 << 18;
 /** What the launcher dropped of stdout and stderr past maxOutputBytes. */
 const droppedSchema = z.object({ dropped: z.tuple([z.number().int().nonnegative(), z.number().int().nonnegative()]) });
 
@@ -183,6 +212,7 @@ export class Connection {
   private readonly reader = new FrameReader();
   private readonly pending = new Map<number, Pending>();
   private readonly replies = new Map<number, (payload: Buffer | undefined) => void>();
+  private readonly streams = new Map<number, ChannelStream>();
   private nextId = 1;
   closed = false;
   /** The protocol the launcher said in its hello. */
@@ -210,6 +240,10 @@ export class Connection {
       return;
     }
     for (const { id, kind, payload } of frames) {
+      if (kind === FrameKind.data || kind === FrameKind.end || kind === FrameKind.window) {
+        this.streams.get(id)?.receive(kind, payload);
+        continue;
+      }
       const exec = this.pending.get(id);
       // An OUTCOME for an id awaiting a REPLY: a background EXEC the launcher refused or could not start.
       if (kind === FrameKind.reply || (kind === FrameKind.outcome && this.replies.has(id))) {
@@ -351,8 +385,53 @@ export class Connection {
     return answer;
   }
 
-  private ask(kind: FrameKind, request: unknown, waitMs: number): Promise<unknown> {
+  /** A FILE request that is not a stream (stat, list, mkdir, remove, move): the launcher's answer. */
+  file(request: Record<string, unknown>, waitMs: number): Promise<unknown> {
+    return this.ask(FrameKind.file, request, waitMs);
+  }
+
+  /**
+   * Opens a stream: a FILE read, tar or write, or a TUNNEL. Resolves with the launcher's REPLY and
+   * the stream once the REPLY came; a REPLY with `error` is answered as `StreamRefusedError`.
+   */
+  async openStream(kind: 'file' | 'tunnel', request: Record<string, unknown>, waitMs: number): Promise<{ reply: Record<string, unknown>; stream: ChannelStream }> {
     const id = this.takeId();
+    const stream = new ChannelStream(
+      id,
+      (frameKind, payload = Buffer.alloc(0)) => {
+        if (this.closed) return;
+        // The header and the payload as two writes of one flush: a stream's bytes are not copied into a frame.
+        const header = Buffer.alloc(FRAME_HEADER_BYTES);
+        header.writeUInt32BE(payload.length, 0);
+        header.writeUInt32BE(id, 4);
+        header.writeUInt8(frameKind, 8);
+        this.socket.cork();
+        this.socket.write(header);
+        this.socket.write(payload);
+        this.socket.uncork();
+      },
+      () => this.streams.delete(id),
+    );
+    this.streams.set(id, stream);
+    let reply: unknown;
+    try {
+      reply = await this.ask(kind === 'file' ? FrameKind.file : FrameKind.tunnel, request, waitMs, id);
+    } catch (error) {
+      stream.destroy(error as Error);
+      throw error;
+    }
+    const refused = streamErrorSchema.safeParse(reply);
+    if (refused.success || typeof reply !== 'object' || reply === null) {
+      this.streams.delete(id);
+      stream.destroy();
+      throw refused.success ? new StreamRefusedError(refused.data.error, refused.data.message) : new ChannelLostError(`the launcher answered ${JSON.stringify(reply).slice(0, 200)}`);
+    }
+    // A read or a tar takes nothing from the host: its sending side ends at once.
+    if (kind === 'file' && request.op !== 'write') stream.end();
+    return { reply: reply as Record<string, unknown>, stream };
+  }
+
+  private ask(kind: FrameKind, request: unknown, waitMs: number, id = this.takeId()): Promise<unknown> {
     return new Promise((resolve, reject) => {
       const timer = setTimeout(() => {
         this.replies.delete(id);
@@ -376,7 +455,140 @@ export class Connection {
     this.pending.clear();
     for (const answer of this.replies.values()) answer(undefined);
     this.replies.clear();
+    for (const stream of this.streams.values()) stream.destroy(new ChannelLostError("the sandbox's launcher went away"));
+    this.streams.clear();
     this.onClose(this);
+  }
+}
+
+const streamErrorSchema = z.object({ error: z.string(), message: z.string().default('') });
+
+/** A FILE or TUNNEL request the launcher refused, or a stream it ended with an error: `code` as the launcher said it. */
+export class StreamRefusedError extends Error {
+  override name = 'StreamRefusedError';
+  constructor(
+    readonly code: string,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+/**
+ * One stream of a connection (a file's bytes, a tar, a tunnel), as a Duplex under windows: what is
+ * written goes as DATA while the launcher gave room; DATA that came is pushed, and its room given
+ * back as the reader takes it. Writing ends with END; the launcher's END ends reading (`ended`
+ * settles with its record). Destroyed before both ends, it tells the launcher to give up.
+ */
+export class ChannelStream extends Duplex {
+  private credit = STREAM_WINDOW_BYTES;
+  private ungranted = 0;
+  private wakeWriter: (() => void) | undefined;
+  private sentEnd = false;
+  private receivedEnd = false;
+  /** The launcher's END record (a written file's `{info}`); rejected when the stream failed. */
+  readonly ended: Promise<Record<string, unknown>>;
+  private settleEnded!: { resolve: (record: Record<string, unknown>) => void; reject: (error: Error) => void };
+
+  constructor(
+    readonly id: number,
+    private readonly sendFrame: (kind: FrameKind, payload?: Buffer) => void,
+    private readonly forget: () => void,
+  ) {
+    // What the host holds of a stream's incoming bytes: the launcher's window, and one chunk more.
+    super({ readableHighWaterMark: DATA_CHUNK_BYTES, writableHighWaterMark: DATA_CHUNK_BYTES });
+    this.ended = new Promise((resolve, reject) => (this.settleEnded = { resolve, reject }));
+    this.ended.catch(() => undefined);
+    // A stream lost with its connection is seen by whoever reads or writes it (its pipeline), not as a crash.
+    this.on('error', () => undefined);
+  }
+
+  receive(kind: number, payload: Buffer): void {
+    if (kind === FrameKind.window) {
+      this.credit += payload.length === 4 ? payload.readUInt32BE(0) : 0;
+      this.wakeWriter?.();
+    } else if (kind === FrameKind.data) {
+      this.ungranted += payload.length;
+      if (this.push(payload)) this.grant();
+    } else if (kind === FrameKind.end) {
+      this.receivedEnd = true;
+      const record = safeJson(payload);
+      const failed = streamErrorSchema.safeParse(record);
+      if (failed.success) {
+        this.destroy(new StreamRefusedError(failed.data.error, failed.data.message));
+        return;
+      }
+      this.settleEnded.resolve(typeof record === 'object' && record !== null ? (record as Record<string, unknown>) : {});
+      this.push(null);
+      if (this.sentEnd) this.forget();
+    }
+  }
+
+  private grant(): void {
+    if (this.ungranted === 0 || this.destroyed) return;
+    const window = Buffer.alloc(4);
+    window.writeUInt32BE(this.ungranted, 0);
+    this.ungranted = 0;
+    this.sendFrame(FrameKind.window, window);
+  }
+
+  override _read(): void {
+    this.grant();
+  }
+
+  override _write(chunk: Buffer, _encoding: BufferEncoding, done: (error?: Error | null) => void): void {
+    this.send(chunk).then(() => done(), done);
+  }
+
+  private async send(chunk: Buffer): Promise<void> {
+    let offset = 0;
+    while (offset < chunk.length) {
+      while (this.credit === 0) {
+        await new Promise<void>((resolve) => (this.wakeWriter = resolve));
+        this.wakeWriter = undefined;
+        if (this.destroyed) throw new ChannelLostError('the stream ended');
+      }
+      const take = Math.min(this.credit, DATA_CHUNK_BYTES, chunk.length - offset);
+      this.sendFrame(FrameKind.data, chunk.subarray(offset, offset + take));
+      this.credit -= take;
+      offset += take;
+    }
+  }
+
+  override _final(done: (error?: Error | null) => void): void {
+    this.sentEnd = true;
+    this.sendFrame(FrameKind.end, Buffer.from('{}'));
+    if (this.receivedEnd) this.forget();
+    done();
+  }
+
+  override _destroy(error: Error | null, done: (error?: Error | null) => void): void {
+    if (!(this.sentEnd && this.receivedEnd)) {
+      // The launcher gives up on it: an upload not finished leaves nothing, a tunnel is closed.
+      if (!this.receivedEnd) this.sendFrame(FrameKind.end, Buffer.from(JSON.stringify({ error: 'aborted' })));
+      this.sentEnd = this.receivedEnd = true;
+    }
+    this.forget();
+    this.settleEnded.reject(error ?? new ChannelLostError('the stream was closed before its end'));
+    this.wakeWriter?.();
+    done(error);
+  }
+
+  /** What `http.request`'s `createConnection` expects of a socket beyond a Duplex. */
+  setNoDelay(): this {
+    return this;
+  }
+  setKeepAlive(): this {
+    return this;
+  }
+  setTimeout(): this {
+    return this;
+  }
+  ref(): this {
+    return this;
+  }
+  unref(): this {
+    return this;
   }
 }
 

@@ -2,6 +2,7 @@ import { createHash, randomUUID } from 'node:crypto';
 import { existsSync, readdirSync, readlinkSync } from 'node:fs';
 import { chmod, mkdir, readFile, readlink, rename, rm, rmdir, symlink, writeFile } from 'node:fs/promises';
 import { basename, join } from 'node:path';
+import type { Duplex } from 'node:stream';
 import type { Compute, SandboxRef } from '@berth/crds';
 import { z } from 'zod';
 import {
@@ -39,6 +40,7 @@ import {
 } from '@berth/common';
 import { GUEST_DIR } from '../guest.js';
 import { INTERPRETERS } from '../program.js';
+import { launcherFiles, launcherTunnel } from './files.js';
 import { extractArchive, packArchive, readMember } from './archive.js';
 import { EXEC_MOUNT, hasChannel, restoreSpec, sandboxSpec } from './bundle.js';
 import {
@@ -51,6 +53,7 @@ import {
   type ChannelExecResult,
   type Connection,
   PROTOCOL_WITH_ADR_39,
+  PROTOCOL_WITH_ADR_40,
 } from './channel.js';
 import { isImageName, type ImageName, type ImageStore } from './images.js';
 import { launcherLimit, parseOutcome, viaLauncher } from './launcher.js';
@@ -131,6 +134,8 @@ export class LocalProvider implements SandboxProvider {
   readonly name = 'local';
   readonly capabilities: ProviderCapabilities;
   readonly execOptions = EXEC_OPTIONS;
+  /** The sandbox's files, through its launcher (ADR 40). */
+  readonly files = launcherFiles(this.name, (ref) => this.filesConnectionOf(ref));
   private readonly browserImage: ImageName | undefined;
   private readonly sandboxListeners = new Set<(agentId: string) => void>();
   private readonly memory: MemoryGuard;
@@ -689,6 +694,20 @@ export class LocalProvider implements SandboxProvider {
       );
     }
     return connection;
+  }
+
+  /** The connection of a launcher that can serve files and tunnels (protocol 3). */
+  private async filesConnectionOf(ref: SandboxRef): Promise<Connection> {
+    const connection = await this.connectionOf(ref);
+    if (connection.protocol < PROTOCOL_WITH_ADR_40) {
+      throw new UnsupportedRequestError(this.name, "this sandbox's launcher is from an older Berth: files and ports need a newer one; terminate and create the agent again");
+    }
+    return connection;
+  }
+
+  /** A TCP connection to `port` inside the sandbox, relayed by its launcher: the sandbox keeps no network. */
+  async openPort(ref: SandboxRef, port: number): Promise<Duplex> {
+    return launcherTunnel(this.name, await this.filesConnectionOf(ref), ref, port);
   }
 
   async openTerminal(ref: SandboxRef, request: TerminalRequest): Promise<TerminalHandle> {

@@ -1,5 +1,6 @@
 import { Readable } from 'node:stream';
 import {
+  EXEC_OPTIONS,
   ExecTimeoutError,
   privateHostProblem,
   ProviderError,
@@ -9,6 +10,7 @@ import {
   verifyArchive,
   type CheckpointResult,
   type CheckpointTarget,
+  type ExecOption,
   type ExecRequest,
   type ExecResult,
   type ProviderCapabilities,
@@ -33,14 +35,17 @@ export class RemoteProvider implements SandboxProvider {
     private readonly endpoint: string,
     private readonly token: string,
     private readonly allowPrivate: boolean,
+    /** The exec options the endpoint said it honours (`execOptions` of /capabilities; none from an endpoint that does not say). */
+    readonly execOptions: readonly ExecOption[] = [],
   ) {}
 
   /** Asks the endpoint what it can run; a provider that cannot be reached is a ProviderError. */
   static async connect(name: string, endpoint: string, token: string, allowPrivate = false): Promise<RemoteProvider> {
     const probe = new RemoteProvider(name, { computes: [], browser: false, gpuTypes: [], storage: false, checkpoint: 'none' }, endpoint.replace(/\/+$/, ''), token, allowPrivate);
-    const answer = (await probe.call('GET', '/capabilities')) as { protocol: number; capabilities: ProviderCapabilities };
+    const answer = (await probe.call('GET', '/capabilities')) as { protocol: number; capabilities: ProviderCapabilities; execOptions?: unknown };
     if (answer.protocol !== 1) throw new ProviderError(name, `${endpoint} speaks remote provider protocol ${answer.protocol}; this Berth speaks 1`);
-    return new RemoteProvider(name, answer.capabilities, probe.endpoint, token, allowPrivate);
+    const execOptions = Array.isArray(answer.execOptions) ? EXEC_OPTIONS.filter((option) => (answer.execOptions as unknown[]).includes(option)) : [];
+    return new RemoteProvider(name, answer.capabilities, probe.endpoint, token, allowPrivate, execOptions);
   }
 
   private async request(method: string, path: string, init: { body?: unknown; stream?: Readable; timeoutMs?: number } = {}): Promise<Response> {
@@ -128,7 +133,9 @@ export class RemoteProvider implements SandboxProvider {
 
   async exec(ref: SandboxRef, request: ExecRequest): Promise<ExecResult> {
     try {
-      return (await this.call('POST', `/sandboxes/${ref.id}/exec`, request, request.timeoutMs + 15_000)) as ExecResult;
+      const { stdin, ...rest } = request;
+      const body = { ...rest, ...(stdin !== undefined ? { stdin: stdin.toString('base64') } : {}) };
+      return (await this.call('POST', `/sandboxes/${ref.id}/exec`, body, request.timeoutMs + 15_000)) as ExecResult;
     } catch (error) {
       if (error instanceof ExecTimeoutError) throw new ExecTimeoutError(request.timeoutMs);
       throw error;

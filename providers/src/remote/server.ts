@@ -3,6 +3,7 @@ import { pipeline } from 'node:stream/promises';
 import {
   ArchiveNotFoundError,
   EXEC_LANGUAGES,
+  EXEC_OPTIONS,
   ExecTimeoutError,
   ProviderError,
   SandboxNotReadyError,
@@ -45,7 +46,17 @@ const provisionBody = z
   })
   .strict();
 
-const execBody = z.object({ language: z.enum(EXEC_LANGUAGES), code: z.string(), timeoutMs: z.number().int().positive().max(3_600_000) }).strict();
+const execBody = z
+  .object({
+    language: z.enum(EXEC_LANGUAGES),
+    code: z.string(),
+    timeoutMs: z.number().int().positive().max(3_600_000),
+    // ADR 39's options, for a provider that honours them (its `execOptions` in /capabilities).
+    env: z.record(z.string(), z.string()).optional(),
+    cwd: z.string().regex(/^\/workspace(\/.*)?$/, 'an absolute path under /workspace').optional(),
+    stdin: z.string().base64().optional(),
+  })
+  .strict();
 const checkpointBody = z.object({ native: z.boolean() }).strict();
 const ARCHIVE_KEY = /^[A-Za-z0-9_.-]{1,128}$/;
 
@@ -97,7 +108,7 @@ export function remoteProviderRouter(options: RemoteServerOptions): Router {
   router.get(
     '/capabilities',
     handle(async (_req, res) => {
-      res.json({ protocol: 1, provider: provider.name, capabilities: provider.capabilities });
+      res.json({ protocol: 1, provider: provider.name, capabilities: provider.capabilities, execOptions: provider.execOptions ?? [] });
     }),
   );
 
@@ -162,8 +173,13 @@ export function remoteProviderRouter(options: RemoteServerOptions): Router {
     '/sandboxes/:id/exec',
     express.json({ limit: '2mb' }),
     handle(async (req, res) => {
-      const body = parse(execBody, req.body);
-      res.json(await provider.exec(ref(sandboxId(req)), body));
+      const { stdin, ...body } = parse(execBody, req.body);
+      for (const option of EXEC_OPTIONS) {
+        if (body[option as 'env' | 'cwd'] !== undefined || (option === 'stdin' && stdin !== undefined)) {
+          if (!provider.execOptions?.includes(option)) throw new HttpError(501, 'not_implemented', `${option}: this provider cannot take it`);
+        }
+      }
+      res.json(await provider.exec(ref(sandboxId(req)), { ...body, ...(stdin !== undefined ? { stdin: Buffer.from(stdin, 'base64') } : {}) }));
     }),
   );
 

@@ -1,0 +1,91 @@
+import { Transform, type Readable } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
+import { ApiError, SandboxFileError, type FileErrorCode, type FileInfo, type SandboxFiles, type SandboxProvider } from '@berth/common';
+import type { SandboxRef } from '@berth/crds';
+import { Counter, type Registry } from 'prom-client';
+import type { Principal } from '../http/context.js';
+import type { AgentService } from './agents.js';
+
+/** How a provider's file refusal is answered: status by what the client can do about it. */
+const FILE_ERRORS: Record<FileErrorCode, { code: 'unprocessable_entity' | 'not_found' | 'conflict' | 'payload_too_large' | 'forbidden' | 'provider_error'; hint: string }> = {
+  outside: { code: 'unprocessable_entity', hint: 'paths must stay inside /workspace once symlinks are resolved' },
+  bad_request: { code: 'unprocessable_entity', hint: 'check the path' },
+  not_directory: { code: 'unprocessable_entity', hint: 'the path is not a directory' },
+  is_directory: { code: 'unprocessable_entity', hint: 'the path is a directory (download it with /files/archive)' },
+  not_found: { code: 'not_found', hint: 'no such file or directory' },
+  exists: { code: 'conflict', hint: 'something exists there already' },
+  not_empty: { code: 'conflict', hint: 'the directory is not empty (remove it with recursive=true)' },
+  no_space: { code: 'payload_too_large', hint: "the agent's workspace is full" },
+  forbidden: { code: 'forbidden', hint: 'the sandbox does not allow it' },
+  io_error: { code: 'provider_error', hint: 'the sandbox could not do it' },
+};
+
+function fileError(error: unknown): unknown {
+  if (!(error instanceof SandboxFileError)) return error;
+  const { code, hint } = FILE_ERRORS[error.code];
+  return new ApiError(code, `${error.message} (${hint})`, code === 'unprocessable_entity' ? { fields: { path: [error.message] }, reason: error.code } : { path: error.path, reason: error.code });
+}
+
+/**
+ * Files of an agent's sandbox (ADR 40): the agent must be ready (409 otherwise: a paused agent is
+ * not woken for them), its provider must have files (501 naming `files`), and bodies stream both
+ * ways with only a window of them in this process.
+ */
+export function createFileService(deps: { agents: AgentService; metrics: Registry }) {
+  const bytes = new Counter({
+    name: 'berth_file_bytes_total',
+    help: 'Bytes of files moved between clients and sandboxes',
+    labelNames: ['provider', 'direction'],
+    registers: [deps.metrics],
+  });
+
+  async function filesOf(principal: Principal, id: string): Promise<{ files: SandboxFiles; sandbox: SandboxRef; provider: SandboxProvider }> {
+    const { sandbox, provider } = await deps.agents.ready(principal, id, 'files');
+    if (!provider.files) throw new ApiError('not_implemented', `files: provider "${provider.name}" has no file access`, { field: 'files', provider: provider.name });
+    return { files: provider.files, sandbox, provider };
+  }
+
+  async function run<T>(principal: Principal, id: string, operation: (files: SandboxFiles, sandbox: SandboxRef, provider: SandboxProvider) => Promise<T>): Promise<T> {
+    const { files, sandbox, provider } = await filesOf(principal, id);
+    try {
+      return await operation(files, sandbox, provider);
+    } catch (error) {
+      throw fileError(error);
+    }
+  }
+
+  /** `body` with its bytes counted as they pass (read at the pace of whoever reads the result). */
+  function counted(body: Readable, provider: string, direction: 'upload' | 'download' | 'archive'): Readable {
+    const counter = bytes.labels({ provider, direction });
+    const counting = new Transform({
+      transform(chunk: Buffer, _encoding, done) {
+        counter.inc(chunk.length);
+        done(null, chunk);
+      },
+    });
+    pipeline(body, counting).catch((error: unknown) => counting.destroy(error as Error));
+    return counting;
+  }
+
+  return {
+    stat: (principal: Principal, id: string, path: string): Promise<FileInfo> => run(principal, id, (files, sandbox) => files.stat(sandbox, path)),
+    list: (principal: Principal, id: string, path: string) => run(principal, id, (files, sandbox) => files.list(sandbox, path)),
+    /** The file's bytes, counted as they go out. */
+    read: (principal: Principal, id: string, path: string) =>
+      run(principal, id, async (files, sandbox, provider) => {
+        const { info, body } = await files.read(sandbox, path);
+        return { info, body: counted(body, provider.name, 'download') };
+      }),
+    archive: (principal: Principal, id: string, path: string) =>
+      run(principal, id, async (files, sandbox, provider) => {
+        const { info, body } = await files.archive(sandbox, path);
+        return { info, body: counted(body, provider.name, 'archive') };
+      }),
+    write: (principal: Principal, id: string, path: string, body: Readable, options: { mode?: number; parents?: boolean }): Promise<FileInfo> =>
+      run(principal, id, (files, sandbox, provider) => files.write(sandbox, path, counted(body, provider.name, 'upload'), options)),
+    mkdir: (principal: Principal, id: string, path: string, parents: boolean) => run(principal, id, (files, sandbox) => files.mkdir(sandbox, path, { parents })),
+    remove: (principal: Principal, id: string, path: string, recursive: boolean) => run(principal, id, (files, sandbox) => files.remove(sandbox, path, { recursive })),
+    move: (principal: Principal, id: string, from: string, to: string, overwrite: boolean) => run(principal, id, (files, sandbox) => files.move(sandbox, from, to, { overwrite })),
+  };
+}
+export type FileService = ReturnType<typeof createFileService>;
