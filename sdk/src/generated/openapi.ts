@@ -1968,6 +1968,321 @@ export interface paths {
       };
     };
   };
+  "/v1/agents/{id}/files": {
+    /** Upload a file (streamed) */
+    put: {
+      operationId: "uploadFile";
+      path: {
+        /** agent id (`agt_…`) */
+        id: string;
+      };
+      query: {
+        /** a path relative to /workspace or absolute under it; one that leaves /workspace (`..`, another absolute path, a symlink pointing out) is refused with 422 */
+        path: string;
+        /** octal permission bits (default 644) */
+        mode?: string;
+        /** make missing directories above it (default false) */
+        parents?: "true" | "false";
+      };
+      body: string;
+      responses: {
+        201: {
+          name: string;
+          /** absolute, with the symlinks of the directories above it resolved */
+          path: string;
+          type: "file" | "directory" | "symlink" | "other";
+          /** bytes */
+          size: number;
+          /** permission bits (420 is 0o644) */
+          mode: number;
+          /** ISO 8601 */
+          modifiedAt: string;
+          /** a symlink's target, as written */
+          target?: string;
+        };
+        400: Error;
+        401: Error;
+        403: Error;
+        404: Error;
+        409: Error;
+        413: Error;
+        415: Error;
+        422: Error;
+        429: Error;
+        431: Error;
+        500: Error;
+        501: Error;
+        502: Error;
+      };
+    };
+    /** Download a file (streamed) */
+    get: {
+      operationId: "downloadFile";
+      path: {
+        /** agent id (`agt_…`) */
+        id: string;
+      };
+      query: {
+        /** a path relative to /workspace or absolute under it; one that leaves /workspace (`..`, another absolute path, a symlink pointing out) is refused with 422 */
+        path: string;
+      };
+      body: never;
+      responses: {
+        200: string;
+        400: Error;
+        401: Error;
+        403: Error;
+        404: Error;
+        409: Error;
+        422: Error;
+        429: Error;
+        431: Error;
+        500: Error;
+        501: Error;
+        502: Error;
+      };
+    };
+    /** Delete a file or directory */
+    delete: {
+      operationId: "deleteFile";
+      path: {
+        /** agent id (`agt_…`) */
+        id: string;
+      };
+      query: {
+        /** a path relative to /workspace or absolute under it; one that leaves /workspace (`..`, another absolute path, a symlink pointing out) is refused with 422 */
+        path: string;
+        /** remove a directory and everything in it (default false) */
+        recursive?: "true" | "false";
+      };
+      body: never;
+      responses: {
+        204: never;
+        400: Error;
+        401: Error;
+        403: Error;
+        404: Error;
+        409: Error;
+        422: Error;
+        429: Error;
+        431: Error;
+        500: Error;
+        501: Error;
+        502: Error;
+      };
+    };
+  };
+  "/v1/agents/{id}/files/archive": {
+    /** Download a directory as a tar archive (streamed) */
+    get: {
+      operationId: "downloadDirectory";
+      path: {
+        /** agent id (`agt_…`) */
+        id: string;
+      };
+      query: {
+        /** the directory (default /workspace) */
+        path?: string;
+      };
+      body: never;
+      responses: {
+        200: string;
+        400: Error;
+        401: Error;
+        403: Error;
+        404: Error;
+        409: Error;
+        422: Error;
+        429: Error;
+        431: Error;
+        500: Error;
+        501: Error;
+        502: Error;
+      };
+    };
+  };
+  "/v1/agents/{id}/files/list": {
+    /** List a directory */
+    get: {
+      operationId: "listFiles";
+      path: {
+        /** agent id (`agt_…`) */
+        id: string;
+      };
+      query: {
+        /** the directory (default /workspace) */
+        path?: string;
+      };
+      body: never;
+      responses: {
+        200: {
+          path: string;
+          data: {
+            name: string;
+            /** absolute, with the symlinks of the directories above it resolved */
+            path: string;
+            type: "file" | "directory" | "symlink" | "other";
+            /** bytes */
+            size: number;
+            /** permission bits (420 is 0o644) */
+            mode: number;
+            /** ISO 8601 */
+            modifiedAt: string;
+            /** a symlink's target, as written */
+            target?: string;
+          }[];
+          omitted: number;
+        };
+        400: Error;
+        401: Error;
+        403: Error;
+        404: Error;
+        409: Error;
+        422: Error;
+        429: Error;
+        431: Error;
+        500: Error;
+        501: Error;
+        502: Error;
+      };
+    };
+  };
+  "/v1/agents/{id}/files/mkdir": {
+    /** Make a directory */
+    post: {
+      operationId: "makeDirectory";
+      path: {
+        /** agent id (`agt_…`) */
+        id: string;
+      };
+      query: never;
+      body: {
+        /** a path relative to /workspace or absolute under it; one that leaves /workspace (`..`, another absolute path, a symlink pointing out) is refused with 422 */
+        path: string;
+        /** make missing directories above it too */
+        parents?: boolean;
+      };
+      responses: {
+        201: {
+          name: string;
+          /** absolute, with the symlinks of the directories above it resolved */
+          path: string;
+          type: "file" | "directory" | "symlink" | "other";
+          /** bytes */
+          size: number;
+          /** permission bits (420 is 0o644) */
+          mode: number;
+          /** ISO 8601 */
+          modifiedAt: string;
+          /** a symlink's target, as written */
+          target?: string;
+        };
+        400: Error;
+        401: Error;
+        403: Error;
+        404: Error;
+        409: Error;
+        413: Error;
+        415: Error;
+        422: Error;
+        429: Error;
+        431: Error;
+        500: Error;
+        501: Error;
+        502: Error;
+      };
+    };
+  };
+  "/v1/agents/{id}/files/move": {
+    /** Move or rename a file or directory */
+    post: {
+      operationId: "moveFile";
+      path: {
+        /** agent id (`agt_…`) */
+        id: string;
+      };
+      query: never;
+      body: {
+        /** a path relative to /workspace or absolute under it; one that leaves /workspace (`..`, another absolute path, a symlink pointing out) is refused with 422 */
+        from: string;
+        /** a path relative to /workspace or absolute under it; one that leaves /workspace (`..`, another absolute path, a symlink pointing out) is refused with 422 */
+        to: string;
+        /** replace what is at `to` */
+        overwrite?: boolean;
+      };
+      responses: {
+        200: {
+          name: string;
+          /** absolute, with the symlinks of the directories above it resolved */
+          path: string;
+          type: "file" | "directory" | "symlink" | "other";
+          /** bytes */
+          size: number;
+          /** permission bits (420 is 0o644) */
+          mode: number;
+          /** ISO 8601 */
+          modifiedAt: string;
+          /** a symlink's target, as written */
+          target?: string;
+        };
+        400: Error;
+        401: Error;
+        403: Error;
+        404: Error;
+        409: Error;
+        413: Error;
+        415: Error;
+        422: Error;
+        429: Error;
+        431: Error;
+        500: Error;
+        501: Error;
+        502: Error;
+      };
+    };
+  };
+  "/v1/agents/{id}/files/stat": {
+    /** Describe a file or directory */
+    get: {
+      operationId: "statFile";
+      path: {
+        /** agent id (`agt_…`) */
+        id: string;
+      };
+      query: {
+        /** a path relative to /workspace or absolute under it; one that leaves /workspace (`..`, another absolute path, a symlink pointing out) is refused with 422 */
+        path: string;
+      };
+      body: never;
+      responses: {
+        200: {
+          name: string;
+          /** absolute, with the symlinks of the directories above it resolved */
+          path: string;
+          type: "file" | "directory" | "symlink" | "other";
+          /** bytes */
+          size: number;
+          /** permission bits (420 is 0o644) */
+          mode: number;
+          /** ISO 8601 */
+          modifiedAt: string;
+          /** a symlink's target, as written */
+          target?: string;
+        };
+        400: Error;
+        401: Error;
+        403: Error;
+        404: Error;
+        409: Error;
+        422: Error;
+        429: Error;
+        431: Error;
+        500: Error;
+        501: Error;
+        502: Error;
+      };
+    };
+  };
   "/v1/agents/{id}/fork": {
     /** Fork an agent */
     post: {
@@ -2012,6 +2327,276 @@ export interface paths {
         401: Error;
         404: Error;
         409: Error;
+        413: Error;
+        415: Error;
+        422: Error;
+        429: Error;
+        500: Error;
+      };
+    };
+  };
+  "/v1/agents/{id}/ports": {
+    /** Expose a port of the sandbox */
+    post: {
+      operationId: "exposePort";
+      path: {
+        /** agent id (`agt_…`) */
+        id: string;
+      };
+      query: never;
+      body: {
+        /** the port a program in the sandbox listens on (127.0.0.1 or 0.0.0.0) */
+        port: number;
+      };
+      responses: {
+        200: {
+          port: number;
+          /** the proxy URL: send the API key as a bearer header */
+          url: string;
+          createdAt: string;
+        };
+        201: {
+          port: number;
+          /** the proxy URL: send the API key as a bearer header */
+          url: string;
+          createdAt: string;
+        };
+        400: Error;
+        401: Error;
+        404: Error;
+        409: Error;
+        413: Error;
+        415: Error;
+        422: Error;
+        429: Error;
+        500: Error;
+      };
+    };
+    /** List exposed ports */
+    get: {
+      operationId: "listPorts";
+      path: {
+        /** agent id (`agt_…`) */
+        id: string;
+      };
+      query: never;
+      body: never;
+      responses: {
+        200: {
+          data: {
+            port: number;
+            /** the proxy URL: send the API key as a bearer header */
+            url: string;
+            createdAt: string;
+          }[];
+        };
+        400: Error;
+        401: Error;
+        404: Error;
+        422: Error;
+        429: Error;
+        500: Error;
+      };
+    };
+  };
+  "/v1/agents/{id}/ports/{port}": {
+    /** Close an exposed port */
+    delete: {
+      operationId: "closePort";
+      path: {
+        /** agent id (`agt_…`) */
+        id: string;
+        /** the port, 1 to 65535 */
+        port: string;
+      };
+      query: never;
+      body: never;
+      responses: {
+        204: never;
+        400: Error;
+        401: Error;
+        404: Error;
+        422: Error;
+        429: Error;
+        500: Error;
+      };
+    };
+  };
+  "/v1/agents/{id}/ports/{port}/proxy/{path}": {
+    /** GET to the program on an exposed port */
+    get: {
+      operationId: "proxyPortGet";
+      path: {
+        /** agent id (`agt_…`) */
+        id: string;
+        /** the exposed port */
+        port: string;
+        /** the path on the program's server, below `/proxy/` (slashes included; empty for its root) */
+        path: string;
+      };
+      query: {
+        /** a port token, for browsers (becomes a cookie) */
+        berth_token?: string;
+      };
+      body: never;
+      responses: {
+        200: string;
+        400: Error;
+        401: Error;
+        404: Error;
+        409: Error;
+        422: Error;
+        431: Error;
+        500: Error;
+        501: Error;
+        502: Error;
+      };
+    };
+    /** POST to the program on an exposed port */
+    post: {
+      operationId: "proxyPortPost";
+      path: {
+        /** agent id (`agt_…`) */
+        id: string;
+        /** the exposed port */
+        port: string;
+        /** the path on the program's server, below `/proxy/` (slashes included; empty for its root) */
+        path: string;
+      };
+      query: {
+        /** a port token, for browsers (becomes a cookie) */
+        berth_token?: string;
+      };
+      body: string;
+      responses: {
+        200: string;
+        400: Error;
+        401: Error;
+        404: Error;
+        409: Error;
+        413: Error;
+        415: Error;
+        422: Error;
+        431: Error;
+        500: Error;
+        501: Error;
+        502: Error;
+      };
+    };
+    /** PUT to the program on an exposed port */
+    put: {
+      operationId: "proxyPortPut";
+      path: {
+        /** agent id (`agt_…`) */
+        id: string;
+        /** the exposed port */
+        port: string;
+        /** the path on the program's server, below `/proxy/` (slashes included; empty for its root) */
+        path: string;
+      };
+      query: {
+        /** a port token, for browsers (becomes a cookie) */
+        berth_token?: string;
+      };
+      body: string;
+      responses: {
+        200: string;
+        400: Error;
+        401: Error;
+        404: Error;
+        409: Error;
+        413: Error;
+        415: Error;
+        422: Error;
+        431: Error;
+        500: Error;
+        501: Error;
+        502: Error;
+      };
+    };
+    /** PATCH to the program on an exposed port */
+    patch: {
+      operationId: "proxyPortPatch";
+      path: {
+        /** agent id (`agt_…`) */
+        id: string;
+        /** the exposed port */
+        port: string;
+        /** the path on the program's server, below `/proxy/` (slashes included; empty for its root) */
+        path: string;
+      };
+      query: {
+        /** a port token, for browsers (becomes a cookie) */
+        berth_token?: string;
+      };
+      body: string;
+      responses: {
+        200: string;
+        400: Error;
+        401: Error;
+        404: Error;
+        409: Error;
+        413: Error;
+        415: Error;
+        422: Error;
+        431: Error;
+        500: Error;
+        501: Error;
+        502: Error;
+      };
+    };
+    /** DELETE to the program on an exposed port */
+    delete: {
+      operationId: "proxyPortDelete";
+      path: {
+        /** agent id (`agt_…`) */
+        id: string;
+        /** the exposed port */
+        port: string;
+        /** the path on the program's server, below `/proxy/` (slashes included; empty for its root) */
+        path: string;
+      };
+      query: {
+        /** a port token, for browsers (becomes a cookie) */
+        berth_token?: string;
+      };
+      body: never;
+      responses: {
+        200: string;
+        400: Error;
+        401: Error;
+        404: Error;
+        409: Error;
+        422: Error;
+        431: Error;
+        500: Error;
+        501: Error;
+        502: Error;
+      };
+    };
+  };
+  "/v1/agents/{id}/ports/{port}/token": {
+    /** A token to open an exposed port in a browser */
+    post: {
+      operationId: "createPortToken";
+      path: {
+        /** agent id (`agt_…`) */
+        id: string;
+        /** the port, 1 to 65535 */
+        port: string;
+      };
+      query: never;
+      body: Record<string, never>;
+      responses: {
+        201: {
+          token: string;
+          /** ISO 8601 */
+          expiresAt: string;
+          url: string;
+        };
+        400: Error;
+        401: Error;
+        404: Error;
         413: Error;
         415: Error;
         422: Error;
