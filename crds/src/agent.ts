@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { egressSchema } from './egress.js';
 import { computeSchema, conditionSchema, costSchema, durationSchema, FREE_FORM_BOUNDS, freeFormObject, modeSchema } from './common.js';
 
 export const AGENT_KIND = 'Agent';
@@ -73,6 +74,11 @@ export const agentSpecSchema = z.object({
   overrides: freeFormObject(OVERRIDES_BOUNDS).optional(),
   secrets: z.array(z.string()).optional(),
   mcp: z.union([z.array(z.string()), z.literal('*')]).optional(),
+  /**
+   * Where the sandbox may connect, through the egress proxy (ADR 46); changeable while the agent
+   * runs. Absent: no network at all (agents created before egress policies).
+   */
+  egress: egressSchema.optional(),
   /** Start (or resume) from this snapshot: its files, and at `native` level its processes and memory. */
   restoreFrom: z
     .object({ snapshotId: z.string(), level: z.enum(['native', 'filesystem']) })

@@ -2,6 +2,7 @@ export * from './duration.js';
 export * from './common.js';
 export * from './session.js';
 export * from './agent.js';
+export * from './egress.js';
 export * from './snapshot.js';
 export * from './schedule.js';
 export * from './fleet.js';

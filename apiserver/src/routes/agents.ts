@@ -4,7 +4,7 @@ import { defineRoute, type RouteTable } from '../http/route.js';
 import type { AgentDefinitionService } from '../services/agent-definitions.js';
 import { BOOT_WAIT_MS, type AgentService } from '../services/agents.js';
 import { paginationQuery } from '../services/pagination.js';
-import { agentPhaseSchema, durationSchema } from '@berth/crds';
+import { agentPhaseSchema, durationSchema, egressSchema } from '@berth/crds';
 import { createAgentFromDefinition } from './agent-from-definition.js';
 import { refuseUnenforcedFields } from './unenforced.js';
 import {
@@ -144,15 +144,23 @@ export function agentRoutes(
       path: '/v1/agents/:id',
       operationId: 'updateAgent',
       tag: 'Agents',
-      summary: "Extend an agent's timeout",
+      summary: "Extend an agent's timeout, change its egress policy",
       description:
-        "Replaces `timeout` with a longer one (capped at 24h), still measured from when the sandbox started: `expiresAt` moves once the operator sees it (within a second). A shorter timeout is 422; a terminated or failed agent is 409. On the Kubernetes provider a running pod's deadline cannot be raised: 501.",
+        "`timeout` replaces the timeout with a longer one (capped at 24h), still measured from when the sandbox started: `expiresAt` moves once the operator sees it (within a second). A shorter timeout is 422; on the Kubernetes provider a running pod's deadline cannot be raised: 501. " +
+        "`egress` replaces the agent's egress policy (`hosts`, `cidrs`, `credentials`; see agent creation): a running sandbox gets it once the operator sees it (within a second), for the connections it opens from then on. A pattern that is not valid is 422 naming it (`egress.hosts.0`), a credential whose secret does not exist is 422 naming it (`egress.credentials.0.secret`); a provider that does not enforce egress answers 501. " +
+        'Both together are checked first and written at once. A terminated or failed agent is 409.',
       params: idParam('agt', 'agent'),
-      body: z.object({ timeout: durationSchema.describe('the new lifetime: 30m, 2h, 1h30m') }).strict(),
-      requestExample: { timeout: '2h' },
+      body: z
+        .object({
+          timeout: durationSchema.optional().describe('the new lifetime: 30m, 2h, 1h30m'),
+          egress: egressSchema.optional().describe('the new egress policy, replacing the whole of the old one'),
+        })
+        .strict()
+        .refine((body) => body.timeout !== undefined || body.egress !== undefined, { message: 'give timeout, egress or both' }),
+      requestExample: { egress: { hosts: ['api.github.com', '*.pypi.org'], credentials: [{ host: 'api.github.com', secret: 'GITHUB_TOKEN' }] } },
       responses: { 200: { description: 'the agent', schema: agentSchema, example: { ...agentExample, timeout: '2h' } } },
       errors: ['not_found', 'unprocessable_entity', 'conflict', 'not_implemented'],
-      handler: async ({ principal, params, body }) => ({ status: 200, body: await agents.extendTimeout(principal, params.id, body.timeout) }),
+      handler: async ({ principal, params, body }) => ({ status: 200, body: await agents.update(principal, params.id, body) }),
     }),
     defineRoute({
       method: 'get',

@@ -1,0 +1,259 @@
+import { randomBytes } from 'node:crypto';
+import { once } from 'node:events';
+import { writeFileSync } from 'node:fs';
+import { createServer, type Server } from 'node:https';
+import type { AddressInfo } from 'node:net';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createCertificateAuthority, issueServerCertificate, newServerKey } from '../../providers/src/local/index.js';
+import { startBerth, tempDir, type BerthProcess } from '../helpers/berth.js';
+import { eventually, type ApiClient } from '../helpers/http.js';
+import { parsePrometheus } from '../helpers/prometheus.js';
+import { createTestDatabase } from '../helpers/postgres.js';
+import { removeDataDir } from '../helpers/runsc.js';
+
+/**
+ * Egress policies (ADR 46) through a real `berth up` with real gVisor sandboxes. The outside is
+ * two HTTPS servers on host loopback addresses, which a sandbox (no network device of its own)
+ * can reach only through the egress proxy: `localhost` (127.0.0.1) with a certificate for that
+ * name, and 127.0.0.2 with one for that address, both from a test CA that the proxy is told to
+ * trust (BERTH_EGRESS_CA_FILE) and the sandbox is not.
+ */
+const TOKEN = `tok_${randomBytes(20).toString('hex')}`;
+const dataDir = tempDir('berth-egress-');
+const upstreamCa = createCertificateAuthority('egress test upstream CA');
+const seen: { server: string; path: string; authorization: string | undefined }[] = [];
+let named: Server;
+let byAddress: Server;
+let namedPort: number;
+let addressPort: number;
+let berth: BerthProcess;
+let api: ApiClient;
+let sessionId: string;
+/** The agent the policy tests run in, created by the first. */
+let agentId: string;
+
+async function upstream(name: string, host: string, listenOn: string): Promise<Server> {
+  const issued = issueServerCertificate(upstreamCa, host, newServerKey());
+  const server = createServer({ cert: issued.certificatePem, key: issued.keyPem }, (req, res) => {
+    seen.push({ server: name, path: req.url ?? '', authorization: req.headers.authorization });
+    // The server checks the bound credential itself, and never echoes it.
+    const authorized = req.headers.authorization === `Bearer ${TOKEN}`;
+    res.writeHead(authorized || req.url !== '/private' ? 200 : 401, { 'content-type': 'text/plain' });
+    res.end(`${name} ${req.url} ${authorized ? 'authorized' : 'anonymous'}\n`);
+  });
+  server.listen(0, listenOn);
+  await once(server, 'listening');
+  return server;
+}
+
+/** Runs python in the sandbox: `fetch(url)` prints the status and body, or the error it met. */
+async function fetchFrom(agentId: string, url: string, options: { trustUpstreamCa?: boolean } = {}): Promise<string> {
+  const context = options.trustUpstreamCa ? "ssl.create_default_context(cafile='/workspace/upstream-ca.pem')" : 'None';
+  const code = [
+    'import ssl, urllib.request, urllib.error',
+    'try:',
+    `    with urllib.request.urlopen(${JSON.stringify(url)}, timeout=20, context=${context}) as answer:`,
+    "        print(answer.status, answer.read().decode().strip())",
+    'except urllib.error.HTTPError as error:',
+    "    print('http', error.code, error.read().decode().strip())",
+    'except Exception as error:',
+    "    print('error', error)",
+  ].join('\n');
+  const result = await api.post(`/v1/agents/${agentId}/exec`, { language: 'python', code });
+  expect(result.status, JSON.stringify(result.body)).toBe(200);
+  return (result.body.stdout as string).trim();
+}
+
+async function idle(agentId: string): Promise<void> {
+  await eventually(async () => {
+    const agent = await api.get(`/v1/agents/${agentId}`);
+    if (agent.body.status === 'failed') throw new Error(JSON.stringify(agent.body));
+    return agent.body.status === 'idle' ? true : undefined;
+  }, { what: 'agent idle', timeoutMs: 90_000 });
+}
+
+beforeAll(async () => {
+  named = await upstream('named', 'localhost', '127.0.0.1');
+  byAddress = await upstream('by-address', '127.0.0.2', '127.0.0.2');
+  namedPort = (named.address() as AddressInfo).port;
+  addressPort = (byAddress.address() as AddressInfo).port;
+  const caFile = join(dataDir, 'upstream-ca.pem');
+  writeFileSync(caFile, upstreamCa.certificatePem);
+  berth = await startBerth({
+    dataDir,
+    env: { DATABASE_URL: await createTestDatabase(), BERTH_EGRESS_CA_FILE: caFile, BERTH_EGRESS_ALLOW: 'pypi.org,*.pythonhosted.org' },
+  });
+  api = berth.api(berth.liveKey!);
+  expect((await api.post('/v1/secrets', { UPSTREAM_TOKEN: TOKEN })).status).toBe(200);
+  sessionId = (await api.post('/v1/sessions/by-user/egress', {})).body.id;
+}, 120_000);
+
+afterAll(async () => {
+  await berth?.stop();
+  removeDataDir(dataDir);
+  named?.close();
+  byAddress?.close();
+});
+
+describe('egress policy', () => {
+  it('reaches an allowed host, refuses others with the reason, and adds the bound credential', async () => {
+    const created = await api.post(`/v1/sessions/${sessionId}/agents`, {
+      timeout: '10m',
+      egress: { hosts: ['localhost'], cidrs: ['127.0.0.1/32'], credentials: [{ host: 'localhost', secret: 'UPSTREAM_TOKEN' }] },
+    });
+    expect(created.status, JSON.stringify(created.body)).toBe(201);
+    agentId = created.body.id;
+    expect(created.body.egress).toEqual({
+      hosts: ['localhost'],
+      cidrs: ['127.0.0.1/32'],
+      credentials: [{ host: 'localhost', secret: 'UPSTREAM_TOKEN', header: 'Authorization', prefix: 'Bearer ' }],
+    });
+    await idle(agentId);
+
+    // TLS to localhost is terminated by the proxy with the sandbox's CA, which the sandbox trusts by default.
+    expect(await fetchFrom(agentId, `https://localhost:${namedPort}/private`)).toBe('200 named /private authorized');
+    expect(seen.at(-1)).toEqual({ server: 'named', path: '/private', authorization: `Bearer ${TOKEN}` });
+
+    expect(await fetchFrom(agentId, 'https://example.com/')).toMatch(/403 berth egress: example\.com is not in the agent's egress hosts/);
+    expect(await fetchFrom(agentId, `https://127.0.0.2:${addressPort}/`)).toMatch(/403 berth egress: 127\.0\.0\.2 is not in the agent's egress cidrs/);
+    // Without a proxy the sandbox has no way out at all: it has no network device.
+    const direct = await api.post(`/v1/agents/${agentId}/exec`, {
+      language: 'python',
+      code: "import socket\ntry:\n    socket.create_connection(('127.0.0.2', " + addressPort + "), timeout=5)\n    print('connected')\nexcept OSError as error:\n    print('refused', error.errno)",
+    });
+    expect(direct.body.stdout).toMatch(/^refused/);
+  }, 180_000);
+
+  it('takes a changed policy while the agent runs: a CIDR added, a host removed', async () => {
+    await api.post(`/v1/agents/${agentId}/exec`, { language: 'bash', code: `cat > /workspace/upstream-ca.pem <<'EOF'\n${upstreamCa.certificatePem}EOF` });
+    const patched = await api.patch(`/v1/agents/${agentId}`, { egress: { hosts: [], cidrs: ['127.0.0.2/32'] } });
+    expect(patched.status, JSON.stringify(patched.body)).toBe(200);
+    expect(patched.body.egress).toEqual({ hosts: [], cidrs: ['127.0.0.2/32'], credentials: [] });
+    // A tunnel without a bound credential is passed through: TLS is the sandbox's own, end to end.
+    await eventually(async () => {
+      const answer = await fetchFrom(agentId, `https://127.0.0.2:${addressPort}/open`, { trustUpstreamCa: true });
+      return answer === '200 by-address /open anonymous' ? answer : undefined;
+    }, { what: 'the CIDR taking effect', timeoutMs: 20_000 });
+    expect(seen.at(-1)).toEqual({ server: 'by-address', path: '/open', authorization: undefined });
+    expect(await fetchFrom(agentId, `https://localhost:${namedPort}/private`)).toMatch(/403 berth egress: localhost is not in the agent's egress hosts/);
+    // A name allowed by hosts that resolves to a private address needs that address in cidrs too.
+    await api.patch(`/v1/agents/${agentId}`, { egress: { hosts: ['localhost'], cidrs: [] } });
+    await eventually(async () => {
+      const answer = await fetchFrom(agentId, `https://localhost:${namedPort}/private`);
+      return /a private address not in the agent's egress cidrs/.test(answer) ? answer : undefined;
+    }, { what: 'the private address refused', timeoutMs: 20_000 });
+  }, 180_000);
+
+  it('keeps the credential out of the sandbox: environment, /proc and memory', async () => {
+    await api.patch(`/v1/agents/${agentId}`, {
+      egress: { hosts: ['localhost'], cidrs: ['127.0.0.1/32'], credentials: [{ host: 'localhost', secret: 'UPSTREAM_TOKEN' }] },
+    });
+    await eventually(async () => ((await fetchFrom(agentId, `https://localhost:${namedPort}/private`)) === '200 named /private authorized' ? true : undefined), {
+      what: 'the credential again',
+      timeoutMs: 20_000,
+    });
+    // A process that holds a marker of its own in memory: the scan below must find it, so that not finding the token means something.
+    const marker = await api.post(`/v1/agents/${agentId}/exec`, {
+      language: 'bash',
+      code: "python3 -c \"import time; held = 'MARK' + 'ER-' + 'in-memory'; time.sleep(600)\"",
+      background: true,
+    });
+    expect(marker.status, JSON.stringify(marker.body)).toBe(202);
+    await new Promise((resolve) => setTimeout(resolve, 1_000));
+    const half = TOKEN.length >> 1;
+    const scan = [
+      'import os, re',
+      `needles = {'marker': ('MARK' + 'ER-' + 'in-memory').encode(), 'token': (${JSON.stringify(TOKEN.slice(0, half))} + ${JSON.stringify(TOKEN.slice(half))}).encode()}`,
+      'found = {name: set() for name in needles}',
+      'scanned = 0',
+      'for pid in [p for p in os.listdir("/proc") if p.isdigit() and int(p) != os.getpid()]:',
+      '    try:',
+      '        maps = open(f"/proc/{pid}/maps").read().splitlines()',
+      '        environ = open(f"/proc/{pid}/environ", "rb").read()',
+      '        cmdline = open(f"/proc/{pid}/cmdline", "rb").read()',
+      '    except OSError:',
+      '        continue',
+      '    for name, needle in needles.items():',
+      '        if needle in environ or needle in cmdline:',
+      '            found[name].add(pid)',
+      '    with open(f"/proc/{pid}/mem", "rb", buffering=0) as mem:',
+      '        for line in maps:',
+      '            m = re.match(r"([0-9a-f]+)-([0-9a-f]+) r", line)',
+      '            if not m:',
+      '                continue',
+      '            start, end = int(m.group(1), 16), int(m.group(2), 16)',
+      '            try:',
+      '                mem.seek(start)',
+      '                data = mem.read(end - start)',
+      '            except (OSError, OverflowError, ValueError):',
+      '                continue',
+      '            scanned += len(data)',
+      '            for name, needle in needles.items():',
+      '                if needle in data:',
+      '                    found[name].add(pid)',
+      'print(scanned, len(found["marker"]), len(found["token"]))',
+    ].join('\n');
+    const scanned = await api.post(`/v1/agents/${agentId}/exec`, { language: 'python', code: scan });
+    expect(scanned.status, JSON.stringify(scanned.body)).toBe(200);
+    const [bytes, markerHits, tokenHits] = (scanned.body.stdout as string).trim().split(' ').map(Number);
+    expect(bytes).toBeGreaterThan(1_000_000);
+    expect(markerHits).toBeGreaterThanOrEqual(1);
+    expect(tokenHits).toBe(0);
+
+    const env = await api.post(`/v1/agents/${agentId}/exec`, {
+      language: 'bash',
+      code: `env | grep -c -F '${TOKEN.slice(4, 24)}'; cat /proc/[0-9]*/environ 2>/dev/null | tr '\\0' '\\n' | grep -c -F '${TOKEN.slice(4, 24)}'; env | grep -c -E '^(HTTPS_PROXY|SSL_CERT_FILE)='`,
+    });
+    expect(env.body.stdout.trim().split('\n')).toEqual(['0', '0', '2']);
+  }, 180_000);
+
+  it('counts what it allowed, denied and injected', async () => {
+    const samples = parsePrometheus(await (await fetch(`${berth.baseUrl}/metrics`)).text());
+    const value = (name: string, labels: Record<string, string> = {}) =>
+      samples.filter((sample) => sample.name === name && Object.entries(labels).every(([key, v]) => sample.labels[key] === v)).reduce((sum, sample) => sum + sample.value, 0);
+    expect(value('berth_egress_requests_total', { decision: 'allowed' })).toBeGreaterThanOrEqual(3);
+    expect(value('berth_egress_requests_total', { decision: 'denied' })).toBeGreaterThanOrEqual(3);
+    expect(value('berth_egress_credentials_injected_total')).toBeGreaterThanOrEqual(2);
+  });
+});
+
+describe('egress settings', () => {
+  it('gives agents without a policy the install default, and definitions theirs', async () => {
+    const plain = await api.post(`/v1/sessions/${sessionId}/agents`, { timeout: '1m' });
+    expect(plain.status).toBe(201);
+    expect(plain.body.egress).toEqual({ hosts: ['pypi.org', '*.pythonhosted.org'], cidrs: [], credentials: [] });
+    const definition = await api.post('/v1/agent-definitions', { name: 'egress-definition', egress: { hosts: ['*.github.com'] } });
+    expect(definition.status, JSON.stringify(definition.body)).toBe(201);
+    expect(definition.body.egress).toEqual({ hosts: ['*.github.com'], cidrs: [], credentials: [] });
+    const fromDefinition = await api.post(`/v1/sessions/${sessionId}/agents`, { definition: 'egress-definition', timeout: '1m' });
+    expect(fromDefinition.status, JSON.stringify(fromDefinition.body)).toBe(201);
+    expect(fromDefinition.body.egress).toEqual({ hosts: ['*.github.com'], cidrs: [], credentials: [] });
+    for (const agent of [plain, fromDefinition]) await api.post(`/v1/agents/${agent.body.id}/terminate`, {});
+  });
+
+  it.each([
+    [{ hosts: ['Bad_Host'] }, 'egress.hosts.0'],
+    [{ hosts: ['ok.example', 'api.*.example'] }, 'egress.hosts.1'],
+    [{ hosts: ['10.0.0.1'] }, 'egress.hosts.0'],
+    [{ cidrs: ['10.0.0.0/33'] }, 'egress.cidrs.0'],
+    [{ cidrs: ['10.0.0.0'] }, 'egress.cidrs.0'],
+    [{ hosts: ['pypi.org'], credentials: [{ host: 'api.github.com', secret: 'UPSTREAM_TOKEN' }] }, 'egress.credentials.0.host'],
+    [{ hosts: ['api.github.com'], credentials: [{ host: 'api.github.com', secret: 'NO_SUCH_SECRET' }] }, 'egress.credentials.0.secret'],
+    [{ hosts: [], ports: [443] }, 'egress'],
+  ])('refuses %j with 422 naming %s, at creation and in PATCH', async (egress, field) => {
+    const before = (await api.get(`/v1/sessions/${sessionId}/agents?limit=100`)).body.data.length;
+    const created = await api.post(`/v1/sessions/${sessionId}/agents`, { egress });
+    expect(created.status).toBe(422);
+    expect(created.body.error.code).toBe('unprocessable_entity');
+    expect(Object.keys(created.body.error.details.fields)).toContain(field);
+    expect((await api.get(`/v1/sessions/${sessionId}/agents?limit=100`)).body.data.length).toBe(before);
+
+    const policy = (await api.get(`/v1/agents/${agentId}`)).body.egress;
+    const patched = await api.patch(`/v1/agents/${agentId}`, { egress, timeout: '20m' });
+    expect(patched.status).toBe(422);
+    expect(Object.keys(patched.body.error.details.fields)).toContain(field);
+    const after = (await api.get(`/v1/agents/${agentId}`)).body;
+    expect({ egress: after.egress, timeout: after.timeout }).toEqual({ egress: policy, timeout: '10m' });
+  });
+});
