@@ -239,6 +239,15 @@ export const SETTINGS = {
         return { hosts, cidrs };
       }),
   },
+  egressDnsServers: {
+    env: 'BERTH_EGRESS_DNS_SERVERS',
+    description: 'comma-separated DNS servers (address or address:port) the egress proxy resolves the names sandboxes ask for with; default the host\'s resolver',
+    defaultText: "the host's resolver",
+    schema: z
+      .string()
+      .optional()
+      .transform((text) => (text ?? '').split(',').map((entry) => entry.trim()).filter(Boolean)),
+  },
   egressCaFile: {
     env: 'BERTH_EGRESS_CA_FILE',
     description:

@@ -11,13 +11,15 @@ import { eventually, type ApiClient } from '../helpers/http.js';
 import { parsePrometheus } from '../helpers/prometheus.js';
 import { createTestDatabase } from '../helpers/postgres.js';
 import { removeDataDir } from '../helpers/runsc.js';
+import { startDnsServer } from '../helpers/dns-server.js';
 
 /**
  * Egress policies (ADR 46) through a real `berth up` with real gVisor sandboxes. The outside is
  * two HTTPS servers on host loopback addresses, which a sandbox (no network device of its own)
- * can reach only through the egress proxy: `localhost` (127.0.0.1) with a certificate for that
- * name, and 127.0.0.2 with one for that address, both from a test CA that the proxy is told to
- * trust (BERTH_EGRESS_CA_FILE) and the sandbox is not.
+ * can reach only through the egress proxy: `api.egress.test` (127.0.0.1, by a DNS server of the
+ * test's that the proxy is told to use) with a certificate for that name, and 127.0.0.2 with one
+ * for that address, both from a test CA that the proxy is told to trust (BERTH_EGRESS_CA_FILE)
+ * and the sandbox is not.
  */
 const TOKEN = `tok_${randomBytes(20).toString('hex')}`;
 const dataDir = tempDir('berth-egress-');
@@ -28,6 +30,7 @@ let byAddress: Server;
 let namedPort: number;
 let addressPort: number;
 let berth: BerthProcess;
+let dns: { address: string; close(): void };
 let api: ApiClient;
 let sessionId: string;
 /** The agent the policy tests run in, created by the first. */
@@ -74,7 +77,8 @@ async function idle(agentId: string): Promise<void> {
 }
 
 beforeAll(async () => {
-  named = await upstream('named', 'localhost', '127.0.0.1');
+  dns = await startDnsServer({ 'api.egress.test': '127.0.0.1', 'other.egress.test': '127.0.0.1' });
+  named = await upstream('named', 'api.egress.test', '127.0.0.1');
   byAddress = await upstream('by-address', '127.0.0.2', '127.0.0.2');
   namedPort = (named.address() as AddressInfo).port;
   addressPort = (byAddress.address() as AddressInfo).port;
@@ -82,7 +86,7 @@ beforeAll(async () => {
   writeFileSync(caFile, upstreamCa.certificatePem);
   berth = await startBerth({
     dataDir,
-    env: { DATABASE_URL: await createTestDatabase(), BERTH_EGRESS_CA_FILE: caFile, BERTH_EGRESS_ALLOW: 'pypi.org,*.pythonhosted.org' },
+    env: { DATABASE_URL: await createTestDatabase(), BERTH_EGRESS_CA_FILE: caFile, BERTH_EGRESS_DNS_SERVERS: dns.address, BERTH_EGRESS_ALLOW: 'pypi.org,*.pythonhosted.org' },
   });
   api = berth.api(berth.liveKey!);
   expect((await api.post('/v1/secrets', { UPSTREAM_TOKEN: TOKEN })).status).toBe(200);
@@ -93,6 +97,7 @@ afterAll(async () => {
   await berth?.stop();
   removeDataDir(dataDir);
   named?.close();
+  dns?.close();
   byAddress?.close();
 });
 
@@ -100,19 +105,19 @@ describe('egress policy', () => {
   it('reaches an allowed host, refuses others with the reason, and adds the bound credential', async () => {
     const created = await api.post(`/v1/sessions/${sessionId}/agents`, {
       timeout: '10m',
-      egress: { hosts: ['localhost'], cidrs: ['127.0.0.1/32'], credentials: [{ host: 'localhost', secret: 'UPSTREAM_TOKEN' }] },
+      egress: { hosts: ['*.egress.test'], cidrs: ['127.0.0.1/32'], credentials: [{ host: 'api.egress.test', secret: 'UPSTREAM_TOKEN' }] },
     });
     expect(created.status, JSON.stringify(created.body)).toBe(201);
     agentId = created.body.id;
     expect(created.body.egress).toEqual({
-      hosts: ['localhost'],
+      hosts: ['*.egress.test'],
       cidrs: ['127.0.0.1/32'],
-      credentials: [{ host: 'localhost', secret: 'UPSTREAM_TOKEN', header: 'Authorization', prefix: 'Bearer ' }],
+      credentials: [{ host: 'api.egress.test', secret: 'UPSTREAM_TOKEN', header: 'Authorization', prefix: 'Bearer ' }],
     });
     await idle(agentId);
 
-    // TLS to localhost is terminated by the proxy with the sandbox's CA, which the sandbox trusts by default.
-    expect(await fetchFrom(agentId, `https://localhost:${namedPort}/private`)).toBe('200 named /private authorized');
+    // TLS to api.egress.test (a credential is bound to it) is terminated by the proxy with the sandbox's CA, which the sandbox trusts by default.
+    expect(await fetchFrom(agentId, `https://api.egress.test:${namedPort}/private`)).toBe('200 named /private authorized');
     expect(seen.at(-1)).toEqual({ server: 'named', path: '/private', authorization: `Bearer ${TOKEN}` });
 
     expect(await fetchFrom(agentId, 'https://example.com/')).toMatch(/403 berth egress: example\.com is not in the agent's egress hosts/);
@@ -136,20 +141,20 @@ describe('egress policy', () => {
       return answer === '200 by-address /open anonymous' ? answer : undefined;
     }, { what: 'the CIDR taking effect', timeoutMs: 20_000 });
     expect(seen.at(-1)).toEqual({ server: 'by-address', path: '/open', authorization: undefined });
-    expect(await fetchFrom(agentId, `https://localhost:${namedPort}/private`)).toMatch(/403 berth egress: localhost is not in the agent's egress hosts/);
+    expect(await fetchFrom(agentId, `https://api.egress.test:${namedPort}/private`)).toMatch(/403 berth egress: api\.egress\.test is not in the agent's egress hosts/);
     // A name allowed by hosts that resolves to a private address needs that address in cidrs too.
-    await api.patch(`/v1/agents/${agentId}`, { egress: { hosts: ['localhost'], cidrs: [] } });
+    await api.patch(`/v1/agents/${agentId}`, { egress: { hosts: ['api.egress.test'], cidrs: [] } });
     await eventually(async () => {
-      const answer = await fetchFrom(agentId, `https://localhost:${namedPort}/private`);
+      const answer = await fetchFrom(agentId, `https://api.egress.test:${namedPort}/private`);
       return /a private address not in the agent's egress cidrs/.test(answer) ? answer : undefined;
     }, { what: 'the private address refused', timeoutMs: 20_000 });
   }, 180_000);
 
   it('keeps the credential out of the sandbox: environment, /proc and memory', async () => {
     await api.patch(`/v1/agents/${agentId}`, {
-      egress: { hosts: ['localhost'], cidrs: ['127.0.0.1/32'], credentials: [{ host: 'localhost', secret: 'UPSTREAM_TOKEN' }] },
+      egress: { hosts: ['*.egress.test'], cidrs: ['127.0.0.1/32'], credentials: [{ host: 'api.egress.test', secret: 'UPSTREAM_TOKEN' }] },
     });
-    await eventually(async () => ((await fetchFrom(agentId, `https://localhost:${namedPort}/private`)) === '200 named /private authorized' ? true : undefined), {
+    await eventually(async () => ((await fetchFrom(agentId, `https://api.egress.test:${namedPort}/private`)) === '200 named /private authorized' ? true : undefined), {
       what: 'the credential again',
       timeoutMs: 20_000,
     });

@@ -127,6 +127,7 @@ export async function up(config: BerthConfig, log: Logger, out: (line: string) =
   operatorRunning = false;
   await runner.stop();
   await operator.stop();
+  await local.close();
   await webhooks.stop();
   await channelReplies.stop();
   await store.close();

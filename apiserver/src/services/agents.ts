@@ -62,6 +62,7 @@ export function agentView(agent: Resource<'Agent'>) {
     overrides: spec.overrides,
     secrets: spec.secrets,
     mcp: spec.mcp,
+    egress: spec.egress,
     createdAt: metadata.creationTimestamp,
     startedAt: status?.startedAt,
     expiresAt: status?.expiresAt,

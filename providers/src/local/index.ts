@@ -22,6 +22,7 @@ export function createLocalProvider(config: BerthConfig, log: Logger, options: {
     log: log.child({ component: 'egress' }),
     ...(options.egressMetrics ? { metrics: options.egressMetrics } : {}),
     ...(trustedCas ? { trustedCas } : {}),
+    ...(config.egressDnsServers.length > 0 ? { dnsServers: config.egressDnsServers } : {}),
   });
   return new LocalProvider({
     egress,

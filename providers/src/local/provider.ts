@@ -197,6 +197,11 @@ export class LocalProvider implements SandboxProvider {
     };
   }
 
+  /** Stops the egress proxy's listeners (the sandboxes stay; a new process adopts them and listens again). */
+  async close(): Promise<void> {
+    await this.options.egress?.closeAll();
+  }
+
   /** The runsc version line; fails when runsc cannot be run. */
   runtimeVersion(): Promise<string> {
     return this.options.runsc.version();

@@ -1,4 +1,4 @@
-import { lookup as dnsLookup } from 'node:dns/promises';
+import { lookup as dnsLookup, Resolver } from 'node:dns/promises';
 import { createServer as createHttpServer, request as httpRequest, type IncomingHttpHeaders, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
 import { BlockList, connect, isIP, type LookupFunction, type Socket } from 'node:net';
@@ -30,8 +30,8 @@ export interface EgressProxyOptions {
   metrics?: EgressMetrics;
   /** PEM certificates the proxy trusts for hosts it connects to itself (after credential injection); default the system's. */
   trustedCas?: string[];
-  /** How names are resolved; default the host's resolver. */
-  resolve?: (host: string) => Promise<string[]>;
+  /** DNS servers (`address` or `address:port`) names are resolved with; default the host's resolver (getaddrinfo). */
+  dnsServers?: string[];
 }
 
 interface SandboxListener {
@@ -70,7 +70,7 @@ export class EgressProxy {
   private readonly resolve: (host: string) => Promise<string[]>;
 
   constructor(private readonly options: EgressProxyOptions) {
-    this.resolve = options.resolve ?? (async (host) => (await dnsLookup(host, { all: true })).map((entry) => entry.address));
+    this.resolve = options.dnsServers?.length ? resolverOf(options.dnsServers) : async (host) => (await dnsLookup(host, { all: true })).map((entry) => entry.address);
     this.upstreamAgent = new HttpsAgent({ keepAlive: true, ...(options.trustedCas ? { ca: options.trustedCas } : {}) });
     this.interceptor = createHttpServer((req, res) => void this.forwardIntercepted(req, res));
   }
@@ -81,6 +81,8 @@ export class EgressProxy {
     const server = createHttpServer((req, res) => void this.forwardPlain(agentId, req, res));
     server.on('connect', (req: IncomingMessage, socket: Socket, head: Buffer) => void this.tunnel(agentId, req, socket, head));
     server.on('clientError', (_error, socket: Socket) => socket.destroy());
+    // Listening does not keep Berth running: it stops when its own work has.
+    server.unref();
     const listener: SandboxListener = { agentId, server, ca, key: newServerKey(), contexts: new Map() };
     this.listeners.set(agentId, listener);
     try {
@@ -276,6 +278,18 @@ export class EgressProxy {
     });
     req.pipe(upstream);
   }
+}
+
+/** Resolves a name's IPv4 and IPv6 addresses with these servers; fails only when it has neither. */
+function resolverOf(servers: string[]): (host: string) => Promise<string[]> {
+  const resolver = new Resolver();
+  resolver.setServers(servers);
+  return async (host) => {
+    const [v4, v6] = await Promise.allSettled([resolver.resolve4(host), resolver.resolve6(host)]);
+    const addresses = [...(v4.status === 'fulfilled' ? v4.value : []), ...(v6.status === 'fulfilled' ? v6.value : [])];
+    if (addresses.length === 0) throw v4.status === 'rejected' ? v4.reason : new Error('no addresses');
+    return addresses;
+  };
 }
 
 function blockListOf(cidrs: readonly string[]): BlockList {
