@@ -89,6 +89,7 @@ bench: setup cluster-binaries node-binaries ## latency and scale benchmarks agai
 	npx tsx test/bench/guardrails.ts
 	npx tsx test/bench/exec-stream.ts
 	npx tsx test/bench/dashboard.ts
+	npx tsx test/bench/egress.ts
 
 bench-smoke: setup cluster-binaries node-binaries ## every bench at a tiny size: each must finish and print its table (part of make test)
 	test/bench/smoke.sh
