@@ -32,6 +32,7 @@ let namedPort: number;
 let addressPort: number;
 let berth: BerthProcess;
 let dns: { address: string; close(): void };
+let berthEnv: Record<string, string>;
 let api: ApiClient;
 let sessionId: string;
 /** The agent the policy tests run in, created by the first. */
@@ -116,10 +117,8 @@ beforeAll(async () => {
   addressPort = (byAddress.address() as AddressInfo).port;
   const caFile = join(dataDir, 'upstream-ca.pem');
   writeFileSync(caFile, upstreamCa.certificatePem);
-  berth = await startBerth({
-    dataDir,
-    env: { DATABASE_URL: await createTestDatabase(), BERTH_EGRESS_CA_FILE: caFile, BERTH_EGRESS_DNS_SERVERS: dns.address, BERTH_EGRESS_ALLOW: 'pypi.org,*.pythonhosted.org' },
-  });
+  berthEnv = { DATABASE_URL: await createTestDatabase(), BERTH_EGRESS_CA_FILE: caFile, BERTH_EGRESS_DNS_SERVERS: dns.address, BERTH_EGRESS_ALLOW: 'pypi.org,*.pythonhosted.org' };
+  berth = await startBerth({ dataDir, env: berthEnv });
   api = berth.api(berth.liveKey!);
   expect((await api.post('/v1/secrets', { UPSTREAM_TOKEN: TOKEN })).status).toBe(200);
   sessionId = (await api.post('/v1/sessions/by-user/egress', {})).body.id;
@@ -226,6 +225,17 @@ describe('egress policy', () => {
     expect(env.body.stdout.trim()).toBe('0 False http://127.0.0.1:3128 /run/berth/egress/ca-bundle.pem');
   }, 180_000);
 
+  it('keeps the policy and the CA across a pause and resume (a native checkpoint restored)', async () => {
+    const paused = await api.post(`/v1/agents/${agentId}/pause`);
+    expect(paused.status, JSON.stringify(paused.body)).toBe(200);
+    expect(paused.body.status).toBe('paused');
+    const resumed = await api.post(`/v1/agents/${agentId}/resume`);
+    expect(resumed.status, JSON.stringify(resumed.body)).toBeLessThan(300);
+    await idle(agentId);
+    expect(await fetchFrom(agentId, `https://api.egress.test:${namedPort}/private`)).toBe('200 named /private authorized');
+    expect(await fetchFrom(agentId, 'https://example.com/')).toMatch(/403 berth egress: example\.com is not in the agent's egress hosts/);
+  }, 180_000);
+
   it('counts what it allowed, denied and injected', async () => {
     const samples = parsePrometheus(await (await fetch(`${berth.baseUrl}/metrics`)).text());
     const value = (name: string, labels: Record<string, string> = {}) =>
@@ -234,6 +244,20 @@ describe('egress policy', () => {
     expect(value('berth_egress_requests_total', { decision: 'denied' })).toBeGreaterThanOrEqual(3);
     expect(value('berth_egress_credentials_injected_total')).toBeGreaterThanOrEqual(2);
   });
+});
+
+describe('egress after a restart of Berth', () => {
+  it('adopts the running sandbox: its listener, CA and policy come back', async () => {
+    const key = berth.liveKey!;
+    expect(await berth.stop()).toBe(0);
+    berth = await startBerth({ dataDir, env: berthEnv });
+    api = berth.api(key);
+    await eventually(async () => {
+      const answer = await fetchFrom(agentId, `https://api.egress.test:${namedPort}/private`);
+      return answer === '200 named /private authorized' ? answer : undefined;
+    }, { what: 'egress after the restart', timeoutMs: 30_000 });
+    expect(await fetchFrom(agentId, `https://127.0.0.2:${addressPort}/`)).toMatch(/403 berth egress: 127\.0\.0\.2 is not in the agent's egress cidrs/);
+  }, 180_000);
 });
 
 describe('egress settings', () => {
