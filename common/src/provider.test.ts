@@ -5,15 +5,15 @@ const capabilities: ProviderCapabilities = { computes: ['python'], browser: fals
 const request = { compute: 'python' as const, browser: false };
 
 describe('egress support', () => {
-  it('refuses a policy that allows anything on a provider that does not enforce egress, naming egress', () => {
+  it('refuses any policy on a provider that does not enforce egress, naming egress', () => {
     const kubernetes = { name: 'kubernetes', capabilities };
     expect(unsupportedReason(kubernetes, { ...request, egress: { hosts: ['pypi.org'], cidrs: [] } })).toEqual({
       field: 'egress',
-      message: 'provider "kubernetes" does not enforce egress policies yet, so its sandboxes have no way out; remove "egress" (or leave it empty) or use the local provider',
+      message: 'provider "kubernetes" does not enforce egress policies yet (its sandboxes\' network is set by the install); remove "egress" or use the local provider',
     });
-    expect(unsupportedReason(kubernetes, { ...request, egress: { hosts: [], cidrs: ['10.0.0.0/8'] } })?.field).toBe('egress');
-    // No network at all is what every provider gives.
-    expect(unsupportedReason(kubernetes, { ...request, egress: { hosts: [], cidrs: [] } })).toBeUndefined();
+    // An empty policy promises no network, which such a provider cannot keep either.
+    expect(unsupportedReason(kubernetes, { ...request, egress: { hosts: [], cidrs: [] } })?.field).toBe('egress');
+    expect(unsupportedReason(kubernetes, request)).toBeUndefined();
     expect(unsupportedReason({ name: 'local', capabilities: { ...capabilities, egress: true } }, { ...request, egress: { hosts: ['pypi.org'], cidrs: [] } })).toBeUndefined();
   });
 

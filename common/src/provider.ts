@@ -250,10 +250,11 @@ export function unsupportedReason(
   request: Pick<ProvisionRequest, 'compute' | 'browser' | 'gpu' | 'storage'> & { egress?: { hosts: readonly string[]; cidrs: readonly string[] } | undefined },
 ): UnsupportedField | undefined {
   const caps = provider.capabilities;
-  if (request.egress && (request.egress.hosts.length > 0 || request.egress.cidrs.length > 0) && !caps.egress) {
+  // Without the capability the sandbox's network is the install's (the chart's NetworkPolicy), whatever the policy says.
+  if (request.egress && !caps.egress) {
     return {
       field: 'egress',
-      message: `provider "${provider.name}" does not enforce egress policies yet, so its sandboxes have no way out; remove "egress" (or leave it empty) or use the local provider`,
+      message: `provider "${provider.name}" does not enforce egress policies yet (its sandboxes' network is set by the install); remove "egress" or use the local provider`,
     };
   }
   if (request.storage !== undefined && !caps.storage) {

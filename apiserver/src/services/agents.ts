@@ -1,6 +1,5 @@
 import {
   ApiError,
-  egressAllowsAnything,
   EXEC_OPTIONS,
   LATENCY_BUCKETS,
   Labels,
@@ -381,8 +380,8 @@ export function createAgentService(deps: AgentServiceDeps) {
       const { egress } = changes;
       if (egress !== undefined) {
         const provider = providers.get(providerName);
-        if (egressAllowsAnything({ ...egress, credentials: [] }) && !provider?.capabilities.egress) {
-          throw new ApiError('not_implemented', `egress: provider "${providerName}" does not enforce egress policies yet, so its sandboxes have no way out`, {
+        if (!provider?.capabilities.egress) {
+          throw new ApiError('not_implemented', `egress: provider "${providerName}" does not enforce egress policies yet (its sandboxes' network is set by the install)`, {
             fields: { egress: ['not implemented by this provider'] },
             provider: providerName,
           });

@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { rootCertificates } from 'node:tls';
-import type { BerthConfig, EgressMetrics, Logger } from '@berth/common';
+import { ProviderError, type BerthConfig, type EgressMetrics, type Logger } from '@berth/common';
 import { EgressProxy } from './egress/proxy.js';
 import { ImageStore } from './images.js';
 import { LocalProvider } from './provider.js';
@@ -14,10 +14,18 @@ export { createCertificateAuthority, issueServerCertificate, newServerKey } from
 export { Runsc, RunscError } from './runsc.js';
 export { sandboxSpec } from './bundle.js';
 
+function readCaFile(path: string): string {
+  try {
+    return readFileSync(path, 'utf8');
+  } catch (error) {
+    throw new ProviderError('local', `BERTH_EGRESS_CA_FILE: cannot read ${path}: ${(error as Error).message}`);
+  }
+}
+
 /** The local provider as embedded mode configures it: state and sandboxes under the data directory. */
 export function createLocalProvider(config: BerthConfig, log: Logger, options: { egressMetrics?: EgressMetrics } = {}): LocalProvider {
   // The install's own CAs (BERTH_EGRESS_CA_FILE) are trusted beside the system's, for hosts the proxy connects to itself.
-  const trustedCas = config.egressCaFile === undefined ? undefined : [...rootCertificates, readFileSync(config.egressCaFile, 'utf8')];
+  const trustedCas = config.egressCaFile === undefined ? undefined : [...rootCertificates, readCaFile(config.egressCaFile)];
   const egress = new EgressProxy({
     log: log.child({ component: 'egress' }),
     ...(options.egressMetrics ? { metrics: options.egressMetrics } : {}),
