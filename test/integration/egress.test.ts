@@ -101,6 +101,10 @@ function sandboxMemoryHits<T extends Record<string, Buffer>>(agentId: string, ne
   return { ...counts, scannedBytes } as { [K in keyof T]: number } & { scannedBytes: number };
 }
 
+function putJson(path: string, body: unknown) {
+  return api.raw(path, { method: 'PUT', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+}
+
 async function idle(agentId: string): Promise<void> {
   await eventually(async () => {
     const agent = await api.get(`/v1/agents/${agentId}`);
@@ -271,7 +275,19 @@ describe('egress settings', () => {
     const fromDefinition = await api.post(`/v1/sessions/${sessionId}/agents`, { definition: 'egress-definition', timeout: '1m' });
     expect(fromDefinition.status, JSON.stringify(fromDefinition.body)).toBe(201);
     expect(fromDefinition.body.egress).toEqual({ hosts: ['*.github.com'], cidrs: [], credentials: [] });
-    for (const agent of [plain, fromDefinition]) await api.post(`/v1/agents/${agent.body.id}/terminate`, {});
+    // A new version replaces the policy; null removes it, and agents made from it get the install default again.
+    const updated = await putJson(`/v1/agent-definitions/${definition.body.id}`, { egress: { hosts: ['api.github.com'], cidrs: ['192.0.2.0/24'] } });
+    expect(updated.status, JSON.stringify(updated.body)).toBe(200);
+    expect(updated.body).toMatchObject({ version: 2, egress: { hosts: ['api.github.com'], cidrs: ['192.0.2.0/24'], credentials: [] } });
+    const removed = await putJson(`/v1/agent-definitions/${definition.body.id}`, { egress: null });
+    expect(removed.body.version).toBe(3);
+    expect(removed.body.egress).toBeUndefined();
+    const afterRemoval = await api.post(`/v1/sessions/${sessionId}/agents`, { definition: 'egress-definition', timeout: '1m' });
+    expect(afterRemoval.body.egress).toEqual({ hosts: ['pypi.org', '*.pythonhosted.org'], cidrs: [], credentials: [] });
+    const badDefinition = await api.post('/v1/agent-definitions', { name: 'bad-egress', egress: { hosts: ['*'] } });
+    expect(badDefinition.status).toBe(422);
+    expect(Object.keys(badDefinition.body.error.details.fields)).toContain('egress.hosts.0');
+    for (const agent of [plain, fromDefinition, afterRemoval]) await api.post(`/v1/agents/${agent.body.id}/terminate`, {});
   });
 
   it.each([
