@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { once } from 'node:events';
 import { execFileSync } from 'node:child_process';
 import { closeSync, openSync, readdirSync, readlinkSync, readSync, writeFileSync } from 'node:fs';
+import { createServer as createHttpServer, type Server as HttpServer } from 'node:http';
 import { createServer, type Server } from 'node:https';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
@@ -29,6 +30,8 @@ const seen: { server: string; path: string; authorization: string | undefined }[
 let named: Server;
 let byAddress: Server;
 let namedPort: number;
+let plain: HttpServer;
+let plainPort: number;
 let addressPort: number;
 let berth: BerthProcess;
 let dns: { address: string; close(): void };
@@ -118,6 +121,13 @@ beforeAll(async () => {
   named = await upstream('named', 'api.egress.test', '127.0.0.1');
   byAddress = await upstream('by-address', '127.0.0.2', '127.0.0.2');
   namedPort = (named.address() as AddressInfo).port;
+  plain = createHttpServer((req, res) => {
+    seen.push({ server: 'plain', path: req.url ?? '', authorization: req.headers.authorization });
+    res.end(`plain ${req.url}\n`);
+  });
+  plain.listen(0, '127.0.0.1');
+  await once(plain, 'listening');
+  plainPort = (plain.address() as AddressInfo).port;
   addressPort = (byAddress.address() as AddressInfo).port;
   const caFile = join(dataDir, 'upstream-ca.pem');
   writeFileSync(caFile, upstreamCa.certificatePem);
@@ -132,6 +142,7 @@ afterAll(async () => {
   await berth?.stop();
   removeDataDir(dataDir);
   named?.close();
+  plain?.close();
   dns?.close();
   byAddress?.close();
 });
@@ -154,6 +165,10 @@ describe('egress policy', () => {
     // TLS to api.egress.test (a credential is bound to it) is terminated by the proxy with the sandbox's CA, which the sandbox trusts by default.
     expect(await fetchFrom(agentId, `https://api.egress.test:${namedPort}/private`)).toBe('200 named /private authorized');
     expect(seen.at(-1)).toEqual({ server: 'named', path: '/private', authorization: `Bearer ${TOKEN}` });
+
+    // Plain http:// is forwarded when allowed, never with the credential: it would travel in clear.
+    expect(await fetchFrom(agentId, `http://api.egress.test:${plainPort}/plain`)).toBe('200 plain /plain');
+    expect(seen.at(-1)).toEqual({ server: 'plain', path: '/plain', authorization: undefined });
 
     expect(await fetchFrom(agentId, 'https://example.com/')).toMatch(/403 berth egress: example\.com is not in the agent's egress hosts/);
     expect(await fetchFrom(agentId, `https://127.0.0.2:${addressPort}/`)).toMatch(/403 berth egress: 127\.0\.0\.2 is not in the agent's egress cidrs/);
