@@ -98,6 +98,7 @@ bench: setup cluster-binaries node-binaries ## latency and scale benchmarks agai
 	npx tsx test/bench/sdk.ts
 	npx tsx test/bench/warm.ts
 	npx tsx test/bench/fork.ts
+	npx tsx test/bench/egress.ts
 
 bench-smoke: setup cluster-binaries node-binaries ## every bench at a tiny size: each must finish and print its table (part of make test)
 	test/bench/smoke.sh

@@ -110,6 +110,8 @@ export interface AppDeps {
   /** Most warm-pool sandboxes an organization may keep started (per key mode); default 20. */
   warmSandboxesMax?: number;
   defaultModel: string;
+  /** The egress allow-list of agents created without one (BERTH_EGRESS_ALLOW). */
+  defaultEgress?: { hosts: string[]; cidrs: string[] };
   currency: string;
   /** Interval of heartbeats on open streams (default 15 s). */
   streamHeartbeatMs?: number;
@@ -170,6 +172,7 @@ export function createApp(deps: AppDeps): App {
     models: deps.models,
     clock: deps.clock,
     defaultModel: deps.defaultModel,
+    ...(deps.defaultEgress ? { defaultEgress: deps.defaultEgress } : {}),
     currency: deps.currency,
   });
   const runStarter = createRunStarter({ pool: deps.pool, store: deps.store, limits, models: deps.models, clock: deps.clock });

@@ -1,4 +1,4 @@
-import type { Compute, ModelSettings } from '@berth/crds';
+import type { Compute, Egress, ModelSettings } from '@berth/crds';
 import type { Queryable } from './db/index.js';
 import { ApiError } from './errors.js';
 import { isId } from './ids.js';
@@ -14,6 +14,8 @@ export interface DefinitionConfig {
   browser: boolean;
   timeout: string;
   config: ModelSettings;
+  /** The egress policy of its agents (ADR 46); absent: the install's default. */
+  egress?: Egress | undefined;
 }
 
 /** The current version of a live definition, as an agent is created from it. */
@@ -46,6 +48,7 @@ export function agentFieldsOf(config: DefinitionConfig): Record<string, unknown>
     browser: config.browser,
     timeout: config.timeout,
     modelSettings: Object.keys(config.config).length > 0 ? config.config : undefined,
+    egress: config.egress,
   };
   return Object.fromEntries(Object.entries(fields).filter(([, value]) => value !== undefined));
 }

@@ -79,3 +79,17 @@ describe('loadConfig', () => {
     ]);
   });
 });
+
+describe('egress settings', () => {
+  it('reads the default allow-list into names and networks, and DNS servers', () => {
+    const config = loadConfig({ BERTH_EGRESS_ALLOW: 'pypi.org, *.pythonhosted.org,10.1.0.0/16', BERTH_EGRESS_DNS_SERVERS: '10.0.0.2,10.0.0.3:5353' });
+    expect(config.egressAllow).toEqual({ hosts: ['pypi.org', '*.pythonhosted.org'], cidrs: ['10.1.0.0/16'] });
+    expect(config.egressDnsServers).toEqual(['10.0.0.2', '10.0.0.3:5353']);
+    expect(loadConfig({}).egressAllow).toEqual({ hosts: [], cidrs: [] });
+  });
+
+  it('stops at an entry that is not a name, wildcard or network, naming the variable', () => {
+    expect(() => loadConfig({ BERTH_EGRESS_ALLOW: 'pypi.org,Bad_Host' })).toThrow(/BERTH_EGRESS_ALLOW: "Bad_Host": must be a lowercase DNS name/);
+    expect(() => loadConfig({ BERTH_EGRESS_ALLOW: '10.0.0.0/40' })).toThrow(/BERTH_EGRESS_ALLOW: "10.0.0.0\/40": the prefix length must be 0 to 32/);
+  });
+});

@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
-import { modelSchema, parseDuration } from '@berth/crds';
+import { egressCidrProblem, egressHostProblem, modelSchema, parseDuration } from '@berth/crds';
 import { DEFAULT_COMPUTE_PRICES, DEFAULT_STORAGE_PRICE, computePricesSchema, type ComputePrices } from './pricing.js';
 import { z } from 'zod';
 import { channelLimitsSchema } from './channels.js';
@@ -227,6 +227,41 @@ export const SETTINGS = {
     description: 'network of local sandboxes: none (isolated) or host (shares the host network; development only)',
     defaultText: 'none',
     schema: z.enum(['none', 'host']).default('none'),
+  },
+  egressAllow: {
+    env: 'BERTH_EGRESS_ALLOW',
+    description:
+      'the egress allow-list of agents created without `egress` (and whose definition has none): comma-separated DNS names, wildcards (*.pypi.org) and networks (10.1.0.0/16); empty: no network (ADR 46)',
+    defaultText: 'empty',
+    schema: z
+      .string()
+      .optional()
+      .transform((text, context) => {
+        const entries = (text ?? '').split(',').map((entry) => entry.trim()).filter(Boolean);
+        const hosts: string[] = [];
+        const cidrs: string[] = [];
+        for (const entry of entries) {
+          const problem = entry.includes('/') ? egressCidrProblem(entry) : egressHostProblem(entry);
+          if (problem) context.addIssue({ code: 'custom', message: `"${entry}": ${problem}` });
+          (entry.includes('/') ? cidrs : hosts).push(entry);
+        }
+        return { hosts, cidrs };
+      }),
+  },
+  egressDnsServers: {
+    env: 'BERTH_EGRESS_DNS_SERVERS',
+    description: 'comma-separated DNS servers (address or address:port) the egress proxy resolves the names sandboxes ask for with; default the host\'s resolver',
+    defaultText: "the host's resolver",
+    schema: z
+      .string()
+      .optional()
+      .transform((text) => (text ?? '').split(',').map((entry) => entry.trim()).filter(Boolean)),
+  },
+  egressCaFile: {
+    env: 'BERTH_EGRESS_CA_FILE',
+    description:
+      'PEM file of certificate authorities the egress proxy trusts, besides the system ones, when it connects on to a host whose requests it adds a credential to (an internal CA)',
+    schema: z.string().min(1).optional(),
   },
   sandboxCpus: {
     env: 'BERTH_SANDBOX_CPUS',

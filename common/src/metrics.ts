@@ -1,4 +1,4 @@
-import { collectDefaultMetrics, Gauge, Registry } from 'prom-client';
+import { collectDefaultMetrics, Counter, Gauge, Registry } from 'prom-client';
 
 /**
  * prom-client's default metrics that are gauges named like counters (`_total`): Prometheus
@@ -36,3 +36,27 @@ export function createMetricsRegistry(options: MetricsRegistryOptions = {}): Reg
 
 /** Buckets from 1 ms to 2 min: sandbox operations span that range. */
 export const LATENCY_BUCKETS = [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120];
+
+/** What the egress proxy counts (ADR 46); the local provider takes it, so that it needs no prom-client. */
+export interface EgressMetrics {
+  /** A connection or request the proxy decided on: `decision` allowed or denied, `kind` connect (a tunnel) or http. */
+  requests: { inc(labels: { decision: 'allowed' | 'denied'; kind: 'connect' | 'http' }): void };
+  /** A request to which the proxy added a bound credential. */
+  injected: { inc(): void };
+}
+
+export function createEgressMetrics(registry: Registry): EgressMetrics {
+  return {
+    requests: new Counter({
+      name: 'berth_egress_requests_total',
+      help: "Connections (CONNECT) and plain HTTP requests from sandboxes that the egress proxy allowed or denied by the agent's policy",
+      labelNames: ['decision', 'kind'],
+      registers: [registry],
+    }),
+    injected: new Counter({
+      name: 'berth_egress_credentials_injected_total',
+      help: 'Requests to which the egress proxy added a credential bound to their host',
+      registers: [registry],
+    }),
+  };
+}

@@ -169,6 +169,23 @@ export interface ProvisionRequest {
   gpu?: string;
   storage?: string;
   env: Record<string, string>;
+  /** Where the sandbox may connect through the egress proxy; absent: nowhere (ADR 46). */
+  egress?: SandboxEgress;
+}
+
+/**
+ * An agent's egress policy as its provider enforces it: the allow-list, and the credential headers
+ * with their secrets' values resolved (they stay on the host, in the proxy, never in the sandbox).
+ */
+export interface SandboxEgress {
+  hosts: string[];
+  cidrs: string[];
+  credentials: { host: string; header: string; value: string }[];
+}
+
+/** Whether the policy lets the sandbox reach anything (else it is the default: no network). Pure. */
+export function egressAllowsAnything(egress: SandboxEgress | undefined): boolean {
+  return egress !== undefined && (egress.hosts.length > 0 || egress.cidrs.length > 0);
 }
 
 /**
@@ -237,6 +254,8 @@ export interface ProviderCapabilities {
   checkpoint: 'native' | 'filesystem' | 'none';
   /** What each sandbox gets, where every sandbox of the provider gets the same (reported by the E2B-compatible surface). */
   sandboxSize?: { cpus: number; memoryBytes: number; diskBytes: number };
+  /** It enforces egress policies (ADR 46); without it an agent may have none that allows anything. */
+  egress?: boolean;
 }
 
 /**
@@ -294,6 +313,8 @@ export interface SandboxProvider {
   /** The process once it ended, or as it is after `timeoutMs`. */
   waitBackground?(ref: SandboxRef, pid: number, timeoutMs: number): Promise<BackgroundProcess>;
   backgroundOutput?(ref: SandboxRef, pid: number): Promise<BackgroundOutput>;
+  /** Replaces the running sandbox's egress policy; it holds for the connections opened from then on. */
+  setEgress?(ref: SandboxRef, egress: SandboxEgress): Promise<void>;
   /** The sandbox's files (ADR 40); the API answers 501 naming `files` without them. */
   readonly files?: SandboxFiles;
   /**
@@ -324,16 +345,23 @@ export interface WarmSandboxRequest {
 }
 
 export interface UnsupportedField {
-  field: 'storage' | 'browser' | 'gpu' | 'compute';
+  field: 'storage' | 'browser' | 'gpu' | 'compute' | 'egress';
   message: string;
 }
 
 /** Which requested field a provider cannot serve, in words the user can act on; undefined when it can. */
 export function unsupportedReason(
   provider: Pick<SandboxProvider, 'name' | 'capabilities'>,
-  request: Pick<ProvisionRequest, 'compute' | 'browser' | 'gpu' | 'storage'>,
+  request: Pick<ProvisionRequest, 'compute' | 'browser' | 'gpu' | 'storage'> & { egress?: { hosts: readonly string[]; cidrs: readonly string[] } | undefined },
 ): UnsupportedField | undefined {
   const caps = provider.capabilities;
+  // Without the capability the sandbox's network is the install's (the chart's NetworkPolicy), whatever the policy says.
+  if (request.egress && !caps.egress) {
+    return {
+      field: 'egress',
+      message: `provider "${provider.name}" does not enforce egress policies yet (its sandboxes' network is set by the install); remove "egress" or use the local provider`,
+    };
+  }
   if (request.storage !== undefined && !caps.storage) {
     return {
       field: 'storage',

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { egressSchema } from './egress.js';
 import { computeSchema, conditionSchema, costSchema, durationSchema, FREE_FORM_BOUNDS, freeFormObject, modeSchema } from './common.js';
 
 export const AGENT_KIND = 'Agent';
@@ -101,6 +102,11 @@ export const agentSpecSchema = z.object({
   secrets: z.array(z.string()).optional(),
   mcp: z.union([z.array(z.string()), z.literal('*')]).optional(),
   lifecycle: lifecycleSchema.optional(),
+  /**
+   * Where the sandbox may connect, through the egress proxy (ADR 46); changeable while the agent
+   * runs. Absent: no network at all (agents created before egress policies).
+   */
+  egress: egressSchema.optional(),
   /** Start (or resume) from this snapshot: its files, and at `native` level its processes and memory. */
   restoreFrom: z
     .object({

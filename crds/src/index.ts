@@ -3,6 +3,7 @@ export * from './common.js';
 export * from './session.js';
 export * from './agent.js';
 export * from './warm-pool.js';
+export * from './egress.js';
 export * from './snapshot.js';
 export * from './schedule.js';
 export * from './fleet.js';

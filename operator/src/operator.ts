@@ -32,6 +32,8 @@ export interface OperatorDeps {
   models: ModelRouter;
   /** The model of an agent whose definition names none. */
   defaultModel: string;
+  /** The egress allow-list of agents created without one (BERTH_EGRESS_ALLOW). */
+  defaultEgress?: { hosts: string[]; cidrs: string[] };
   /** This process, as written into the claims of the jobs it runs. */
   identity: string;
   /** How often the job executor looks at open jobs without a notification (default 1 s). */
@@ -88,8 +90,8 @@ export function createOperator(deps: OperatorDeps): Operator {
       warmPools: { metrics: warmPoolMetrics, onPoolChange: (poolName) => warmPools.enqueue(poolName) },
       ...(deps.secretBox
         ? {
-            secrets: (agent) =>
-              resolveSecrets(deps.db, deps.secretBox!, { organizationId: agent.spec.organizationId, mode: agent.spec.mode, sessionId: agent.spec.sessionId }, agent.spec.secrets ?? []),
+            secrets: (agent, names = agent.spec.secrets ?? []) =>
+              resolveSecrets(deps.db, deps.secretBox!, { organizationId: agent.spec.organizationId, mode: agent.spec.mode, sessionId: agent.spec.sessionId }, names),
           }
         : {}),
     }),
@@ -119,6 +121,7 @@ export function createOperator(deps: OperatorDeps): Operator {
       models: deps.models,
       clock: deps.clock,
       defaultModel: deps.defaultModel,
+      ...(deps.defaultEgress ? { defaultEgress: deps.defaultEgress } : {}),
       currency: deps.billing.currency,
     }),
     runs: createRunStarter({ pool: deps.db, store: deps.store, limits, models: deps.models, clock: deps.clock }),

@@ -4,6 +4,7 @@ import { mkdir, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import {
   PostgresResourceStore,
+  createEgressMetrics,
   createMetricsRegistry,
   findOwner,
   systemClock,
@@ -57,7 +58,7 @@ export async function up(config: BerthConfig, log: Logger, out: (line: string) =
   // The first owner signs in with a one-time link, printed below; later ones come from `berth admin login`.
   const ownerLink = (await findOwner(database.pool, organization.id)) ? undefined : await embeddedOwnerLink(database.pool, organization.id, clock.now());
 
-  const local = createLocalProvider(config, log);
+  const local = createLocalProvider(config, log, { egressMetrics: createEgressMetrics(metrics) });
   const runscVersion = await local.runtimeVersion().catch((error: unknown) => {
     throw new CliError(`the local provider needs gVisor's runsc (${config.runsc}): ${(error as Error).message}. Run \`make setup\` or set BERTH_RUNSC.`);
   });
@@ -126,6 +127,7 @@ export async function up(config: BerthConfig, log: Logger, out: (line: string) =
   operatorRunning = false;
   await runner.stop();
   await operator.stop();
+  await local.close();
   await webhooks.stop();
   await channelReplies.stop();
   await store.close();

@@ -194,7 +194,7 @@ export function createControlPlane(deps: ControlPlaneDeps) {
       if (allowShorter) return;
       throw new E2bError(400, `timeout: the sandbox already runs until ${endOf(view)}; a timeout is only ever lengthened here`);
     }
-    await agents.extendTimeout(principal, view.id, formatDuration(wanted));
+    await agents.update(principal, view.id, { timeout: formatDuration(wanted) });
   }
 
   async function ready(principal: Principal, view: AgentView): Promise<AgentView> {

@@ -1,6 +1,6 @@
 import { modelSettingsSchema as sharedModelSettings } from '@berth/crds';
 import { z } from 'zod';
-import { computeSchema } from '@berth/crds';
+import { computeSchema, egressSchema } from '@berth/crds';
 import { defineRoute, type RouteTable } from '../http/route.js';
 import type { AgentDefinitionService } from '../services/agent-definitions.js';
 import { queryInteger } from '../services/pagination.js';
@@ -35,6 +35,7 @@ const createDefinitionBody = z
     browser: agentField.browser,
     timeout: agentField.timeout,
     config: modelSettingsSchema.default({}),
+    egress: agentField.egress,
   })
   .strict();
 
@@ -48,6 +49,7 @@ const updateDefinitionBody = z
     browser: z.boolean().optional(),
     timeout: agentField.timeout.unwrap().optional(),
     config: modelSettingsSchema.optional().describe('replaces all model settings; {} removes them'),
+    egress: agentField.egress.unwrap().nullable().optional().describe('replaces the egress policy of its agents; null removes it (they get the install default)'),
     changelog: z.string().max(1000).optional().describe('what changed, for the version history; default: the fields changed'),
   })
   .strict()
@@ -68,6 +70,7 @@ export const agentDefinitionSchema = z
   browser: z.boolean(),
   timeout: z.string().describe('effective lifetime of its agents (capped at 24h)'),
   config: z.object({ temperature: z.number().optional(), maxTokens: z.number().int().optional(), topP: z.number().optional() }),
+  egress: egressSchema.optional().describe("its agents' egress policy; absent: the install default"),
   archived: z.boolean().describe('deleted: kept for its history, but no new agents can be created from it'),
   createdAt: z.string(),
   updatedAt: z.string().describe('the last update, rollback or archiving'),

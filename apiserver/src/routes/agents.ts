@@ -4,7 +4,7 @@ import { defineRoute, type RouteTable } from '../http/route.js';
 import type { AgentDefinitionService } from '../services/agent-definitions.js';
 import { BOOT_WAIT_MS, type AgentService } from '../services/agents.js';
 import { paginationQuery } from '../services/pagination.js';
-import { agentPhaseSchema, durationSchema } from '@berth/crds';
+import { agentPhaseSchema, durationSchema, egressSchema } from '@berth/crds';
 import { createAgentFromDefinition } from './agent-from-definition.js';
 import { refuseUnenforcedFields } from './unenforced.js';
 import {
@@ -55,7 +55,7 @@ export function agentRoutes(
       description:
         'Creates an agent in the session and starts provisioning its sandbox. The agent comes back with status `booting`; poll `GET /v1/agents/{id}` until it is `idle` (an `agent.started` event is written then). ' +
         'Refused with 422: unknown fields, a `timeout` that is not a duration, `storage` (no provider supports it), `browser: true` when no browser-capable template is configured, `gpu` on a provider without GPUs, an unknown `provider`. ' +
-        '`knowledge` (`true` or a collection name or id; an unknown collection is 422) gives the model the `knowledge_search` tool; `mcp` (MCP server names or ids, or `*`; an unknown one is 422) gives it the tools of those servers. `lifecycle` sets the auto-pause and failure policy: `idle.pauseAfter` pauses it by checkpoint (reason `idle`) after that long without exec, run, stream, terminal, process, file or port traffic, and its next such call wakes it (the call waits for the resume); `onFailure.restart` recreates a sandbox that died up to that many times (`agent.restarted` each time), then fails the agent. A bad value is 422 naming the sub-field; the sub-fields not enforced yet (`lifecycle.idle.terminateAfter`, `lifecycle.onTimeout`) answer 501 `not_implemented` naming them, also inside `overrides`. An `approvals` policy or `guardrails` that is not valid answers 422 naming the field (`approvals.rules.0.when.code`). Timeouts over 24h are capped to 24h. ' +
+        '`knowledge` (`true` or a collection name or id; an unknown collection is 422) gives the model the `knowledge_search` tool; `mcp` (MCP server names or ids, or `*`; an unknown one is 422) gives it the tools of those servers. `egress` (hosts, cidrs, and credentials the egress proxy adds to requests to a host; see docs/egress.md) is validated like any field (422 naming `egress.hosts.0`, `egress.credentials.0.secret`), and a provider that does not enforce egress policies answers 501 naming `egress`. `lifecycle` sets the auto-pause and failure policy: `idle.pauseAfter` pauses it by checkpoint (reason `idle`) after that long without exec, run, stream, terminal, process, file or port traffic, and its next such call wakes it (the call waits for the resume); `onFailure.restart` recreates a sandbox that died up to that many times (`agent.restarted` each time), then fails the agent. A bad value is 422 naming the sub-field; the sub-fields not enforced yet (`lifecycle.idle.terminateAfter`, `lifecycle.onTimeout`) answer 501 `not_implemented` naming them, also inside `overrides`. An `approvals` policy or `guardrails` that is not valid answers 422 naming the field (`approvals.rules.0.when.code`). Timeouts over 24h are capped to 24h. ' +
         "With `definition` (the name or id of an agent definition), the agent's compute, model, instructions (the definition's systemPrompt), tools, browser and timeout come from the definition's current version; `overrides` (agent creation fields) replace them and fields given at the top level replace both. " +
         'Overrides are validated like the same fields at the top level; errors name them `overrides.<field>`. An unknown or archived definition is 422 naming `definition`; `overrides` without `definition` is 422. ' +
         'The agent shows the definition id and version it was made from (`definition`, `definitionVersion`); later updates of the definition do not change it.',
@@ -144,15 +144,23 @@ export function agentRoutes(
       path: '/v1/agents/:id',
       operationId: 'updateAgent',
       tag: 'Agents',
-      summary: "Extend an agent's timeout",
+      summary: "Extend an agent's timeout, change its egress policy",
       description:
-        "Replaces `timeout` with a longer one (capped at 24h), still measured from when the sandbox started: `expiresAt` moves once the operator sees it (within a second). A shorter timeout is 422; a terminated or failed agent is 409. On the Kubernetes provider a running pod's deadline cannot be raised: 501.",
+        "`timeout` replaces the timeout with a longer one (capped at 24h), still measured from when the sandbox started: `expiresAt` moves once the operator sees it (within a second). A shorter timeout is 422; on the Kubernetes provider a running pod's deadline cannot be raised: 501. " +
+        "`egress` replaces the agent's egress policy (`hosts`, `cidrs`, `credentials`; see agent creation): a running sandbox gets it once the operator sees it (within a second), for the connections it opens from then on. A pattern that is not valid is 422 naming it (`egress.hosts.0`), a credential whose secret does not exist is 422 naming it (`egress.credentials.0.secret`); a provider that does not enforce egress answers 501. " +
+        'Both together are checked first and written at once. A terminated or failed agent is 409.',
       params: idParam('agt', 'agent'),
-      body: z.object({ timeout: durationSchema.describe('the new lifetime: 30m, 2h, 1h30m') }).strict(),
-      requestExample: { timeout: '2h' },
+      body: z
+        .object({
+          timeout: durationSchema.optional().describe('the new lifetime: 30m, 2h, 1h30m'),
+          egress: egressSchema.optional().describe('the new egress policy, replacing the whole of the old one'),
+        })
+        .strict()
+        .refine((body) => body.timeout !== undefined || body.egress !== undefined, { message: 'give timeout, egress or both' }),
+      requestExample: { egress: { hosts: ['api.github.com', '*.pypi.org'], credentials: [{ host: 'api.github.com', secret: 'GITHUB_TOKEN' }] } },
       responses: { 200: { description: 'the agent', schema: agentSchema, example: { ...agentExample, timeout: '2h' } } },
       errors: ['not_found', 'unprocessable_entity', 'conflict', 'not_implemented'],
-      handler: async ({ principal, params, body }) => ({ status: 200, body: await agents.extendTimeout(principal, params.id, body.timeout) }),
+      handler: async ({ principal, params, body }) => ({ status: 200, body: await agents.update(principal, params.id, body) }),
     }),
     defineRoute({
       method: 'get',

@@ -5,6 +5,7 @@ import {
   computeSchema,
   conditionSchema,
   costSchema,
+  egressSchema,
   durationSchema,
   environmentSchema,
   freeFormObject,
@@ -107,6 +108,11 @@ export const createAgentBody = z
     definition: z.string().min(1).max(200).optional().describe('agent definition name or id: the fields come from its current version'),
     overrides: freeFormObject(OVERRIDES_BOUNDS).optional().describe("agent creation fields that replace the definition's; only with definition"),
     secrets: z.array(secretName).max(100).optional().describe('names of secrets injected into the environment'),
+    egress: egressSchema
+      .optional()
+      .describe(
+        "where the sandbox may connect (everything else is refused): `hosts` (DNS names, `*.example.com` wildcards), `cidrs` (networks), `credentials` (`{ host, secret, header?, prefix? }`: the egress proxy adds `header: <prefix><secret's value>` to HTTPS requests to host, so the value never enters the sandbox). Omitted: the definition's, else the install default (BERTH_EGRESS_ALLOW, usually none). Changeable while the agent runs with PATCH /v1/agents/{id}. 501 on providers that do not enforce egress",
+      ),
     mcp: z
       .union([z.array(z.string().min(1).max(200)).max(100), z.literal('*')])
       .optional()

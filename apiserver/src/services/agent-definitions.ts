@@ -17,7 +17,7 @@ import {
   type Queryable,
   type ResolvedDefinition,
 } from '@berth/common';
-import { formatDuration, parseDuration, type Compute, type ModelSettings } from '@berth/crds';
+import { formatDuration, parseDuration, type Compute, type Egress, type ModelSettings } from '@berth/crds';
 import type { ModelRouter } from '@berth/operator';
 import type { Principal } from '../http/context.js';
 
@@ -33,6 +33,7 @@ export interface UpdateDefinitionInput {
   browser?: boolean | undefined;
   timeout?: string | undefined;
   config?: ModelSettings | undefined;
+  egress?: Egress | null | undefined;
   changelog?: string | undefined;
 }
 
@@ -50,6 +51,7 @@ function view(row: DefinitionRow) {
     browser: config.browser,
     timeout: config.timeout,
     config: config.config,
+    egress: config.egress,
     archived: row.archived_at !== null,
     createdAt: row.created_at.toISOString(),
     updatedAt: row.updated_at.toISOString(),

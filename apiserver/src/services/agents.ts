@@ -22,9 +22,9 @@ import {
   type ResourceStore,
   type SandboxProvider,
 } from '@berth/common';
-import type { AgentFactory, CreateAgentInput, RunStarter } from '@berth/operator';
+import { assertCredentialSecretsExist, type AgentFactory, type CreateAgentInput, type RunStarter } from '@berth/operator';
 import type { ProviderRegistry } from '@berth/providers';
-import { formatDuration, parseDuration, type SandboxRef } from '@berth/crds';
+import { formatDuration, parseDuration, type Egress, type SandboxRef } from '@berth/crds';
 import { Gauge, Histogram, type Registry } from 'prom-client';
 import type { Principal } from '../http/context.js';
 import { listPage, type CursorCodec, type PageRequest } from './pagination.js';
@@ -69,6 +69,7 @@ export function agentView(agent: Resource<'Agent'>) {
     mcp: spec.mcp,
     lifecycle: spec.lifecycle,
     restarts: status?.restarts,
+    egress: spec.egress,
     createdAt: metadata.creationTimestamp,
     startedAt: status?.startedAt,
     expiresAt: status?.expiresAt,
@@ -447,26 +448,49 @@ export function createAgentService(deps: AgentServiceDeps) {
      * at 24h). Only a longer one: a shorter one could end the agent at once. The controller moves
      * `expiresAt`. Kubernetes cannot raise a running pod's deadline: 501 there.
      */
-    async extendTimeout(principal: Principal, id: string, timeout: string): Promise<AgentView> {
+    /**
+     * PATCH /v1/agents/:id: a longer `timeout`, a new `egress` policy, or both, checked together
+     * and written in one spec update (nothing when either is refused).
+     */
+    async update(principal: Principal, id: string, changes: { timeout?: string | undefined; egress?: Egress | undefined }): Promise<AgentView> {
       const agent = await find(principal, id);
       const phase = agent.status?.phase ?? 'booting';
       if (agent.spec.desiredState === 'terminated' || phase === 'terminated' || phase === 'failed') {
-        throw new ApiError('conflict', `agent ${id} is ${phase === 'failed' ? 'failed' : 'terminated'}; its timeout cannot change`, { status: phase });
+        const what = changes.timeout === undefined ? 'its egress policy' : 'its timeout';
+        throw new ApiError('conflict', `agent ${id} is ${phase === 'failed' ? 'failed' : 'terminated'}; ${what} cannot change`, { status: phase });
       }
-      const provider = agent.status?.provider ?? agent.spec.provider;
-      if (principal.mode === 'live' && provider === 'kubernetes') {
-        throw new ApiError('not_implemented', 'timeout: a Kubernetes pod\'s deadline (activeDeadlineSeconds) cannot be raised once it runs; create the agent with the timeout it needs', {
-          field: 'timeout',
-          provider,
-        });
+      const providerName = agent.status?.provider ?? agent.spec.provider;
+      let seconds: number | undefined;
+      if (changes.timeout !== undefined) {
+        if (principal.mode === 'live' && providerName === 'kubernetes') {
+          throw new ApiError('not_implemented', 'timeout: a Kubernetes pod\'s deadline (activeDeadlineSeconds) cannot be raised once it runs; create the agent with the timeout it needs', {
+            field: 'timeout',
+            provider: providerName,
+          });
+        }
+        seconds = Math.min(parseDuration(changes.timeout)!, MAX_TIMEOUT_SECONDS);
+        if (seconds < agent.spec.timeoutSeconds) {
+          throw new ApiError('unprocessable_entity', `timeout: ${formatDuration(seconds)} is shorter than the agent's timeout of ${agent.spec.timeout}; only a longer one is taken`, {
+            fields: { timeout: [`must be at least ${agent.spec.timeout}`] },
+          });
+        }
       }
-      const seconds = Math.min(parseDuration(timeout)!, MAX_TIMEOUT_SECONDS);
-      if (seconds < agent.spec.timeoutSeconds) {
-        throw new ApiError('unprocessable_entity', `timeout: ${formatDuration(seconds)} is shorter than the agent's timeout of ${agent.spec.timeout}; only a longer one is taken`, {
-          fields: { timeout: [`must be at least ${agent.spec.timeout}`] },
-        });
+      const { egress } = changes;
+      if (egress !== undefined) {
+        const provider = providers.get(providerName);
+        if (!provider?.capabilities.egress) {
+          throw new ApiError('not_implemented', `egress: provider "${providerName}" does not enforce egress policies yet (its sandboxes' network is set by the install)`, {
+            fields: { egress: ['not implemented by this provider'] },
+            provider: providerName,
+          });
+        }
+        await assertCredentialSecretsExist(deps.pool, { organizationId: principal.organizationId, mode: principal.mode, sessionId: agent.spec.sessionId }, egress);
       }
-      const updated = await store.updateSpec('Agent', agent.metadata.name, (current) => ({ ...current.spec, timeout: formatDuration(seconds), timeoutSeconds: seconds }));
+      const updated = await store.updateSpec('Agent', agent.metadata.name, (current) => ({
+        ...current.spec,
+        ...(seconds === undefined ? {} : { timeout: formatDuration(seconds), timeoutSeconds: seconds }),
+        ...(egress === undefined ? {} : { egress }),
+      }));
       return agentView(updated);
     },
 

@@ -6,6 +6,7 @@ import {
   assertSecretsExist,
   extractionRulesProblem,
   metadataLabels,
+  missingSecrets,
   resolveAgentKnowledge,
   resolveAgentMcp,
   idToObjectName,
@@ -20,7 +21,7 @@ import {
   type Resource,
   type ResourceStore,
 } from '@berth/common';
-import { SANDBOX_FINALIZER, formatDuration, parseDuration, type AgentSpec, type ByoiRef, type Compute, type Cost, type ModelSettings, type Lifecycle } from '@berth/crds';
+import { SANDBOX_FINALIZER, formatDuration, parseDuration, type AgentSpec, type Egress, type ByoiRef, type Compute, type Cost, type ModelSettings, type Lifecycle } from '@berth/crds';
 import type { ProviderRegistry } from '@berth/providers';
 import type { ModelRouter } from '../runner/models/router.js';
 
@@ -49,6 +50,7 @@ export interface CreateAgentInput {
   secrets?: string[] | undefined;
   mcp?: string[] | '*' | undefined;
   lifecycle?: Lifecycle | undefined;
+  egress?: Egress | undefined;
 }
 
 export interface AgentFactoryDeps {
@@ -59,6 +61,8 @@ export interface AgentFactoryDeps {
   models: Pick<ModelRouter, 'problem'>;
   clock: Clock;
   defaultModel: string;
+  /** The egress allow-list of agents created without one, on providers that enforce egress (BERTH_EGRESS_ALLOW). */
+  defaultEgress?: { hosts: string[]; cidrs: string[] };
   currency: string;
 }
 
@@ -106,6 +110,9 @@ export function createAgentFactory(deps: AgentFactoryDeps) {
         ? await providers.forAgent({ ...principal, mode: principal.mode, provider: providerName, byoi }).catch(() => undefined)
         : providers.get(providerName);
       const unsupported = provider ? unsupportedReason(provider, input) : undefined;
+      if (unsupported?.field === 'egress') {
+        throw new ApiError('not_implemented', `egress: ${unsupported.message}`, { fields: { egress: ['not implemented by this provider'] }, provider: providerName });
+      }
       if (unsupported) {
         throw new ApiError('unprocessable_entity', `${unsupported.field}: ${unsupported.message}`, {
           fields: { [unsupported.field]: [unsupported.message] },
@@ -120,10 +127,13 @@ export function createAgentFactory(deps: AgentFactoryDeps) {
       const modelProblem = deps.models.problem(model);
       if (modelProblem) throw new ApiError('unprocessable_entity', `model: ${modelProblem}`, { fields: { model: [modelProblem] } });
       const timeoutSeconds = Math.min(parseDuration(input.timeout)!, MAX_TIMEOUT_SECONDS);
-      const { provider: _provider, timeout: _timeout, ...rest } = input;
+      const { provider: _provider, timeout: _timeout, egress: givenEgress, ...rest } = input;
+      // Agents given none get the install's default allow-list, where it is enforced.
+      const egress = givenEgress ?? (deps.defaultEgress && provider?.capabilities.egress ? { ...deps.defaultEgress, credentials: [] } : undefined);
       const spec: AgentSpec = {
         ...rest,
         ...(byoi ? { byoi } : {}),
+        ...(egress ? { egress } : {}),
         ...(fallbackByoi ? { fallbackByoi } : {}),
         sessionId,
         organizationId: principal.organizationId,
@@ -138,6 +148,7 @@ export function createAgentFactory(deps: AgentFactoryDeps) {
       if (input.secrets?.length) {
         await assertSecretsExist(deps.pool, { organizationId: principal.organizationId, mode: principal.mode, sessionId }, input.secrets);
       }
+      if (givenEgress) await assertCredentialSecretsExist(deps.pool, { organizationId: principal.organizationId, mode: principal.mode, sessionId }, givenEgress);
       if (input.knowledge !== undefined) {
         // `true` makes the session's default collection when it has none.
         const scope = { organizationId: principal.organizationId, mode: principal.mode };
@@ -176,3 +187,14 @@ export function createAgentFactory(deps: AgentFactoryDeps) {
 }
 
 export type AgentFactory = ReturnType<typeof createAgentFactory>;
+
+/** 422 naming each egress credential whose secret neither the session nor the organization has. */
+export async function assertCredentialSecretsExist(db: Pool, where: { organizationId: string; mode: Principal['mode']; sessionId: string }, egress: Egress): Promise<void> {
+  const missing = new Set(await missingSecrets(db, where, [...new Set(egress.credentials.map((credential) => credential.secret))]));
+  if (missing.size === 0) return;
+  const fields: Record<string, string[]> = {};
+  egress.credentials.forEach((credential, index) => {
+    if (missing.has(credential.secret)) fields[`egress.credentials.${index}.secret`] = [`no secret named ${credential.secret} in the session or the organization`];
+  });
+  throw new ApiError('unprocessable_entity', `egress.credentials: no secret named ${[...missing].join(', ')} in the session or the organization`, { fields, missing: [...missing] });
+}

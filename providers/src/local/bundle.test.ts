@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { hasChannel, restoreSpec, sandboxSpec, withoutSecretValues } from './bundle.js';
+import { hasChannel, hasEgress, restoreSpec, sandboxSpec, withoutSecretValues } from './bundle.js';
 import { launcherArgs } from './launcher.js';
 
 const input = {
@@ -132,5 +132,27 @@ describe('withoutSecretValues', () => {
     expect(redacted.process.env).toContain('HOME=/root');
     expect(redacted.annotations['berth.dev/secret-env']).toBe('EXTRA,TOKEN');
     expect(saved.process.env).toContain('TOKEN=hunter2');
+  });
+});
+
+describe('the egress path', () => {
+  const withEgress = sandboxSpec({ ...input, egressDir: '/data/sandboxes/agt_1/egress' }) as any;
+
+  it('mounts the egress folder read-only, starts the relay before the launcher and points clients at it', () => {
+    expect(hasEgress(withEgress)).toBe(true);
+    expect(hasEgress(sandboxSpec(input))).toBe(false);
+    expect(withEgress.mounts).toContainEqual({ destination: '/run/berth/egress', type: 'bind', source: '/data/sandboxes/agt_1/egress', options: ['rbind', 'ro'] });
+    const [shell, flag, script, ...rest] = launcherArgs(128);
+    expect(withEgress.process.args).toEqual([shell, flag, `(exec -a berth-egress-relay python3 -I -S /run/berth/guest/egress-relay.py </dev/null &); ${script}`, ...rest]);
+    expect(withEgress.process.env).toEqual(
+      expect.arrayContaining(['HTTPS_PROXY=http://127.0.0.1:3128', 'https_proxy=http://127.0.0.1:3128', 'SSL_CERT_FILE=/run/berth/egress/ca-bundle.pem', 'NODE_EXTRA_CA_CERTS=/run/berth/egress/ca.pem', 'EXTRA=yes']),
+    );
+    // The proxy settings are not secrets: a snapshot keeps them.
+    expect(withEgress.annotations['berth.dev/secret-env']).toBe('EXTRA');
+  });
+
+  it("moves the egress folder to the restored sandbox's", () => {
+    const place = { containerId: 'agt_2', workspace: '/w', execDir: '/e', guestDir: '/g', channelDir: '/c', egressDir: '/data/sandboxes/agt_2/egress', env: {} };
+    expect((restoreSpec(withEgress, place) as any).mounts).toContainEqual({ destination: '/run/berth/egress', type: 'bind', source: place.egressDir, options: ['rbind', 'ro'] });
   });
 });

@@ -1,5 +1,6 @@
 import type { Compute } from '@berth/crds';
 import { CHANNEL_MOUNT } from './channel.js';
+import { EGRESS_MOUNT, egressEnv, withEgressRelay } from './egress/sandbox.js';
 import { GUEST_MOUNT, launcherArgs } from './launcher.js';
 
 /** What one local sandbox looks like; `sandboxSpec` turns it into an OCI runtime spec. */
@@ -20,6 +21,11 @@ export interface SandboxSpecInput {
    * an older Berth).
    */
   channelDir?: string;
+  /**
+   * Host directory of the sandbox's egress folder (egress/sandbox.ts), mounted read-only: with it
+   * the sandbox runs the egress relay and its clients use the egress proxy (ADR 46).
+   */
+  egressDir?: string;
   env: Record<string, string>;
   cpus: number;
   memoryBytes: number;
@@ -63,12 +69,13 @@ const HOST_THREADS_PER_TASK = 4;
  * Pure: the same input always gives the same spec.
  */
 export function sandboxSpec(input: SandboxSpecInput): Record<string, unknown> {
-  const env = { PATH: SANDBOX_PATH, HOME: '/root', LANG: 'C.UTF-8', ...input.env };
+  const env = { PATH: SANDBOX_PATH, HOME: '/root', LANG: 'C.UTF-8', ...(input.egressDir === undefined ? {} : egressEnv()), ...input.env };
+  const launcher = launcherArgs(input.tasksLimit ?? tasksLimitFor(input.memoryBytes));
   return {
     ociVersion: '1.0.0',
     process: {
       user: { uid: 0, gid: 0 },
-      args: launcherArgs(input.tasksLimit ?? tasksLimitFor(input.memoryBytes)),
+      args: input.egressDir === undefined ? launcher : withEgressRelay(launcher, GUEST_MOUNT),
       env: Object.entries(env).map(([key, value]) => `${key}=${value}`),
       cwd: WORKSPACE,
       noNewPrivileges: true,
@@ -94,6 +101,7 @@ export function sandboxSpec(input: SandboxSpecInput): Record<string, unknown> {
       { destination: EXEC_MOUNT, type: 'bind', source: input.execDir, options: ['rbind', 'ro'] },
       { destination: GUEST_MOUNT, type: 'bind', source: input.guestDir, options: ['rbind', 'ro'] },
       ...(input.channelDir === undefined ? [] : [{ destination: CHANNEL_MOUNT, type: 'bind', source: input.channelDir, options: ['rbind', 'ro'] }]),
+      ...(input.egressDir === undefined ? [] : [{ destination: EGRESS_MOUNT, type: 'bind', source: input.egressDir, options: ['rbind', 'ro'] }]),
     ],
     annotations: {
       [IMAGE_ANNOTATION]: input.image,
@@ -119,6 +127,7 @@ export interface SandboxPlace {
   execDir: string;
   guestDir: string;
   channelDir: string;
+  egressDir?: string;
   env: Record<string, string>;
 }
 
@@ -158,6 +167,7 @@ export function restoreSpec(saved: Record<string, unknown>, place: SandboxPlace)
     [EXEC_MOUNT]: place.execDir,
     [GUEST_MOUNT]: place.guestDir,
     [CHANNEL_MOUNT]: place.channelDir,
+    ...(place.egressDir === undefined ? {} : { [EGRESS_MOUNT]: place.egressDir }),
   };
   for (const mount of spec.mounts ?? []) {
     const source = sources[mount.destination];
@@ -176,6 +186,11 @@ export function restoreSpec(saved: Record<string, unknown>, place: SandboxPlace)
 /** Whether a sandbox of this spec has the launcher's channel (one of an older Berth does not). Pure. */
 export function hasChannel(spec: Record<string, unknown>): boolean {
   return ((spec as SavedSpec).mounts ?? []).some((mount) => mount.destination === CHANNEL_MOUNT);
+}
+
+/** Whether a sandbox of this spec has the egress folder and relay (one of an older Berth does not). Pure. */
+export function hasEgress(spec: Record<string, unknown>): boolean {
+  return ((spec as SavedSpec).mounts ?? []).some((mount) => mount.destination === EGRESS_MOUNT);
 }
 
 /** The sandbox's cgroup, under each controller's hierarchy of the host. */

@@ -1,17 +1,39 @@
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import type { BerthConfig, Logger } from '@berth/common';
+import { rootCertificates } from 'node:tls';
+import { ProviderError, type BerthConfig, type EgressMetrics, type Logger } from '@berth/common';
+import { EgressProxy } from './egress/proxy.js';
 import { ImageStore } from './images.js';
 import { LocalProvider } from './provider.js';
 import { Runsc } from './runsc.js';
 
 export { ImageStore, type ImageName } from './images.js';
 export { LocalProvider } from './provider.js';
+export { EgressProxy } from './egress/proxy.js';
+export { createCertificateAuthority, issueServerCertificate, newServerKey } from './egress/certificates.js';
 export { Runsc, RunscError } from './runsc.js';
 export { sandboxSpec } from './bundle.js';
 
+function readCaFile(path: string): string {
+  try {
+    return readFileSync(path, 'utf8');
+  } catch (error) {
+    throw new ProviderError('local', `BERTH_EGRESS_CA_FILE: cannot read ${path}: ${(error as Error).message}`);
+  }
+}
+
 /** The local provider as embedded mode configures it: state and sandboxes under the data directory. */
-export function createLocalProvider(config: BerthConfig, log: Logger): LocalProvider {
+export function createLocalProvider(config: BerthConfig, log: Logger, options: { egressMetrics?: EgressMetrics } = {}): LocalProvider {
+  // The install's own CAs (BERTH_EGRESS_CA_FILE) are trusted beside the system's, for hosts the proxy connects to itself.
+  const trustedCas = config.egressCaFile === undefined ? undefined : [...rootCertificates, readCaFile(config.egressCaFile)];
+  const egress = new EgressProxy({
+    log: log.child({ component: 'egress' }),
+    ...(options.egressMetrics ? { metrics: options.egressMetrics } : {}),
+    ...(trustedCas ? { trustedCas } : {}),
+    ...(config.egressDnsServers.length > 0 ? { dnsServers: config.egressDnsServers } : {}),
+  });
   return new LocalProvider({
+    egress,
     runsc: new Runsc({ binary: config.runsc, stateDir: join(config.dataDir, 'runsc'), network: config.sandboxNetwork, overlayBytes: config.sandboxOverlaySize }),
     images: new ImageStore(config.imageDir, log),
     sandboxDir: join(config.dataDir, 'sandboxes'),

@@ -32,6 +32,7 @@ import {
   type ProviderCapabilities,
   type ProvisionRequest,
   type RestoreSource,
+  type SandboxEgress,
   type SandboxProvider,
   type SandboxState,
   type SnapshotLevel,
@@ -42,7 +43,9 @@ import { GUEST_DIR } from '../guest.js';
 import { INTERPRETERS } from '../program.js';
 import { launcherFiles, launcherTunnel } from './files.js';
 import { extractArchive, packArchive, readMember } from './archive.js';
-import { EXEC_MOUNT, hasChannel, restoreSpec, sandboxSpec } from './bundle.js';
+import { EXEC_MOUNT, hasChannel, hasEgress, restoreSpec, sandboxSpec } from './bundle.js';
+import type { EgressProxy } from './egress/proxy.js';
+import { EGRESS_SOCKET, prepareEgressFolder } from './egress/sandbox.js';
 import {
   CHANNEL_SOCKET,
   ChannelLostError,
@@ -89,8 +92,13 @@ export interface LocalProviderOptions {
   guestDir?: string;
   /** Empty workspace filesystems kept ready for new sandboxes (default 4; 0 makes each when needed). */
   spareVolumes?: number;
+  /** The egress proxy of this host's sandboxes (ADR 46); without it sandboxes have no way out at all. */
+  egress?: EgressProxy;
   log: Logger;
 }
+
+/** The policy of a sandbox whose agent has none: nothing may be reached. */
+const NO_EGRESS: SandboxEgress = { hosts: [], cidrs: [], credentials: [] };
 
 /** Where the spare workspace filesystems wait, beside the sandboxes' directories (same filesystem: taking one is a rename). */
 const SPARE_VOLUME_DIR = '.spare-volumes';
@@ -207,7 +215,13 @@ export class LocalProvider implements SandboxProvider {
       storage: false,
       checkpoint: 'native',
       sandboxSize: { cpus: options.cpus, memoryBytes: options.memoryBytes, diskBytes: options.workspaceBytes },
+      egress: options.egress !== undefined,
     };
+  }
+
+  /** Stops the egress proxy's listeners (the sandboxes stay; a new process adopts them and listens again). */
+  async close(): Promise<void> {
+    await this.options.egress?.closeAll();
   }
 
   /** The runsc version line; fails when runsc cannot be run. */
@@ -233,6 +247,9 @@ export class LocalProvider implements SandboxProvider {
       /** The host's end of the launcher's channel (channel.ts): a unix socket in a directory of its own. */
       channel: join(root, 'channel'),
       channelSocket: join(root, 'channel', CHANNEL_SOCKET),
+      /** The sandbox's egress folder (egress/sandbox.ts), with the proxy's socket for it. */
+      egress: join(root, 'egress'),
+      egressSocket: join(root, 'egress', EGRESS_SOCKET),
       console: join(root, 'console.log'),
       /** Where a snapshot archive is extracted before its parts are moved into place. */
       restoring: join(root, 'restoring'),
@@ -268,12 +285,14 @@ export class LocalProvider implements SandboxProvider {
     if (status === 'running') {
       await this.guardMemory(containerId);
       await this.listenForLauncher(containerId);
+      await this.setEgress(ref, request.egress ?? NO_EGRESS);
       return ref;
     }
     if (status !== undefined) await this.options.runsc.delete(containerId);
 
     if (request.restore) await this.restore(request, request.restore, image);
     else await this.start(request, image, await this.options.images.ready(image));
+    await this.setEgress(ref, request.egress ?? NO_EGRESS);
     await this.guardMemory(containerId);
     // The sandbox is up: the spare workspace it may have taken is made again, after its start.
     this.spares?.fill();
@@ -367,6 +386,7 @@ export class LocalProvider implements SandboxProvider {
       guestDir: this.options.guestDir ?? GUEST_DIR,
       // A socket path has at most 107 bytes: with a data directory too long for it, no channel.
       ...(Buffer.byteLength(paths.channelSocket) <= MAX_SOCKET_PATH_BYTES ? { channelDir: paths.channel } : {}),
+      ...(this.options.egress && Buffer.byteLength(paths.egressSocket) <= MAX_SOCKET_PATH_BYTES ? { egressDir: paths.egress } : {}),
       env: request.env,
       cpus: this.options.cpus,
       memoryBytes: this.options.memoryBytes,
@@ -396,6 +416,7 @@ export class LocalProvider implements SandboxProvider {
     try {
       // Listening before the sandbox starts: its launcher connects as soon as it runs.
       if (hasChannel(spec)) await this.listenOrWarn(containerId);
+      if (hasEgress(spec)) await this.openEgress(containerId);
       await start(paths.bundle);
     } catch (error) {
       await this.options.runsc.delete(containerId).catch(() => undefined);
@@ -580,6 +601,7 @@ export class LocalProvider implements SandboxProvider {
       execDir: paths.exec,
       guestDir: this.options.guestDir ?? GUEST_DIR,
       channelDir: paths.channel,
+      egressDir: paths.egress,
       env,
     });
     await this.launch(agentId, spec, (bundle) => this.options.runsc.restore(agentId, bundle, imageDir, paths.console));
@@ -908,6 +930,37 @@ export class LocalProvider implements SandboxProvider {
     });
   }
 
+  /**
+   * Gives the running sandbox `egress` as its policy, from its next connection on. A sandbox
+   * started without the egress folder (by a Berth before egress policies, or whose directory's
+   * path is too long for a socket) has no way out: a policy that allows anything is refused then.
+   */
+  async setEgress(ref: SandboxRef, egress: SandboxEgress): Promise<void> {
+    const proxy = this.options.egress;
+    const spec = await readFile(join(this.paths(ref.id).bundle, 'config.json'), 'utf8')
+      .then((text) => JSON.parse(text) as Record<string, unknown>)
+      .catch(() => undefined);
+    if (!proxy || !spec || !hasEgress(spec)) {
+      if (egress.hosts.length === 0 && egress.cidrs.length === 0) return;
+      throw new ProviderError(this.name, 'this sandbox has no egress path (it was started without one): terminate the agent and create it again to give it network access', {
+        sandbox: ref.id,
+      });
+    }
+    await this.openEgress(ref.id);
+    proxy.setPolicy(ref.id, egress);
+  }
+
+  /** The proxy's listener for the sandbox, with its CA (made if it has none yet). */
+  private async openEgress(agentId: string): Promise<void> {
+    const proxy = this.options.egress;
+    if (!proxy || proxy.isListening(agentId)) return;
+    const paths = this.paths(agentId);
+    const { socket, ca } = await prepareEgressFolder(paths.root, agentId);
+    // A socket a previous Berth process listened on is left behind: this process listens anew.
+    await rm(socket, { force: true });
+    await proxy.listen(agentId, socket, ca);
+  }
+
   /** Called with the agent's id when a sandbox is found dead outside a reconcile (see the operator). */
   watchSandboxes(onChange: (agentId: string) => void): { stop(): void } {
     this.sandboxListeners.add(onChange);
@@ -1150,6 +1203,7 @@ export class LocalProvider implements SandboxProvider {
     for (const containerId of containers) {
       await this.released(containerId);
       this.memory.unwatch(containerId);
+      await this.options.egress?.close(containerId);
       await this.channels.close(containerId);
       this.channelSpec.delete(containerId);
       this.channelLate.delete(containerId);
