@@ -79,6 +79,23 @@ export type Agent = {
       restart: number;
     };
   };
+  egress?: {
+    /** DNS names, or wildcards such as *.github.com, the sandbox may reach */
+    hosts: string[];
+    /** networks (IPv4 or IPv6, with a prefix length) the sandbox may reach by address */
+    cidrs: string[];
+    /** secrets the proxy adds to requests to a host */
+    credentials: {
+      /** the host (or wildcard) whose requests get the header; it must be allowed by `hosts` */
+      host: string;
+      /** the name of a secret of the organization or the session (`POST /v1/secrets`) */
+      secret: string;
+      /** the header to set (replacing one the sandbox sent); default Authorization */
+      header: string;
+      /** written before the value; default "Bearer " */
+      prefix: string;
+    }[];
+  };
   restoreFrom?: {
     snapshotId: string;
     level: "native" | "filesystem";
@@ -141,6 +158,24 @@ export type AgentDefinition = {
     maxTokens?: number;
     topP?: number;
   };
+  /** its agents' egress policy; absent: the install default */
+  egress?: {
+    /** DNS names, or wildcards such as *.github.com, the sandbox may reach */
+    hosts: string[];
+    /** networks (IPv4 or IPv6, with a prefix length) the sandbox may reach by address */
+    cidrs: string[];
+    /** secrets the proxy adds to requests to a host */
+    credentials: {
+      /** the host (or wildcard) whose requests get the header; it must be allowed by `hosts` */
+      host: string;
+      /** the name of a secret of the organization or the session (`POST /v1/secrets`) */
+      secret: string;
+      /** the header to set (replacing one the sandbox sent); default Authorization */
+      header: string;
+      /** written before the value; default "Bearer " */
+      prefix: string;
+    }[];
+  };
   /** deleted: kept for its history, but no new agents can be created from it */
   archived: boolean;
   createdAt: string;
@@ -177,6 +212,24 @@ export type AgentDefinitionVersionDetail = {
     temperature?: number;
     maxTokens?: number;
     topP?: number;
+  };
+  /** its agents' egress policy; absent: the install default */
+  egress?: {
+    /** DNS names, or wildcards such as *.github.com, the sandbox may reach */
+    hosts: string[];
+    /** networks (IPv4 or IPv6, with a prefix length) the sandbox may reach by address */
+    cidrs: string[];
+    /** secrets the proxy adds to requests to a host */
+    credentials: {
+      /** the host (or wildcard) whose requests get the header; it must be allowed by `hosts` */
+      host: string;
+      /** the name of a secret of the organization or the session (`POST /v1/secrets`) */
+      secret: string;
+      /** the header to set (replacing one the sandbox sent); default Authorization */
+      header: string;
+      /** written before the value; default "Bearer " */
+      prefix: string;
+    }[];
   };
   /** true when it is the current version (the one agents are created from) */
   current: boolean;
@@ -1578,6 +1631,24 @@ export interface paths {
           maxTokens?: number;
           topP?: number;
         };
+        /** where the sandbox may connect (everything else is refused): `hosts` (DNS names, `*.example.com` wildcards), `cidrs` (networks), `credentials` (`{ host, secret, header?, prefix? }`: the egress proxy adds `header: <prefix><secret's value>` to HTTPS requests to host, so the value never enters the sandbox). Omitted: the definition's, else the install default (BERTH_EGRESS_ALLOW, usually none). Changeable while the agent runs with PATCH /v1/agents/{id}. 501 on providers that do not enforce egress */
+        egress?: {
+          /** DNS names, or wildcards such as *.github.com, the sandbox may reach */
+          hosts?: string[];
+          /** networks (IPv4 or IPv6, with a prefix length) the sandbox may reach by address */
+          cidrs?: string[];
+          /** secrets the proxy adds to requests to a host */
+          credentials?: {
+            /** the host (or wildcard) whose requests get the header; it must be allowed by `hosts` */
+            host: string;
+            /** the name of a secret of the organization or the session (`POST /v1/secrets`) */
+            secret: string;
+            /** the header to set (replacing one the sandbox sent); default Authorization */
+            header?: string;
+            /** written before the value; default "Bearer " */
+            prefix?: string;
+          }[];
+        };
       };
       responses: {
         201: AgentDefinition;
@@ -1659,6 +1730,24 @@ export interface paths {
           maxTokens?: number;
           topP?: number;
         };
+        /** replaces the egress policy of its agents; null removes it (they get the install default) */
+        egress?: {
+          /** DNS names, or wildcards such as *.github.com, the sandbox may reach */
+          hosts?: string[];
+          /** networks (IPv4 or IPv6, with a prefix length) the sandbox may reach by address */
+          cidrs?: string[];
+          /** secrets the proxy adds to requests to a host */
+          credentials?: {
+            /** the host (or wildcard) whose requests get the header; it must be allowed by `hosts` */
+            host: string;
+            /** the name of a secret of the organization or the session (`POST /v1/secrets`) */
+            secret: string;
+            /** the header to set (replacing one the sandbox sent); default Authorization */
+            header?: string;
+            /** written before the value; default "Bearer " */
+            prefix?: string;
+          }[];
+        } | null;
         /** what changed, for the version history; default: the fields changed */
         changelog?: string;
       };
@@ -1830,7 +1919,7 @@ export interface paths {
     };
   };
   "/v1/agents/{id}": {
-    /** Extend an agent's timeout */
+    /** Extend an agent's timeout, change its egress policy */
     patch: {
       operationId: "updateAgent";
       path: {
@@ -1840,7 +1929,25 @@ export interface paths {
       query: never;
       body: {
         /** the new lifetime: 30m, 2h, 1h30m */
-        timeout: string;
+        timeout?: string;
+        /** the new egress policy, replacing the whole of the old one */
+        egress?: {
+          /** DNS names, or wildcards such as *.github.com, the sandbox may reach */
+          hosts?: string[];
+          /** networks (IPv4 or IPv6, with a prefix length) the sandbox may reach by address */
+          cidrs?: string[];
+          /** secrets the proxy adds to requests to a host */
+          credentials?: {
+            /** the host (or wildcard) whose requests get the header; it must be allowed by `hosts` */
+            host: string;
+            /** the name of a secret of the organization or the session (`POST /v1/secrets`) */
+            secret: string;
+            /** the header to set (replacing one the sandbox sent); default Authorization */
+            header?: string;
+            /** written before the value; default "Bearer " */
+            prefix?: string;
+          }[];
+        };
       };
       responses: {
         200: Agent;
@@ -4142,6 +4249,24 @@ export interface paths {
         };
         /** names of secrets injected into the environment */
         secrets?: string[];
+        /** where the sandbox may connect (everything else is refused): `hosts` (DNS names, `*.example.com` wildcards), `cidrs` (networks), `credentials` (`{ host, secret, header?, prefix? }`: the egress proxy adds `header: <prefix><secret's value>` to HTTPS requests to host, so the value never enters the sandbox). Omitted: the definition's, else the install default (BERTH_EGRESS_ALLOW, usually none). Changeable while the agent runs with PATCH /v1/agents/{id}. 501 on providers that do not enforce egress */
+        egress?: {
+          /** DNS names, or wildcards such as *.github.com, the sandbox may reach */
+          hosts?: string[];
+          /** networks (IPv4 or IPv6, with a prefix length) the sandbox may reach by address */
+          cidrs?: string[];
+          /** secrets the proxy adds to requests to a host */
+          credentials?: {
+            /** the host (or wildcard) whose requests get the header; it must be allowed by `hosts` */
+            host: string;
+            /** the name of a secret of the organization or the session (`POST /v1/secrets`) */
+            secret: string;
+            /** the header to set (replacing one the sandbox sent); default Authorization */
+            header?: string;
+            /** written before the value; default "Bearer " */
+            prefix?: string;
+          }[];
+        };
         /** MCP server ids or names (`POST /v1/mcp-servers`), or * for all of the organization: their tools are offered to the model as `mcp__<server>__<tool>`; an unknown server is 422 */
         mcp?: string[] | "*";
         /** auto-pause and failure policy: `{ idle: { pauseAfter }, onFailure: { restart } }` (see docs/warm-pools-and-lifecycle.md) */
