@@ -15,6 +15,7 @@ import sys
 import threading
 
 NAME = 'berth-egress-relay'
+COMM = 'berth-egress'
 # Tests run a relay of their own on the host, with a port and socket of their own.
 PORT = int(os.environ.get('BERTH_EGRESS_PORT', '3128'))
 SOCKET = os.environ.get('BERTH_EGRESS_SOCKET', '/run/berth/egress/proxy.sock')
@@ -81,6 +82,9 @@ def log(message):
 
 
 def main():
+    # Seen by name among the sandbox's processes (/proc/*/comm holds 15 bytes), as the launcher is.
+    with open('/proc/self/comm', 'w') as comm:
+        comm.write(COMM)
     server = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     server.bind(('127.0.0.1', PORT))

@@ -88,7 +88,7 @@ describe('execs over the launcher channel', () => {
   });
 
   it('run with no process of the host in the sandbox: the launcher starts the program itself', async () => {
-    expect(await run(sandbox, 'python', OTHER_PROCESSES)).toBe('berth-launcher\n');
+    expect(await run(sandbox, 'python', OTHER_PROCESSES)).toBe('berth-egress berth-launcher\n');
     expect(await run(sandbox, 'bash', 'echo "$(cat /proc/$PPID/comm) $PWD $PYTHONPATH"; cat')).toBe('berth-launcher /workspace /workspace\n');
   });
 
@@ -112,7 +112,7 @@ describe('execs over the launcher channel', () => {
 
   it('go on after a native checkpoint and restore, over the channel again', async () => {
     sandbox = await restoredWithSleeper(agentId, sandbox);
-    expect(await run(sandbox, 'python', OTHER_PROCESSES)).toBe('berth-launcher sleep\n');
+    expect(await run(sandbox, 'python', OTHER_PROCESSES)).toBe('berth-egress berth-launcher sleep\n');
     expect(await barrier(sandbox, 'after-restore')).toEqual([0, 0, 0, 0]);
   });
 
