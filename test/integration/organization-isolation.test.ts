@@ -138,9 +138,14 @@ describe('two organizations on the data plane', () => {
         .replace(':userId', 'bob')
         .replace(':name', route.path.startsWith('/v1/sessions') ? 'B_SESSION_SECRET' : 'B_ONLY_SECRET')
         .replace(':provider', 'openai')
-        .replace(':pid', '7');
+        .replace(':pid', '7')
+        .replace(':version', '1')
+        .replace(':deliveryId', 'dlv_00000000000000000000000000')
+        .replace(':port', '8000');
       const body = route.body ? (route.requestExample ?? {}) : undefined;
-      const response = await send(a, route.method.toUpperCase(), path, body);
+      // The file routes name their file in the query; without one they answer 422 before any lookup.
+      const query = /\/files(\/(list|stat|archive))?$/.test(route.path) ? '?path=notes.txt' : '';
+      const response = await send(a, route.method.toUpperCase(), path + query, body);
       const text = typeof response.body === 'string' ? response.body : JSON.stringify(response.body);
       const label = `${route.method.toUpperCase()} ${route.path} → ${response.status} ${text.slice(0, 300)}`;
       // An error may repeat the id A sent; nothing else of B's may appear.
