@@ -69,6 +69,9 @@ export function createConversationService(deps: { pool: Pool; clock: Clock; hub:
   const metrics = createMetrics(deps.metrics);
   /** Ends the waits under way when the server stops, so that none holds the process open. */
   const stopping = new Set<() => void>();
+  // Set by close(): a wait that registers after it (its message was stored as the server began to
+  // stop) ends at once too, rather than at its timeout.
+  let closed = false;
 
   return {
     /**
@@ -154,6 +157,7 @@ export function createConversationService(deps: { pool: Pool; clock: Clock; hub:
       };
       const stop = () => settle({ error: new ApiError('timeout', 'the server is stopping; the reply is stored and streamed when it comes', { jobId: received.job.id }) });
       stopping.add(stop);
+      if (closed) stop();
       const poll = setInterval(() => void check().catch((error: unknown) => deps.log.warn({ err: error }, 'checking a channel job failed')), JOB_CHECK_MS);
       const timer = setTimeout(
         () => settle({ error: new ApiError('timeout', `no reply within ${Math.round(timeoutMs / 1000)} s; it is stored and streamed when it comes`, { jobId: received.job.id }) }),
@@ -177,6 +181,7 @@ export function createConversationService(deps: { pool: Pool; clock: Clock; hub:
 
     /** Ends every wait for a reply now (504 `timeout` to a waiting request): the server is stopping. */
     close(): void {
+      closed = true;
       for (const stop of [...stopping]) stop();
     },
 
