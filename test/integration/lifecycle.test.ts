@@ -184,6 +184,20 @@ describe('idle auto-pause and wake', () => {
   });
 });
 
+/** A server whose one answer takes six seconds, a line a second: a proxied request open longer than pauseAfter. */
+const SLOW_SERVER = `exec python3 -c '
+import http.server, time
+class Slow(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        self.send_response(200)
+        self.end_headers()
+        for i in range(6):
+            self.wfile.write(b"line %d\\n" % i)
+            self.wfile.flush()
+            time.sleep(1)
+http.server.HTTPServer(("127.0.0.1", 8001), Slow).serve_forever()
+'`;
+
 describe('idle wake by files and ports', () => {
   let id: string;
   const port = 8000;
@@ -199,6 +213,8 @@ describe('idle wake by files and ports', () => {
     const server = await exec(id, `cd /workspace/site && exec python3 -m http.server ${port} --bind 127.0.0.1`, { background: true });
     expect(server.status, JSON.stringify(server.body)).toBe(202);
     expect((await live.post(`/v1/agents/${id}/ports`, { port })).status).toBe(201);
+    expect((await exec(id, SLOW_SERVER, { background: true })).status).toBe(202);
+    expect((await live.post(`/v1/agents/${id}/ports`, { port: 8001 })).status).toBe(201);
     await eventually(async () => ((await live.get(proxied('index.html'))).status === 200 ? true : undefined), { what: 'http.server to answer through the proxy' });
   });
 
@@ -217,6 +233,15 @@ describe('idle wake by files and ports', () => {
     }
     expect((await status(id)).status).toBe('idle');
     expect((await db.query("SELECT count(*)::int AS n FROM events WHERE subject_id = $1 AND type = 'agent.paused'", [id])).rows[0].n).toBe(wakes);
+  });
+
+  it('stays awake while a proxied request is open longer than pauseAfter, which ends whole', async () => {
+    const pauses = (await db.query("SELECT count(*)::int AS n FROM events WHERE subject_id = $1 AND type = 'agent.paused'", [id])).rows[0].n;
+    const slow = await live.get(`/v1/agents/${id}/ports/8001/proxy/`);
+    expect(slow.status, JSON.stringify(slow.body)).toBe(200);
+    expect(slow.body).toBe('line 0\nline 1\nline 2\nline 3\nline 4\nline 5\n');
+    expect((await status(id)).status).toBe('idle');
+    expect((await db.query("SELECT count(*)::int AS n FROM events WHERE subject_id = $1 AND type = 'agent.paused'", [id])).rows[0].n).toBe(pauses);
   });
 
   it('is woken by a file download, which answers the file', async () => {
@@ -240,7 +265,7 @@ describe('idle wake by files and ports', () => {
     // The same server process, resumed with the sandbox, not a new one.
     const processes = (await live.get(`/v1/agents/${id}/processes`)).body.data;
     expect(processes.map((process: any) => process.pid)).toEqual(pids);
-    expect(processes[0]).toMatchObject({ status: 'running' });
+    expect(processes.map((process: any) => process.status)).toEqual(['running', 'running']);
     const samples = parsePrometheus(await (await fetch(`${berth.baseUrl}/metrics`)).text());
     expect(metricValue(samples, 'berth_agent_wake_duration_seconds_count', { provider: 'local', result: 'woken' })).toBeGreaterThanOrEqual(3);
   });
