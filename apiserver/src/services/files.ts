@@ -77,9 +77,9 @@ export function createFileService(deps: { agents: AgentService; metrics: Registr
 
   /**
    * `body` with its bytes counted as they pass (read at the pace of whoever reads the result), and
-   * the agent's traffic held until it ends either way.
+   * `release` called when it ends either way.
    */
-  function counted(body: Readable, provider: string, direction: 'upload' | 'download' | 'archive', release: () => void): Readable {
+  function counted(body: Readable, provider: string, direction: 'upload' | 'download' | 'archive', release?: () => void): Readable {
     const counter = bytes.labels({ provider, direction });
     const counting = new Transform({
       transform(chunk: Buffer, _encoding, done) {
@@ -87,7 +87,7 @@ export function createFileService(deps: { agents: AgentService; metrics: Registr
         done(null, chunk);
       },
     });
-    counting.once('close', release);
+    if (release) counting.once('close', release);
     pipeline(body, counting).catch((error: unknown) => counting.destroy(error as Error));
     return counting;
   }
@@ -116,7 +116,7 @@ export function createFileService(deps: { agents: AgentService; metrics: Registr
       run(principal, id, async ({ files, sandbox, provider, hold }) => {
         const release = hold();
         try {
-          return await files.write(sandbox, path, counted(body, provider.name, 'upload', () => undefined), options);
+          return await files.write(sandbox, path, counted(body, provider.name, 'upload'), options);
         } finally {
           release();
         }
