@@ -2,6 +2,7 @@ import { BerthConnectionError, BerthError, BerthStreamError, BerthTimeoutError }
 import type { Agent as AgentRecord, AgentPage, BackgroundOutput, BackgroundProcess, ExecResult, RunAccepted, Task } from './generated/openapi.js';
 import type { Query, RequestOptions, Transport } from './http.js';
 import { sleep } from './retry.js';
+import { Files, Ports } from './files.js';
 import { readEvents } from './sse.js';
 import { openTerminal, type Terminal, type TerminalOptions } from './terminal.js';
 import type { CreateAgentBody, ExecBody, ExecLanguage, ExecOptions, ListAgentsQuery, ProcessSignal, StreamExecBody } from './types.js';
@@ -104,6 +105,10 @@ function split<T extends RequestOptions>(options: T): [Omit<T, keyof RequestOpti
 export class AgentHandle {
   readonly exec: Exec;
   readonly processes: Processes;
+  /** Its sandbox's files: write, read, list, stat, mkdir, move, remove, archive. */
+  readonly files: Files;
+  /** Its sandbox's ports: expose, list, close, token, url, fetch. */
+  readonly ports: Ports;
 
   constructor(
     private readonly transport: Transport,
@@ -111,6 +116,8 @@ export class AgentHandle {
     public data: AgentRecord,
   ) {
     this.processes = new Processes(transport, data.id);
+    this.files = new Files(transport, data.id);
+    this.ports = new Ports(transport, data.id);
     const run = (body: ExecBody, options: RequestOptions = {}) =>
       transport.request<ExecResult>({
         method: 'POST',

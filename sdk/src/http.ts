@@ -29,10 +29,21 @@ export interface RequestSpec extends RequestOptions {
   method: 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
   path: string;
   query?: Query;
+  /** Sent as JSON. */
   body?: unknown;
+  /** Sent as it is (`application/octet-stream` unless `headers` say otherwise); a stream is sent once, never retried. */
+  rawBody?: RawBody;
   /** Safe to repeat after a 5xx or a lost connection (GET, PUT, DELETE are). */
   idempotent?: boolean;
   headers?: Record<string, string>;
+}
+
+/** Bytes to send as a request's body: whole, or a stream read as it is sent. */
+export type RawBody = string | Uint8Array | Blob | ReadableStream<Uint8Array> | AsyncIterable<Uint8Array>;
+
+/** Whether a body can be read only once (a retry could not send it again). */
+function isStream(body: RawBody): boolean {
+  return typeof body !== 'string' && !(body instanceof Uint8Array) && !(typeof Blob !== 'undefined' && body instanceof Blob);
 }
 
 /** Connection failures where the request never reached the server, so even a POST may be sent again. */
@@ -76,6 +87,14 @@ export class Transport {
     return `${this.baseUrl}${path}${text ? `?${text}` : ''}`;
   }
 
+  /** A request sent as it is, with the client's fetch (no retries, no error mapping): for URLs the API hands out. */
+  fetchUrl(url: string, init: RequestInit = {}): Promise<Response> {
+    const headers = new Headers(init.headers);
+    for (const [name, value] of Object.entries(this.headers)) if (!headers.has(name)) headers.set(name, value);
+    headers.set('authorization', `Bearer ${this.apiKey}`);
+    return this.fetch(url, { ...init, headers });
+  }
+
   /** A JSON call: the parsed body of a 2xx answer, or a thrown BerthError. */
   async request<T>(spec: RequestSpec): Promise<T> {
     return this.send(spec, async (response) => {
@@ -90,13 +109,15 @@ export class Transport {
   }
 
   private async send<T>(spec: RequestSpec & { accept?: string }, read: (response: Response) => Promise<T>, mode: { stream?: boolean } = {}): Promise<T> {
-    const maxRetries = spec.maxRetries ?? this.retry.maxRetries;
+    const once = spec.rawBody !== undefined && isStream(spec.rawBody);
+    const maxRetries = once ? 0 : (spec.maxRetries ?? this.retry.maxRetries);
     const idempotent = spec.idempotent ?? (spec.method === 'GET' || spec.method === 'PUT' || spec.method === 'DELETE');
     const headers: Record<string, string> = {
       ...this.headers,
       authorization: `Bearer ${this.apiKey}`,
       accept: spec.accept ?? 'application/json',
       ...(spec.body !== undefined ? { 'content-type': 'application/json' } : {}),
+      ...(spec.rawBody !== undefined ? { 'content-type': 'application/octet-stream' } : {}),
       ...spec.headers,
     };
     for (let attempt = 0; ; attempt++) {
@@ -117,6 +138,8 @@ export class Transport {
           method: spec.method,
           headers,
           ...(spec.body !== undefined ? { body: JSON.stringify(spec.body) } : {}),
+          // A stream goes out as it is read (`duplex: 'half'`, which Node's fetch needs for one).
+          ...(spec.rawBody !== undefined ? ({ body: spec.rawBody, ...(once ? { duplex: 'half' } : {}) } as RequestInit) : {}),
           signal: controller.signal,
         });
         if (response.ok) {

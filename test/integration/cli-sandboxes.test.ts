@@ -1,5 +1,6 @@
 import { execFileSync, spawn } from 'node:child_process';
-import { existsSync, readFileSync, statSync } from 'node:fs';
+import { createHash, randomBytes } from 'node:crypto';
+import { existsSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BERTH_BIN, startBerth, tempDir, type BerthProcess } from '../helpers/berth.js';
@@ -9,7 +10,7 @@ import { removeDataDir } from '../helpers/runsc.js';
 
 /**
  * The client commands of `berth` (docs/cli.md, ADR 43) against a real `berth up` with gVisor
- * sandboxes: login and its config file, agents create|list|get|exec|shell|pause|resume|terminate
+ * sandboxes: login and its config file, agents create|list|get|exec|shell|files|pause|resume|terminate
  * and run, with --json parsed, no colours off a terminal, and exec and shell driven through a
  * real terminal (tmux).
  */
@@ -26,15 +27,18 @@ function userEnv(extra: Record<string, string> = {}): Record<string, string> {
 }
 
 /** Runs `berth` with pipes (not a terminal): exit code and output. */
-function cli(args: string[], options: { env?: Record<string, string>; input?: string } = {}): Promise<{ code: number | null; stdout: string; stderr: string }> {
+function cli(args: string[], options: { env?: Record<string, string>; input?: string | Buffer } = {}): Promise<{ code: number | null; stdout: string; stderr: string; bytes: Buffer }> {
   return new Promise((resolve) => {
     const child = spawn(process.execPath, [join(BERTH_BIN, '..', '..', '..', 'bin', 'berth.js'), ...args], { env: options.env ?? userEnv(), stdio: ['pipe', 'pipe', 'pipe'] });
-    let stdout = '';
+    const chunks: Buffer[] = [];
     let stderr = '';
-    child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
+    child.stdout.on('data', (chunk: Buffer) => chunks.push(chunk));
     child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
     child.stdin.end(options.input ?? '');
-    child.on('close', (code) => resolve({ code, stdout, stderr }));
+    child.on('close', (code) => {
+      const bytes = Buffer.concat(chunks);
+      resolve({ code, stdout: bytes.toString(), stderr, bytes });
+    });
   });
 }
 
@@ -170,6 +174,55 @@ describe('berth agents', () => {
     await untilScreen('shell', /os\.terminal_size\(columns=120, lines=40\)/);
     tmux('send-keys', '-t', 'shell', 'exit(3)', 'Enter');
     await untilScreen('shell', /EXIT=3/);
+  });
+
+  it('files: put from a local file and stdin, ls as a table and --json, get to a file and stdout with the same SHA-256, mkdir, rm', async () => {
+    const dir = tempDir('berth-cli-files-');
+    const bytes = randomBytes(3 * 1024 * 1024 + 17);
+    const sha = (data: Buffer) => createHash('sha256').update(data).digest('hex');
+    writeFileSync(join(dir, 'blob.bin'), bytes);
+    const put = await cli(['agents', 'files', agentId, 'put', join(dir, 'blob.bin'), 'up/blob.bin', '--parents', '--json']);
+    expect(put.code, put.stderr).toBe(0);
+    expect(JSON.parse(put.stdout)).toMatchObject({ path: '/workspace/up/blob.bin', type: 'file', size: bytes.length, mode: 0o644 });
+    const piped = await cli(['agents', 'files', agentId, 'put', '-', 'up/notes.txt', '--mode', '600'], { input: 'from stdin\n' });
+    expect(piped).toMatchObject({ code: 0, stdout: '/workspace/up/notes.txt  11\n' });
+
+    const listed = await cli(['agents', 'files', agentId, 'ls', 'up', '--json']);
+    expect(listed.code, listed.stderr).toBe(0);
+    const listing = JSON.parse(listed.stdout);
+    expect(listing.path).toBe('/workspace/up');
+    expect(listing.data.map((entry: { name: string; size: number; mode: number }) => [entry.name, entry.size, entry.mode])).toEqual([['blob.bin', bytes.length, 0o644], ['notes.txt', 11, 0o600]]);
+    const table = await cli(['agents', 'files', agentId, 'ls', 'up']);
+    expect(table.code).toBe(0);
+    expect(table.stdout.split('\n')[0]).toMatch(/^MODE\s+SIZE\s+MODIFIED\s+NAME$/);
+    expect(table.stdout).toMatch(/^0644\s+3\.0M\s+\S+\s+blob\.bin$/m);
+    expect(table.stdout).toMatch(/^0600\s+11\s+\S+\s+notes\.txt$/m);
+    expect(table.stdout).not.toContain(ESC);
+
+    const got = await cli(['agents', 'files', agentId, 'get', 'up/blob.bin', join(dir, 'copy.bin')]);
+    expect(got.code, got.stderr).toBe(0);
+    expect(sha(readFileSync(join(dir, 'copy.bin')))).toBe(sha(bytes));
+    expect(existsSync(join(dir, 'copy.bin.berth-partial'))).toBe(false);
+    const toStdout = await cli(['agents', 'files', agentId, 'get', '/workspace/up/blob.bin']);
+    expect(toStdout.code, toStdout.stderr).toBe(0);
+    expect(sha(toStdout.bytes)).toBe(sha(bytes));
+    expect(await cli(['agents', 'files', agentId, 'get', 'up/notes.txt', '-'])).toMatchObject({ code: 0, stdout: 'from stdin\n' });
+
+    expect(await cli(['agents', 'files', agentId, 'mkdir', 'up/a/b', '-p'])).toMatchObject({ code: 0, stdout: '/workspace/up/a/b\n' });
+    const notEmpty = await cli(['agents', 'files', agentId, 'rm', 'up', '--json']);
+    expect(notEmpty.code).toBe(1);
+    expect(JSON.parse(notEmpty.stdout)).toMatchObject({ status: 409, error: { code: 'conflict' } });
+    expect(await cli(['agents', 'files', agentId, 'rm', 'up', '-r'])).toMatchObject({ code: 0, stdout: '' });
+    const missing = await cli(['agents', 'files', agentId, 'get', 'up/blob.bin', join(dir, 'gone.bin')]);
+    expect(missing.code).toBe(1);
+    expect(missing.stderr).toContain('not_found');
+    expect(existsSync(join(dir, 'gone.bin'))).toBe(false);
+    expect((await cli(['agents', 'files', agentId, 'get', '../etc/passwd'])).stderr).toContain('unprocessable_entity');
+
+    // Mistakes of the caller: exit code 2, nothing sent.
+    expect((await cli(['agents', 'files', agentId, 'rm', 'x', '--mode', '644'])).code).toBe(2);
+    expect((await cli(['agents', 'files', agentId, 'put', join(dir, 'absent.bin'), 'x'])).code).toBe(2);
+    expect((await cli(['agents', 'files', agentId, 'cat', 'x'])).code).toBe(2);
   });
 
   it('pauses, resumes and terminates (--json)', async () => {

@@ -12,7 +12,8 @@ import { metricValue, parsePrometheus } from '../helpers/prometheus.js';
 
 /**
  * The `lifecycle` policy with real gVisor sandboxes: an agent without traffic is paused by
- * checkpoint (reason idle) and the next exec wakes it, its background process still counting; a
+ * checkpoint (reason idle) and the next exec, file call or proxied request wakes it, its background
+ * processes still running; file traffic keeps it awake; a
  * sandbox that dies is recreated up to `onFailure.restart` times, then the agent fails.
  */
 let berth: BerthProcess;
@@ -180,6 +181,104 @@ describe('idle auto-pause and wake', () => {
       return current.status === 'completed' ? current : undefined;
     }, { what: 'the run to complete' });
     expect(task.output).toBe('hi');
+  });
+});
+
+/** A server whose one answer takes six seconds, a line a second: a proxied request open longer than pauseAfter. */
+const SLOW_SERVER = `exec python3 -c '
+import http.server, time
+class Slow(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        self.send_response(200)
+        self.end_headers()
+        for i in range(6):
+            self.wfile.write(b"line %d\\n" % i)
+            self.wfile.flush()
+            time.sleep(1)
+http.server.HTTPServer(("127.0.0.1", 8001), Slow).serve_forever()
+'`;
+
+describe('idle wake by files and ports', () => {
+  let id: string;
+  const port = 8000;
+  const proxied = (path = '') => `/v1/agents/${id}/ports/${port}/proxy/${path}`;
+  const put = (path: string, body: string) => live.raw(`/v1/agents/${id}/files?path=${path}&parents=true`, { method: 'PUT', body, headers: { 'content-type': 'application/octet-stream' } });
+
+  beforeAll(async () => {
+    const made = await create({ lifecycle: { idle: { pauseAfter: '3s' } } });
+    expect(made.status, JSON.stringify(made.body)).toBe(201);
+    id = made.body.id;
+    await until(id, (current) => current.status === 'idle', 'the agent to be idle');
+    expect((await put('site/index.html', '<h1>served from the sandbox</h1>')).status).toBe(201);
+    const server = await exec(id, `cd /workspace/site && exec python3 -m http.server ${port} --bind 127.0.0.1`, { background: true });
+    expect(server.status, JSON.stringify(server.body)).toBe(202);
+    expect((await live.post(`/v1/agents/${id}/ports`, { port })).status).toBe(201);
+    expect((await exec(id, SLOW_SERVER, { background: true })).status).toBe(202);
+    expect((await live.post(`/v1/agents/${id}/ports`, { port: 8001 })).status).toBe(201);
+    await eventually(async () => ((await live.get(proxied('index.html'))).status === 200 ? true : undefined), { what: 'http.server to answer through the proxy' });
+  });
+
+  it('stays awake while only its files are used', async () => {
+    const wakes = (await db.query("SELECT count(*)::int AS n FROM events WHERE subject_id = $1 AND type = 'agent.paused'", [id])).rows[0].n;
+    // Two seconds apart, longer in all than pauseAfter: each file call is traffic.
+    for (const call of [
+      () => live.get(`/v1/agents/${id}/files/list?path=site`),
+      () => live.get(`/v1/agents/${id}/files/stat?path=site/index.html`),
+      () => put('site/note.txt', 'kept awake'),
+      () => live.get(`/v1/agents/${id}/files?path=site/note.txt`),
+    ]) {
+      const answer = await call();
+      expect(answer.status, JSON.stringify(answer.body)).toBeLessThan(300);
+      await new Promise((resolve) => setTimeout(resolve, 2_000));
+    }
+    expect((await status(id)).status).toBe('idle');
+    expect((await db.query("SELECT count(*)::int AS n FROM events WHERE subject_id = $1 AND type = 'agent.paused'", [id])).rows[0].n).toBe(wakes);
+  });
+
+  it('stays awake while a proxied request is open longer than pauseAfter, which ends whole', async () => {
+    const pauses = (await db.query("SELECT count(*)::int AS n FROM events WHERE subject_id = $1 AND type = 'agent.paused'", [id])).rows[0].n;
+    const slow = await live.get(`/v1/agents/${id}/ports/8001/proxy/`);
+    expect(slow.status, JSON.stringify(slow.body)).toBe(200);
+    expect(slow.body).toBe('line 0\nline 1\nline 2\nline 3\nline 4\nline 5\n');
+    expect((await status(id)).status).toBe('idle');
+    expect((await db.query("SELECT count(*)::int AS n FROM events WHERE subject_id = $1 AND type = 'agent.paused'", [id])).rows[0].n).toBe(pauses);
+  });
+
+  it('is woken by a file download, which answers the file', async () => {
+    const paused = await until(id, (current) => current.status === 'paused', 'the agent to be paused without traffic');
+    expect(paused.pauseReason).toBe('idle');
+    const download = await live.get(`/v1/agents/${id}/files?path=site/note.txt`);
+    expect(download.status, JSON.stringify(download.body)).toBe(200);
+    expect(download.body).toBe('kept awake');
+    const current = await status(id);
+    expect(current.status).toMatch(/^(idle|running)$/);
+    expect(current.pauseReason).toBeUndefined();
+  });
+
+  it('is woken by a proxied request, answered by the http.server started before the pause', async () => {
+    const pids = (await live.get(`/v1/agents/${id}/processes`)).body.data.map((process: any) => process.pid);
+    await until(id, (current) => current.status === 'paused', 'the agent to be paused again');
+    const wakes = async () => metricValue(parsePrometheus(await (await fetch(`${berth.baseUrl}/metrics`)).text()), 'berth_agent_wake_duration_seconds_count', { provider: 'local', result: 'woken' });
+    const woken = await wakes();
+    const page = await live.get(proxied('index.html'));
+    expect(page.status, JSON.stringify(page.body)).toBe(200);
+    expect(page.body).toBe('<h1>served from the sandbox</h1>');
+    expect((await status(id)).status).toMatch(/^(idle|running)$/);
+    // The same server process, resumed with the sandbox, not a new one.
+    const processes = (await live.get(`/v1/agents/${id}/processes`)).body.data;
+    expect(processes.map((process: any) => process.pid)).toEqual(pids);
+    expect(processes.map((process: any) => process.status)).toEqual(['running', 'running']);
+    expect(await wakes()).toBe(woken + 1);
+  });
+
+  it('answers 409 to files and the proxy of an agent paused by request, and does not wake it', async () => {
+    const paused = await live.post(`/v1/agents/${id}/pause`, {});
+    expect([200, 202], JSON.stringify(paused.body)).toContain(paused.status);
+    await until(id, (current) => current.status === 'paused', 'the agent to be paused by request');
+    expectError(await live.get(`/v1/agents/${id}/files?path=site/note.txt`), 409, 'conflict');
+    expectError(await live.get(proxied('index.html')), 409, 'conflict');
+    expect((await status(id)).status).toBe('paused');
+    await live.post(`/v1/agents/${id}/terminate`);
   });
 });
 

@@ -1,6 +1,8 @@
 import { execFileSync, spawn } from 'node:child_process';
+import { createHash, randomBytes } from 'node:crypto';
 import { mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { Readable } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import pg from 'pg';
 import WebSocket from 'ws';
@@ -142,6 +144,61 @@ describe('the SDK against a real berth up', () => {
     expect(resumeIdle).toMatchObject({ status: 409, code: 'conflict' });
     const badKey = new Berth({ url: berth.baseUrl, apiKey: 'svc_live_nonsense' });
     await expect(badKey.sessions.list()).rejects.toMatchObject({ status: 401, code: 'auth/invalid_key' });
+  });
+
+  it('uploads a stream and downloads it with the same SHA-256; lists, stats, makes, moves, removes and archives files', async () => {
+    const bytes = randomBytes(8 * 1024 * 1024);
+    const sha = (data: Uint8Array) => createHash('sha256').update(data).digest('hex');
+    // From a Node stream, in pieces, as a file from disk would be.
+    const written = await agent.files.write('data/blob.bin', Readable.from((function* () {
+      for (let at = 0; at < bytes.length; at += 1 << 20) yield bytes.subarray(at, at + (1 << 20));
+    })()), { parents: true, mode: 0o600 });
+    expect(written).toMatchObject({ name: 'blob.bin', path: '/workspace/data/blob.bin', type: 'file', size: bytes.length, mode: 0o600 });
+    const hash = createHash('sha256');
+    for await (const chunk of await agent.files.read('data/blob.bin')) hash.update(chunk);
+    expect(hash.digest('hex')).toBe(sha(bytes));
+    expect((await agent.exec.bash('sha256sum /workspace/data/blob.bin')).stdout.split(' ')[0]).toBe(sha(bytes));
+
+    await agent.files.write('data/notes.txt', 'first\n');
+    expect(await agent.files.readText('/workspace/data/notes.txt')).toBe('first\n');
+    expect(sha(await agent.files.readBytes('data/blob.bin'))).toBe(sha(bytes));
+    expect(await agent.files.mkdir('data/out/plots', { parents: true })).toMatchObject({ type: 'directory', path: '/workspace/data/out/plots' });
+    expect(await agent.files.move('data/notes.txt', 'data/out/notes.txt')).toMatchObject({ path: '/workspace/data/out/notes.txt', size: 6 });
+    const listing = await agent.files.list('data');
+    expect(listing.path).toBe('/workspace/data');
+    expect(listing.data.map((entry) => [entry.name, entry.type])).toEqual([['blob.bin', 'file'], ['out', 'directory']]);
+    expect(await agent.files.stat('data/out/notes.txt')).toMatchObject({ type: 'file', size: 6 });
+
+    const dir = tempDir('berth-sdk-archive-');
+    writeFileSync(join(dir, 'out.tar'), await agent.files.archive('data/out').then((body) => new Response(body).arrayBuffer()).then((buffer) => new Uint8Array(buffer)));
+    expect(execFileSync('tar', ['-tf', join(dir, 'out.tar')], { encoding: 'utf8' }).split('\n').filter(Boolean).sort()).toEqual(['./', './notes.txt', './plots/']);
+
+    await expect(agent.files.remove('data/out')).rejects.toMatchObject({ status: 409, code: 'conflict' });
+    await agent.files.remove('data/out', { recursive: true });
+    await expect(agent.files.stat('data/out')).rejects.toMatchObject({ status: 404, code: 'not_found' });
+    await expect(agent.files.read('../etc/passwd')).rejects.toMatchObject({ status: 422, code: 'unprocessable_entity' });
+    await agent.files.remove('data', { recursive: true });
+  });
+
+  it('exposes a port and reaches python -m http.server at the URL the SDK gives; refused without the key; closed again', async () => {
+    await agent.files.write('site/index.html', '<h1>through the SDK</h1>', { parents: true });
+    const server = await agent.exec.background({ language: 'bash', code: 'cd /workspace/site && exec python3 -m http.server 8100 --bind 127.0.0.1' });
+    const exposed = await agent.ports.expose(8100);
+    expect(exposed).toMatchObject({ port: 8100, url: agent.ports.url(8100) });
+    expect(await agent.ports.list()).toEqual([exposed]);
+    const page = await eventually(async () => {
+      const response = await fetch(exposed.url + 'index.html', { headers: { authorization: `Bearer ${berth.liveKey}` } });
+      return response.status === 200 ? response.text() : undefined;
+    }, { what: 'http.server to answer through the proxy' });
+    expect(page).toBe('<h1>through the SDK</h1>');
+    expect(await (await agent.ports.fetch(8100, 'index.html')).text()).toBe('<h1>through the SDK</h1>');
+    expect((await fetch(agent.ports.url(8100, 'index.html'))).status).toBe(401);
+    const token = await agent.ports.token(8100);
+    expect(token.url.startsWith(`${exposed.url}?berth_token=`)).toBe(true);
+    await agent.ports.close(8100);
+    expect((await agent.ports.fetch(8100, 'index.html')).status).toBe(404);
+    expect(await agent.ports.list()).toEqual([]);
+    await server.signal('TERM');
   });
 
   it('opens a terminal: python3 interactively over the WebSocket, resized', async () => {

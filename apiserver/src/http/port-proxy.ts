@@ -94,17 +94,24 @@ export function createPortProxy(deps: { db: Queryable; agents: AgentService; por
     return { principal, tokenExpiresAt: expiresAt };
   }
 
-  /** The tunnel to the port, once the caller may use it and the port is exposed. */
+  /**
+   * The tunnel to the port, once the caller may use it and the port is exposed. An agent paused by
+   * its idle policy is woken first (ADR 45), and the tunnel counts as its traffic while it is open.
+   */
   async function connect(principal: Principal, target: ProxyTarget): Promise<Duplex> {
     await deps.ports.assertExposed(principal, target.agentId, target.port);
-    const { sandbox, provider } = await deps.agents.ready(principal, target.agentId, 'a port');
+    const { agent, sandbox, provider } = await deps.agents.ready(principal, target.agentId, 'a port');
     if (!provider.openPort) throw new ApiError('not_implemented', `ports: provider "${provider.name}" cannot reach ports in its sandboxes`, { field: 'ports', provider: provider.name });
+    let tunnel: Duplex;
     try {
-      return await provider.openPort(sandbox, target.port);
+      tunnel = await provider.openPort(sandbox, target.port);
     } catch (error) {
       if (error instanceof PortClosedError) throw new ApiError('provider_error', `${error.message}: start the program that listens on it`, { port: target.port, reason: 'port_closed' });
       throw error;
     }
+    const release = deps.agents.holdActivity(agent);
+    tunnel.once('close', release);
+    return tunnel;
   }
 
   return {

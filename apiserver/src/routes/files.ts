@@ -61,7 +61,7 @@ export function fileRoutes(table: RouteTable, files: FileService): void {
       description:
         'Writes the request body to `path` in the sandbox, streamed through without being held in memory: any size up to the free space of the agent\'s workspace (413 past it). ' +
         'The file appears whole or not at all (it is written beside its path and renamed into place at the end); an existing file is replaced. ' +
-        '409 for an agent without a ready sandbox (a paused one too), 404 when the directory does not exist (unless `parents=true`), 422 for a path outside /workspace or a directory.',
+        'An agent paused by its idle policy is woken first; 409 for an agent without a ready sandbox (paused for another reason, booting, ended), 404 when the directory does not exist (unless `parents=true`), 422 for a path outside /workspace or a directory.',
       params: agentParam,
       query: z
         .object({

@@ -108,7 +108,7 @@ export function portRoutes(table: RouteTable, deps: { ports: PortService; proxy:
         description:
           'The request (method, the path below `/proxy`, query, headers, body) passed to the program listening on the port inside the sandbox, and its answer streamed back as it is; this and every path below it. ' +
           'WebSocket upgrades are passed on too. Authenticated by `Authorization: Bearer <API key>`, or a port token (`?berth_token=`, then its cookie), never passed to the program. ' +
-          '404 until the port is exposed; 502 when nothing listens on it.',
+          '404 until the port is exposed; 502 when nothing listens on it. An agent paused by its idle policy is woken first (409 when paused for another reason).',
         auth: false,
         params: z.object({
           id: z.string().min(1).max(128).describe('agent id (`agt_…`)'),

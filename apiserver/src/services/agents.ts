@@ -162,7 +162,7 @@ export function createAgentService(deps: AgentServiceDeps) {
 
   const wakeDuration = new Histogram({
     name: 'berth_agent_wake_duration_seconds',
-    help: 'Wait of a call (exec, run, stream, terminal, process) on an agent paused by its idle policy until the agent was resumed (the pause under way, then the resume)',
+    help: 'Wait of a call (exec, run, stream, terminal, process, file, port proxy) on an agent paused by its idle policy until the agent was resumed (the pause under way, then the resume)',
     labelNames: ['provider', 'result'],
     buckets: LATENCY_BUCKETS,
     registers: [deps.metrics],
@@ -195,7 +195,7 @@ export function createAgentService(deps: AgentServiceDeps) {
 
   /**
    * The one place an agent paused by its idle policy is woken (ADR 45): exec, run, streamed exec,
-   * terminals and background processes come through here, and so must file and port routes. A
+   * terminals, background processes, files and the port proxy come through here (`ready`). A
    * pause under way ends first (its checkpoint is what is restored), then the agent is resumed as
    * `POST /v1/agents/{id}/resume` would (natively where its provider can), and the call waits until
    * it is ready. An agent paused for another reason (asked, a limit, an approval) is left alone:
@@ -258,6 +258,7 @@ export function createAgentService(deps: AgentServiceDeps) {
     whenBooted,
     ensureAwake,
     touch,
+    holdActivity,
 
     async create(principal: Principal, sessionId: string, input: CreateAgentInput): Promise<AgentView> {
       return agentView(await deps.factory.create(principal, await sessions.find(principal, sessionId), input));

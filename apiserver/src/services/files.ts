@@ -27,9 +27,10 @@ function fileError(error: unknown): unknown {
 }
 
 /**
- * Files of an agent's sandbox (ADR 40): the agent must be ready (409 otherwise: a paused agent is
- * not woken for them), its provider must have files (501 naming `files`), and bodies stream both
- * ways with only a window of them in this process.
+ * Files of an agent's sandbox (ADR 40): the agent must be ready (one paused by its idle policy is
+ * woken first, ADR 45; otherwise 409), its provider must have files (501 naming `files`), and bodies
+ * stream both ways with only a window of them in this process. A transfer counts as the agent's
+ * traffic for as long as it lasts, so a long upload or download keeps an idle policy from pausing it.
  */
 export function createFileService(deps: { agents: AgentService; metrics: Registry }) {
   const bytes = new Counter({
@@ -39,23 +40,46 @@ export function createFileService(deps: { agents: AgentService; metrics: Registr
     registers: [deps.metrics],
   });
 
-  async function filesOf(principal: Principal, id: string): Promise<{ files: SandboxFiles; sandbox: SandboxRef; provider: SandboxProvider }> {
-    const { sandbox, provider } = await deps.agents.ready(principal, id, 'files');
-    if (!provider.files) throw new ApiError('not_implemented', `files: provider "${provider.name}" has no file access`, { field: 'files', provider: provider.name });
-    return { files: provider.files, sandbox, provider };
+  interface Access {
+    files: SandboxFiles;
+    sandbox: SandboxRef;
+    provider: SandboxProvider;
+    /** Counts the operation as the agent's traffic until called (ADR 45). */
+    hold: () => () => void;
   }
 
-  async function run<T>(principal: Principal, id: string, operation: (files: SandboxFiles, sandbox: SandboxRef, provider: SandboxProvider) => Promise<T>): Promise<T> {
-    const { files, sandbox, provider } = await filesOf(principal, id);
+  async function filesOf(principal: Principal, id: string): Promise<Access> {
+    const { agent, sandbox, provider } = await deps.agents.ready(principal, id, 'files');
+    if (!provider.files) throw new ApiError('not_implemented', `files: provider "${provider.name}" has no file access`, { field: 'files', provider: provider.name });
+    return { files: provider.files, sandbox, provider, hold: () => deps.agents.holdActivity(agent) };
+  }
+
+  async function run<T>(principal: Principal, id: string, operation: (access: Access) => Promise<T>): Promise<T> {
+    const access = await filesOf(principal, id);
     try {
-      return await operation(files, sandbox, provider);
+      return await operation(access);
     } catch (error) {
       throw fileError(error);
     }
   }
 
-  /** `body` with its bytes counted as they pass (read at the pace of whoever reads the result). */
-  function counted(body: Readable, provider: string, direction: 'upload' | 'download' | 'archive'): Readable {
+  /** A call that answers at once, traffic while it lasts. */
+  function held<T>(principal: Principal, id: string, operation: (files: SandboxFiles, sandbox: SandboxRef) => Promise<T>): Promise<T> {
+    return run(principal, id, async ({ files, sandbox, hold }) => {
+      const release = hold();
+      try {
+        return await operation(files, sandbox);
+      } finally {
+        release();
+      }
+    });
+  }
+
+  /**
+   * `body` with its bytes counted as they pass (read at the pace of whoever reads the result), and
+   * `release` called when it ends either way.
+   */
+  function counted(body: Readable, provider: string, direction: 'upload' | 'download' | 'archive', release?: () => void): Readable {
     const counter = bytes.labels({ provider, direction });
     const counting = new Transform({
       transform(chunk: Buffer, _encoding, done) {
@@ -63,29 +87,43 @@ export function createFileService(deps: { agents: AgentService; metrics: Registr
         done(null, chunk);
       },
     });
+    if (release) counting.once('close', release);
     pipeline(body, counting).catch((error: unknown) => counting.destroy(error as Error));
     return counting;
   }
 
+  /** A download whose body outlives the call: the hold is released when the body closes, or now when there is none. */
+  async function streamed(principal: Principal, id: string, direction: 'download' | 'archive', open: (files: SandboxFiles, sandbox: SandboxRef) => Promise<{ info: FileInfo; body: Readable }>) {
+    return run(principal, id, async ({ files, sandbox, provider, hold }) => {
+      const release = hold();
+      try {
+        const { info, body } = await open(files, sandbox);
+        return { info, body: counted(body, provider.name, direction, release) };
+      } catch (error) {
+        release();
+        throw error;
+      }
+    });
+  }
+
   return {
-    stat: (principal: Principal, id: string, path: string): Promise<FileInfo> => run(principal, id, (files, sandbox) => files.stat(sandbox, path)),
-    list: (principal: Principal, id: string, path: string) => run(principal, id, (files, sandbox) => files.list(sandbox, path)),
+    stat: (principal: Principal, id: string, path: string): Promise<FileInfo> => held(principal, id, (files, sandbox) => files.stat(sandbox, path)),
+    list: (principal: Principal, id: string, path: string) => held(principal, id, (files, sandbox) => files.list(sandbox, path)),
     /** The file's bytes, counted as they go out. */
-    read: (principal: Principal, id: string, path: string) =>
-      run(principal, id, async (files, sandbox, provider) => {
-        const { info, body } = await files.read(sandbox, path);
-        return { info, body: counted(body, provider.name, 'download') };
-      }),
-    archive: (principal: Principal, id: string, path: string) =>
-      run(principal, id, async (files, sandbox, provider) => {
-        const { info, body } = await files.archive(sandbox, path);
-        return { info, body: counted(body, provider.name, 'archive') };
-      }),
+    read: (principal: Principal, id: string, path: string) => streamed(principal, id, 'download', (files, sandbox) => files.read(sandbox, path)),
+    archive: (principal: Principal, id: string, path: string) => streamed(principal, id, 'archive', (files, sandbox) => files.archive(sandbox, path)),
     write: (principal: Principal, id: string, path: string, body: Readable, options: { mode?: number; parents?: boolean }): Promise<FileInfo> =>
-      run(principal, id, (files, sandbox, provider) => files.write(sandbox, path, counted(body, provider.name, 'upload'), options)),
-    mkdir: (principal: Principal, id: string, path: string, parents: boolean) => run(principal, id, (files, sandbox) => files.mkdir(sandbox, path, { parents })),
-    remove: (principal: Principal, id: string, path: string, recursive: boolean) => run(principal, id, (files, sandbox) => files.remove(sandbox, path, { recursive })),
-    move: (principal: Principal, id: string, from: string, to: string, overwrite: boolean) => run(principal, id, (files, sandbox) => files.move(sandbox, from, to, { overwrite })),
+      run(principal, id, async ({ files, sandbox, provider, hold }) => {
+        const release = hold();
+        try {
+          return await files.write(sandbox, path, counted(body, provider.name, 'upload'), options);
+        } finally {
+          release();
+        }
+      }),
+    mkdir: (principal: Principal, id: string, path: string, parents: boolean) => held(principal, id, (files, sandbox) => files.mkdir(sandbox, path, { parents })),
+    remove: (principal: Principal, id: string, path: string, recursive: boolean) => held(principal, id, (files, sandbox) => files.remove(sandbox, path, { recursive })),
+    move: (principal: Principal, id: string, from: string, to: string, overwrite: boolean) => held(principal, id, (files, sandbox) => files.move(sandbox, from, to, { overwrite })),
   };
 }
 export type FileService = ReturnType<typeof createFileService>;

@@ -1,4 +1,7 @@
-import { readFileSync } from 'node:fs';
+import { createReadStream, createWriteStream, readFileSync, renameSync, rmSync, statSync } from 'node:fs';
+import { once } from 'node:events';
+import { Readable } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
 import { parseArgs, type ParseArgsConfig } from 'node:util';
 import { Berth, BerthApiError, BerthError, type AgentEvent, type AgentHandle, type CreateAgentBody, type ExecLanguage, type Terminal, type WebSocketConstructor, type api } from '@berth/sdk';
 import WebSocket from 'ws';
@@ -110,6 +113,8 @@ async function agentsCommand(args: string[], io: Streams & { stdin: NodeJS.ReadS
       return execCommand(rest, io);
     case 'shell':
       return shellCommand(rest, io);
+    case 'files':
+      return filesCommand(rest, io);
     case 'pause':
     case 'resume':
     case 'terminate': {
@@ -130,13 +135,117 @@ async function agentsCommand(args: string[], io: Streams & { stdin: NodeJS.ReadS
       return 0;
     }
     default:
-      throw new UsageError('usage: berth agents create|list|get|exec|shell|pause|resume|terminate …; see berth agents --help');
+      throw new UsageError('usage: berth agents create|list|get|exec|shell|files|pause|resume|terminate …; see berth agents --help');
   }
 }
 
 function oneId(positionals: string[], action: string): string {
   if (positionals.length !== 1) throw new UsageError(`usage: berth agents ${action} <agent id>`);
   return positionals[0]!;
+}
+
+const FILES_USAGE =
+  'usage: berth agents files <agent id> ls [path] [--json] | get <path> [local file|-] | put <local file|-> <path> [--parents] [--mode 644] | rm <path> [--recursive] | mkdir <path> [--parents]';
+
+/** The size column of `files ls`: bytes, KiB, MiB, GiB. */
+function sizeText(bytes: number): string {
+  const units = ['B', 'K', 'M', 'G', 'T'];
+  let value = bytes;
+  let unit = 0;
+  while (value >= 1024 && unit < units.length - 1) {
+    value /= 1024;
+    unit++;
+  }
+  return unit === 0 ? `${value}` : `${value < 10 ? value.toFixed(1) : Math.round(value)}${units[unit]}`;
+}
+
+/**
+ * `berth agents files <id> ls|get|put|rm|mkdir …`: a sandbox's files. `get` and `put` stream: a
+ * file of any size passes through without being held, to or from a local file or stdout / stdin (`-`).
+ */
+async function filesCommand(args: string[], io: Streams & { stdin: NodeJS.ReadStream }): Promise<number> {
+  const { values, positionals } = parse(args, {
+    parents: { type: 'boolean', short: 'p' },
+    recursive: { type: 'boolean', short: 'r' },
+    mode: { type: 'string' },
+  });
+  const [agentId, action, ...paths] = positionals;
+  if (!agentId || !action) throw new UsageError(FILES_USAGE);
+  const arity: Record<string, [min: number, max: number]> = { ls: [0, 1], get: [1, 2], put: [2, 2], rm: [1, 1], mkdir: [1, 1] };
+  const allowed = arity[action];
+  if (!allowed || paths.length < allowed[0] || paths.length > allowed[1]) throw new UsageError(FILES_USAGE);
+  // Every flag belongs to some of the actions: one given where it means nothing is refused, not ignored.
+  const flagsOf: Record<string, string[]> = { ls: [], get: [], put: ['parents', 'mode'], rm: ['recursive'], mkdir: ['parents'] };
+  for (const flag of ['parents', 'recursive', 'mode'] as const) {
+    if (values[flag] !== undefined && !flagsOf[action]!.includes(flag)) throw new UsageError(`--${flag} is not an option of berth agents files ${action}`);
+  }
+  if (values.mode !== undefined && !/^[0-7]{3,4}$/.test(values.mode)) throw new UsageError('--mode is octal permission bits, e.g. 644');
+  const ctx = context(io, values);
+  const files = ctx.berth().agents.handle(agentId).files;
+  switch (action) {
+    case 'ls': {
+      const listing = await files.list(paths[0]);
+      if (ctx.json) {
+        printJson(ctx, listing);
+        return 0;
+      }
+      const style = styleFor(ctx.stdout, ctx.env);
+      const name = (entry: (typeof listing.data)[number]) =>
+        entry.type === 'directory' ? style.cyan(`${entry.name}/`) : entry.type === 'symlink' ? `${entry.name} -> ${entry.target ?? ''}` : entry.name;
+      print(ctx, table(['MODE', 'SIZE', 'MODIFIED', 'NAME'], listing.data.map((entry) => [entry.mode.toString(8).padStart(4, '0'), sizeText(entry.size), entry.modifiedAt, name(entry)]), style));
+      if (listing.omitted > 0) ctx.stderr.write(`${style.dim(`${listing.omitted} more entries not listed`)}
+`);
+      return 0;
+    }
+    case 'get': {
+      const [remote, local = '-'] = paths as [string, string?];
+      const body = Readable.fromWeb((await files.read(remote)) as import('node:stream/web').ReadableStream<Uint8Array>);
+      if (local === '-') {
+        for await (const chunk of body) if (!ctx.stdout.write(chunk)) await once(ctx.stdout, 'drain');
+        return 0;
+      }
+      // Written beside the local file and renamed at the end: a download cut short leaves the old file.
+      const partial = `${local}.berth-partial`;
+      try {
+        await pipeline(body, createWriteStream(partial));
+        renameSync(partial, local);
+      } catch (error) {
+        rmSync(partial, { force: true });
+        throw error;
+      }
+      if (ctx.json) printJson(ctx, { path: remote, file: local, size: statSync(local).size });
+      return 0;
+    }
+    case 'put': {
+      const [local, remote] = paths as [string, string];
+      if (local !== '-') {
+        const stat = (() => {
+          try {
+            return statSync(local);
+          } catch {
+            throw new UsageError(`no local file ${local}`);
+          }
+        })();
+        if (!stat.isFile()) throw new UsageError(`${local} is not a file`);
+      }
+      const data = local === '-' ? ctx.stdin : createReadStream(local);
+      const written = await files.write(remote, data, { ...(values.parents ? { parents: true } : {}), ...(values.mode ? { mode: values.mode } : {}) });
+      if (ctx.json) printJson(ctx, written);
+      else print(ctx, `${written.path}  ${sizeText(written.size)}`);
+      return 0;
+    }
+    case 'rm': {
+      await files.remove(paths[0]!, values.recursive ? { recursive: true } : {});
+      if (ctx.json) printJson(ctx, { ok: true, path: paths[0] });
+      return 0;
+    }
+    default: {
+      const made = await files.mkdir(paths[0]!, values.parents ? { parents: true } : {});
+      if (ctx.json) printJson(ctx, made);
+      else print(ctx, made.path);
+      return 0;
+    }
+  }
 }
 
 /** `berth agents exec <id> [--language bash] [--] <code…>`: the output as it comes, the program's exit code. */
