@@ -181,6 +181,8 @@ export function createControlPlane(deps: ControlPlaneDeps) {
       clientID: view.sessionId,
       envdVersion: ENVD_VERSION,
       envdAccessToken: deps.tokens.issue(principal, sandboxIdOf(view.id)),
+      // Ports are never public here: a request to one shows this token (E2B's e2b-traffic-access-token).
+      trafficAccessToken: deps.tokens.issue(principal, sandboxIdOf(view.id)),
       domain: deps.domain,
     };
   }
