@@ -17,6 +17,8 @@ import { removeDataDir } from '../helpers/runsc.js';
  * wildcard TLS front), against a real `berth up` with real gVisor sandboxes.
  */
 const DOMAIN = 'e2b.test';
+/** The envd version the surface claims: the one whose process and filesystem services it implements. */
+const ENVD_VERSION = '0.5.2';
 let berth: BerthProcess;
 let front: WildcardFront;
 let db: pg.Pool;
@@ -67,7 +69,7 @@ describe('the newest SDK (e2b 2.x) through E2B_API_URL and E2B_SANDBOX_URL', () 
     const session = await berth.api(key).get(`/v1/sessions/${agent.body.sessionId}`);
     expect(session.body.userId).toBe('alice');
     const info = await sandbox.getInfo();
-    expect(info).toMatchObject({ sandboxId: sandbox.sandboxId, templateId: 'base', state: 'running', metadata: { suite: 'e2b-v2', 'berth-user': 'alice' }, envdVersion: '0.5.2' });
+    expect(info).toMatchObject({ sandboxId: sandbox.sandboxId, templateId: 'base', state: 'running', metadata: { suite: 'e2b-v2', 'berth-user': 'alice' }, envdVersion: ENVD_VERSION });
     expect(info.cpuCount).toBeGreaterThan(0);
     expect(info.memoryMB).toBeGreaterThan(0);
   });
@@ -200,7 +202,7 @@ describe('the newest SDK (e2b 2.x) through E2B_API_URL and E2B_SANDBOX_URL', () 
     // connect on a running sandbox: 200; on a paused one: 201 (resumed).
     const running = await raw('POST', `/e2b/sandboxes/${sandbox.sandboxId}/connect`, { timeout: 600 });
     expect(running.status).toBe(200);
-    expect(running.body).toMatchObject({ sandboxID: sandbox.sandboxId, templateID: 'base', envdVersion: '0.5.2', envdAccessToken: expect.any(String), domain: DOMAIN });
+    expect(running.body).toMatchObject({ sandboxID: sandbox.sandboxId, templateID: 'base', envdVersion: ENVD_VERSION, envdAccessToken: expect.any(String), domain: DOMAIN });
     expect((await raw('POST', `/e2b/sandboxes/${sandbox.sandboxId}/pause`, {})).status).toBe(204);
     expect((await raw('POST', `/e2b/sandboxes/${sandbox.sandboxId}/pause`, {})).status).toBe(409);
     const again = await raw('POST', `/e2b/v2/sandboxes/${sandbox.sandboxId}/connect`, { timeout: 600 });
@@ -224,6 +226,112 @@ describe('the newest SDK (e2b 2.x) through E2B_API_URL and E2B_SANDBOX_URL', () 
     expect((await berth.api(key).get(`/v1/sessions/${agent.body.sessionId}`)).body.userId).toMatch(/^e2b-key-key_/);
     await second.kill();
   }, 120_000);
+
+  it('writes, reads, lists, renames and removes files under /home/user, which is the workspace', async () => {
+    const written = await sandbox.files.write('/home/user/notes/a.txt', 'hello from e2b\n');
+    expect(written).toMatchObject({ name: 'a.txt', path: '/home/user/notes/a.txt' });
+    expect(await sandbox.files.read('/home/user/notes/a.txt')).toBe('hello from e2b\n');
+    // A relative path is under the home too; a command sees it in /workspace.
+    expect(await sandbox.files.read('notes/a.txt')).toBe('hello from e2b\n');
+    expect((await sandbox.commands.run('cat /workspace/notes/a.txt')).stdout).toBe('hello from e2b\n');
+    const bytes = Uint8Array.from([0, 1, 2, 254, 255]);
+    await sandbox.files.write('notes/bin.dat', bytes.buffer as ArrayBuffer);
+    expect(Array.from(await sandbox.files.read('notes/bin.dat', { format: 'bytes' }))).toEqual(Array.from(bytes));
+
+    expect(await sandbox.files.makeDir('/home/user/notes/deep/er')).toBe(true);
+    expect(await sandbox.files.makeDir('/home/user/notes/deep/er')).toBe(false);
+    await sandbox.files.write('/home/user/notes/deep/er/c.txt', 'c');
+    const top = await sandbox.files.list('/home/user/notes');
+    expect(top.map((entry) => [entry.name, entry.type]).sort()).toEqual([
+      ['a.txt', 'file'],
+      ['bin.dat', 'file'],
+      ['deep', 'dir'],
+    ]);
+    const a = top.find((entry) => entry.name === 'a.txt')!;
+    expect(a).toMatchObject({ path: '/home/user/notes/a.txt', size: 15, permissions: '-rw-r--r--' });
+    expect(a.modifiedTime).toBeInstanceOf(Date);
+    const deep = await sandbox.files.list('/home/user/notes', { depth: 3 });
+    expect(deep.map((entry) => entry.path).sort()).toEqual(
+      ['a.txt', 'bin.dat', 'deep', 'deep/er', 'deep/er/c.txt'].map((name) => `/home/user/notes/${name}`),
+    );
+
+    expect(await sandbox.files.exists('/home/user/notes/a.txt')).toBe(true);
+    const renamed = await sandbox.files.rename('/home/user/notes/a.txt', '/home/user/notes/b.txt');
+    expect(renamed).toMatchObject({ name: 'b.txt', path: '/home/user/notes/b.txt', type: 'file' });
+    expect(await sandbox.files.exists('/home/user/notes/a.txt')).toBe(false);
+    await sandbox.files.remove('/home/user/notes/deep');
+    expect(await sandbox.files.exists('/home/user/notes/deep/er/c.txt')).toBe(false);
+    await expect(sandbox.files.read('/home/user/notes/nothing.txt')).rejects.toBeInstanceOf(e2b.FileNotFoundError);
+    await expect(sandbox.files.list('/home/user/notes/nothing')).rejects.toBeInstanceOf(e2b.FileNotFoundError);
+  }, 120_000);
+
+  it("shares the files with Berth's own files API both ways", async () => {
+    await sandbox.files.write('/home/user/shared/from-e2b.txt', 'written by the SDK');
+    const viaBerth = await fetch(`${berth.baseUrl}/v1/agents/agt_${sandbox.sandboxId}/files?path=shared/from-e2b.txt`, { headers: { authorization: `Bearer ${key}` } });
+    expect(viaBerth.status).toBe(200);
+    expect(await viaBerth.text()).toBe('written by the SDK');
+    const upload = await fetch(`${berth.baseUrl}/v1/agents/agt_${sandbox.sandboxId}/files?path=shared/from-berth.txt`, {
+      method: 'PUT',
+      headers: { authorization: `Bearer ${key}`, 'content-type': 'application/octet-stream' },
+      body: 'written by Berth',
+    });
+    expect(upload.status).toBe(201);
+    expect(await sandbox.files.read('/home/user/shared/from-berth.txt')).toBe('written by Berth');
+    // Several files at once: one multipart body, each part named by its path.
+    const many = await sandbox.files.write([
+      { path: '/home/user/shared/one.txt', data: '1' },
+      { path: 'shared/two.txt', data: '22' },
+    ]);
+    expect(many.map((entry) => entry.path)).toEqual(['/home/user/shared/one.txt', '/home/user/shared/two.txt']);
+    expect(await sandbox.files.read('/home/user/shared/two.txt')).toBe('22');
+  }, 60_000);
+
+  it('refuses paths outside the workspace, and links that lead out of it', async () => {
+    for (const path of ['/etc/passwd', '/home/user/../../etc/passwd', '../etc/passwd', '/tmp/x']) {
+      const read = await sandbox.files.read(path).catch((error: unknown) => error);
+      expect(read, path).toBeInstanceOf(e2b.SandboxError);
+      expect(String(read), path).toMatch(/outside the sandbox's files/);
+    }
+    const write = await sandbox.files.write('/etc/evil', 'x').catch((error: unknown) => error);
+    expect(String(write)).toMatch(/outside the sandbox's files/);
+    const list = await sandbox.files.list('/').catch((error: unknown) => error);
+    expect(String(list)).toMatch(/outside the sandbox's files/);
+    await sandbox.commands.run('ln -sfn /etc /workspace/etc-link');
+    const followed = await sandbox.files.read('/home/user/etc-link/passwd').catch((error: unknown) => error);
+    expect(followed).toBeInstanceOf(e2b.SandboxError);
+    expect(String(followed)).not.toMatch(/root:/);
+    expect((await sandbox.commands.run('cat /etc/hostname')).exitCode).toBe(0);
+    const watch = await sandbox.files.watchDir('/home/user', () => undefined).catch((error: unknown) => error);
+    expect(String(watch)).toMatch(/watching a directory is not offered/);
+  }, 60_000);
+
+  it("reaches a port in the sandbox through getHost, and through the E2b-Sandbox-Port header, with the sandbox's traffic token", async () => {
+    await sandbox.files.write('/home/user/site/hello.txt', 'hello through the tunnel');
+    await sandbox.commands.run('python3 -m http.server 8000 --bind 127.0.0.1 --directory /workspace/site', { background: true });
+    const token = sandbox.trafficAccessToken!;
+    expect(token).toEqual(expect.any(String));
+    const host = sandbox.getHost(8000);
+    expect(host).toBe(`8000-${sandbox.sandboxId}.${DOMAIN}`);
+    const byHost = await eventually(
+      async () => {
+        const response = await fetch(`https://${host}/hello.txt`, { headers: { 'e2b-traffic-access-token': token } });
+        return response.status === 200 ? response : undefined;
+      },
+      { timeoutMs: 20_000 },
+    );
+    expect(await byHost.text()).toBe('hello through the tunnel');
+    const byHeader = await fetch(`${berth.baseUrl}/hello.txt`, { headers: { 'e2b-sandbox-id': sandbox.sandboxId, 'e2b-sandbox-port': '8000', 'e2b-traffic-access-token': token } });
+    expect(byHeader.status).toBe(200);
+    expect(await byHeader.text()).toBe('hello through the tunnel');
+    const listing = await fetch(`https://${host}/`, { headers: { 'x-access-token': token } });
+    expect(await listing.text()).toContain('hello.txt');
+
+    const anonymous = await fetch(`https://${host}/hello.txt`);
+    expect(anonymous.status).toBe(401);
+    const closed = await fetch(`https://${sandbox.getHost(8001)}/`, { headers: { 'e2b-traffic-access-token': token } });
+    expect(closed.status).toBe(503);
+    expect(await closed.json()).toMatchObject({ code: 503, message: expect.stringContaining('nothing listens on port 8001') });
+  }, 60_000);
 
   it('guards the envd routes with the access token and answers E2B errors on the control plane', async () => {
     const list = (token: string) =>
@@ -267,6 +375,19 @@ describe('the last 1.x SDK (e2b 1.13) through E2B_DOMAIN: api.<domain> and <port
     options.apiKey = `e2b_${key}`;
     sandbox = await Sandbox.create('base', { ...options, metadata: { suite: 'e2b-v1' }, timeoutMs: 300_000 });
   }, 120_000);
+
+  it('writes, reads, lists and removes files (multipart uploads through the host name)', async () => {
+    await sandbox.files.write('/home/user/v1/a.txt', 'from 1.x');
+    expect(await sandbox.files.read('/home/user/v1/a.txt')).toBe('from 1.x');
+    expect((await sandbox.files.list('/home/user/v1')).map((entry) => entry.name)).toEqual(['a.txt']);
+    expect(await sandbox.files.exists('v1/a.txt')).toBe(true);
+    expect(await sandbox.files.makeDir('/home/user/v1/d')).toBe(true);
+    await sandbox.files.rename('/home/user/v1/a.txt', '/home/user/v1/d/b.txt');
+    expect(await sandbox.files.read('/home/user/v1/d/b.txt')).toBe('from 1.x');
+    await sandbox.files.remove('/home/user/v1');
+    expect(await sandbox.files.exists('/home/user/v1')).toBe(false);
+    await expect(sandbox.files.read('/etc/passwd')).rejects.toThrow(/outside the sandbox's files/);
+  }, 60_000);
 
   it('creates, runs commands with callbacks and exit codes, background and kill, a PTY, setTimeout, list and kill', async () => {
     const out: string[] = [];

@@ -161,14 +161,15 @@ export async function readMultipart(body: AsyncIterable<Buffer>, boundary: strin
         buffer = buffer.subarray(buffer.length - keep);
         return false;
       }
+      const after = buffer.subarray(at + delimiter.length);
+      // What follows the delimiter (`--` for the last, else CRLF) is not here yet.
+      if (after.length < 2) return false;
       if (state === 'data') {
         await feed(buffer.subarray(0, at));
         part!.stream.end();
         await part!.done;
         part = undefined;
       }
-      const after = buffer.subarray(at + delimiter.length);
-      if (after.length < 2) return false;
       if (after.subarray(0, 2).toString() === '--') {
         state = 'done';
         return false;
