@@ -37,7 +37,9 @@ beforeAll(async () => {
 });
 afterAll(async () => {
   await front?.close();
-  expect(await berth.stop()).toBe(0);
+  const code = await berth.stop();
+  // A crash of berth up shows its last words rather than only an exit code.
+  expect(code, berth.stderr().slice(-4000)).toBe(0);
   removeDataDir(berth.dataDir);
   await db.end();
 });

@@ -87,6 +87,16 @@ describe('multipart uploads', () => {
     expect(parts[1]!.headers).toContain('filename="d/b.txt"');
   });
 
+  it('ends with the refusal of a part that was never read, leaving no stream erroring unheard', async () => {
+    const text = body([{ filename: '/etc/evil', data: 'x'.repeat(200_000) }]);
+    const chunks = [Buffer.from(text.slice(0, 100)), Buffer.from(text.slice(100, 150_000)), Buffer.from(text.slice(150_000))];
+    await expect(
+      readMultipart(Readable.from(chunks), boundary, async () => {
+        throw new ConnectError('permission_denied', 'outside');
+      }),
+    ).rejects.toThrow('outside');
+  });
+
   it('refuses a body that ends before its closing boundary', async () => {
     await expect(parse(`--${boundary}\r\nContent-Disposition: form-data; name="file"; filename="a"\r\n\r\nhalf`, 5)).rejects.toThrow(/closing boundary/);
   });

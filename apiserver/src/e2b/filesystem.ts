@@ -187,6 +187,8 @@ export async function readMultipart(body: AsyncIterable<Buffer>, boundary: strin
       const headers = buffer.subarray(0, end).toString('utf8');
       buffer = buffer.subarray(end + 4);
       const stream = new PassThrough();
+      // A part ended by a failure (destroyed with it) whose writer had already refused has no reader left.
+      stream.on('error', () => undefined);
       parts += 1;
       part = { stream, done: onPart(headers, stream) };
       // A refusal before the part's bytes are read ends the upload with it.
