@@ -1,8 +1,10 @@
 import { execFileSync, spawn } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import * as e2b from 'e2b';
 import * as e2bV1 from 'e2b-v1';
 import pg from 'pg';
+import WebSocket from 'ws';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ROOT, startBerth, type BerthProcess } from '../helpers/berth.js';
 import { startWildcardFront, type WildcardFront } from '../helpers/e2b-tls.js';
@@ -333,6 +335,32 @@ describe('the newest SDK (e2b 2.x) through E2B_API_URL and E2B_SANDBOX_URL', () 
     const closed = await fetch(`https://${sandbox.getHost(8001)}/`, { headers: { 'e2b-traffic-access-token': token } });
     expect(closed.status).toBe(503);
     expect(await closed.json()).toMatchObject({ code: 503, message: expect.stringContaining('nothing listens on port 8001') });
+  }, 60_000);
+
+  it('passes a WebSocket to a port in the sandbox, by host name and by header', async () => {
+    await sandbox.files.write('/home/user/ws_echo.py', readFileSync(join(ROOT, 'test/e2b/ws_echo.py'), 'utf8'));
+    await sandbox.commands.run('python3 /workspace/ws_echo.py 8765', { background: true });
+    const token = sandbox.trafficAccessToken!;
+    const echo = (url: string, headers: Record<string, string>) =>
+      new Promise<string>((resolve, reject) => {
+        const socket = new WebSocket(url, { headers });
+        socket.once('open', () => socket.send('ping through the tunnel'));
+        socket.once('message', (data) => {
+          resolve(String(data));
+          socket.close();
+        });
+        socket.once('error', reject);
+        socket.once('unexpected-response', (_request, response) => reject(new Error(`answered ${response.statusCode}`)));
+      });
+    const byHeader = await eventually(
+      async () => echo(berth.baseUrl.replace(/^http/, 'ws') + '/', { 'e2b-sandbox-id': sandbox.sandboxId, 'e2b-sandbox-port': '8765', 'e2b-traffic-access-token': token }).catch(() => undefined),
+      { timeoutMs: 20_000 },
+    );
+    expect(byHeader).toBe('ping through the tunnel');
+    // The host name, as getHost names it, over plain HTTP to berth up (the Host header routes it).
+    const byHost = await echo(berth.baseUrl.replace(/^http/, 'ws') + '/', { host: sandbox.getHost(8765), 'e2b-traffic-access-token': token });
+    expect(byHost).toBe('ping through the tunnel');
+    await expect(echo(berth.baseUrl.replace(/^http/, 'ws') + '/', { host: sandbox.getHost(8765) })).rejects.toThrow('answered 401');
   }, 60_000);
 
   it('guards the envd routes with the access token and answers E2B errors on the control plane', async () => {
