@@ -332,6 +332,7 @@ export function createApp(deps: AppDeps): App {
       capabilities: (view) => (view.provider ? deps.providers.get(view.provider)?.capabilities : undefined),
       domain: deps.e2bDomain ?? null,
       onKilled: (agentId) => e2bProcesses.forget(agentId),
+      defaultEgress: deps.defaultEgress && deps.providers.get(deps.providers.defaultProvider)?.capabilities.egress ? deps.defaultEgress : undefined,
     }),
     processes: e2bProcesses,
     filesystem: createFilesystemService({ files }),

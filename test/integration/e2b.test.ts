@@ -459,6 +459,40 @@ describe('the last 1.x SDK (e2b 1.13) through E2B_DOMAIN: api.<domain> and <port
   });
 });
 
+describe('allowInternetAccess on an install with a default egress allow-list (BERTH_EGRESS_ALLOW)', () => {
+  let withEgress: BerthProcess;
+  let egressKey: string;
+
+  beforeAll(async () => {
+    withEgress = await startBerth({ env: { DATABASE_URL: await createTestDatabase(), BERTH_EGRESS_ALLOW: 'pypi.org' } });
+    egressKey = withEgress.liveKey!;
+  }, 120_000);
+  afterAll(async () => {
+    const code = await withEgress.stop();
+    expect(code, withEgress.stderr().slice(-4000)).toBe(0);
+    removeDataDir(withEgress.dataDir);
+  });
+
+  async function create(allowInternetAccess: boolean | undefined) {
+    const response = await fetch(`${withEgress.baseUrl}/e2b/v2/sandboxes`, {
+      method: 'POST',
+      headers: { 'x-api-key': `e2b_${egressKey}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ templateID: 'base', timeout: 120, ...(allowInternetAccess === undefined ? {} : { allow_internet_access: allowInternetAccess }) }),
+    });
+    expect(response.status).toBe(201);
+    const { sandboxID } = (await response.json()) as { sandboxID: string };
+    const agent = await withEgress.api(egressKey).get(`/v1/agents/agt_${sandboxID}`);
+    await fetch(`${withEgress.baseUrl}/e2b/sandboxes/${sandboxID}`, { method: 'DELETE', headers: { 'x-api-key': egressKey } });
+    return agent.body.egress as { hosts: string[]; cidrs: string[] } | undefined;
+  }
+
+  it("gives true the install's allow-list, and false no network even where the default would apply", async () => {
+    expect(await create(true)).toMatchObject({ hosts: ['pypi.org'], cidrs: [] });
+    expect(await create(undefined)).toMatchObject({ hosts: ['pypi.org'], cidrs: [] });
+    expect(await create(false)).toMatchObject({ hosts: [], cidrs: [] });
+  }, 120_000);
+});
+
 describe('the Python SDK (PyPI e2b 2.63) through the same environment', () => {
   it('creates a sandbox, runs commands (a non-zero exit as CommandExitException) and kills it', async () => {
     const python = execFileSync(join(ROOT, 'test/e2b/install-python-sdk.sh'), { encoding: 'utf8' }).trim();
