@@ -16,7 +16,8 @@ import { removeDataDir } from '../helpers/runsc.js';
  * The E2B-compatible surface (ADR 44) driven by the official JS SDKs from the npm registry, two
  * pinned versions (`e2b`: the newest, through E2B_API_URL and E2B_SANDBOX_URL; `e2b-v1`: the last
  * 1.x, which knows only E2B_DOMAIN, through `https://api.<domain>` and host names behind a
- * wildcard TLS front), against a real `berth up` with real gVisor sandboxes.
+ * wildcard TLS front), against a real `berth up` with real gVisor sandboxes: the control plane,
+ * envd's process and filesystem services and /files, and the sandbox's other ports (getHost).
  */
 const DOMAIN = 'e2b.test';
 /** The envd version the surface claims: the one whose process and filesystem services it implements. */
