@@ -1,4 +1,6 @@
 import { createControlPlane } from './e2b/control-plane.js';
+import { createFilesystemService } from './e2b/filesystem.js';
+import { createSandboxPorts } from './e2b/ports.js';
 import { createProcessService } from './e2b/process.js';
 import { createE2bSurface } from './e2b/surface.js';
 import { EnvdTokens } from './e2b/tokens.js';
@@ -204,7 +206,8 @@ export function createApp(deps: AppDeps): App {
   agentRoutes(routes, agents, { execTimeoutMs: deps.execTimeoutMs, definitions });
   const terminalTokens = new TerminalTokens(secretBox.subkey('berth/terminal-tokens'), deps.clock);
   execRoutes(routes, agents, { terminalTokens, heartbeatMs: deps.streamHeartbeatMs });
-  fileRoutes(routes, createFileService({ agents, metrics: deps.metrics }));
+  const files = createFileService({ agents, metrics: deps.metrics });
+  fileRoutes(routes, files);
   const ports = createPortService({ db: deps.pool, agents, clock: deps.clock, key: secretBox.subkey('berth/port-tokens') });
   const portProxy = createPortProxy({ db: deps.pool, agents, ports, log: deps.log, metrics: deps.metrics, secureCookies: deps.publicUrl?.startsWith('https:') ?? false });
   portRoutes(routes, { ports, proxy: portProxy, publicUrl: (origin) => deps.publicUrl ?? origin });
@@ -329,8 +332,11 @@ export function createApp(deps: AppDeps): App {
       capabilities: (view) => (view.provider ? deps.providers.get(view.provider)?.capabilities : undefined),
       domain: deps.e2bDomain ?? null,
       onKilled: (agentId) => e2bProcesses.forget(agentId),
+      defaultEgress: deps.defaultEgress && deps.providers.get(deps.providers.defaultProvider)?.capabilities.egress ? deps.defaultEgress : undefined,
     }),
     processes: e2bProcesses,
+    filesystem: createFilesystemService({ files }),
+    ports: createSandboxPorts({ agents, metrics: deps.metrics }),
     tokens: envdTokens,
     rateLimiter,
     domain: deps.e2bDomain ?? null,
@@ -365,7 +371,8 @@ export function createApp(deps: AppDeps): App {
   app.use(notFoundHandler);
   app.use(errorHandler);
   const terminal = terminalUpgrade({ db: deps.pool, agents, tokens: terminalTokens, log: deps.log });
-  const upgrade: UpgradeListener = (req, socket, head) => (portProxy.matches(req.url) ? portProxy.upgrade(req, socket, head) : terminal(req, socket, head));
+  const upgrade: UpgradeListener = (req, socket, head) =>
+    e2bSurface.matchesUpgrade(req) ? e2bSurface.upgrade(req, socket, head) : portProxy.matches(req.url) ? portProxy.upgrade(req, socket, head) : terminal(req, socket, head);
   return {
     express: app,
     routes,

@@ -1,5 +1,5 @@
 """The Python SDK (PyPI e2b) against the E2B-compatible surface: create, commands.run, a
-non-zero exit, kill. Configured by the SDK's environment (E2B_API_URL, E2B_SANDBOX_URL,
+non-zero exit, files written, read and listed, kill. Configured by the SDK's environment (E2B_API_URL, E2B_SANDBOX_URL,
 E2B_API_KEY); prints one JSON object for the test to check."""
 import json
 import sys
@@ -15,6 +15,10 @@ def main() -> int:
         failed = None
     except CommandExitException as error:
         failed = error.exit_code
+    sandbox.files.write("/home/user/py/hello.txt", "from python")
+    read_back = sandbox.files.read("py/hello.txt")
+    listed = [entry.name for entry in sandbox.files.list("/home/user/py")]
+    exists = sandbox.files.exists("/home/user/py/hello.txt")
     info = sandbox.get_info()
     killed = sandbox.kill()
     json.dump(
@@ -25,6 +29,9 @@ def main() -> int:
             "stderr": result.stderr,
             "exitCode": result.exit_code,
             "failedExitCode": failed,
+            "readBack": read_back,
+            "listed": listed,
+            "exists": exists,
             "killed": killed,
             "killedAgain": Sandbox.kill(sandbox.sandbox_id),
         },

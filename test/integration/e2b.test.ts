@@ -1,8 +1,10 @@
 import { execFileSync, spawn } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import * as e2b from 'e2b';
 import * as e2bV1 from 'e2b-v1';
 import pg from 'pg';
+import WebSocket from 'ws';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ROOT, startBerth, type BerthProcess } from '../helpers/berth.js';
 import { startWildcardFront, type WildcardFront } from '../helpers/e2b-tls.js';
@@ -14,9 +16,12 @@ import { removeDataDir } from '../helpers/runsc.js';
  * The E2B-compatible surface (ADR 44) driven by the official JS SDKs from the npm registry, two
  * pinned versions (`e2b`: the newest, through E2B_API_URL and E2B_SANDBOX_URL; `e2b-v1`: the last
  * 1.x, which knows only E2B_DOMAIN, through `https://api.<domain>` and host names behind a
- * wildcard TLS front), against a real `berth up` with real gVisor sandboxes.
+ * wildcard TLS front), against a real `berth up` with real gVisor sandboxes: the control plane,
+ * envd's process and filesystem services and /files, and the sandbox's other ports (getHost).
  */
 const DOMAIN = 'e2b.test';
+/** The envd version the surface claims: the one whose process and filesystem services it implements. */
+const ENVD_VERSION = '0.5.2';
 let berth: BerthProcess;
 let front: WildcardFront;
 let db: pg.Pool;
@@ -35,7 +40,9 @@ beforeAll(async () => {
 });
 afterAll(async () => {
   await front?.close();
-  expect(await berth.stop()).toBe(0);
+  const code = await berth.stop();
+  // A crash of berth up shows its last words rather than only an exit code.
+  expect(code, berth.stderr().slice(-4000)).toBe(0);
   removeDataDir(berth.dataDir);
   await db.end();
 });
@@ -67,7 +74,7 @@ describe('the newest SDK (e2b 2.x) through E2B_API_URL and E2B_SANDBOX_URL', () 
     const session = await berth.api(key).get(`/v1/sessions/${agent.body.sessionId}`);
     expect(session.body.userId).toBe('alice');
     const info = await sandbox.getInfo();
-    expect(info).toMatchObject({ sandboxId: sandbox.sandboxId, templateId: 'base', state: 'running', metadata: { suite: 'e2b-v2', 'berth-user': 'alice' }, envdVersion: '0.5.2' });
+    expect(info).toMatchObject({ sandboxId: sandbox.sandboxId, templateId: 'base', state: 'running', metadata: { suite: 'e2b-v2', 'berth-user': 'alice' }, envdVersion: ENVD_VERSION });
     expect(info.cpuCount).toBeGreaterThan(0);
     expect(info.memoryMB).toBeGreaterThan(0);
   });
@@ -200,7 +207,7 @@ describe('the newest SDK (e2b 2.x) through E2B_API_URL and E2B_SANDBOX_URL', () 
     // connect on a running sandbox: 200; on a paused one: 201 (resumed).
     const running = await raw('POST', `/e2b/sandboxes/${sandbox.sandboxId}/connect`, { timeout: 600 });
     expect(running.status).toBe(200);
-    expect(running.body).toMatchObject({ sandboxID: sandbox.sandboxId, templateID: 'base', envdVersion: '0.5.2', envdAccessToken: expect.any(String), domain: DOMAIN });
+    expect(running.body).toMatchObject({ sandboxID: sandbox.sandboxId, templateID: 'base', envdVersion: ENVD_VERSION, envdAccessToken: expect.any(String), domain: DOMAIN });
     expect((await raw('POST', `/e2b/sandboxes/${sandbox.sandboxId}/pause`, {})).status).toBe(204);
     expect((await raw('POST', `/e2b/sandboxes/${sandbox.sandboxId}/pause`, {})).status).toBe(409);
     const again = await raw('POST', `/e2b/v2/sandboxes/${sandbox.sandboxId}/connect`, { timeout: 600 });
@@ -224,6 +231,138 @@ describe('the newest SDK (e2b 2.x) through E2B_API_URL and E2B_SANDBOX_URL', () 
     expect((await berth.api(key).get(`/v1/sessions/${agent.body.sessionId}`)).body.userId).toMatch(/^e2b-key-key_/);
     await second.kill();
   }, 120_000);
+
+  it('writes, reads, lists, renames and removes files under /home/user, which is the workspace', async () => {
+    const written = await sandbox.files.write('/home/user/notes/a.txt', 'hello from e2b\n');
+    expect(written).toMatchObject({ name: 'a.txt', path: '/home/user/notes/a.txt' });
+    expect(await sandbox.files.read('/home/user/notes/a.txt')).toBe('hello from e2b\n');
+    // A relative path is under the home too; a command sees it in /workspace.
+    expect(await sandbox.files.read('notes/a.txt')).toBe('hello from e2b\n');
+    expect((await sandbox.commands.run('cat /workspace/notes/a.txt')).stdout).toBe('hello from e2b\n');
+    const bytes = Uint8Array.from([0, 1, 2, 254, 255]);
+    await sandbox.files.write('notes/bin.dat', bytes.buffer as ArrayBuffer);
+    expect(Array.from(await sandbox.files.read('notes/bin.dat', { format: 'bytes' }))).toEqual(Array.from(bytes));
+
+    expect(await sandbox.files.makeDir('/home/user/notes/deep/er')).toBe(true);
+    expect(await sandbox.files.makeDir('/home/user/notes/deep/er')).toBe(false);
+    await sandbox.files.write('/home/user/notes/deep/er/c.txt', 'c');
+    const top = await sandbox.files.list('/home/user/notes');
+    expect(top.map((entry) => [entry.name, entry.type]).sort()).toEqual([
+      ['a.txt', 'file'],
+      ['bin.dat', 'file'],
+      ['deep', 'dir'],
+    ]);
+    const a = top.find((entry) => entry.name === 'a.txt')!;
+    expect(a).toMatchObject({ path: '/home/user/notes/a.txt', size: 15, permissions: '-rw-r--r--' });
+    expect(a.modifiedTime).toBeInstanceOf(Date);
+    const deep = await sandbox.files.list('/home/user/notes', { depth: 3 });
+    expect(deep.map((entry) => entry.path).sort()).toEqual(
+      ['a.txt', 'bin.dat', 'deep', 'deep/er', 'deep/er/c.txt'].map((name) => `/home/user/notes/${name}`),
+    );
+
+    expect(await sandbox.files.exists('/home/user/notes/a.txt')).toBe(true);
+    const renamed = await sandbox.files.rename('/home/user/notes/a.txt', '/home/user/notes/b.txt');
+    expect(renamed).toMatchObject({ name: 'b.txt', path: '/home/user/notes/b.txt', type: 'file' });
+    expect(await sandbox.files.exists('/home/user/notes/a.txt')).toBe(false);
+    await sandbox.files.remove('/home/user/notes/deep');
+    expect(await sandbox.files.exists('/home/user/notes/deep/er/c.txt')).toBe(false);
+    await expect(sandbox.files.read('/home/user/notes/nothing.txt')).rejects.toBeInstanceOf(e2b.FileNotFoundError);
+    await expect(sandbox.files.list('/home/user/notes/nothing')).rejects.toBeInstanceOf(e2b.FileNotFoundError);
+  }, 120_000);
+
+  it("shares the files with Berth's own files API both ways", async () => {
+    await sandbox.files.write('/home/user/shared/from-e2b.txt', 'written by the SDK');
+    const viaBerth = await fetch(`${berth.baseUrl}/v1/agents/agt_${sandbox.sandboxId}/files?path=shared/from-e2b.txt`, { headers: { authorization: `Bearer ${key}` } });
+    expect(viaBerth.status).toBe(200);
+    expect(await viaBerth.text()).toBe('written by the SDK');
+    const upload = await fetch(`${berth.baseUrl}/v1/agents/agt_${sandbox.sandboxId}/files?path=shared/from-berth.txt`, {
+      method: 'PUT',
+      headers: { authorization: `Bearer ${key}`, 'content-type': 'application/octet-stream' },
+      body: 'written by Berth',
+    });
+    expect(upload.status).toBe(201);
+    expect(await sandbox.files.read('/home/user/shared/from-berth.txt')).toBe('written by Berth');
+    // Several files at once: one multipart body, each part named by its path.
+    const many = await sandbox.files.write([
+      { path: '/home/user/shared/one.txt', data: '1' },
+      { path: 'shared/two.txt', data: '22' },
+    ]);
+    expect(many.map((entry) => entry.path)).toEqual(['/home/user/shared/one.txt', '/home/user/shared/two.txt']);
+    expect(await sandbox.files.read('/home/user/shared/two.txt')).toBe('22');
+  }, 60_000);
+
+  it('refuses paths outside the workspace, and links that lead out of it', async () => {
+    for (const path of ['/etc/passwd', '/home/user/../../etc/passwd', '../etc/passwd', '/tmp/x']) {
+      const read = await sandbox.files.read(path).catch((error: unknown) => error);
+      expect(read, path).toBeInstanceOf(e2b.SandboxError);
+      expect(String(read), path).toMatch(/outside the sandbox's files/);
+    }
+    const write = await sandbox.files.write('/etc/evil', 'x').catch((error: unknown) => error);
+    expect(String(write)).toMatch(/outside the sandbox's files/);
+    const list = await sandbox.files.list('/').catch((error: unknown) => error);
+    expect(String(list)).toMatch(/outside the sandbox's files/);
+    await sandbox.commands.run('ln -sfn /etc /workspace/etc-link');
+    const followed = await sandbox.files.read('/home/user/etc-link/passwd').catch((error: unknown) => error);
+    expect(followed).toBeInstanceOf(e2b.SandboxError);
+    expect(String(followed)).not.toMatch(/root:/);
+    expect((await sandbox.commands.run('cat /etc/hostname')).exitCode).toBe(0);
+    const watch = await sandbox.files.watchDir('/home/user', () => undefined).catch((error: unknown) => error);
+    expect(String(watch)).toMatch(/watching a directory is not offered/);
+  }, 60_000);
+
+  it("reaches a port in the sandbox through getHost, and through the E2b-Sandbox-Port header, with the sandbox's traffic token", async () => {
+    await sandbox.files.write('/home/user/site/hello.txt', 'hello through the tunnel');
+    await sandbox.commands.run('python3 -m http.server 8000 --bind 127.0.0.1 --directory /workspace/site', { background: true });
+    const token = sandbox.trafficAccessToken!;
+    expect(token).toEqual(expect.any(String));
+    const host = sandbox.getHost(8000);
+    expect(host).toBe(`8000-${sandbox.sandboxId}.${DOMAIN}`);
+    const byHost = await eventually(
+      async () => {
+        const response = await fetch(`https://${host}/hello.txt`, { headers: { 'e2b-traffic-access-token': token } });
+        return response.status === 200 ? response : undefined;
+      },
+      { timeoutMs: 20_000 },
+    );
+    expect(await byHost.text()).toBe('hello through the tunnel');
+    const byHeader = await fetch(`${berth.baseUrl}/hello.txt`, { headers: { 'e2b-sandbox-id': sandbox.sandboxId, 'e2b-sandbox-port': '8000', 'e2b-traffic-access-token': token } });
+    expect(byHeader.status).toBe(200);
+    expect(await byHeader.text()).toBe('hello through the tunnel');
+    const listing = await fetch(`https://${host}/`, { headers: { 'x-access-token': token } });
+    expect(await listing.text()).toContain('hello.txt');
+
+    const anonymous = await fetch(`https://${host}/hello.txt`);
+    expect(anonymous.status).toBe(401);
+    const closed = await fetch(`https://${sandbox.getHost(8001)}/`, { headers: { 'e2b-traffic-access-token': token } });
+    expect(closed.status).toBe(503);
+    expect(await closed.json()).toMatchObject({ code: 503, message: expect.stringContaining('nothing listens on port 8001') });
+  }, 60_000);
+
+  it('passes a WebSocket to a port in the sandbox, by host name and by header', async () => {
+    await sandbox.files.write('/home/user/ws_echo.py', readFileSync(join(ROOT, 'test/e2b/ws_echo.py'), 'utf8'));
+    await sandbox.commands.run('python3 /workspace/ws_echo.py 8765', { background: true });
+    const token = sandbox.trafficAccessToken!;
+    const echo = (url: string, headers: Record<string, string>) =>
+      new Promise<string>((resolve, reject) => {
+        const socket = new WebSocket(url, { headers });
+        socket.once('open', () => socket.send('ping through the tunnel'));
+        socket.once('message', (data) => {
+          resolve(String(data));
+          socket.close();
+        });
+        socket.once('error', reject);
+        socket.once('unexpected-response', (_request, response) => reject(new Error(`answered ${response.statusCode}`)));
+      });
+    const byHeader = await eventually(
+      async () => echo(berth.baseUrl.replace(/^http/, 'ws') + '/', { 'e2b-sandbox-id': sandbox.sandboxId, 'e2b-sandbox-port': '8765', 'e2b-traffic-access-token': token }).catch(() => undefined),
+      { timeoutMs: 20_000 },
+    );
+    expect(byHeader).toBe('ping through the tunnel');
+    // The host name, as getHost names it, over plain HTTP to berth up (the Host header routes it).
+    const byHost = await echo(berth.baseUrl.replace(/^http/, 'ws') + '/', { host: sandbox.getHost(8765), 'e2b-traffic-access-token': token });
+    expect(byHost).toBe('ping through the tunnel');
+    await expect(echo(berth.baseUrl.replace(/^http/, 'ws') + '/', { host: sandbox.getHost(8765) })).rejects.toThrow('answered 401');
+  }, 60_000);
 
   it('guards the envd routes with the access token and answers E2B errors on the control plane', async () => {
     const list = (token: string) =>
@@ -268,6 +407,19 @@ describe('the last 1.x SDK (e2b 1.13) through E2B_DOMAIN: api.<domain> and <port
     sandbox = await Sandbox.create('base', { ...options, metadata: { suite: 'e2b-v1' }, timeoutMs: 300_000 });
   }, 120_000);
 
+  it('writes, reads, lists and removes files (multipart uploads through the host name)', async () => {
+    await sandbox.files.write('/home/user/v1/a.txt', 'from 1.x');
+    expect(await sandbox.files.read('/home/user/v1/a.txt')).toBe('from 1.x');
+    expect((await sandbox.files.list('/home/user/v1')).map((entry) => entry.name)).toEqual(['a.txt']);
+    expect(await sandbox.files.exists('v1/a.txt')).toBe(true);
+    expect(await sandbox.files.makeDir('/home/user/v1/d')).toBe(true);
+    await sandbox.files.rename('/home/user/v1/a.txt', '/home/user/v1/d/b.txt');
+    expect(await sandbox.files.read('/home/user/v1/d/b.txt')).toBe('from 1.x');
+    await sandbox.files.remove('/home/user/v1');
+    expect(await sandbox.files.exists('/home/user/v1')).toBe(false);
+    await expect(sandbox.files.read('/etc/passwd')).rejects.toThrow(/outside the sandbox's files/);
+  }, 60_000);
+
   it('creates, runs commands with callbacks and exit codes, background and kill, a PTY, setTimeout, list and kill', async () => {
     const out: string[] = [];
     const result = await sandbox.commands.run('echo v1-out; echo v1-err >&2', { onStdout: (data) => void out.push(data) });
@@ -308,8 +460,42 @@ describe('the last 1.x SDK (e2b 1.13) through E2B_DOMAIN: api.<domain> and <port
   });
 });
 
+describe('allowInternetAccess on an install with a default egress allow-list (BERTH_EGRESS_ALLOW)', () => {
+  let withEgress: BerthProcess;
+  let egressKey: string;
+
+  beforeAll(async () => {
+    withEgress = await startBerth({ env: { DATABASE_URL: await createTestDatabase(), BERTH_EGRESS_ALLOW: 'pypi.org' } });
+    egressKey = withEgress.liveKey!;
+  }, 120_000);
+  afterAll(async () => {
+    const code = await withEgress.stop();
+    expect(code, withEgress.stderr().slice(-4000)).toBe(0);
+    removeDataDir(withEgress.dataDir);
+  });
+
+  async function create(allowInternetAccess: boolean | undefined) {
+    const response = await fetch(`${withEgress.baseUrl}/e2b/v2/sandboxes`, {
+      method: 'POST',
+      headers: { 'x-api-key': `e2b_${egressKey}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ templateID: 'base', timeout: 120, ...(allowInternetAccess === undefined ? {} : { allow_internet_access: allowInternetAccess }) }),
+    });
+    expect(response.status).toBe(201);
+    const { sandboxID } = (await response.json()) as { sandboxID: string };
+    const agent = await withEgress.api(egressKey).get(`/v1/agents/agt_${sandboxID}`);
+    await fetch(`${withEgress.baseUrl}/e2b/sandboxes/${sandboxID}`, { method: 'DELETE', headers: { 'x-api-key': egressKey } });
+    return agent.body.egress as { hosts: string[]; cidrs: string[] } | undefined;
+  }
+
+  it("gives true the install's allow-list, and false no network even where the default would apply", async () => {
+    expect(await create(true)).toMatchObject({ hosts: ['pypi.org'], cidrs: [] });
+    expect(await create(undefined)).toMatchObject({ hosts: ['pypi.org'], cidrs: [] });
+    expect(await create(false)).toMatchObject({ hosts: [], cidrs: [] });
+  }, 120_000);
+});
+
 describe('the Python SDK (PyPI e2b 2.63) through the same environment', () => {
-  it('creates a sandbox, runs commands (a non-zero exit as CommandExitException) and kills it', async () => {
+  it('creates a sandbox, runs commands (a non-zero exit as CommandExitException), writes and reads files, and kills it', async () => {
     const python = execFileSync(join(ROOT, 'test/e2b/install-python-sdk.sh'), { encoding: 'utf8' }).trim();
     const child = spawn(python, [join(ROOT, 'test/e2b/python_smoke.py')], {
       env: { ...process.env, E2B_API_URL: `${berth.baseUrl}/e2b`, E2B_SANDBOX_URL: berth.baseUrl, E2B_API_KEY: `e2b_${key}` },
@@ -322,7 +508,7 @@ describe('the Python SDK (PyPI e2b 2.63) through the same environment', () => {
     const code = await new Promise<number | null>((resolve) => child.once('exit', resolve));
     expect(code, stderr).toBe(0);
     const result = JSON.parse(stdout);
-    expect(result).toMatchObject({ templateId: 'base', stdout: 'py-out\n', stderr: 'py-err\n', exitCode: 0, failedExitCode: 5, killed: true, killedAgain: false });
+    expect(result).toMatchObject({ templateId: 'base', stdout: 'py-out\n', stderr: 'py-err\n', exitCode: 0, failedExitCode: 5, readBack: 'from python', listed: ['hello.txt'], exists: true, killed: true, killedAgain: false });
     expect((await berth.api(key).get(`/v1/agents/agt_${result.sandboxId}`)).body.metadata).toMatchObject({ suite: 'e2b-python' });
   }, 180_000);
 });

@@ -62,7 +62,6 @@ function refuseUnoffered(body: z.infer<typeof newSandboxSchema>): void {
   };
   if (body.envVars && Object.keys(body.envVars).length > 0) refuse('envVars', 'sandbox-wide environment variables are not offered: give envs to each command, or store them as Berth secrets');
   if (body.secure === false) refuse('secure', 'every sandbox here needs its envd access token');
-  if (body.allow_internet_access === true) refuse('allow_internet_access', 'sandboxes have no network here');
   if (body.autoPause === true) refuse('autoPause', 'pausing at the timeout is not offered: the sandbox ends at its timeout');
   if (body.autoPauseMemory !== undefined) refuse('autoPauseMemory', 'only with autoPause, which is not offered');
   if (body.autoResume?.enabled === true) refuse('autoResume', 'resuming on traffic is not offered: resume with connect');
@@ -140,6 +139,11 @@ export interface ControlPlaneDeps {
   domain: string | null;
   /** Called when a sandbox is killed, to forget its processes. */
   onKilled: (agentId: string) => void;
+  /**
+   * The install's egress allow-list for agents given none (BERTH_EGRESS_ALLOW, ADR 46), where the
+   * default provider enforces it; undefined: sandboxes get no network.
+   */
+  defaultEgress?: { hosts: string[]; cidrs: string[] } | undefined;
 }
 
 /** How long create and connect wait for a sandbox to be ready, and kill for it to be gone. */
@@ -181,6 +185,8 @@ export function createControlPlane(deps: ControlPlaneDeps) {
       clientID: view.sessionId,
       envdVersion: ENVD_VERSION,
       envdAccessToken: deps.tokens.issue(principal, sandboxIdOf(view.id)),
+      // Ports are never public here: a request to one shows this token (E2B's e2b-traffic-access-token).
+      trafficAccessToken: deps.tokens.issue(principal, sandboxIdOf(view.id)),
       domain: deps.domain,
     };
   }
@@ -210,6 +216,17 @@ export function createControlPlane(deps: ControlPlaneDeps) {
     async create(principal: Principal, body: unknown) {
       const request = parse(newSandboxSchema, body);
       refuseUnoffered(request);
+      const defaultEgress = deps.defaultEgress && deps.defaultEgress.hosts.length + deps.defaultEgress.cidrs.length > 0 ? deps.defaultEgress : undefined;
+      // allowInternetAccess (ADR 44, ADR 46): true is the network this install gives sandboxes
+      // (its default egress allow-list), refused where it gives none; false is no network at all,
+      // even where a default would apply; absent, the install's default as for any agent.
+      if (request.allow_internet_access === true && !defaultEgress) {
+        throw new E2bError(
+          400,
+          'allow_internet_access: this install gives sandboxes no network (BERTH_EGRESS_ALLOW is not set): pass allowInternetAccess: false, or give the agent an egress policy with PATCH /v1/agents/{id}',
+        );
+      }
+      const noNetwork = request.allow_internet_access === false && defaultEgress !== undefined;
       const compute = TEMPLATES[request.templateID];
       if (!compute) throw new E2bError(404, `template "${request.templateID}" not found: this install has ${Object.keys(TEMPLATES).join(', ')}`);
       const metadata = request.metadata ?? {};
@@ -219,6 +236,7 @@ export function createControlPlane(deps: ControlPlaneDeps) {
         compute,
         timeout: formatDuration(request.timeout ?? DEFAULT_TIMEOUT_SECONDS),
         metadata: { ...metadata, [TEMPLATE_METADATA_KEY]: request.templateID },
+        ...(noNetwork ? { egress: { hosts: [], cidrs: [], credentials: [] } } : {}),
       });
       const view = await agents.create(principal, session.id, input);
       try {

@@ -1,4 +1,5 @@
-import type { IncomingMessage, ServerResponse } from 'node:http';
+import { STATUS_CODES, type IncomingMessage, type ServerResponse } from 'node:http';
+import type { Duplex } from 'node:stream';
 import { ApiError, findApiKeysByIdOrPrefix, type Logger, type Principal, type Queryable } from '@berth/common';
 import type { NextFunction, Request, Response } from 'express';
 import { Counter, type Registry } from 'prom-client';
@@ -8,6 +9,9 @@ import { toApiError } from '../http/errors.js';
 import type { AgentService } from '../services/agents.js';
 import { ConnectError, isStreamingRequest, parseEnvelopes, parseJson, readBody, sendStreamError, sendUnaryError, toConnectError } from './connect.js';
 import { agentIdOf, E2bError, readJson, sendE2b, type ControlPlane } from './control-plane.js';
+import type { FilesystemService } from './filesystem.js';
+import { httpStatusOf } from './filesystem.js';
+import type { SandboxPorts } from './ports.js';
 import type { ProcessService } from './process.js';
 import type { EnvdTokens } from './tokens.js';
 
@@ -17,7 +21,7 @@ import type { EnvdTokens } from './tokens.js';
  *   `api.<domain>` (SDKs that only know `E2B_DOMAIN`);
  * - a sandbox's envd by the `E2b-Sandbox-Id` and `E2b-Sandbox-Port` headers on any path of the
  *   Berth host (`E2B_SANDBOX_URL=<berth>`), or by the host name `<port>-<sandboxId>.<domain>`.
- * The envd port is the only port: other ports need the port tunnel, which this surface has not.
+ * Other ports of the sandbox are passed to the program listening there (ports.ts).
  */
 
 export const PREFIX = '/e2b';
@@ -30,6 +34,8 @@ export interface SurfaceDeps {
   agents: AgentService;
   controlPlane: ControlPlane;
   processes: ProcessService;
+  filesystem: FilesystemService;
+  ports: SandboxPorts;
   tokens: EnvdTokens;
   rateLimiter?: RateLimiter | undefined;
   domain: string | null;
@@ -41,6 +47,14 @@ export interface SurfaceDeps {
 export function berthKeyOf(header: string | undefined): string | undefined {
   if (!header) return undefined;
   return header.startsWith('e2b_') ? header.slice(4) : header;
+}
+
+/** An error of envd's REST routes (`/files`) and of a port: `{code, message}` with the HTTP status. */
+function sendFilesError(res: ServerResponse, error: ConnectError): void {
+  const status = httpStatusOf(error);
+  const body = JSON.stringify({ code: status, message: error.message });
+  res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) });
+  res.end(body);
 }
 
 function hostOf(req: IncomingMessage): string {
@@ -142,28 +156,65 @@ export function createE2bSurface(deps: SurfaceDeps) {
     }
   }
 
-  async function envd(req: Request, res: Response, sandboxId: string, port: number): Promise<void> {
-    const path = new URL(req.originalUrl, 'http://localhost').pathname;
-    const operation = path.startsWith('/process.Process/') ? path.slice('/process.Process/'.length) : path;
+  function sandboxAgentId(sandboxId: string): string {
     try {
-      if (port !== ENVD_PORT) throw new ConnectError('unavailable', `port ${port}: only envd's port ${ENVD_PORT} is reachable here (other ports need the port tunnel)`);
-      const agentId = (() => {
-        try {
-          return agentIdOf(sandboxId);
-        } catch {
-          throw new ConnectError('not_found', `sandbox "${sandboxId}" not found`);
-        }
-      })();
+      return agentIdOf(sandboxId);
+    } catch {
+      throw new ConnectError('not_found', `sandbox "${sandboxId}" not found`);
+    }
+  }
+
+  async function envd(req: Request, res: Response, sandboxId: string, port: number): Promise<void> {
+    const url = new URL(req.originalUrl, 'http://localhost');
+    const path = url.pathname;
+    const operation =
+      port !== ENVD_PORT
+        ? 'port'
+        : path.startsWith('/process.Process/')
+          ? path.slice('/process.Process/'.length)
+          : path.startsWith('/filesystem.Filesystem/')
+            ? `filesystem.${path.slice('/filesystem.Filesystem/'.length)}`
+            : path;
+    try {
+      const agentId = sandboxAgentId(sandboxId);
+      if (port !== ENVD_PORT) {
+        if (!Number.isInteger(port) || port < 1 || port > 65535) throw new ConnectError('invalid_argument', `port ${port}: not a TCP port`);
+        const principal = await principalOfToken(req, res, sandboxId, trafficToken(req));
+        await deps.ports.http(req, res, principal, agentId, port);
+        requests.inc({ part: 'port', operation, status: res.statusCode });
+        return;
+      }
       if (path === '/health' && req.method === 'GET') {
         requests.inc({ part: 'envd', operation: 'health', status: 204 });
         res.writeHead(204);
         res.end();
         return;
       }
-      const principal = await principalOfToken(req, res, sandboxId);
+      const principal = await principalOfToken(req, res, sandboxId, req.headers['x-access-token']);
       checkUser(req.headers.authorization);
-      if (path.startsWith('/filesystem.Filesystem/') || path === '/files') {
-        throw new ConnectError('unimplemented', 'the filesystem service and /files are not served yet (see docs/e2b-compatible.md)');
+      if (path === '/files') {
+        const query = url.searchParams;
+        const user = query.get('username');
+        if (user !== null && !ACCEPTED_USERS.includes(user)) {
+          throw new ConnectError('unimplemented', `username: programs run as the sandbox's one user here, which stands for ${ACCEPTED_USERS.join(' and ')}; "${user}" is not one of them`);
+        }
+        if (req.method === 'GET') await deps.filesystem.download(res, principal, agentId, query);
+        else if (req.method === 'POST') await deps.filesystem.upload(req, res, principal, agentId, query);
+        else throw new ConnectError('not_found', `${req.method} /files: envd's /files takes GET and POST`);
+        requests.inc({ part: 'envd', operation: `files.${req.method}`, status: res.statusCode });
+        return;
+      }
+      if (path.startsWith('/filesystem.Filesystem/') && req.method === 'POST') {
+        const method = path.slice('/filesystem.Filesystem/'.length);
+        const body = await readBody(req);
+        if (isStreamingRequest(req)) {
+          // Only WatchDir streams, and it is not offered; answered in the stream's own form.
+          parseEnvelopes(body);
+          throw new ConnectError('unimplemented', `filesystem.Filesystem/${method}: watching a directory is not offered here (the files capability has no change notifications)`);
+        }
+        await deps.filesystem.call(res, principal, agentId, method, parseJson(body));
+        requests.inc({ part: 'envd', operation, status: res.statusCode });
+        return;
       }
       if (!path.startsWith('/process.Process/') || req.method !== 'POST') throw new ConnectError('not_found', `${req.method} ${path} is not an envd procedure here`);
       const keepaliveMs = (Number(req.headers['keepalive-ping-interval']) || DEFAULT_KEEPALIVE_S) * 1000;
@@ -207,30 +258,62 @@ export function createE2bSurface(deps: SurfaceDeps) {
     } catch (error) {
       // toApiError logs what is not a known error (and hides its message).
       const failure = error instanceof ConnectError ? error : toConnectError(toApiError(error, req.log));
-      requests.inc({ part: 'envd', operation, status: failure.code });
+      requests.inc({ part: port !== ENVD_PORT ? 'port' : 'envd', operation, status: failure.code });
       if (res.headersSent) {
         res.destroy();
         return;
       }
-      if (isStreamingRequest(req)) sendStreamError(res, failure);
+      if (port !== ENVD_PORT || path === '/files') sendFilesError(res, failure);
+      else if (isStreamingRequest(req)) sendStreamError(res, failure);
       else sendUnaryError(res, failure);
     }
   }
 
   /** The principal of a sandbox request: its envd access token, issued to a key that is still live. */
-  async function principalOfToken(req: IncomingMessage, res: ServerResponse, sandboxId: string): Promise<Principal> {
-    const token = req.headers['x-access-token'];
+  async function principalOfToken(req: IncomingMessage, res: ServerResponse | undefined, sandboxId: string, token: string | string[] | undefined): Promise<Principal> {
     const principal = typeof token === 'string' ? deps.tokens.verify(token, sandboxId) : undefined;
-    if (!principal) throw new ConnectError('unauthenticated', 'X-Access-Token: missing, or not the envd access token of this sandbox');
+    if (!principal) throw new ConnectError('unauthenticated', 'X-Access-Token (or, for ports, e2b-traffic-access-token): missing, or not the access token of this sandbox');
     const [record] = await findApiKeysByIdOrPrefix(deps.db, principal.keyId);
     if (!record || record.revokedAt) throw new ConnectError('unauthenticated', 'the API key this token was issued to has been revoked');
     // envd's calls count against the key's rate limit, as exec on /v1 does.
-    await deps.rateLimiter?.admit(principal, res as Response);
+    if (res) await deps.rateLimiter?.admit(principal, res as Response);
     return principal;
   }
 
+  /** The token of a request to a port: E2B's traffic token header, else envd's. */
+  function trafficToken(req: IncomingMessage): string | string[] | undefined {
+    return req.headers['e2b-traffic-access-token'] ?? req.headers['x-access-token'];
+  }
+
+  /** The sandbox and port an upgrade request is for, by header or host name (undefined: not the surface's). */
+  function upgradeTarget(req: IncomingMessage): { sandboxId: string; port: number } | undefined {
+    const headerSandbox = req.headers['e2b-sandbox-id'];
+    if (typeof headerSandbox === 'string' && headerSandbox.length > 0) return { sandboxId: headerSandbox.toLowerCase(), port: Number(req.headers['e2b-sandbox-port'] ?? ENVD_PORT) };
+    const byHost = sandboxHost?.exec(hostOf(req));
+    return byHost ? { sandboxId: byHost[2]!, port: Number(byHost[1]) } : undefined;
+  }
+
+  /** An upgrade (WebSocket) to a sandbox's port; envd's own port takes none. */
+  function upgrade(req: IncomingMessage, socket: Duplex, head: Buffer): void {
+    socket.on('error', () => undefined);
+    const target = upgradeTarget(req)!;
+    void (async () => {
+      if (target.port === ENVD_PORT) throw new ConnectError('unimplemented', "envd's port takes no upgrade here");
+      if (!Number.isInteger(target.port) || target.port < 1 || target.port > 65535) throw new ConnectError('invalid_argument', `port ${target.port}: not a TCP port`);
+      const agentId = sandboxAgentId(target.sandboxId);
+      const principal = await principalOfToken(req, undefined, target.sandboxId, trafficToken(req));
+      await deps.ports.upgrade(req, socket, head, principal, agentId, target.port);
+    })().catch((error: unknown) => {
+      deps.ports.refused();
+      const failure = error instanceof ConnectError ? error : toConnectError(toApiError(error, deps.log));
+      const body = JSON.stringify({ code: httpStatusOf(failure), message: failure.message });
+      if (socket.writable) socket.end(`HTTP/1.1 ${httpStatusOf(failure)} ${STATUS_CODES[httpStatusOf(failure)] ?? 'Error'}\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`);
+      else socket.destroy();
+    });
+  }
+
   /** The middleware: answers what is the E2B surface's, passes the rest on. */
-  return (req: Request, res: Response, next: NextFunction): void => {
+  const middleware = (req: Request, res: Response, next: NextFunction): void => {
     const headerSandbox = req.headers['e2b-sandbox-id'];
     if (typeof headerSandbox === 'string' && headerSandbox.length > 0) {
       void envd(req, res, headerSandbox.toLowerCase(), Number(req.headers['e2b-sandbox-port'] ?? ENVD_PORT));
@@ -253,4 +336,9 @@ export function createE2bSurface(deps: SurfaceDeps) {
     }
     next();
   };
+  return Object.assign(middleware, {
+    /** Whether an upgrade request is for a sandbox's port through the surface. */
+    matchesUpgrade: (req: IncomingMessage): boolean => upgradeTarget(req) !== undefined,
+    upgrade,
+  });
 }
