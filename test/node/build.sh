@@ -89,12 +89,13 @@ build_pause() {
   echo "$stamp" >"$BIN/pause.stamp"
 }
 
-# The NetworkPolicy enforcer, built from a copy of its module with
-# kube-network-policies-kubeconfig.patch (a --kubeconfig flag: it runs on the host, not in a pod).
+# The NetworkPolicy enforcer, built from a copy of its module with kube-network-policies.patch:
+# a --kubeconfig flag (it runs on the host, not in a pod), and packets queued to it through
+# x_tables' NFQUEUE target, because this kernel has no nftables queue expression (CONFIG_NFT_QUEUE).
 # The checksum database lists neither this version nor its nftables pseudo-version: the module
 # proxy serves both, and go.sum of the release pins the rest.
 build_netpol() {
-  local patch="$HERE/kube-network-policies-kubeconfig.patch" stamp
+  local patch="$HERE/kube-network-policies.patch" stamp
   stamp="$NETPOL_VERSION $(sha256sum <"$patch" | cut -d' ' -f1)"
   [ -x "$BIN/kube-network-policies" ] && [ "$(cat "$BIN/kube-network-policies.stamp" 2>/dev/null)" = "$stamp" ] && return
   log "building kube-network-policies $NETPOL_VERSION with $(basename "$patch")"
