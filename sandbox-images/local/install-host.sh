@@ -25,6 +25,7 @@ command -v python3 >/dev/null || missing+=(python3) # memory-events.py, which an
 test -x /usr/bin/chromium || missing+=(chromium)    # the browser tests (test/browser), driven by playwright-core
 [ -x /usr/lib/cni/bridge ] || missing+=(containernetworking-plugins) # the test node's pod network (test/node)
 command -v ip >/dev/null || missing+=(iproute2)        # the test node's link and address (test/node)
+command -v nft >/dev/null || missing+=(nftables)       # the test node's NetworkPolicy table, checked and removed (test/node/netpol.ts)
 if [ ${#missing[@]} -gt 0 ]; then
   echo "install-host: apt-get install ${missing[*]}" >&2
   export DEBIAN_FRONTEND=noninteractive
