@@ -10,7 +10,8 @@ import { startNetworkPolicyEnforcer, type NetworkPolicyEnforcer } from '../node/
  * test/node/netpol.ts): a sandbox pod and a plain pod, both under gVisor, each serving HTTP.
  * Without the policy they reach each other, so the network works; with it the sandbox can
  * neither reach the other pod nor be reached; once `networkPolicy.allowedCIDRs` names the other
- * pod, the sandbox reaches it again while nothing may still connect to the sandbox.
+ * pod, the sandbox reaches it again while nothing may still connect to the sandbox. With the
+ * enforcer stopped, the bridge alone lets everything through again.
  */
 const unavailable = inject('realNodeUnavailable');
 const CHART = join(import.meta.dirname, '..', '..', 'charts', 'berth');
@@ -23,6 +24,14 @@ const PROBE = [
   's.sendall(b"GET / HTTP/1.0\\r\\n\\r\\n")',
   'print(s.recv(64).decode().splitlines()[0])',
 ].join('\n');
+
+function runscList(): Promise<{ id: string; status: string }[]> {
+  return new Promise((resolve, reject) =>
+    execFile('/usr/local/bin/runsc', [`--root=${inject('runscRoot')}`, 'list', '--format=json'], (error, stdout, stderr) =>
+      error ? reject(new Error(stderr)) : resolve(JSON.parse(stdout) ?? []),
+    ),
+  );
+}
 
 function helmTemplate(args: string[]): Promise<string> {
   return new Promise((resolve, reject) =>
@@ -103,6 +112,13 @@ describe.skipIf(unavailable !== '')('the sandbox NetworkPolicy on a real node', 
   it('refuses what the policy refuses and allows what allowedCIDRs adds, for gVisor pods', async () => {
     expect(sandboxIp).toMatch(/^10\.245\.0\.\d+$/);
     expect(otherIp).toMatch(/^10\.245\.0\.\d+$/);
+    // Both are gVisor sandboxes: the policy holds outside them, on the host side of their veths.
+    const running = await runscList();
+    for (const name of ['sandbox', 'other']) {
+      const pod = await kubectlJson(['get', 'pod', name, '-n', namespace]);
+      const containerId = pod.status.containerStatuses[0].containerID.replace('containerd://', '');
+      expect(running.find((container) => container.id === containerId)?.status).toBe('running');
+    }
     // No policy yet: both ways work, so what follows is the policy's doing, not a broken network.
     expect(await reaches('sandbox', otherIp)).toBe(true);
     expect(await reaches('other', sandboxIp)).toBe(true);
@@ -122,5 +138,8 @@ describe.skipIf(unavailable !== '')('the sandbox NetworkPolicy on a real node', 
 
     // The enforcer decided, in its own words, for connections of the sandbox pod.
     expect(enforcer.output()).toContain(sandboxIp);
+    // And it alone: stopped (its table removed), the policy still in place refuses nothing.
+    await enforcer.stop();
+    expect(await reaches('other', sandboxIp)).toBe(true);
   });
 });
