@@ -26,6 +26,7 @@ test -x /usr/bin/chromium || missing+=(chromium)    # the browser tests (test/br
 [ -x /usr/lib/cni/bridge ] || missing+=(containernetworking-plugins) # the test node's pod network (test/node)
 command -v ip >/dev/null || missing+=(iproute2)        # the test node's link and address (test/node)
 command -v tmux >/dev/null || missing+=(tmux)          # a real terminal for the CLI's exec and shell tests
+command -v nft >/dev/null || missing+=(nftables)       # the test node's NetworkPolicy table, checked and removed (test/node/netpol.ts)
 if [ ${#missing[@]} -gt 0 ]; then
   echo "install-host: apt-get install ${missing[*]}" >&2
   export DEBIAN_FRONTEND=noninteractive

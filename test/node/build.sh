@@ -5,6 +5,7 @@
 #   containerd, ctr, containerd-shim-runc-v2 (containerd $CONTAINERD_VERSION)
 #   containerd-shim-runsc-v1 (gVisor's shim, at the version of runsc that install-runsc.sh pins)
 #   pause (test/node/pause: the static program the pods' pause image runs)
+#   kube-network-policies (the NetworkPolicy enforcer of Kubernetes SIG Network, see netpol.ts)
 # Idempotent: a binary already built for these versions is kept. Cold, containerd and the shim
 # take a few minutes on two cores and the kubelet about one more on the cluster's warm Go cache.
 set -euo pipefail
@@ -12,6 +13,7 @@ set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
 CONTAINERD_VERSION=v2.1.4
+NETPOL_VERSION=v0.7.0
 K8S_VERSION=$(sed -n 's/^K8S_VERSION=//p' "$ROOT/test/cluster/build.sh")
 GVISOR_VERSION=$(sed -n 's/^GVISOR_VERSION=//p' "$ROOT/sandbox-images/local/install-runsc.sh")
 CLUSTER_CACHE=${BERTH_CLUSTER_CACHE:-/var/cache/berth/cluster}
@@ -87,7 +89,31 @@ build_pause() {
   echo "$stamp" >"$BIN/pause.stamp"
 }
 
+# The NetworkPolicy enforcer, built from a copy of its module with kube-network-policies.patch:
+# a --kubeconfig flag (it runs on the host, not in a pod), and packets queued to it through
+# x_tables' NFQUEUE target, because this kernel has no nftables queue expression (CONFIG_NFT_QUEUE).
+# The checksum database lists neither this version nor its nftables pseudo-version: the module
+# proxy serves both, and go.sum of the release pins the rest.
+build_netpol() {
+  local patch="$HERE/kube-network-policies.patch" stamp
+  stamp="$NETPOL_VERSION $(sha256sum <"$patch" | cut -d' ' -f1)"
+  [ -x "$BIN/kube-network-policies" ] && [ "$(cat "$BIN/kube-network-policies.stamp" 2>/dev/null)" = "$stamp" ] && return
+  log "building kube-network-policies $NETPOL_VERSION with $(basename "$patch")"
+  local module src
+  module=$(GOFLAGS= GOSUMDB=off go mod download -json "sigs.k8s.io/kube-network-policies@$NETPOL_VERSION" | sed -n 's/^\t"Dir": "\(.*\)",$/\1/p')
+  mkdir -p "$CACHE/src"
+  src=$(mktemp -d "$CACHE/src/kube-network-policies-$NETPOL_VERSION.XXXXXX")
+  cp -r "$module" "$src/knp"
+  chmod -R u+w "$src/knp"
+  patch --quiet -d "$src/knp" -p1 <"$patch"
+  (cd "$src/knp" && GOFLAGS=-mod=mod GOSUMDB=off go build -ldflags "-s -w" -o "$src/kube-network-policies" ./cmd)
+  mv "$src/kube-network-policies" "$BIN/kube-network-policies"
+  echo "$stamp" >"$BIN/kube-network-policies.stamp"
+  rm -rf "$src"
+}
+
 build_pause
+build_netpol
 build_runsc_shim
 build_containerd
 build_kubelet
