@@ -1,7 +1,8 @@
-import { request as httpRequest, type IncomingMessage, type OutgoingHttpHeaders, type ServerResponse } from 'node:http';
+import type { IncomingMessage, OutgoingHttpHeaders, ServerResponse } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { PortClosedError, type Principal } from '@berth/common';
 import { Counter, Gauge, type Registry } from 'prom-client';
+import { HOP_BY_HOP, relayHttp, relayUpgrade } from '../http/relay.js';
 import type { AgentService } from '../services/agents.js';
 import { ConnectError } from './connect.js';
 
@@ -14,8 +15,6 @@ import { ConnectError } from './connect.js';
  * sandbox's port to whoever knows its address.
  */
 
-/** Headers of one hop only (RFC 9110 7.6.1), never passed on. */
-const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'proxy-connection', 'proxy-authorization', 'proxy-authenticate', 'te', 'trailer', 'upgrade', 'transfer-encoding']);
 /** Headers of the E2B surface itself (routing and its credentials), never passed to the program. */
 const SURFACE_HEADERS = new Set(['x-access-token', 'e2b-traffic-access-token', 'e2b-sandbox-id', 'e2b-sandbox-port', 'x-api-key']);
 
@@ -57,38 +56,18 @@ export function createSandboxPorts(deps: { agents: AgentService; metrics: Regist
     async http(req: IncomingMessage, res: ServerResponse, principal: Principal, agentId: string, port: number): Promise<void> {
       const connection = await tunnel(principal, agentId, port);
       open.inc({ kind: 'http' });
-      let counted = false;
-      const done = (result: string) => {
-        if (counted) return;
-        counted = true;
-        open.dec({ kind: 'http' });
-        requests.inc({ kind: 'http', result });
-      };
-      await new Promise<void>((resolve) => {
-        const path = (req as { originalUrl?: string }).originalUrl ?? req.url ?? '/';
-        const upstream = httpRequest({ createConnection: () => connection as never, method: req.method, path, headers: { ...forwardedHeaders(req, port), connection: 'close' } });
-        upstream.on('response', (answer) => {
-          const headers: OutgoingHttpHeaders = {};
-          for (const [name, value] of Object.entries(answer.headers)) if (value !== undefined && !HOP_BY_HOP.has(name)) headers[name] = value;
-          res.writeHead(answer.statusCode ?? 502, answer.statusMessage, headers);
-          answer.pipe(res);
-          answer.on('end', () => done(String(answer.statusCode ?? 0)));
-          res.on('close', () => {
-            done('client_closed');
-            connection.destroy();
-            resolve();
-          });
-        });
-        upstream.on('error', (error) => {
-          done('error');
-          connection.destroy();
-          if (!res.headersSent) {
-            const body = JSON.stringify({ code: 502, message: `the program on port ${port} did not answer over HTTP: ${error.message}` });
-            res.writeHead(502, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) }).end(body);
-          } else res.destroy();
-          resolve();
-        });
-        req.pipe(upstream);
+      await relayHttp(req, res, connection, {
+        path: (req as { originalUrl?: string }).originalUrl ?? req.url ?? '/',
+        headers: forwardedHeaders(req, port),
+        onResult: (result) => {
+          open.dec({ kind: 'http' });
+          requests.inc({ kind: 'http', result });
+        },
+        errorResponse: (error) => ({
+          status: 502,
+          contentType: 'application/json',
+          body: JSON.stringify({ code: 502, message: `the program on port ${port} did not answer over HTTP: ${error.message}` }),
+        }),
       });
     },
 
@@ -97,24 +76,7 @@ export function createSandboxPorts(deps: { agents: AgentService; metrics: Regist
       const connection = await tunnel(principal, agentId, port);
       open.inc({ kind: 'websocket' });
       requests.inc({ kind: 'websocket', result: 'opened' });
-      const lines = [`${req.method} ${req.url ?? '/'} HTTP/1.1`];
-      for (const [name, value] of Object.entries(forwardedHeaders(req, port, ['connection', 'upgrade']))) {
-        for (const one of Array.isArray(value) ? value : [value]) lines.push(`${name}: ${String(one)}`);
-      }
-      connection.write(`${lines.join('\r\n')}\r\n\r\n`);
-      if (head.length) connection.write(head);
-      let closed = false;
-      const close = () => {
-        if (closed) return;
-        closed = true;
-        open.dec({ kind: 'websocket' });
-        connection.destroy();
-        socket.destroy();
-      };
-      connection.on('error', close);
-      connection.on('close', close);
-      socket.on('close', close);
-      socket.pipe(connection).pipe(socket);
+      relayUpgrade(req, socket, head, connection, req.url ?? '/', forwardedHeaders(req, port, ['connection', 'upgrade']), () => open.dec({ kind: 'websocket' }));
     },
 
     refused(): void {

@@ -1,4 +1,4 @@
-import { request as httpRequest, type IncomingHttpHeaders, type IncomingMessage, type OutgoingHttpHeaders, type ServerResponse } from 'node:http';
+import type { IncomingHttpHeaders, IncomingMessage, OutgoingHttpHeaders, ServerResponse } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { ApiError, PortClosedError, findApiKeysByIdOrPrefix, type Logger, type Queryable } from '@berth/common';
 import { Counter, Gauge, type Registry } from 'prom-client';
@@ -7,6 +7,7 @@ import { proxyPath, type PortService } from '../services/ports.js';
 import type { Principal } from './context.js';
 import { verifyBearerKey } from './auth.js';
 import { toApiError } from './errors.js';
+import { HOP_BY_HOP, relayHttp, relayUpgrade } from './relay.js';
 import { rawErrorResponse, type UpgradeListener } from './server.js';
 
 /**
@@ -20,8 +21,6 @@ import { rawErrorResponse, type UpgradeListener } from './server.js';
 export const PORT_TOKEN_PARAM = 'berth_token';
 export const PORT_COOKIE = 'berth_port_token';
 const PROXY_URL = /^\/v1\/agents\/([^/?]+)\/ports\/([0-9]{1,5})\/proxy(\/[^?]*)?(\?.*)?$/;
-/** Headers of one hop only (RFC 9110 7.6.1), never passed on. */
-const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'proxy-connection', 'proxy-authorization', 'proxy-authenticate', 'te', 'trailer', 'upgrade', 'transfer-encoding']);
 
 export interface ProxyTarget {
   agentId: string;
@@ -130,37 +129,18 @@ export function createPortProxy(deps: { db: Queryable; agents: AgentService; por
       }
       const tunnel = await connect(principal, target);
       open.inc({ kind: 'http' });
-      let counted = false;
-      const done = (result: string) => {
-        if (counted) return;
-        counted = true;
-        open.dec({ kind: 'http' });
-        requests.inc({ kind: 'http', result });
-      };
-      await new Promise<void>((resolve) => {
-        const upstream = httpRequest({ createConnection: () => tunnel as never, method: req.method, path: target.path, headers: { ...forwardedHeaders(req, target), connection: 'close' } });
-        upstream.on('response', (answer) => {
-          const headers: OutgoingHttpHeaders = {};
-          for (const [name, value] of Object.entries(answer.headers)) if (value !== undefined && !HOP_BY_HOP.has(name)) headers[name] = value;
-          res.writeHead(answer.statusCode ?? 502, answer.statusMessage, headers);
-          answer.pipe(res);
-          answer.on('end', () => done(String(answer.statusCode ?? 0)));
-          res.on('close', () => {
-            done('client_closed');
-            tunnel.destroy();
-            resolve();
-          });
-        });
-        upstream.on('error', (error) => {
-          done('error');
-          tunnel.destroy();
-          if (!res.headersSent) {
-            const apiError = new ApiError('provider_error', `the program on port ${target.port} did not answer over HTTP: ${error.message}`, { port: target.port });
-            res.writeHead(apiError.status, { 'Content-Type': 'application/json; charset=utf-8' }).end(JSON.stringify({ error: { code: apiError.code, message: apiError.message, details: apiError.details, requestId: (req as { requestId?: string }).requestId ?? '' } }));
-          } else res.destroy();
-          resolve();
-        });
-        req.pipe(upstream);
+      await relayHttp(req, res, tunnel, {
+        path: target.path,
+        headers: forwardedHeaders(req, target),
+        onResult: (result) => {
+          open.dec({ kind: 'http' });
+          requests.inc({ kind: 'http', result });
+        },
+        errorResponse: (error) => {
+          const apiError = new ApiError('provider_error', `the program on port ${target.port} did not answer over HTTP: ${error.message}`, { port: target.port });
+          const envelope = { error: { code: apiError.code, message: apiError.message, details: apiError.details, requestId: (req as { requestId?: string }).requestId ?? '' } };
+          return { status: apiError.status, contentType: 'application/json; charset=utf-8', body: JSON.stringify(envelope) };
+        },
       });
     },
 
@@ -178,23 +158,7 @@ export function createPortProxy(deps: { db: Queryable; agents: AgentService; por
         const tunnel = await connect(principal, target);
         open.inc({ kind: 'websocket' });
         requests.inc({ kind: 'websocket', result: 'opened' });
-        const headers = forwardedHeaders(req, target, ['connection', 'upgrade']);
-        const lines = [`${req.method} ${target.path} HTTP/1.1`];
-        for (const [name, value] of Object.entries(headers)) for (const one of Array.isArray(value) ? value : [value]) lines.push(`${name}: ${String(one)}`);
-        tunnel.write(`${lines.join('\r\n')}\r\n\r\n`);
-        if (head.length) tunnel.write(head);
-        let closed = false;
-        const close = () => {
-          if (closed) return;
-          closed = true;
-          open.dec({ kind: 'websocket' });
-          tunnel.destroy();
-          socket.destroy();
-        };
-        tunnel.on('error', close);
-        tunnel.on('close', close);
-        socket.on('close', close);
-        socket.pipe(tunnel).pipe(socket);
+        relayUpgrade(req, socket, head, tunnel, target.path, forwardedHeaders(req, target, ['connection', 'upgrade']), () => open.dec({ kind: 'websocket' }));
       })().catch((error: unknown) => {
         requests.inc({ kind: 'websocket', result: 'refused' });
         const apiError = toApiError(error, deps.log);
