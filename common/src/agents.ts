@@ -4,32 +4,13 @@ import type { Kind, Resource, ResourceStore } from './store/types.js';
 export const MAX_TIMEOUT_SECONDS = 24 * 3600;
 
 /** Waits, by watching, until the agent satisfies `done` or `timeoutMs` passes. */
-export async function waitForAgent(
+export function waitForAgent(
   store: ResourceStore,
   name: string,
   timeoutMs: number,
   done: (agent: Resource<'Agent'> | undefined) => boolean,
 ): Promise<boolean> {
-  let wake: () => void = () => undefined;
-  const watch = store.watch('Agent', {
-    onEvent: (event) => event.name === name && wake(),
-    onResync: () => wake(),
-  });
-  const deadline = Date.now() + timeoutMs;
-  try {
-    await watch.ready;
-    for (;;) {
-      const changed = new Promise<void>((resolve) => (wake = resolve));
-      if (done(await store.get('Agent', name))) return true;
-      const remaining = deadline - Date.now();
-      if (remaining <= 0) return false;
-      let timer: NodeJS.Timeout | undefined;
-      await Promise.race([changed, new Promise<void>((resolve) => (timer = setTimeout(resolve, remaining)))]);
-      clearTimeout(timer);
-    }
-  } finally {
-    watch.stop();
-  }
+  return waitForResource(store, 'Agent', name, timeoutMs, done);
 }
 
 /** Waits, by watching, until the resource satisfies `done` (undefined: it is gone) or `timeoutMs` passes. */
