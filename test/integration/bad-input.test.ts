@@ -164,6 +164,15 @@ describe('methods', () => {
     expect(response.headers.allow).toBe('POST');
   });
 
+  it('takes a POST without any body as an empty one: no lookup of a field of nothing', async () => {
+    const missing = await raw({ method: 'POST', path: '/v1/sessions/ses_01jq3v9k2m8x7c4d5e6f7g8h9j/agents', headers: auth() });
+    expect(expectEnvelope(missing, 404, 'not_found').details).toEqual({ id: 'ses_01jq3v9k2m8x7c4d5e6f7g8h9j' });
+    const session = (await test.post('/v1/sessions/by-user/no-body', {})).body.id;
+    const created = await raw({ method: 'POST', path: `/v1/sessions/${session}/agents`, headers: auth() });
+    expect(created.status, JSON.stringify(created.body)).toBe(201);
+    expect(created.body).toMatchObject({ id: expect.stringMatching(/^agt_/), compute: 'python' });
+  });
+
   it('still answers an unknown path with 404', async () => {
     expectEnvelope(await raw({ path: '/v1/nothing-here', headers: auth() }), 404, 'not_found');
   });

@@ -69,9 +69,9 @@ function at(value: unknown, path: string): unknown {
 }
 
 /** Throws 501 `not_implemented` for the first unenforced lifecycle sub-field present; `prefix` names where it was written (`overrides.`). */
-export function refuseUnenforcedFields(fields: Record<string, unknown>, prefix = ''): void {
+export function refuseUnenforcedFields(fields: Record<string, unknown> | undefined, prefix = ''): void {
   for (const [path, what] of Object.entries(UNENFORCED_LIFECYCLE_FIELDS)) {
-    if (at(fields.lifecycle, path) === undefined) continue;
+    if (at(fields?.lifecycle, path) === undefined) continue;
     const name = `${prefix}lifecycle.${path}`;
     throw new ApiError('not_implemented', `${name}: ${what} is not enforced yet; remove "${name}" (lifecycle.idle.pauseAfter and lifecycle.onFailure.restart are)`, {
       fields: { [name]: ['not implemented'] },
