@@ -119,9 +119,12 @@ export function generateWebhookSecret(): string {
   return `whsec_${randomBytes(24).toString('base64url')}`;
 }
 
-/** Secrets are shown in full once; after that, their first 8 characters. */
+/**
+ * Secrets are shown in full once; after that, their first 8 characters (code points: a cut through
+ * a surrogate pair would answer a string that is not Unicode).
+ */
 export function maskSecret(secret: string): string {
-  return `${secret.slice(0, 8)}…`;
+  return `${Array.from(secret).slice(0, 8).join('')}…`;
 }
 
 /**

@@ -6,6 +6,7 @@ import {
   findChannel,
   insertChannel,
   listChannels,
+  maskSecret,
   newId,
   openChannelCredentials,
   resolveDefinition,
@@ -50,7 +51,8 @@ function checkFields(type: ChannelType, body: Record<string, unknown>, creating:
 }
 
 /** `…` and the last 4 characters: enough to tell credentials apart, too little to use. */
-const hintOf = (value: string) => `…${value.slice(-4)}`;
+// By code points: a cut through a surrogate pair would answer a string that is not Unicode.
+const hintOf = (value: string) => `…${Array.from(value).slice(-4).join('')}`;
 
 export function generateWebhookSecret(): string {
   return `chsec_${randomBytes(32).toString('base64url')}`;
@@ -100,7 +102,7 @@ export function createChannelService(deps: { pool: Pool; clock: Clock; box: Secr
   function seal(channel: Pick<ChannelRecord, 'id' | 'organizationId' | 'mode'>, credentials: Record<string, string>) {
     if (Object.keys(credentials).length === 0) return { credentials: null, credentialHints: {} };
     const credentialHints = Object.fromEntries(
-      Object.entries(credentials).map(([name, value]) => [name, name === 'webhookSecret' ? `${value.slice(0, 8)}…` : hintOf(value)]),
+      Object.entries(credentials).map(([name, value]) => [name, name === 'webhookSecret' ? maskSecret(value) : hintOf(value)]),
     );
     return { credentials: box.seal(channelCredentialsPlace(channel), JSON.stringify(credentials)), credentialHints };
   }
