@@ -150,7 +150,8 @@ export function signInRoutes(table: RouteTable, deps: SignInRouteDeps): void {
         })
         .strict(),
       responses: { 302: { description: 'signed in: to `returnTo` (default /api/me), with the session cookie' } },
-      errors: ['unauthorized'],
+      // 431: a one-time token and a returnTo of its full length, percent-encoded, can pass the 16 KiB header limit.
+      errors: ['unauthorized', 'headers_too_large'],
       handler: async ({ req, res, query }) => {
         const signedIn = await deps.signIn.signInWithLink(query.token);
         if (!signedIn) {
