@@ -5,29 +5,12 @@
  * integration test checks it against the document a real server serves.
  */
 import { readFileSync, writeFileSync } from 'node:fs';
-import { Registry } from 'prom-client';
-import { loadConfig, silentLogger, systemClock, type Pool, type ResourceStore } from '../common/src/index.js';
-import { ModelRouter } from '../operator/src/index.js';
-import type { ProviderRegistry } from '../providers/src/index.js';
-import { API_VERSION, createApp } from '../apiserver/src/app.js';
+import { API_VERSION } from '../apiserver/src/app.js';
 import { openapiDocument } from '../apiserver/src/http/openapi.js';
+import { routeTableApp } from '../apiserver/src/http/route-table-app.js';
 import { GENERATED_FILE, generateTypes } from '../sdk/scripts/generate-types.mjs';
 
-// The route table only: nothing is called, so the database and providers are never reached.
-const app = createApp({
-  pool: {} as Pool,
-  store: {} as ResourceStore,
-  providers: {} as ProviderRegistry,
-  clock: systemClock,
-  log: silentLogger,
-  metrics: new Registry(),
-  models: new ModelRouter(loadConfig({})),
-  connectionString: 'postgres://unused',
-  execTimeoutMs: 120_000,
-  defaultModel: 'openai/gpt-4o-mini',
-  currency: 'usd',
-  plans: { defaultPlan: 'free', enterpriseRateLimit: 60_000 },
-});
+const app = routeTableApp();
 try {
   const text = generateTypes(openapiDocument(app.routes, { version: API_VERSION }));
   if (process.argv.includes('--check')) {

@@ -3,31 +3,14 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
-import { ERROR_STATUS, loadConfig, silentLogger, systemClock, type Pool, type ResourceStore } from '@berth/common';
-import { ModelRouter } from '@berth/operator';
-import type { ProviderRegistry } from '@berth/providers';
-import { Registry } from 'prom-client';
+import { ERROR_STATUS } from '@berth/common';
 import { afterAll, describe, expect, it } from 'vitest';
-import { createApp } from '../app.js';
 import { openapiDocument, routeErrorCodes } from './openapi.js';
+import { routeTableApp } from './route-table-app.js';
 
 const ROOT = join(import.meta.dirname, '..', '..', '..');
 
-// The route table only: nothing here is called, so the database and providers are never reached.
-const app = createApp({
-  pool: {} as Pool,
-  store: {} as ResourceStore,
-  providers: {} as ProviderRegistry,
-  clock: systemClock,
-  log: silentLogger,
-  metrics: new Registry(),
-  models: new ModelRouter(loadConfig({})),
-  connectionString: 'postgres://unused',
-  execTimeoutMs: 120_000,
-  defaultModel: 'openai/gpt-4o-mini',
-  currency: 'usd',
-  plans: { defaultPlan: 'free', enterpriseRateLimit: 60_000 },
-});
+const app = routeTableApp();
 afterAll(() => app.close());
 
 const document = openapiDocument(app.routes, { version: '0.1.0' }) as any;
