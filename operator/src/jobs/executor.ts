@@ -282,6 +282,15 @@ export class JobExecutor {
       const task = await findTask(pool, job.taskId);
       await recordChannelReply(pool, job, task?.output ?? '', clock.now());
     }
+    // Its agent is ended before the job's final state is written, so whoever sees the job ended
+    // sees its agent ended too (ending is idempotent: a retried finish, or another executor's, finds
+    // it terminated).
+    const agent = job.agentId ? await this.options.store.get('Agent', idToObjectName(job.agentId)) : undefined;
+    if (agent && agent.spec.desiredState !== 'terminated') {
+      await this.options.store.updateSpec('Agent', agent.metadata.name, (current) =>
+        current.spec.desiredState === 'terminated' ? undefined : { ...current.spec, desiredState: 'terminated' },
+      );
+    }
     const cost = job.taskId ? await taskCost(pool, job.taskId, currency) : undefined;
     const written = await this.update(job, {
       state,
@@ -293,11 +302,5 @@ export class JobExecutor {
     if (!written) return;
     this.metrics.finished.inc({ source: job.source, state });
     log.info({ state, error }, 'job finished');
-    const agent = job.agentId ? await this.options.store.get('Agent', idToObjectName(job.agentId)) : undefined;
-    if (agent && agent.spec.desiredState !== 'terminated') {
-      await this.options.store.updateSpec('Agent', agent.metadata.name, (current) =>
-        current.spec.desiredState === 'terminated' ? undefined : { ...current.spec, desiredState: 'terminated' },
-      );
-    }
   }
 }
