@@ -28,6 +28,8 @@ const NODE_CACHE = process.env.BERTH_NODE_CACHE ?? '/var/cache/berth/node';
 export const RUNSC_RESTORE_WRAPPER = join(import.meta.dirname, '..', '..', 'apiserver', 'node-agent', 'runsc-restore.sh');
 /** Where the node agent stages checkpoints for pods to restore (the wrapper reads them). */
 export const RESTORES = '/run/berth-node/restores';
+/** Held while a node runs: one node per machine (see holdNodeLock). */
+const NODE_LOCK = '/run/berth-node.lock';
 
 export interface NodeBinaries {
   dir: string;
@@ -100,6 +102,37 @@ export interface RealNodeOptions {
 
 /** Starts containerd (images imported) and the kubelet; the caller waits for the Node to be Ready. */
 export async function startRealNode(options: RealNodeOptions): Promise<RealNode> {
+  const lock = await holdNodeLock(options.log);
+  try {
+    return await startHeldNode(options, lock);
+  } catch (error) {
+    lock.release();
+    throw error;
+  }
+}
+
+/**
+ * The node is host-wide (its links, bridge, cgroups and runsc state), so one runs per machine at a
+ * time: a second run waits here for the first to stop. The lock is `flock` on NODE_LOCK held by a
+ * child that lives as long as its stdin: it ends, and the lock is freed, when the holder releases it
+ * or when the holding process dies in any way.
+ */
+async function holdNodeLock(log: (line: string) => void): Promise<{ release(): void }> {
+  const child = spawn('flock', [NODE_LOCK, 'sh', '-c', 'echo held; exec cat >/dev/null'], { stdio: ['pipe', 'pipe', 'inherit'] });
+  const waiting = setTimeout(() => log(`[node] waiting for another run's node to stop (${NODE_LOCK})`), 2_000);
+  try {
+    await new Promise<void>((resolve, reject) => {
+      child.once('error', reject);
+      child.once('exit', (code) => reject(new Error(`flock ${NODE_LOCK} exited with ${code}`)));
+      child.stdout.once('data', () => resolve());
+    });
+  } finally {
+    clearTimeout(waiting);
+  }
+  return { release: () => child.stdin.end() };
+}
+
+async function startHeldNode(options: RealNodeOptions, lock: { release(): void }): Promise<RealNode> {
   const { dir, binaries } = options;
   const nodeDir = join(dir, 'node');
   const containerdState = join(nodeDir, 'containerd-state');
@@ -181,6 +214,7 @@ export async function startRealNode(options: RealNodeOptions): Promise<RealNode>
       await stopProcess(containerd);
       await sweep(socket, join(runscRoot, 'k8s.io'));
       await unmountUnder(nodeDir);
+      lock.release();
     },
   };
 }
