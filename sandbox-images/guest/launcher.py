@@ -182,12 +182,12 @@ def set_size(fd, size):
 
 
 def parse_control(payload):
-    """A CONTROL frame's request: {op: list} or {op: signal|output|wait, pid, ...}."""
+    """A CONTROL frame's request: {op: list|largest} or {op: signal|output|wait|kill, pid, ...}."""
     request = json.loads(payload)
     op = request.get('op') if isinstance(request, dict) else None
-    if op not in ('list', 'signal', 'output', 'wait'):
+    if op not in ('list', 'signal', 'output', 'wait', 'largest', 'kill'):
         raise ValueError(f'unknown op {op!r}')
-    if op != 'list' and not isinstance(request.get('pid'), int):
+    if op not in ('list', 'largest') and not isinstance(request.get('pid'), int):
         raise ValueError('pid must be an integer')
     if op == 'signal' and request.get('signal') not in SIGNALS:
         raise ValueError(f'signal must be one of {", ".join(sorted(SIGNALS))}')
@@ -195,6 +195,31 @@ def parse_control(payload):
         raise ValueError('timeoutMs must be a count of milliseconds')
     return request
 
+
+def largest_program(proc='/proc', skip=()):
+    """The program with the most resident memory, as the host's memory guard asks when the sandbox
+    is out of memory (Linux's choice): {pid, command, residentBytes}, or None. Zombies and `skip`
+    (the launcher) are left out; a process that ends meanwhile is passed over."""
+    largest = None
+    for name in os.listdir(proc):
+        if not name.isdigit() or int(name) in skip:
+            continue
+        try:
+            with open(f'{proc}/{name}/stat', 'rb') as file:
+                stat = file.read().decode(errors='replace')
+        except OSError:
+            continue
+        open_at, close_at = stat.find('('), stat.rfind(')')
+        fields = stat[close_at + 2:].split()
+        if open_at < 0 or close_at < open_at or len(fields) < 22 or fields[0] in ('Z', 'X'):
+            continue
+        resident = int(fields[21]) * PAGE_BYTES
+        if largest is None or resident > largest['residentBytes']:
+            largest = {'pid': int(name), 'command': stat[open_at + 1:close_at], 'residentBytes': resident}
+    return largest
+
+
+PAGE_BYTES = os.sysconf('SC_PAGE_SIZE')
 
 # The signals a background process may be sent, by the names the API takes.
 SIGNALS = {name: getattr(signal, 'SIG' + name) for name in ('TERM', 'KILL', 'INT', 'HUP', 'QUIT', 'USR1', 'USR2', 'STOP', 'CONT')}
@@ -1039,6 +1064,18 @@ class Launcher:
             return self.reply(exec_id, {'error': 'bad_request', 'message': str(error)})
         if request['op'] == 'list':
             return self.reply(exec_id, {'processes': [process.record() for process in self.background.values()]})
+        # Out of memory: the host's memory guard asks which program is largest, then has it killed
+        # (one program, as Linux's OOM killer does), without starting a process in the sandbox.
+        if request['op'] == 'largest':
+            return self.reply(exec_id, {'program': largest_program(skip=(1, os.getpid()))})
+        if request['op'] == 'kill':
+            if request['pid'] in (1, os.getpid()):
+                return self.reply(exec_id, {'error': 'bad_request', 'message': 'the launcher is not killed'})
+            try:
+                os.kill(request['pid'], signal.SIGKILL)
+            except OSError as error:
+                return self.reply(exec_id, {'error': 'not_found', 'message': f'process {request["pid"]}: {error.strerror}'})
+            return self.reply(exec_id, {'killed': request['pid']})
         process = self.background.get(request['pid'])
         if process is None:
             return self.reply(exec_id, {'error': 'not_found', 'message': f'no background process {request["pid"]}'})

@@ -291,6 +291,27 @@ class ChannelTest(unittest.TestCase):
         self.send(61, launcher.CONTROL, {'op': 'wait', 'pid': 999999, 'timeoutMs': 10})
         self.assertEqual(self.reply(61)['error'], 'not_found')
 
+    def test_the_largest_program_is_found_and_killed(self):
+        hog = subprocess.Popen([sys.executable, '-c', 'x = bytearray(64 << 20); import time; time.sleep(60)'])
+        self.addCleanup(hog.kill)
+        proc = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, proc)
+        for pid in (hog.pid, os.getpid()):
+            os.symlink(f'/proc/{pid}', f'{proc}/{pid}')
+        os.mkdir(f'{proc}/self')
+        deadline = time.monotonic() + 10
+        while launcher.largest_program(proc)['residentBytes'] < 64 << 20 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        self.assertEqual(launcher.largest_program(proc)['pid'], hog.pid)
+        self.assertEqual(launcher.largest_program(proc, skip=(hog.pid,))['pid'], os.getpid())
+        self.send(62, launcher.CONTROL, {'op': 'largest'})
+        self.assertIsInstance(self.reply(62)['program']['residentBytes'], int)
+        self.send(63, launcher.CONTROL, {'op': 'kill', 'pid': hog.pid})
+        self.assertEqual(self.reply(63), {'killed': hog.pid})
+        self.assertEqual(hog.wait(10), -signal.SIGKILL)
+        self.send(64, launcher.CONTROL, {'op': 'kill', 'pid': 1})
+        self.assertEqual(self.reply(64)['error'], 'bad_request')
+
     # Files and tunnels (ADR 40).
 
     def stream(self, stream_id):

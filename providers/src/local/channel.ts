@@ -16,7 +16,8 @@
  *
  * ADR 39 adds: `stdin` (base64) and `pty` ({rows, cols}: a terminal exec, whose output comes as
  * STDOUT) and `background` in EXEC; INPUT (bytes for a terminal; empty: end of input) and RESIZE
- * from the host; CONTROL (list, signal, output, wait of background processes) from the host, and
+ * from the host; CONTROL (list, signal, output, wait of background processes; largest and kill for
+ * the memory guard) from the host, and
  * REPLY from the launcher (the answer to a CONTROL, or a background EXEC's process record).
  * Background processes are the launcher's, not the connection's: they outlive it, and a checkpoint.
  *
@@ -187,7 +188,10 @@ export type ControlRequest =
   | { op: 'list' }
   | { op: 'signal'; pid: number; signal: string }
   | { op: 'output'; pid: number }
-  | { op: 'wait'; pid: number; timeoutMs: number };
+  | { op: 'wait'; pid: number; timeoutMs: number }
+  /** Out of memory (memory.ts): the sandbox's program with the most resident memory, and its kill. */
+  | { op: 'largest' }
+  | { op: 'kill'; pid: number };
 
 /** Raised for a CONTROL the launcher refused: `not_found` (no such process) or `bad_request`. */
 export class ControlError extends Error {

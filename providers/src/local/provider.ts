@@ -105,6 +105,12 @@ const SPARE_VOLUME_DIR = '.spare-volumes';
 
 /** How long a sandbox that stopped answering gets to end before it is reported anyway. */
 const DYING_WAIT_MS = 3_000;
+/** How long the memory guard waits for the launcher's answer before it asks through runsc. */
+const MEMORY_RELIEF_WAIT_MS = 1_000;
+const largestAnswerSchema = z.object({
+  program: z.object({ pid: z.number().int().positive(), command: z.string().max(64), residentBytes: z.number().int().nonnegative() }).nullable(),
+});
+
 /**
  * How long an exec waits for a sandbox's launcher to connect its channel (it connects within
  * a second of starting, of a restore, or of a Berth restart) before it goes through `runsc exec`.
@@ -194,6 +200,19 @@ export class LocalProvider implements SandboxProvider {
     this.memory = new MemoryGuard({
       runsc: options.runsc,
       log: options.log,
+      inside: {
+        largest: async (containerId) => {
+          const connection = this.channels.connection(containerId);
+          if (connection === undefined) return undefined;
+          return largestAnswerSchema.parse(await connection.control({ op: 'largest' }, MEMORY_RELIEF_WAIT_MS)).program;
+        },
+        kill: async (containerId, pid) => {
+          const connection = this.channels.connection(containerId);
+          if (connection === undefined) return false;
+          await connection.control({ op: 'kill', pid }, MEMORY_RELIEF_WAIT_MS);
+          return true;
+        },
+      },
       onLost: (agentId) => {
         for (const listener of this.sandboxListeners) listener(agentId);
       },
