@@ -2,7 +2,7 @@ import { z } from 'zod';
 import { ApiError, isLabelSafe } from '@berth/common';
 import { defineRoute, type RouteTable } from '../http/route.js';
 import type { AgentDefinitionService } from '../services/agent-definitions.js';
-import { BOOT_WAIT_MS, type AgentService } from '../services/agents.js';
+import { BOOT_WAIT_MS, MAX_GET_WAIT_SECONDS, type AgentService } from '../services/agents.js';
 import { paginationQuery } from '../services/pagination.js';
 import { agentPhaseSchema, durationSchema, egressSchema } from '@berth/crds';
 import { createAgentFromDefinition } from './agent-from-definition.js';
@@ -167,11 +167,21 @@ export function agentRoutes(
       tag: 'Agents',
       summary: 'Get an agent (status poll)',
       description:
-        '`status` is `booting` while the sandbox is provisioned, `idle` when it is ready, `terminated` after terminate, `failed` when provisioning failed or the timeout expired (`error` says why). `conditions` carry the details.',
+        '`status` is `booting` while the sandbox is provisioned, `idle` when it is ready, `terminated` after terminate, `failed` when provisioning failed or the timeout expired (`error` says why). `conditions` carry the details. ' +
+        'With `waitFor` (a status) the call waits, without polling, until the agent has that status or has ended (`terminated`, `failed`), at most `waitSeconds` (1–60, default 30), and answers the agent as it is then: `GET /v1/agents/{id}?waitFor=idle` right after create answers as soon as the sandbox is ready.',
       params: idParam('agt', 'agent'),
+      query: z
+        .object({
+          waitFor: agentPhaseSchema.optional().describe('wait until the agent has this status (or has ended) before answering'),
+          waitSeconds: z.coerce.number().int().min(1).max(MAX_GET_WAIT_SECONDS).default(30).describe(`longest wait for waitFor, in seconds (1–${MAX_GET_WAIT_SECONDS})`),
+        })
+        .strict(),
       responses: { 200: { description: 'the agent', schema: agentSchema, example: agentExample } },
-      errors: ['not_found'],
-      handler: async ({ principal, params }) => ({ status: 200, body: await agents.get(principal, params.id) }),
+      errors: ['not_found', 'unprocessable_entity'],
+      handler: async ({ principal, params, query }) => ({
+        status: 200,
+        body: await agents.get(principal, params.id, query.waitFor === undefined ? undefined : { status: query.waitFor, timeoutMs: query.waitSeconds * 1000 }),
+      }),
     }),
     defineRoute({
       method: 'post',

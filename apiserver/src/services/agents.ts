@@ -39,6 +39,8 @@ import type { SessionService } from './sessions.js';
 export const BOOT_WAIT_MS = 60_000;
 /** Longest wait of a call that wakes an idle-paused agent, for its pause to end and then for its resume. */
 export const WAKE_WAIT_MS = 120_000;
+/** Longest wait of `GET /v1/agents/{id}?waitFor=`. */
+export const MAX_GET_WAIT_SECONDS = 60;
 /** How long a call's lease on its agent holds without renewal: a process that died leaves a lease that lapses this late. */
 export const CALL_LEASE_MS = 60_000;
 /** How often a call in flight renews its lease. */
@@ -305,8 +307,23 @@ export function createAgentService(deps: AgentServiceDeps) {
     },
 
     /** The agent, and while a tool call of its run waits for a decision, which one. */
-    async get(principal: Principal, id: string): Promise<AgentView & { awaitingApproval?: { approvalId: string; taskId: string; action: string; expiresAt: string } }> {
-      const agent = await find(principal, id);
+    async get(
+      principal: Principal,
+      id: string,
+      wait?: { status: AgentView['status']; timeoutMs: number },
+    ): Promise<AgentView & { awaitingApproval?: { approvalId: string; taskId: string; action: string; expiresAt: string } }> {
+      let agent = await find(principal, id);
+      if (wait) {
+        // Watched, not polled: the answer goes out as soon as the reconciler writes the status.
+        const reached = (current: Resource<'Agent'> | undefined) => {
+          const phase = current?.status?.phase ?? 'booting';
+          return current === undefined || phase === wait.status || phase === 'terminated' || phase === 'failed';
+        };
+        if (!reached(agent)) {
+          await waitForAgent(store, agent.metadata.name, wait.timeoutMs, reached);
+          agent = (await store.get('Agent', agent.metadata.name)) ?? agent;
+        }
+      }
       const view = agentView(agent);
       if (view.status !== 'running') return view;
       const pending = await pendingApprovalOf(deps.pool, view.id);
