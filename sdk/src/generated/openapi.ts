@@ -1975,7 +1975,12 @@ export interface paths {
         /** agent id (`agt_…`) */
         id: string;
       };
-      query: never;
+      query: {
+        /** wait until the agent has this status (or has ended) before answering */
+        waitFor?: "booting" | "idle" | "running" | "paused" | "terminated" | "failed";
+        /** longest wait for waitFor, in seconds (1–60) */
+        waitSeconds?: number;
+      };
       body: never;
       responses: {
         200: Agent;
