@@ -75,6 +75,7 @@ async function main(): Promise<void> {
     const refilled = () => until(async () => ((await api.get(`/v1/warm-pools/${pool.id}`)).body.ready === size ? true : undefined), 'the pool to refill');
     const warm: number[] = [];
     const warmPolled: number[] = [];
+    const roundTrip: number[] = [];
     for (let i = 0; i < 2 * RUNS + 1; i++) {
       await refilled();
       // Alternately waited for and polled, so that both see the same machine.
@@ -82,6 +83,10 @@ async function main(): Promise<void> {
       const { ms, id, message } = await createToIdle(api, sessionId, {}, how);
       if (!message.includes('warm pool')) throw new Error(`agent ${id} did not claim a warm sandbox: ${message}`);
       if (i > 0) (how === 'poll' ? warmPolled : warm).push(ms);
+      // One GET of the agent: what a single round trip costs on this machine now.
+      const before = performance.now();
+      await api.get(`/v1/agents/${id}`);
+      if (i > 0) roundTrip.push(performance.now() - before);
       await api.post(`/v1/agents/${id}/terminate`);
     }
     await api.raw(`/v1/warm-pools/${pool.id}`, { method: 'DELETE' });
@@ -106,10 +111,12 @@ async function main(): Promise<void> {
     console.log(`${'measure'.padEnd(30)}${'p50 ms'.padStart(8)}${'p95 ms'.padStart(8)}   ${'floor'.padEnd(30)}${'p50 ms'.padStart(8)}${'p95 ms'.padStart(8)}${'ratio'.padStart(9)}`);
     console.log(line('create → idle, warm claim', warm, 'create → idle, cold (same run)', cold));
     console.log(line('  the same, client polling', warmPolled, 'create → idle, cold (same run)', cold));
+    console.log(line('create → idle, warm claim', warm, 'one GET of an agent (same run)', roundTrip));
     console.log(line('exec true, idle-paused agent', wake, 'exec true, running agent', awake));
     console.log(
       '\nratio = Berth p50 / floor p50. The warm claim target is p50 ≤ 10 ms (waited for with GET ?waitFor=idle; the polled\n' +
-        'line is the same create with GETs back to back). The wake waits for the resume from the\n' +
+        'line is the same create with GETs back to back; a warm create is a POST and a GET answered when the reconcile has\n' +
+        'written the agent idle, so two round trips are its floor on this machine). The wake waits for the resume from the\n' +
         'checkpoint kept on the host (native: processes and memory), then runs the exec.',
     );
   } finally {
