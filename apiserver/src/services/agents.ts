@@ -370,20 +370,19 @@ export function createAgentService(deps: AgentServiceDeps) {
     },
 
     async exec(principal: Principal, id: string, request: ExecInput): Promise<ExecResult> {
-      const { sandbox, provider, release } = await this.ready(principal, id);
-      const timer = execDuration.startTimer({ provider: provider.name, language: request.language });
-      try {
+      return this.briefly(principal, id, 'exec', async ({ sandbox, provider }) => {
         const options = execOptions(provider, request);
         const timeoutMs = request.timeout === undefined ? deps.execTimeoutMs : Math.min(request.timeout * 1000, deps.execTimeoutMs);
-        const result = await provider.exec(sandbox, { language: request.language, code: request.code, ...options, timeoutMs });
-        timer({ result: 'ok' });
-        return result;
-      } catch (error) {
-        timer({ result: (error as Error).name });
-        throw error;
-      } finally {
-        release();
-      }
+        const timer = execDuration.startTimer({ provider: provider.name, language: request.language });
+        try {
+          const result = await provider.exec(sandbox, { language: request.language, code: request.code, ...options, timeoutMs });
+          timer({ result: 'ok' });
+          return result;
+        } catch (error) {
+          timer({ result: (error as Error).name });
+          throw error;
+        }
+      });
     },
 
     /**
