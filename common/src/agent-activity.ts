@@ -34,10 +34,17 @@ export async function agentActivity(db: Queryable, agentId: string): Promise<Age
   return { lastActivity: rows[0]?.last_activity_at ?? undefined, callsInFlight: Number(rows[0]?.in_flight ?? 0) };
 }
 
-/** Takes a lease for a call on the agent, held for `holdMs` unless renewed; answers its id. */
+/**
+ * Takes a lease for a call on the agent, held for `holdMs` unless renewed; answers its id. The
+ * agent's leases that lapsed (their process died) go in the same statement.
+ */
 export async function takeAgentCallLease(db: Queryable, agentId: string, holdMs: number): Promise<string> {
   const id = `acl_${randomBytes(12).toString('hex')}`;
-  await db.query(`INSERT INTO agent_call_leases (id, agent_id, held_until) VALUES ($1, $2, now() + $3 * interval '1 millisecond')`, [id, agentId, holdMs]);
+  await db.query(
+    `WITH lapsed AS (DELETE FROM agent_call_leases WHERE agent_id = $2 AND held_until <= now())
+     INSERT INTO agent_call_leases (id, agent_id, held_until) VALUES ($1, $2, now() + $3 * interval '1 millisecond')`,
+    [id, agentId, holdMs],
+  );
   return id;
 }
 
