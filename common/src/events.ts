@@ -9,6 +9,7 @@ export type EventType =
   | 'agent.failed'
   | 'agent.paused'
   | 'agent.restarted'
+  | 'agent.terminated'
   | 'agent.run.completed'
   | 'session.limit_reached'
   | 'session.cost_threshold'

@@ -10,6 +10,7 @@ export const WEBHOOK_EVENTS = [
   'agent.failed',
   'agent.paused',
   'agent.restarted',
+  'agent.terminated',
   'agent.run.completed',
   'session.limit_reached',
   'session.cost_threshold',

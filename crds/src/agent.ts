@@ -21,15 +21,25 @@ const looseObject = freeFormObject();
 /** Most restarts `lifecycle.onFailure.restart` may allow: a sandbox that dies more often has a cause to fix. */
 export const MAX_LIFECYCLE_RESTARTS = 10;
 
+/** What happens at the agent's timeout: its sandbox is ended and the agent fails (`terminate`), or it is paused by checkpoint (`pause`). */
+export const ON_TIMEOUT_VALUES = ['terminate', 'pause'] as const;
+
 /**
  * The agent's lifecycle policy (ADR 45), stored with it so that it holds across restarts of Berth:
  * `idle.pauseAfter` pauses the agent by checkpoint after that long without exec, run, file or port
- * traffic (the next such call wakes it); `onFailure.restart` recreates a sandbox that died up to
- * that many times, then fails the agent.
+ * traffic (the next such call wakes it); `idle.terminateAfter` terminates it after that long without
+ * traffic, paused by its idle policy or not; `onFailure.restart` recreates a sandbox that died up to
+ * that many times, then fails the agent; `onTimeout` says what its timeout does.
  */
 export const lifecycleSchema = z
   .object({
-    idle: z.object({ pauseAfter: durationSchema.describe('time without traffic after which the agent is paused: 30s, 5m, 1h') }).strict().optional(),
+    idle: z
+      .object({
+        pauseAfter: durationSchema.optional().describe('time without traffic after which the agent is paused: 30s, 5m, 1h'),
+        terminateAfter: durationSchema.optional().describe('time without traffic after which the agent is terminated (paused by its idle policy or not): 1h, 24h'),
+      })
+      .strict()
+      .optional(),
     onFailure: z
       .object({
         restart: z
@@ -41,6 +51,7 @@ export const lifecycleSchema = z
       })
       .strict()
       .optional(),
+    onTimeout: z.enum(ON_TIMEOUT_VALUES).optional().describe('at the timeout: end the sandbox and fail the agent (terminate, the default) or pause it by checkpoint (pause)'),
   })
   .strict();
 export type Lifecycle = z.infer<typeof lifecycleSchema>;
@@ -67,8 +78,10 @@ export const agentSpecSchema = z.object({
   mode: modeSchema,
   userId: z.string(),
   desiredState: agentDesiredStateSchema,
-  /** Why `desiredState` is `paused`: asked through the API, a session limit reached, the agent's costCap spent, a tool call's approval expired, `lifecycle.idle`, or a fork checkpointing it (ADR 45). */
-  pauseReason: z.enum(['requested', 'session_limit', 'cost_cap', 'approval_expired', 'idle', 'fork']).optional(),
+  /** Why `desiredState` is `paused`: asked through the API, a session limit reached, the agent's costCap spent, a tool call's approval expired, `lifecycle.idle`, a fork checkpointing it, or its timeout under `lifecycle.onTimeout: pause` (ADR 45). */
+  pauseReason: z.enum(['requested', 'session_limit', 'cost_cap', 'approval_expired', 'idle', 'fork', 'timeout']).optional(),
+  /** Why `desiredState` is `terminated`: asked through the API (absent) or `lifecycle.idle.terminateAfter` (`idle`, ADR 45). */
+  terminateReason: z.enum(['idle']).optional(),
   compute: computeSchema,
   browser: z.boolean(),
   storage: z.string().optional(),

@@ -330,7 +330,7 @@ describe('agents from a definition', () => {
     expectError(await create({ overrides: { model: 'acme/large' } }), 422, 'unprocessable_entity', ['overrides.model']);
     expectError(await create({ overrides: { definition: 'other' } }), 422, 'unprocessable_entity', ['overrides.definition']);
     expectError(await create({ overrides: { lifecycle: {} } }), 422, 'unprocessable_entity', ['overrides.lifecycle']);
-    expectError(await create({ overrides: { lifecycle: { onTimeout: 'pause' } } }), 501, 'not_implemented', ['overrides.lifecycle.onTimeout']);
+    expectError(await create({ overrides: { lifecycle: { onTimeout: 'hibernate' } } }), 422, 'unprocessable_entity', ['overrides.lifecycle.onTimeout']);
     const browser = await create({ overrides: { browser: true } });
     expectError(browser, 422, 'unprocessable_entity', ['overrides.browser']);
     expect(browser.body.error.message).toMatch(/^overrides\.browser: .*browser-capable/);

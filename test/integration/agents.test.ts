@@ -311,10 +311,10 @@ describe('agent creation input', () => {
     expect(browser.body.error.message).toMatch(/browser-capable/);
   });
 
-  it('answers lifecycle sub-fields not enforced with 501, and unknown ones with 422', async () => {
-    const response = await live.post(`/v1/sessions/${sessionId}/agents`, { lifecycle: { onTimeout: 'pause' } });
-    expectError(response, 501, 'not_implemented');
-    expect(response.body.error.details.fields).toEqual({ 'lifecycle.onTimeout': ['not implemented'] });
+  it('answers bad lifecycle values and unknown sub-fields with 422 naming them', async () => {
+    const response = await live.post(`/v1/sessions/${sessionId}/agents`, { lifecycle: { onTimeout: 'sleep' } });
+    expectError(response, 422, 'unprocessable_entity');
+    expect(Object.keys(response.body.error.details.fields)).toEqual(['lifecycle.onTimeout']);
     expectError(await live.post(`/v1/sessions/${sessionId}/agents`, { lifecycle: { autoPause: '5m' } }), 422, 'unprocessable_entity');
   });
 
@@ -365,7 +365,7 @@ describe('test keys', () => {
     const session = (await test.post('/v1/sessions', { userId: 'tester' })).body;
     expectError(await test.post(`/v1/sessions/${session.id}/agents`, { storage: '1Gi' }), 422, 'unprocessable_entity');
     expectError(await test.post(`/v1/sessions/${session.id}/agents`, { lifecycle: {} }), 422, 'unprocessable_entity');
-    expectError(await test.post(`/v1/sessions/${session.id}/agents`, { lifecycle: { onTimeout: 'pause' } }), 501, 'not_implemented');
+    expectError(await test.post(`/v1/sessions/${session.id}/agents`, { lifecycle: { onTimeout: 'later' } }), 422, 'unprocessable_entity');
     const agent = await createAgent({}, test, session.id);
     expect(agent).toMatchObject({ status: 'booting', provider: 'local', compute: 'python' });
     await waitForStatus(agent.id, 'idle', test);

@@ -239,13 +239,14 @@ describe('approval policies and guardrails that are not valid', () => {
   });
 });
 
-describe('policy fields nothing enforces yet', () => {
+describe('lifecycle policy values', () => {
   it.each([
-    ['lifecycle.onTimeout', { onTimeout: 'pause' }],
-    ['lifecycle.idle.terminateAfter', { idle: { terminateAfter: '1h' } }],
-  ])('answers %s with 501 naming it, and creates no agent', async (field, value) => {
-    const session = (await test.post('/v1/sessions', { userId: `policy-${field}` })).body;
-    expectField(await test.post(`/v1/sessions/${session.id}/agents`, { lifecycle: value }), field, 501, 'not_implemented');
+    ['lifecycle.onTimeout', { onTimeout: 'hibernate' }],
+    ['lifecycle.idle.terminateAfter', { idle: { terminateAfter: 'later' } }],
+    ['lifecycle.idle.terminateAfter', { idle: { pauseAfter: '10m', terminateAfter: '5m' } }],
+  ])('answers a bad %s with 422 naming it, and creates no agent', async (field, value) => {
+    const session = (await test.post('/v1/sessions', { userId: `policy-${field}-${JSON.stringify(value).length}` })).body;
+    expectField(await test.post(`/v1/sessions/${session.id}/agents`, { lifecycle: value }), field, 422, 'unprocessable_entity');
     expect((await test.get(`/v1/sessions/${session.id}/agents`)).body.data).toEqual([]);
   });
 
@@ -253,7 +254,7 @@ describe('policy fields nothing enforces yet', () => {
     const definition = await test.post('/v1/agent-definitions', { name: 'policy-overrides' });
     expect(definition.status).toBe(201);
     const session = (await test.post('/v1/sessions', { userId: 'policy-overrides' })).body;
-    const response = await test.post(`/v1/sessions/${session.id}/agents`, { definition: 'policy-overrides', overrides: { lifecycle: { onTimeout: 'pause' } } });
-    expectField(response, 'overrides.lifecycle.onTimeout', 501, 'not_implemented');
+    const response = await test.post(`/v1/sessions/${session.id}/agents`, { definition: 'policy-overrides', overrides: { lifecycle: { onTimeout: 'hibernate' } } });
+    expectField(response, 'overrides.lifecycle.onTimeout', 422, 'unprocessable_entity');
   });
 });

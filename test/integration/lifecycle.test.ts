@@ -80,6 +80,10 @@ describe('lifecycle values', () => {
       [{ onFailure: { restart: -1 } }, 'lifecycle.onFailure.restart'],
       [{ onFailure: { restart: 1.5 } }, 'lifecycle.onFailure.restart'],
       [{ idle: { pauseAfter: '1m', after: '2m' } }, 'lifecycle.idle'],
+      [{ idle: { terminateAfter: 'never' } }, 'lifecycle.idle.terminateAfter'],
+      [{ idle: { pauseAfter: '10m', terminateAfter: '10m' } }, 'lifecycle.idle.terminateAfter'],
+      [{ onTimeout: 'hibernate' }, 'lifecycle.onTimeout'],
+      [{ onTimeout: true }, 'lifecycle.onTimeout'],
       [{ sleep: true }, 'lifecycle'],
       [{}, 'lifecycle'],
       ['1m', 'lifecycle'],
@@ -90,19 +94,11 @@ describe('lifecycle values', () => {
     }
   });
 
-  it('answers 501 naming the sub-fields that are not enforced, also inside overrides', async () => {
-    const terminate = await create({ lifecycle: { idle: { pauseAfter: '5m', terminateAfter: '1h' } } });
-    expectError(terminate, 501, 'not_implemented');
-    expect(terminate.body.error.details.fields).toEqual({ 'lifecycle.idle.terminateAfter': ['not implemented'] });
-    const onTimeout = await create({ lifecycle: { onTimeout: 'pause' } });
-    expectError(onTimeout, 501, 'not_implemented');
-    expect(onTimeout.body.error.details.fields).toEqual({ 'lifecycle.onTimeout': ['not implemented'] });
-
+  it('answers 422 inside overrides too, and writes nothing for a refused request', async () => {
     const definition = (await live.post('/v1/agent-definitions', { name: 'lifecycle-def' })).body;
-    const overridden = await create({ definition: definition.id, overrides: { lifecycle: { onTimeout: 'pause' } } });
-    expectError(overridden, 501, 'not_implemented');
-    expect(overridden.body.error.details.fields).toEqual({ 'overrides.lifecycle.onTimeout': ['not implemented'] });
-    // Nothing half-written: no agent was made by the refused requests.
+    const overridden = await create({ definition: definition.id, overrides: { lifecycle: { idle: { pauseAfter: '1h', terminateAfter: '5m' } } } });
+    expectError(overridden, 422, 'unprocessable_entity');
+    expect(Object.keys(overridden.body.error.details.fields)).toEqual(['overrides.lifecycle.idle.terminateAfter']);
     expect((await live.get(`/v1/sessions/${sessionId}/agents`)).body.data).toEqual([]);
   });
 
@@ -113,6 +109,11 @@ describe('lifecycle values', () => {
     expect(made.body.lifecycle).toEqual({ onFailure: { restart: 2 } });
     expect((await status(made.body.id)).lifecycle).toEqual({ onFailure: { restart: 2 } });
     await live.post(`/v1/agents/${made.body.id}/terminate`);
+    const full = { idle: { pauseAfter: '10m', terminateAfter: '2h' }, onFailure: { restart: 1 }, onTimeout: 'pause' };
+    const all = await create({ lifecycle: full });
+    expect(all.status, JSON.stringify(all.body)).toBe(201);
+    expect((await status(all.body.id)).lifecycle).toEqual(full);
+    await live.post(`/v1/agents/${all.body.id}/terminate`);
   });
 });
 
@@ -335,5 +336,106 @@ describe('across a restart of Berth', () => {
     expect(paused.pauseReason).toBe('idle');
     const woken = await exec(id, 'echo awake');
     expect(woken.body, JSON.stringify(woken.body)).toMatchObject({ stdout: 'awake\n', exitCode: 0 });
+  });
+});
+
+describe('idle termination (terminateAfter)', () => {
+  it('terminates an agent paused by its idle policy, and one never paused, after terminateAfter without traffic; agent.terminated says idle', async () => {
+    const pausedFirst = await create({ lifecycle: { idle: { pauseAfter: '2s', terminateAfter: '8s' } } });
+    const onlyTerminate = await create({ lifecycle: { idle: { terminateAfter: '4s' } } });
+    expect(pausedFirst.status, JSON.stringify(pausedFirst.body)).toBe(201);
+    expect(onlyTerminate.status, JSON.stringify(onlyTerminate.body)).toBe(201);
+    await until(pausedFirst.body.id, (current) => current.status === 'paused', 'the agent to be paused when idle');
+    expect((await status(onlyTerminate.body.id)).status).not.toBe('paused');
+    for (const made of [pausedFirst, onlyTerminate]) {
+      const ended = await until(made.body.id, (current) => current.status === 'terminated', 'the idle agent to be terminated');
+      expect(ended.endedAt).toBeDefined();
+      const { rows } = await db.query("SELECT data FROM events WHERE subject_id = $1 AND type = 'agent.terminated'", [made.body.id]);
+      expect(rows).toEqual([{ data: expect.objectContaining({ agentId: made.body.id, reason: 'idle', terminateAfter: made.body.lifecycle.idle.terminateAfter }) }]);
+      expectError(await exec(made.body.id, 'true'), 409, 'conflict');
+    }
+    const { rows } = await db.query("SELECT count(*)::int AS n FROM events WHERE subject_id = $1 AND type = 'agent.paused'", [pausedFirst.body.id]);
+    expect(rows[0].n).toBe(1);
+    // Its pause snapshot went with it.
+    await eventually(async () => ((await live.get(`/v1/snapshots?agentId=${pausedFirst.body.id}`)).body.data.length === 0 ? true : undefined), {
+      what: 'the pause snapshot to be deleted',
+    });
+    const samples = parsePrometheus(await (await fetch(`${berth.baseUrl}/metrics`)).text());
+    expect(metricValue(samples, 'berth_agent_lifecycle_actions_total', { provider: 'local', action: 'idle_terminate' })).toBeGreaterThanOrEqual(2);
+  });
+});
+
+describe('pause at the timeout (onTimeout: pause)', () => {
+  it('pauses the agent by checkpoint at its timeout instead of ending it; a resume gives it a new lifetime with its files and processes', async () => {
+    const made = await create({ timeout: '8s', lifecycle: { onTimeout: 'pause' } });
+    expect(made.status, JSON.stringify(made.body)).toBe(201);
+    const ready = await until(made.body.id, (current) => current.status === 'idle', 'the agent to be idle');
+    expect((await exec(made.body.id, 'echo kept > /workspace/kept.txt')).status).toBe(200);
+    expect((await exec(made.body.id, BACKGROUND_COUNTER, { background: true })).status).toBe(202);
+    await eventually(async () => ((await exec(made.body.id, 'cat /workspace/counter')).body.stdout ? true : undefined), { what: 'the counter to count' });
+    const paused = await until(made.body.id, (current) => current.status !== 'idle' && current.status !== 'running', 'the timeout to pause the agent');
+    expect(paused.status).toBe('paused');
+    expect(paused.pauseReason).toBe('timeout');
+    expect(paused.error).toBeUndefined();
+    const { rows } = await db.query("SELECT data FROM events WHERE subject_id = $1 AND type IN ('agent.paused', 'agent.failed')", [made.body.id]);
+    expect(rows).toEqual([{ data: expect.objectContaining({ reason: 'timeout', level: 'native' }) }]);
+    // Not woken by a call: its timeout, not its idle policy, paused it.
+    expectError(await exec(made.body.id, 'true'), 409, 'conflict');
+
+    const resumed = await live.post(`/v1/agents/${made.body.id}/resume`);
+    expect(resumed.status, JSON.stringify(resumed.body)).toBeLessThan(300);
+    const again = await until(made.body.id, (current) => current.status === 'idle', 'the agent to be resumed');
+    expect(Date.parse(again.expiresAt)).toBeGreaterThan(Date.parse(ready.expiresAt));
+    expect((await exec(made.body.id, 'cat /workspace/kept.txt')).body.stdout).toBe('kept\n');
+    expect(parseCounterState((await exec(made.body.id, COUNTER_STATE)).body.stdout).alive).toBe(true);
+    // And paused again at the end of its new lifetime.
+    await until(made.body.id, (current) => current.status === 'paused', 'the second timeout to pause the agent');
+    const samples = parsePrometheus(await (await fetch(`${berth.baseUrl}/metrics`)).text());
+    expect(metricValue(samples, 'berth_agent_lifecycle_actions_total', { provider: 'local', action: 'timeout_pause' })).toBeGreaterThanOrEqual(2);
+    await live.post(`/v1/agents/${made.body.id}/terminate`);
+  });
+});
+
+describe('calls in flight hold an idle agent awake (leases)', () => {
+  it('does not pause an agent under an exec that outlasts pauseAfter', async () => {
+    const made = await create({ lifecycle: { idle: { pauseAfter: '2s' } } });
+    await until(made.body.id, (current) => current.status === 'idle', 'the agent to be idle');
+    const long = await exec(made.body.id, 'sleep 6; echo finished', { timeout: 30 });
+    expect(long.status, JSON.stringify(long.body)).toBe(200);
+    expect(long.body.stdout).toBe('finished\n');
+    const { rows } = await db.query("SELECT count(*)::int AS n FROM events WHERE subject_id = $1 AND type = 'agent.paused'", [made.body.id]);
+    expect(rows[0].n).toBe(0);
+    // Idle once the call ended: paused then.
+    await until(made.body.id, (current) => current.status === 'paused', 'the agent to be paused after the call');
+    await live.post(`/v1/agents/${made.body.id}/terminate`);
+  });
+
+  it('calls off an idle pause decided before an exec began, right before the checkpoint: the exec keeps its sandbox', async () => {
+    const made = await create({ lifecycle: { idle: { pauseAfter: '1h' } } });
+    await until(made.body.id, (current) => current.status === 'idle', 'the agent to be idle');
+    expect((await exec(made.body.id, 'echo 1 > /workspace/marker')).status).toBe(200);
+    const running = exec(made.body.id, 'sleep 3; cat /workspace/marker', { timeout: 30 });
+    // The exec is in its sandbox when the idle pause arrives as the reconciler writes it after a look
+    // at the traffic that came before the exec.
+    await eventually(async () => {
+      const { rows } = await db.query('SELECT count(*)::int AS n FROM agent_call_leases WHERE agent_id = $1', [made.body.id]);
+      return rows[0].n > 0 ? true : undefined;
+    }, { what: 'the exec to hold its lease', intervalMs: 20 });
+    await db.query(
+      `UPDATE resources SET spec = spec || '{"desiredState":"paused","pauseReason":"idle"}'::jsonb, generation = generation + 1, resource_version = nextval('resource_version_seq')
+       WHERE kind = 'Agent' AND name = $1`,
+      [made.body.id.replace('_', '-')],
+    );
+    const answered = await running;
+    expect(answered.status, JSON.stringify(answered.body)).toBe(200);
+    expect(answered.body.stdout).toBe('1\n');
+    const current = await until(made.body.id, (agent) => agent.status === 'idle' && agent.pauseReason === undefined, 'the pause to be called off');
+    expect(current.status).toBe('idle');
+    const { rows } = await db.query("SELECT count(*)::int AS n FROM events WHERE subject_id = $1 AND type = 'agent.paused'", [made.body.id]);
+    expect(rows[0].n).toBe(0);
+    expect((await exec(made.body.id, 'cat /workspace/marker')).body.stdout).toBe('1\n');
+    const samples = parsePrometheus(await (await fetch(`${berth.baseUrl}/metrics`)).text());
+    expect(metricValue(samples, 'berth_agent_lifecycle_actions_total', { provider: 'local', action: 'idle_pause_called_off' })).toBeGreaterThanOrEqual(1);
+    await live.post(`/v1/agents/${made.body.id}/terminate`);
   });
 });

@@ -96,8 +96,20 @@ describe('a warm pool of python sandboxes', () => {
     const created = await live.post(`/v1/sessions/${sessionId}/agents`, { secrets: ['WARM_TOKEN'], timeout: '1h' });
     expect(created.status, JSON.stringify(created.body)).toBe(201);
     agentId = created.body.id;
+    // One GET that the server answers once the agent is idle (no polling).
+    const waited = await live.get(`/v1/agents/${agentId}?waitFor=idle&waitSeconds=30`);
+    expect(waited.status, JSON.stringify(waited.body)).toBe(200);
+    expect(waited.body.status).toBe('idle');
     const agent = await idle(agentId);
     expect(agent.conditions[0].message).toMatch(/claimed from warm pool wpl_/);
+    // A status it does not reach: the answer comes after waitSeconds, with the agent as it is.
+    const notPaused = await live.get(`/v1/agents/${agentId}?waitFor=paused&waitSeconds=1`);
+    expect(notPaused.body.status).toBe('idle');
+    for (const query of ['waitFor=sleeping', 'waitFor=idle&waitSeconds=0', 'waitFor=idle&waitSeconds=61', 'waitFor=idle&colour=red']) {
+      const refused = await live.get(`/v1/agents/${agentId}?${query}`);
+      expect(refused.status, query).toBe(422);
+      expect(refused.body.error.code).toBe('unprocessable_entity');
+    }
     // No sandbox of the agent's own: it runs in one the pool had started.
     const containers = runscContainers(berth.dataDir).map((container) => container.id);
     expect(containers).not.toContain(agentId);

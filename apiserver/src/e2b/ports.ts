@@ -41,11 +41,15 @@ export function createSandboxPorts(deps: { agents: AgentService; metrics: Regist
   });
 
   async function tunnel(principal: Principal, agentId: string, port: number): Promise<Duplex> {
-    const { sandbox, provider } = await deps.agents.ready(principal, agentId, 'a port');
-    if (!provider.openPort) throw new ConnectError('unimplemented', `ports: provider "${provider.name}" cannot reach ports in its sandboxes`);
+    const { sandbox, provider, release } = await deps.agents.ready(principal, agentId, 'a port');
     try {
-      return await provider.openPort(sandbox, port);
+      if (!provider.openPort) throw new ConnectError('unimplemented', `ports: provider "${provider.name}" cannot reach ports in its sandboxes`);
+      const connection = await provider.openPort(sandbox, port);
+      // The connection is the agent's traffic while it is open (ADR 45).
+      connection.once('close', release);
+      return connection;
     } catch (error) {
+      release();
       if (error instanceof PortClosedError) throw new ConnectError('unavailable', `nothing listens on port ${port} in the sandbox (a program must listen on 127.0.0.1 or 0.0.0.0 there)`);
       throw error;
     }

@@ -154,23 +154,28 @@ export function createProcessService(deps: ProcessServiceDeps) {
       }
     };
     // The sandbox is looked up (and its agent's limits checked) once per stream, not on every poll.
-    const { sandbox, provider } = await agents.ready(principal, agentId, 'following a process');
-    if (!provider.waitBackground || !provider.backgroundOutput) throw new ConnectError('unimplemented', `provider "${provider.name}" has no background processes`);
-    for (;;) {
-      if (!stream.open) return;
-      await provider.waitBackground(sandbox, pid, FOLLOW_INTERVAL_MS);
-      followPolls.inc();
-      const output = await provider.backgroundOutput(sandbox, pid);
-      sendNew(output);
-      if (output.status !== 'running') {
-        stream.send({ event: { end: endEvent(output) } });
-        stream.end();
-        return;
+    // The stream holds a lease on the agent while it is open (ADR 45).
+    const { sandbox, provider, release } = await agents.ready(principal, agentId, 'following a process');
+    try {
+      if (!provider.waitBackground || !provider.backgroundOutput) throw new ConnectError('unimplemented', `provider "${provider.name}" has no background processes`);
+      for (;;) {
+        if (!stream.open) return;
+        await provider.waitBackground(sandbox, pid, FOLLOW_INTERVAL_MS);
+        followPolls.inc();
+        const output = await provider.backgroundOutput(sandbox, pid);
+        sendNew(output);
+        if (output.status !== 'running') {
+          stream.send({ event: { end: endEvent(output) } });
+          stream.end();
+          return;
+        }
+        if (Date.now() - lastSent >= keepaliveMs) {
+          stream.send({ event: { keepalive: {} } });
+          lastSent = Date.now();
+        }
       }
-      if (Date.now() - lastSent >= keepaliveMs) {
-        stream.send({ event: { keepalive: {} } });
-        lastSent = Date.now();
-      }
+    } finally {
+      release();
     }
   }
 

@@ -288,7 +288,7 @@ const ERROR_MESSAGES: Partial<Record<ErrorCode, string>> = {
   unprocessable_entity: 'invalid body: userId: Too small: expected string to have >=1 characters',
   session_limit_exceeded: 'exec refused: the session reached its maxCost',
   internal_error: 'an unexpected error occurred; quote the requestId when reporting it',
-  not_implemented: 'lifecycle.onTimeout: a policy at the agent\'s timeout other than ending it is not enforced yet; remove "lifecycle.onTimeout"',
+  not_implemented: 'egress: provider "byoi-e2b" does not enforce egress policies yet (its sandboxes\' network is set by the install)',
   provider_error: 'provider "local" is unavailable',
   timeout: 'the code did not finish within 120 s',
   rate_limited: 'the free plan allows 60 requests a minute per API key; retry in 42 s',

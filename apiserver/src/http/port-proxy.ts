@@ -99,16 +99,16 @@ export function createPortProxy(deps: { db: Queryable; agents: AgentService; por
    */
   async function connect(principal: Principal, target: ProxyTarget): Promise<Duplex> {
     await deps.ports.assertExposed(principal, target.agentId, target.port);
-    const { agent, sandbox, provider } = await deps.agents.ready(principal, target.agentId, 'a port');
-    if (!provider.openPort) throw new ApiError('not_implemented', `ports: provider "${provider.name}" cannot reach ports in its sandboxes`, { field: 'ports', provider: provider.name });
+    const { sandbox, provider, release } = await deps.agents.ready(principal, target.agentId, 'a port');
     let tunnel: Duplex;
     try {
+      if (!provider.openPort) throw new ApiError('not_implemented', `ports: provider "${provider.name}" cannot reach ports in its sandboxes`, { field: 'ports', provider: provider.name });
       tunnel = await provider.openPort(sandbox, target.port);
     } catch (error) {
+      release();
       if (error instanceof PortClosedError) throw new ApiError('provider_error', `${error.message}: start the program that listens on it`, { port: target.port, reason: 'port_closed' });
       throw error;
     }
-    const release = deps.agents.holdActivity(agent);
     tunnel.once('close', release);
     return tunnel;
   }

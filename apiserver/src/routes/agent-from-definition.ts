@@ -4,7 +4,6 @@ import type { Principal } from '../http/context.js';
 import type { AgentDefinitionService } from '../services/agent-definitions.js';
 import type { AgentService, AgentView } from '../services/agents.js';
 import { createAgentBody } from './schemas.js';
-import { refuseUnenforcedFields } from './unenforced.js';
 
 /** Where a field of an agent made from a definition came from; errors name it the same way. */
 type Origin = 'definition' | 'overrides' | 'request';
@@ -29,7 +28,6 @@ export async function createAgentFromDefinition(
   for (const field of ['definition', 'overrides']) {
     if (field in overrides) throw fieldError(`overrides.${field}`, 'cannot be overridden');
   }
-  refuseUnenforcedFields(overrides, 'overrides.');
   const definition = await deps.definitions.resolve(principal, nameOrId);
   const fromDefinition = agentFieldsOf(definition.config);
 

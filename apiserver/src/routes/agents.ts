@@ -2,11 +2,10 @@ import { z } from 'zod';
 import { ApiError, isLabelSafe } from '@berth/common';
 import { defineRoute, type RouteTable } from '../http/route.js';
 import type { AgentDefinitionService } from '../services/agent-definitions.js';
-import { BOOT_WAIT_MS, type AgentService } from '../services/agents.js';
+import { BOOT_WAIT_MS, MAX_GET_WAIT_SECONDS, type AgentService } from '../services/agents.js';
 import { paginationQuery } from '../services/pagination.js';
 import { agentPhaseSchema, durationSchema, egressSchema } from '@berth/crds';
 import { createAgentFromDefinition } from './agent-from-definition.js';
-import { refuseUnenforcedFields } from './unenforced.js';
 import {
   agentPage,
   agentSchema,
@@ -55,7 +54,7 @@ export function agentRoutes(
       description:
         'Creates an agent in the session and starts provisioning its sandbox. The agent comes back with status `booting`; poll `GET /v1/agents/{id}` until it is `idle` (an `agent.started` event is written then). ' +
         'Refused with 422: unknown fields, a `timeout` that is not a duration, `storage` (no provider supports it), `browser: true` when no browser-capable template is configured, `gpu` on a provider without GPUs, an unknown `provider`. ' +
-        '`knowledge` (`true` or a collection name or id; an unknown collection is 422) gives the model the `knowledge_search` tool; `mcp` (MCP server names or ids, or `*`; an unknown one is 422) gives it the tools of those servers. `egress` (hosts, cidrs, and credentials the egress proxy adds to requests to a host; see docs/egress.md) is validated like any field (422 naming `egress.hosts.0`, `egress.credentials.0.secret`), and a provider that does not enforce egress policies answers 501 naming `egress`. `lifecycle` sets the auto-pause and failure policy: `idle.pauseAfter` pauses it by checkpoint (reason `idle`) after that long without exec, run, stream, terminal, process, file or port traffic, and its next such call wakes it (the call waits for the resume); `onFailure.restart` recreates a sandbox that died up to that many times (`agent.restarted` each time), then fails the agent. A bad value is 422 naming the sub-field; the sub-fields not enforced yet (`lifecycle.idle.terminateAfter`, `lifecycle.onTimeout`) answer 501 `not_implemented` naming them, also inside `overrides`. An `approvals` policy or `guardrails` that is not valid answers 422 naming the field (`approvals.rules.0.when.code`). Timeouts over 24h are capped to 24h. ' +
+        '`knowledge` (`true` or a collection name or id; an unknown collection is 422) gives the model the `knowledge_search` tool; `mcp` (MCP server names or ids, or `*`; an unknown one is 422) gives it the tools of those servers. `egress` (hosts, cidrs, and credentials the egress proxy adds to requests to a host; see docs/egress.md) is validated like any field (422 naming `egress.hosts.0`, `egress.credentials.0.secret`), and a provider that does not enforce egress policies answers 501 naming `egress`. `lifecycle` sets the auto-pause, idle termination, failure and timeout policy: `idle.pauseAfter` pauses it by checkpoint (reason `idle`) after that long without exec, run, stream, terminal, process, file or port traffic (a call in flight holds it awake), and its next such call wakes it (the call waits for the resume); `idle.terminateAfter` terminates it after that long without traffic, paused meanwhile or not (`agent.terminated` with `reason: idle`; longer than `pauseAfter`); `onFailure.restart` recreates a sandbox that died up to that many times (`agent.restarted` each time), then fails the agent; `onTimeout` is `terminate` (the default: at its timeout the sandbox ends and the agent fails with `timeout`) or `pause` (it is paused by checkpoint, reason `timeout`, and `POST /v1/agents/{id}/resume` gives it a new lifetime). A bad value is 422 naming the sub-field, also inside `overrides`. An `approvals` policy or `guardrails` that is not valid answers 422 naming the field (`approvals.rules.0.when.code`). Timeouts over 24h are capped to 24h. ' +
         "With `definition` (the name or id of an agent definition), the agent's compute, model, instructions (the definition's systemPrompt), tools, browser and timeout come from the definition's current version; `overrides` (agent creation fields) replace them and fields given at the top level replace both. " +
         'Overrides are validated like the same fields at the top level; errors name them `overrides.<field>`. An unknown or archived definition is 422 naming `definition`; `overrides` without `definition` is 422. ' +
         'The agent shows the definition id and version it was made from (`definition`, `definitionVersion`); later updates of the definition do not change it.',
@@ -66,7 +65,6 @@ export function agentRoutes(
       errors: ['not_found', 'unprocessable_entity', 'session_limit_exceeded', 'not_implemented'],
       handler: async ({ req, principal, params, body }) => {
         const input = body;
-        refuseUnenforcedFields(req.body as Record<string, unknown>);
         if (input.definition !== undefined) {
           // The body as sent: only the fields it holds override the definition, not the schema's defaults.
           const request = { ...(req.body as Record<string, unknown>), definition: input.definition, overrides: input.overrides };
@@ -169,11 +167,21 @@ export function agentRoutes(
       tag: 'Agents',
       summary: 'Get an agent (status poll)',
       description:
-        '`status` is `booting` while the sandbox is provisioned, `idle` when it is ready, `terminated` after terminate, `failed` when provisioning failed or the timeout expired (`error` says why). `conditions` carry the details.',
+        '`status` is `booting` while the sandbox is provisioned, `idle` when it is ready, `terminated` after terminate, `failed` when provisioning failed or the timeout expired (`error` says why). `conditions` carry the details. ' +
+        'With `waitFor` (a status) the call waits, without polling, until the agent has that status or has ended (`terminated`, `failed`), at most `waitSeconds` (1–60, default 30), and answers the agent as it is then: `GET /v1/agents/{id}?waitFor=idle` right after create answers as soon as the sandbox is ready.',
       params: idParam('agt', 'agent'),
+      query: z
+        .object({
+          waitFor: agentPhaseSchema.optional().describe('wait until the agent has this status (or has ended) before answering'),
+          waitSeconds: z.coerce.number().int().min(1).max(MAX_GET_WAIT_SECONDS).default(30).describe(`longest wait for waitFor, in seconds (1–${MAX_GET_WAIT_SECONDS})`),
+        })
+        .strict(),
       responses: { 200: { description: 'the agent', schema: agentSchema, example: agentExample } },
-      errors: ['not_found'],
-      handler: async ({ principal, params }) => ({ status: 200, body: await agents.get(principal, params.id) }),
+      errors: ['not_found', 'unprocessable_entity'],
+      handler: async ({ principal, params, query }) => ({
+        status: 200,
+        body: await agents.get(principal, params.id, query.waitFor === undefined ? undefined : { status: query.waitFor, timeoutMs: query.waitSeconds * 1000 }),
+      }),
     }),
     defineRoute({
       method: 'post',

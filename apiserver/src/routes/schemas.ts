@@ -17,7 +17,7 @@ import {
 } from '@berth/crds';
 import { EXEC_LANGUAGES, approvalPolicySchema, guardrailsSchema } from '@berth/common';
 import { z } from 'zod';
-import { lifecycleBody } from './unenforced.js';
+import { lifecycleBody } from './lifecycle.js';
 
 /** Request and response schemas of the public API; the OpenAPI document is generated from them. */
 
@@ -140,9 +140,9 @@ export const agentSchema = z
     endedAt: z.string().optional(),
     error: z.object({ code: z.string(), message: z.string() }).optional().describe('why a failed agent failed'),
     pauseReason: z
-      .enum(['requested', 'session_limit', 'cost_cap', 'approval_expired', 'idle', 'fork'])
+      .enum(['requested', 'session_limit', 'cost_cap', 'approval_expired', 'idle', 'fork', 'timeout'])
       .optional()
-      .describe('why a paused (or pausing) agent is paused: asked through the API, a session limit reached, its costCap spent, a tool call\'s approval expired, no traffic for its `lifecycle.idle.pauseAfter` (its next exec, run, file or port call wakes it), or a fork being taken of it (it resumes at once after)'),
+      .describe('why a paused (or pausing) agent is paused: asked through the API, a session limit reached, its costCap spent, a tool call\'s approval expired, no traffic for its `lifecycle.idle.pauseAfter` (its next exec, run, file or port call wakes it), a fork being taken of it (it resumes at once after), or its `timeout` under `lifecycle.onTimeout: pause` (resume it for a new lifetime)'),
     restarts: z.number().int().optional().describe('sandboxes recreated after they died, under `lifecycle.onFailure.restart`'),
     awaitingApproval: z
       .object({ approvalId: z.string(), taskId: z.string(), action: z.string(), expiresAt: z.string() })

@@ -9,6 +9,9 @@ import {
   objectNameToId,
   pendingApprovalOf,
   scopeLabels,
+  releaseAgentCallLease,
+  renewAgentCallLease,
+  takeAgentCallLease,
   touchAgentActivity,
   waitForAgent,
   type BackgroundOutput,
@@ -36,8 +39,22 @@ import type { SessionService } from './sessions.js';
 export const BOOT_WAIT_MS = 60_000;
 /** Longest wait of a call that wakes an idle-paused agent, for its pause to end and then for its resume. */
 export const WAKE_WAIT_MS = 120_000;
-/** How often a stream or terminal that stays open records traffic, so that its agent is not idle meanwhile (at most). */
-const ACTIVITY_REFRESH_MS = 30_000;
+/** Longest wait of `GET /v1/agents/{id}?waitFor=`. */
+export const MAX_GET_WAIT_SECONDS = 60;
+/** How long a call's lease on its agent holds without renewal: a process that died leaves a lease that lapses this late. */
+export const CALL_LEASE_MS = 60_000;
+/** How often a call in flight renews its lease. */
+const CALL_LEASE_RENEW_MS = 20_000;
+/** How many times a call whose agent was asked to pause while it took its lease starts over (the wake). */
+const LEASE_ATTEMPTS = 3;
+
+/** The agent's ready sandbox for one call; `release` ends the call's lease (ADR 45) and is called once the call is over. */
+export interface ReadyAgent {
+  agent: Resource<'Agent'>;
+  sandbox: SandboxRef;
+  provider: SandboxProvider;
+  release: () => void;
+}
 
 export function agentView(agent: Resource<'Agent'>) {
   const { spec, status, metadata } = agent;
@@ -178,18 +195,23 @@ export function createAgentService(deps: AgentServiceDeps) {
   }
 
   /**
-   * Keeps an agent with an idle policy from being idle while a stream or terminal stays open:
-   * traffic is recorded now, every so often while it is open, and when it closes (the function returned).
+   * A call's lease on an agent with an idle policy (ADR 45): while it is held, the agent is not
+   * idle, and an idle pause decided meanwhile is called off right before its checkpoint. Renewed
+   * while the call lasts (a stream, a terminal, a download, a proxied connection); the function
+   * returned ends it, and the call's end counts as traffic. Agents without the policy pay nothing.
    */
-  function holdActivity(agent: Resource<'Agent'>): () => void {
-    const idle = idlePolicy(agent);
-    if (!idle) return () => undefined;
-    const every = Math.max(1_000, Math.min(ACTIVITY_REFRESH_MS, (parseDuration(idle.pauseAfter)! * 1000) / 2));
-    const timer = setInterval(() => void touch(agent).catch(() => undefined), every);
+  async function holdCall(agent: Resource<'Agent'>): Promise<() => void> {
+    if (!idlePolicy(agent)) return () => undefined;
+    const agentId = objectNameToId(agent.metadata.name);
+    const leaseId = await takeAgentCallLease(deps.pool, agentId, CALL_LEASE_MS);
+    const timer = setInterval(() => void renewAgentCallLease(deps.pool, leaseId, CALL_LEASE_MS).catch(() => undefined), CALL_LEASE_RENEW_MS);
     timer.unref();
+    let released = false;
     return () => {
+      if (released) return;
+      released = true;
       clearInterval(timer);
-      void touch(agent).catch(() => undefined);
+      void releaseAgentCallLease(deps.pool, leaseId, agentId, new Date()).catch(() => undefined);
     };
   }
 
@@ -240,6 +262,27 @@ export function createAgentService(deps: AgentServiceDeps) {
 
   const bootWaitMs = Math.min(BOOT_WAIT_MS, deps.execTimeoutMs);
 
+  /** The agent's sandbox and the provider holding it, for `what`; 409 when it has no ready sandbox, 502 when its provider is gone. */
+  async function sandboxOf(agent: Resource<'Agent'>, id: string, what: string): Promise<{ sandbox: SandboxRef; provider: SandboxProvider }> {
+    await deps.runs.assertWithinLimits(agent, what);
+    const phase = agent.status?.phase ?? 'booting';
+    const sandbox = agent.status?.sandbox;
+    if (agent.spec.desiredState !== 'active' || (phase !== 'idle' && phase !== 'running') || !sandbox) {
+      const state = phase === 'idle' || phase === 'running' ? 'terminating' : phase === 'booting' ? `still booting after ${bootWaitMs / 1000} s` : phase;
+      throw new ApiError('conflict', `agent ${id} is ${state}; ${what} needs a ready sandbox (status idle or running)`, {
+        status: phase,
+      });
+    }
+    let provider: SandboxProvider | undefined;
+    try {
+      provider = await providers.holding(agent.spec, agent.status?.provider);
+    } catch (error) {
+      throw new ApiError('provider_error', `provider "${agent.status?.provider ?? agent.spec.provider}" is unavailable: ${(error as Error).message}`);
+    }
+    if (!provider) throw new ApiError('provider_error', `provider "${agent.spec.provider}" is not configured on this install`);
+    return { sandbox, provider };
+  }
+
   /**
    * The agent once it is no longer booting: exec and run on an agent created a moment ago
    * wait for its sandbox instead of answering 409. Waits by watching, at most `bootWaitMs`;
@@ -258,15 +301,29 @@ export function createAgentService(deps: AgentServiceDeps) {
     whenBooted,
     ensureAwake,
     touch,
-    holdActivity,
 
     async create(principal: Principal, sessionId: string, input: CreateAgentInput): Promise<AgentView> {
       return agentView(await deps.factory.create(principal, await sessions.find(principal, sessionId), input));
     },
 
     /** The agent, and while a tool call of its run waits for a decision, which one. */
-    async get(principal: Principal, id: string): Promise<AgentView & { awaitingApproval?: { approvalId: string; taskId: string; action: string; expiresAt: string } }> {
-      const agent = await find(principal, id);
+    async get(
+      principal: Principal,
+      id: string,
+      wait?: { status: AgentView['status']; timeoutMs: number },
+    ): Promise<AgentView & { awaitingApproval?: { approvalId: string; taskId: string; action: string; expiresAt: string } }> {
+      let agent = await find(principal, id);
+      if (wait) {
+        // Watched, not polled: the answer goes out as soon as the reconciler writes the status.
+        const reached = (current: Resource<'Agent'> | undefined) => {
+          const phase = current?.status?.phase ?? 'booting';
+          return current === undefined || phase === wait.status || phase === 'terminated' || phase === 'failed';
+        };
+        if (!reached(agent)) {
+          await waitForAgent(store, agent.metadata.name, wait.timeoutMs, reached);
+          agent = (await store.get('Agent', agent.metadata.name)) ?? agent;
+        }
+      }
       const view = agentView(agent);
       if (view.status !== 'running') return view;
       const pending = await pendingApprovalOf(deps.pool, view.id);
@@ -281,44 +338,51 @@ export function createAgentService(deps: AgentServiceDeps) {
     },
 
     /** The agent's ready sandbox and the provider holding it; 409 when it has none, 502 when its provider is gone. */
-    async ready(principal: Principal, id: string, what = 'exec'): Promise<{ agent: Resource<'Agent'>; sandbox: SandboxRef; provider: SandboxProvider }> {
-      const agent = await whenBooted(await ensureAwake(await find(principal, id)));
-      await deps.runs.assertWithinLimits(agent, what);
-      const phase = agent.status?.phase ?? 'booting';
-      const sandbox = agent.status?.sandbox;
-      if (agent.spec.desiredState !== 'active' || (phase !== 'idle' && phase !== 'running') || !sandbox) {
-        const state = phase === 'idle' || phase === 'running' ? 'terminating' : phase === 'booting' ? `still booting after ${bootWaitMs / 1000} s` : phase;
-        throw new ApiError('conflict', `agent ${id} is ${state}; ${what} needs a ready sandbox (status idle or running)`, {
-          status: phase,
-        });
+    /**
+     * The agent's ready sandbox for one call, under a lease (ADR 45) that the caller ends with
+     * `release`: 409 when it has none, 502 when its provider is gone. The lease is taken before the
+     * agent is read again: an idle pause decided before that is seen here (the call wakes the agent),
+     * one decided after sees the lease and is called off before its checkpoint.
+     */
+    async ready(principal: Principal, id: string, what = 'exec'): Promise<ReadyAgent> {
+      for (let attempt = 1; ; attempt++) {
+        const agent = await whenBooted(await ensureAwake(await find(principal, id)));
+        const { sandbox, provider } = await sandboxOf(agent, id, what);
+        const release = await holdCall(agent);
+        if (!idlePolicy(agent)) return { agent, sandbox, provider, release };
+        const current = await store.get('Agent', agent.metadata.name);
+        if (current && current.spec.desiredState === 'active' && current.status?.sandbox?.id === sandbox.id) return { agent: current, sandbox, provider, release };
+        release();
+        if (attempt === LEASE_ATTEMPTS) {
+          throw new ApiError('conflict', `agent ${id} was paused or changed ${LEASE_ATTEMPTS} times while ${what} started; try again`, { status: current?.status?.phase ?? 'terminated' });
+        }
       }
-      let provider: SandboxProvider | undefined;
+    },
+
+    /** `operation` on the agent's ready sandbox, its lease held while it runs. */
+    async briefly<T>(principal: Principal, id: string, what: string, operation: (ready: ReadyAgent) => Promise<T>): Promise<T> {
+      const ready = await this.ready(principal, id, what);
       try {
-        provider = await providers.holding(agent.spec, agent.status?.provider);
-      } catch (error) {
-        throw new ApiError('provider_error', `provider "${agent.status?.provider ?? agent.spec.provider}" is unavailable: ${(error as Error).message}`);
+        return await operation(ready);
+      } finally {
+        ready.release();
       }
-      if (!provider) throw new ApiError('provider_error', `provider "${agent.spec.provider}" is not configured on this install`);
-      await touch(agent);
-      return { agent, sandbox, provider };
     },
 
     async exec(principal: Principal, id: string, request: ExecInput): Promise<ExecResult> {
-      const { agent, sandbox, provider } = await this.ready(principal, id);
-      const options = execOptions(provider, request);
-      const timeoutMs = request.timeout === undefined ? deps.execTimeoutMs : Math.min(request.timeout * 1000, deps.execTimeoutMs);
-      const timer = execDuration.startTimer({ provider: provider.name, language: request.language });
-      const release = holdActivity(agent);
-      try {
-        const result = await provider.exec(sandbox, { language: request.language, code: request.code, ...options, timeoutMs });
-        timer({ result: 'ok' });
-        return result;
-      } catch (error) {
-        timer({ result: (error as Error).name });
-        throw error;
-      } finally {
-        release();
-      }
+      return this.briefly(principal, id, 'exec', async ({ sandbox, provider }) => {
+        const options = execOptions(provider, request);
+        const timeoutMs = request.timeout === undefined ? deps.execTimeoutMs : Math.min(request.timeout * 1000, deps.execTimeoutMs);
+        const timer = execDuration.startTimer({ provider: provider.name, language: request.language });
+        try {
+          const result = await provider.exec(sandbox, { language: request.language, code: request.code, ...options, timeoutMs });
+          timer({ result: 'ok' });
+          return result;
+        } catch (error) {
+          timer({ result: (error as Error).name });
+          throw error;
+        }
+      });
     },
 
     /**
@@ -331,14 +395,13 @@ export function createAgentService(deps: AgentServiceDeps) {
       request: ExecInput,
       stream: { onOutput: (stream: 'stdout' | 'stderr', chunk: Buffer) => void; signal: AbortSignal; onStart: () => void },
     ): Promise<ExecResult> {
-      const { agent, sandbox, provider } = await this.ready(principal, id, 'a streamed exec');
-      if (!provider.execStream) throw notImplemented('stream', provider.name, 'streamed exec');
-      const options = execOptions(provider, request);
-      const timeoutMs = Math.min(request.timeout === undefined ? Infinity : request.timeout * 1000, remainingMs(agent));
-      stream.onStart();
+      const { agent, sandbox, provider, release } = await this.ready(principal, id, 'a streamed exec');
       streamsOpen.inc({ provider: provider.name });
-      const release = holdActivity(agent);
       try {
+        if (!provider.execStream) throw notImplemented('stream', provider.name, 'streamed exec');
+        const options = execOptions(provider, request);
+        const timeoutMs = Math.min(request.timeout === undefined ? Infinity : request.timeout * 1000, remainingMs(agent));
+        stream.onStart();
         return await provider.execStream(sandbox, { language: request.language, code: request.code, ...options, timeoutMs, onOutput: stream.onOutput, signal: stream.signal });
       } finally {
         release();
@@ -352,19 +415,24 @@ export function createAgentService(deps: AgentServiceDeps) {
       id: string,
       request: { argv: string[]; env?: Record<string, string> | undefined; cwd?: string | undefined; rows: number; cols: number; onOutput: (chunk: Buffer) => void },
     ): Promise<TerminalHandle> {
-      const { agent, sandbox, provider } = await this.ready(principal, id, 'a terminal');
-      if (!provider.openTerminal) throw notImplemented('pty', provider.name, 'terminals');
-      const handle = await provider.openTerminal(sandbox, {
-        argv: request.argv,
-        ...(request.env ? { env: request.env } : {}),
-        ...(request.cwd ? { cwd: request.cwd } : {}),
-        rows: request.rows,
-        cols: request.cols,
-        timeoutMs: remainingMs(agent),
-        onOutput: request.onOutput,
-      });
+      const { agent, sandbox, provider, release } = await this.ready(principal, id, 'a terminal');
+      let handle: TerminalHandle;
+      try {
+        if (!provider.openTerminal) throw notImplemented('pty', provider.name, 'terminals');
+        handle = await provider.openTerminal(sandbox, {
+          argv: request.argv,
+          ...(request.env ? { env: request.env } : {}),
+          ...(request.cwd ? { cwd: request.cwd } : {}),
+          rows: request.rows,
+          cols: request.cols,
+          timeoutMs: remainingMs(agent),
+          onOutput: request.onOutput,
+        });
+      } catch (error) {
+        release();
+        throw error;
+      }
       terminalsOpen.inc({ provider: provider.name });
-      const release = holdActivity(agent);
       void handle.done
         .finally(() => {
           release();
@@ -375,47 +443,52 @@ export function createAgentService(deps: AgentServiceDeps) {
     },
 
     async startBackground(principal: Principal, id: string, request: ExecInput): Promise<BackgroundProcess> {
-      const { sandbox, provider } = await this.ready(principal, id, 'a background exec');
-      if (!provider.startBackground) throw notImplemented('background', provider.name, 'background processes');
-      const options = execOptions(provider, request);
-      const timer = backgroundStarted.startTimer({ provider: provider.name });
-      try {
-        const process = await provider.startBackground(sandbox, {
-          language: request.language,
-          code: request.code,
-          ...options,
-          ...(request.timeout !== undefined ? { timeoutMs: request.timeout * 1000 } : {}),
-        });
-        timer({ result: 'ok' });
-        return process;
-      } catch (error) {
-        timer({ result: (error as Error).name });
-        throw error;
-      }
+      return this.briefly(principal, id, 'a background exec', async ({ sandbox, provider }) => {
+        if (!provider.startBackground) throw notImplemented('background', provider.name, 'background processes');
+        const options = execOptions(provider, request);
+        const timer = backgroundStarted.startTimer({ provider: provider.name });
+        try {
+          const process = await provider.startBackground(sandbox, {
+            language: request.language,
+            code: request.code,
+            ...options,
+            ...(request.timeout !== undefined ? { timeoutMs: request.timeout * 1000 } : {}),
+          });
+          timer({ result: 'ok' });
+          return process;
+        } catch (error) {
+          timer({ result: (error as Error).name });
+          throw error;
+        }
+      });
     },
 
     async listBackground(principal: Principal, id: string): Promise<BackgroundProcess[]> {
-      const { sandbox, provider } = await this.ready(principal, id, 'listing processes');
-      if (!provider.listBackground) throw notImplemented('background', provider.name, 'background processes');
-      return provider.listBackground(sandbox);
+      return this.briefly(principal, id, 'listing processes', async ({ sandbox, provider }) => {
+        if (!provider.listBackground) throw notImplemented('background', provider.name, 'background processes');
+        return provider.listBackground(sandbox);
+      });
     },
 
     async signalBackground(principal: Principal, id: string, pid: number, signal: ProcessSignal): Promise<BackgroundProcess> {
-      const { sandbox, provider } = await this.ready(principal, id, 'signalling a process');
-      if (!provider.signalBackground) throw notImplemented('background', provider.name, 'background processes');
-      return provider.signalBackground(sandbox, pid, signal);
+      return this.briefly(principal, id, 'signalling a process', async ({ sandbox, provider }) => {
+        if (!provider.signalBackground) throw notImplemented('background', provider.name, 'background processes');
+        return provider.signalBackground(sandbox, pid, signal);
+      });
     },
 
     async waitBackground(principal: Principal, id: string, pid: number, timeoutMs: number): Promise<BackgroundProcess> {
-      const { sandbox, provider } = await this.ready(principal, id, 'waiting on a process');
-      if (!provider.waitBackground) throw notImplemented('background', provider.name, 'background processes');
-      return provider.waitBackground(sandbox, pid, timeoutMs);
+      return this.briefly(principal, id, 'waiting on a process', async ({ sandbox, provider }) => {
+        if (!provider.waitBackground) throw notImplemented('background', provider.name, 'background processes');
+        return provider.waitBackground(sandbox, pid, timeoutMs);
+      });
     },
 
     async backgroundOutput(principal: Principal, id: string, pid: number): Promise<BackgroundOutput> {
-      const { sandbox, provider } = await this.ready(principal, id, 'reading process output');
-      if (!provider.backgroundOutput) throw notImplemented('background', provider.name, 'background processes');
-      return provider.backgroundOutput(sandbox, pid);
+      return this.briefly(principal, id, 'reading process output', async ({ sandbox, provider }) => {
+        if (!provider.backgroundOutput) throw notImplemented('background', provider.name, 'background processes');
+        return provider.backgroundOutput(sandbox, pid);
+      });
     },
 
     /** Agents of every session of the caller's organization and mode, newest first, filtered. */

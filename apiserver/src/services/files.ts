@@ -44,21 +44,26 @@ export function createFileService(deps: { agents: AgentService; metrics: Registr
     files: SandboxFiles;
     sandbox: SandboxRef;
     provider: SandboxProvider;
-    /** Counts the operation as the agent's traffic until called (ADR 45). */
+    /** The operation's lease on its agent (ADR 45), taken by `ready`: answers the function that ends it, called when the operation ends. */
     hold: () => () => void;
   }
 
   async function filesOf(principal: Principal, id: string): Promise<Access> {
-    const { agent, sandbox, provider } = await deps.agents.ready(principal, id, 'files');
-    if (!provider.files) throw new ApiError('not_implemented', `files: provider "${provider.name}" has no file access`, { field: 'files', provider: provider.name });
-    return { files: provider.files, sandbox, provider, hold: () => deps.agents.holdActivity(agent) };
+    const { sandbox, provider, release } = await deps.agents.ready(principal, id, 'files');
+    if (!provider.files) {
+      release();
+      throw new ApiError('not_implemented', `files: provider "${provider.name}" has no file access`, { field: 'files', provider: provider.name });
+    }
+    return { files: provider.files, sandbox, provider, hold: () => release };
   }
 
+  /** Every operation calls `hold()` at once and ends the lease it answers; one that throws first ends it here. */
   async function run<T>(principal: Principal, id: string, operation: (access: Access) => Promise<T>): Promise<T> {
     const access = await filesOf(principal, id);
     try {
       return await operation(access);
     } catch (error) {
+      access.hold()();
       throw fileError(error);
     }
   }

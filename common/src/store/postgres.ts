@@ -56,6 +56,9 @@ function toResource<K extends Kind>(row: ResourceRow): Resource<K> {
   return resource;
 }
 
+/** Writes remembered as told to this process's watchers, awaiting their notification. */
+const TOLD_LOCALLY_MAX = 10_000;
+
 /**
  * Resources in one PostgreSQL table, with a global resourceVersion sequence and a
  * watch over LISTEN/NOTIFY. A dropped listener reconnects and tells every watcher to
@@ -63,6 +66,12 @@ function toResource<K extends Kind>(row: ResourceRow): Resource<K> {
  */
 export class PostgresResourceStore implements ResourceStore {
   private readonly handlers = new Map<Kind, Set<WatchHandlers>>();
+  /**
+   * Writes of this process already told to its watchers (kind/name/resourceVersion), so that their
+   * notification, when it comes back through PostgreSQL, is not told twice. Bounded: a notification
+   * lost (the listener reconnected, which relists anyway) leaves an entry that ages out.
+   */
+  private readonly toldLocally = new Set<string>();
   private readonly listener: NotificationListener;
 
   constructor(
@@ -132,7 +141,7 @@ export class PostgresResourceStore implements ResourceStore {
           this.options.clock.now(),
         ],
       );
-      return toResource<K>(rows[0]!);
+      return this.tellLocally('ADDED', toResource<K>(rows[0]!));
     } catch (error) {
       if (isUniqueViolation(error)) throw new StoreError('AlreadyExists', kind, input.name);
       throw error;
@@ -144,7 +153,8 @@ export class PostgresResourceStore implements ResourceStore {
     name: string,
     mutate: (current: Resource<K>) => SpecOf<K> | undefined,
   ): Promise<Resource<K>> {
-    return withTransaction(this.pool, async (tx) => {
+    let changed = false;
+    const result = await withTransaction(this.pool, async (tx) => {
       const { rows } = await tx.query<ResourceRow>(
         `SELECT ${COLUMNS} FROM resources WHERE kind = $1 AND name = $2 FOR UPDATE`,
         [kind, name],
@@ -158,8 +168,11 @@ export class PostgresResourceStore implements ResourceStore {
          WHERE kind = $1 AND name = $2 RETURNING ${COLUMNS}`,
         [kind, name, JSON.stringify(spec)],
       );
+      changed = true;
       return toResource<K>(updated.rows[0]!);
     });
+    // After the commit: a watcher that reads the object now sees the change.
+    return changed ? this.tellLocally('MODIFIED', result) : result;
   }
 
   async updateStatus<K extends Kind>(
@@ -174,7 +187,7 @@ export class PostgresResourceStore implements ResourceStore {
        RETURNING ${COLUMNS}`,
       [kind, name, JSON.stringify(status), options.resourceVersion ?? null],
     );
-    if (rows[0]) return toResource<K>(rows[0]);
+    if (rows[0]) return this.tellLocally('MODIFIED', toResource<K>(rows[0]));
     const exists = await this.get(kind, name);
     throw new StoreError(exists ? 'Conflict' : 'NotFound', kind, name);
   }
@@ -246,9 +259,26 @@ export class PostgresResourceStore implements ResourceStore {
     for (const set of this.handlers.values()) for (const handlers of set) handlers.onResync();
   }
 
+  /**
+   * A write of this process, committed, is told to this process's watchers at once rather than
+   * after its notification's trip through PostgreSQL (in embedded mode the API server and the
+   * operator share this store: a created agent's reconcile, and a caller waiting for its status,
+   * start without that trip). Other processes learn of it by the notification, as before.
+   */
+  private tellLocally<K extends Kind>(type: WatchEvent['type'], resource: Resource<K>): Resource<K> {
+    const set = this.handlers.get(resource.kind as Kind);
+    if (!set || set.size === 0) return resource;
+    const key = `${resource.kind}/${resource.metadata.name}/${resource.metadata.resourceVersion}`;
+    this.toldLocally.add(key);
+    if (this.toldLocally.size > TOLD_LOCALLY_MAX) this.toldLocally.delete(this.toldLocally.values().next().value!);
+    for (const handlers of [...set]) handlers.onEvent({ type, name: resource.metadata.name, resourceVersion: resource.metadata.resourceVersion });
+    return resource;
+  }
+
   private dispatch(payload: string | undefined): void {
     if (!payload) return;
     const event = JSON.parse(payload) as WatchEvent & { kind: Kind };
+    if (this.toldLocally.delete(`${event.kind}/${event.name}/${event.resourceVersion}`)) return;
     const set = this.handlers.get(event.kind);
     if (!set) return;
     for (const handlers of set) {

@@ -14,13 +14,14 @@ import {
   taskHoldOf,
   agentSpendNanocents,
   claimWarmSandbox,
+  agentActivity,
   forgetAgentActivity,
-  lastAgentActivity,
   nanocentsToCents,
   type CheckpointResult,
   type ProvisionRequest,
   type Clock,
   type EventInput,
+  type AgentActivity,
   type Logger,
   type Queryable,
   type Resource,
@@ -57,6 +58,8 @@ export interface AgentMetrics {
   idlePauses: Counter<'provider'>;
   /** Sandboxes recreated after they died under `lifecycle.onFailure`, and agents failed when out of restarts. */
   restarts: Counter<'provider' | 'result'>;
+  /** The rest of the lifecycle policy acting: idle terminations, pauses at the timeout, idle pauses called off by a call in flight. */
+  lifecycleActions: Counter<'provider' | 'action'>;
   checkpointDuration: Histogram<'provider'>;
   releaseFailures: Counter<'provider'>;
   /** Last known phase of each agent, counted at scrape time. */
@@ -87,6 +90,12 @@ export function createAgentMetrics(registry: Registry): AgentMetrics {
       name: 'berth_agent_restarts_total',
       help: 'Sandboxes that died under a lifecycle.onFailure policy: recreated (result=restarted) or, out of restarts, the agent failed (result=exhausted)',
       labelNames: ['provider', 'result'],
+      registers: [registry],
+    }),
+    lifecycleActions: new Counter({
+      name: 'berth_agent_lifecycle_actions_total',
+      help: 'The lifecycle policy acting: agents terminated for lifecycle.idle.terminateAfter (action=idle_terminate), paused at their timeout under lifecycle.onTimeout: pause (action=timeout_pause), idle pauses called off before the checkpoint because a call held a lease (action=idle_pause_called_off)',
+      labelNames: ['provider', 'action'],
       registers: [registry],
     }),
     releaseFailures: new Counter({
@@ -155,6 +164,8 @@ export const ARCHIVE_FINALIZER = 'berth.dev/archive';
 export const PAUSE_WAIT_MS = 500;
 /** How soon a resume waiting for its snapshot's archive (on a host without its checkpoint) looks again. */
 export const SNAPSHOT_WAIT_MS = 1_000;
+/** Under `lifecycle.onTimeout: pause` the sandbox is provisioned this much longer than the timeout, so the platform's own deadline (a pod's activeDeadlineSeconds) cannot end it before its pause. */
+export const TIMEOUT_PAUSE_GRACE_SECONDS = 600;
 
 type AgentResource = Resource<'Agent'>;
 
@@ -192,7 +203,7 @@ export function createAgentReconciler(deps: AgentReconcilerDeps): Reconciler {
     if (agent.metadata.deletionTimestamp) return finalize(agent, previous, provider, unavailable, observed, log);
 
     const step = new ReconcileStep(agent, previous, clock.now(), observed);
-    if (agent.spec.lifecycle?.idle) step.lastActivity = await lastAgentActivity(deps.db, agentId);
+    if (agent.spec.lifecycle?.idle) step.activity = await agentActivity(deps.db, agentId);
     let result: ReconcileResult = {};
     let failure: unknown;
     try {
@@ -219,7 +230,8 @@ export function createAgentReconciler(deps: AgentReconcilerDeps): Reconciler {
     // After the status write: the Snapshot reconciler reads the agent's status to know what to do.
     for (const snapshotId of step.snapshotsToWake) deps.onSnapshotChange?.(idToObjectName(snapshotId));
     if (step.refillPool) deps.warmPools?.onPoolChange(step.refillPool);
-    if (step.idleSince && !failure) await pauseIdle(agent, step.idleSince, log);
+    if (step.idleAction && !failure) await actOnIdle(agent, step.idleAction, log);
+    if (step.pauseAtTimeout && !failure) await pauseAtTimeout(agent, log);
     // Test keys' agents run on a mock and use no compute: counting them would inflate capacity dashboards.
     if (agent.spec.mode === 'live') metrics.phases.set(name, { provider: agent.spec.provider, phase: step.status.phase });
     if (failure) throw failure;
@@ -227,27 +239,85 @@ export function createAgentReconciler(deps: AgentReconcilerDeps): Reconciler {
   };
 
   /**
-   * The agent had no traffic for its `lifecycle.idle.pauseAfter`: it is asked to pause, as the
-   * pause route does, with reason `idle` (its next exec, run, file or port call resumes it: ADR 45).
-   * The spec changes only if nothing else did since this reconcile read it, and traffic that came
-   * meanwhile (read again just before) keeps it running.
+   * The agent had no traffic for its `lifecycle.idle.pauseAfter` (or `terminateAfter`): it is asked
+   * to pause, as the pause route does, with reason `idle` (its next exec, run, file or port call
+   * resumes it: ADR 45), or to end, with `terminateReason: idle`. The spec changes only if nothing
+   * else did since this reconcile read it, and traffic that came meanwhile, or a call in flight
+   * (both read again just before), keeps it as it is.
    */
-  async function pauseIdle(agent: AgentResource, idleSince: Date, log: Logger): Promise<void> {
-    const latest = await lastAgentActivity(deps.db, objectNameToId(agent.metadata.name));
-    if (latest && latest.getTime() > idleSince.getTime()) return;
-    let paused = false;
+  async function actOnIdle(agent: AgentResource, idle: IdleAction, log: Logger): Promise<void> {
+    const latest = await agentActivity(deps.db, objectNameToId(agent.metadata.name));
+    if (latest.callsInFlight > 0 || (latest.lastActivity && latest.lastActivity.getTime() > idle.since.getTime())) return;
+    let changed = false;
     await store
       .updateSpec('Agent', agent.metadata.name, (current) => {
-        if (current.metadata.generation !== agent.metadata.generation || current.spec.desiredState !== 'active') return undefined;
-        paused = true;
-        return { ...current.spec, desiredState: 'paused', pauseReason: 'idle' };
+        if (current.metadata.generation !== agent.metadata.generation) return undefined;
+        const idlePaused = current.spec.desiredState === 'paused' && current.spec.pauseReason === 'idle';
+        if (idle.action === 'pause' && current.spec.desiredState !== 'active') return undefined;
+        if (idle.action === 'terminate' && current.spec.desiredState !== 'active' && !idlePaused) return undefined;
+        changed = true;
+        if (idle.action === 'pause') return { ...current.spec, desiredState: 'paused', pauseReason: 'idle' };
+        return { ...current.spec, desiredState: 'terminated', terminateReason: 'idle' };
       })
       .catch((error: unknown) => {
         if (!isStoreError(error, 'NotFound') && !isStoreError(error, 'Conflict')) throw error;
       });
-    if (!paused) return;
-    metrics.idlePauses.inc({ provider: agent.status?.provider ?? agent.spec.provider });
-    log.info({ idleSince: idleSince.toISOString(), pauseAfter: agent.spec.lifecycle?.idle?.pauseAfter }, 'agent idle: pausing it');
+    if (!changed) return;
+    const provider = agent.status?.provider ?? agent.spec.provider;
+    const policy = agent.spec.lifecycle?.idle;
+    if (idle.action === 'pause') {
+      metrics.idlePauses.inc({ provider });
+      log.info({ idleSince: idle.since.toISOString(), pauseAfter: policy?.pauseAfter }, 'agent idle: pausing it');
+    } else {
+      metrics.lifecycleActions.inc({ provider, action: 'idle_terminate' });
+      log.info({ idleSince: idle.since.toISOString(), terminateAfter: policy?.terminateAfter }, 'agent idle: terminating it');
+    }
+  }
+
+  /**
+   * The agent's timeout came under `lifecycle.onTimeout: pause`: it is asked to pause (reason
+   * `timeout`) instead of ending; the pause is the ordinary one, and a resume gives it a new lifetime.
+   */
+  async function pauseAtTimeout(agent: AgentResource, log: Logger): Promise<void> {
+    let changed = false;
+    await store
+      .updateSpec('Agent', agent.metadata.name, (current) => {
+        if (current.metadata.generation !== agent.metadata.generation || current.spec.desiredState !== 'active') return undefined;
+        changed = true;
+        return { ...current.spec, desiredState: 'paused', pauseReason: 'timeout' };
+      })
+      .catch((error: unknown) => {
+        if (!isStoreError(error, 'NotFound') && !isStoreError(error, 'Conflict')) throw error;
+      });
+    if (!changed) return;
+    metrics.lifecycleActions.inc({ provider: agent.status?.provider ?? agent.spec.provider, action: 'timeout_pause' });
+    log.info({ timeout: agent.spec.timeout }, 'agent timeout expired: pausing it (lifecycle.onTimeout: pause)');
+  }
+
+  /**
+   * An idle pause whose checkpoint is about to be taken while a call holds a lease on the agent (it
+   * began after the reconcile that decided the pause looked at its traffic): the pause is called
+   * off, the agent stays active, and the call keeps its sandbox (ADR 45).
+   */
+  async function callOffIdlePause(agent: AgentResource, log: Logger): Promise<boolean> {
+    if (agent.spec.pauseReason !== 'idle') return false;
+    const { callsInFlight } = await agentActivity(deps.db, objectNameToId(agent.metadata.name));
+    if (callsInFlight === 0) return false;
+    let calledOff = false;
+    await store
+      .updateSpec('Agent', agent.metadata.name, (current) => {
+        if (current.metadata.generation !== agent.metadata.generation || current.spec.desiredState !== 'paused' || current.spec.pauseReason !== 'idle') return undefined;
+        calledOff = true;
+        const { pauseReason: _reason, ...rest } = current.spec;
+        return { ...rest, desiredState: 'active' };
+      })
+      .catch((error: unknown) => {
+        if (!isStoreError(error, 'NotFound') && !isStoreError(error, 'Conflict')) throw error;
+      });
+    if (!calledOff) return false;
+    metrics.lifecycleActions.inc({ provider: agent.status?.provider ?? agent.spec.provider, action: 'idle_pause_called_off' });
+    log.info({ callsInFlight }, 'idle pause called off: a call is in flight on the agent');
+    return true;
   }
 
   /**
@@ -322,6 +392,8 @@ export function createAgentReconciler(deps: AgentReconcilerDeps): Reconciler {
     }
     // The Paused condition says that the pause waits for the run.
     if (step.task?.state === 'running') return { requeueAfterMs: PAUSE_WAIT_MS };
+    // Right before the checkpoint: a call that took its lease since the pause was decided keeps the sandbox.
+    if (await callOffIdlePause(agent, log)) return {};
     const snapshotId = snapshotIdFor(agent);
     const native = provider.capabilities.checkpoint === 'native';
     if (provider.checkpointLocally) {
@@ -513,8 +585,13 @@ export function createAgentReconciler(deps: AgentReconcilerDeps): Reconciler {
       await deleteSnapshotsOf(agent);
       if (agent.spec.lifecycle?.idle) await forgetAgentActivity(deps.db, objectNameToId(agent.metadata.name));
       status.endedAt = now.toISOString();
-      const message = 'the agent was terminated; its sandbox and files are gone';
+      const message =
+        agent.spec.terminateReason === 'idle'
+          ? `the agent was terminated after ${agent.spec.lifecycle?.idle?.terminateAfter} without traffic (lifecycle.idle.terminateAfter); its sandbox and files are gone`
+          : 'the agent was terminated; its sandbox and files are gone';
       step.observeSandbox(false, AgentReason.Terminated, message);
+      // Berth ended it on its own: the event says why (a terminate asked through the API is its caller's answer).
+      if (agent.spec.terminateReason) step.emit('agent.terminated', { reason: agent.spec.terminateReason, terminateAfter: agent.spec.lifecycle?.idle?.terminateAfter });
       step.end({ outcome: 'terminated', message });
       log.info('agent terminated');
       return {};
@@ -525,13 +602,25 @@ export function createAgentReconciler(deps: AgentReconcilerDeps): Reconciler {
       if (expiresAt !== status.expiresAt) status.expiresAt = expiresAt;
     }
     // A paused agent has no sandbox, so no deadline runs; resuming starts a new lifetime.
-    if (step.previousPhase !== 'paused' && status.expiresAt && now.getTime() >= Date.parse(status.expiresAt)) {
+    const expired = step.previousPhase !== 'paused' && status.expiresAt !== undefined && now.getTime() >= Date.parse(status.expiresAt);
+    if (expired && agent.spec.lifecycle?.onTimeout === 'pause' && status.sandbox) {
+      // Paused by checkpoint instead of ended: asked after the status write (unless a pause is under way already).
+      if (agent.spec.desiredState !== 'paused') {
+        step.pauseAtTimeout = true;
+        return {};
+      }
+    } else if (expired) {
       await step.release(provider, { unrecorded: true });
       log.info({ timeout: agent.spec.timeout }, 'agent timeout expired');
       return step.fail('timeout', `the agent's timeout of ${agent.spec.timeout} expired; its sandbox was ended`, AgentReason.DeadlineExceeded);
     }
 
-    if (agent.spec.desiredState === 'paused') return pause(step, provider, log);
+    if (agent.spec.desiredState === 'paused') {
+      const result = await pause(step, provider, log);
+      // An agent paused by its idle policy is looked at again when its terminateAfter comes.
+      const untilTerminate = agent.spec.pauseReason === 'idle' && step.status.phase !== 'failed' ? idleDeadline(step) : Infinity;
+      return Number.isFinite(untilTerminate) ? { requeueAfterMs: Math.min(result.requeueAfterMs ?? Infinity, untilTerminate) } : result;
+    }
 
     const sandboxState = status.sandbox ? await provider.state(status.sandbox) : 'missing';
     if (sandboxState === 'expired') {
@@ -581,7 +670,8 @@ export function createAgentReconciler(deps: AgentReconcilerDeps): Reconciler {
           ...(restore ? { restore } : {}),
           agentId: objectNameToId(agent.metadata.name),
           sessionId: agent.spec.sessionId,
-          timeoutSeconds: agent.spec.timeoutSeconds,
+          // Under onTimeout: pause the reconciler pauses the agent at its timeout: the platform must not end the sandbox first.
+          timeoutSeconds: agent.spec.timeoutSeconds + (agent.spec.lifecycle?.onTimeout === 'pause' ? TIMEOUT_PAUSE_GRACE_SECONDS : 0),
           owner: { apiVersion: API_VERSION, kind: 'Agent', name: agent.metadata.name, uid: agent.metadata.uid },
           compute: agent.spec.compute,
           browser: agent.spec.browser,
@@ -654,21 +744,34 @@ export function createAgentReconciler(deps: AgentReconcilerDeps): Reconciler {
 }
 
 /**
- * How long until an agent with an idle policy has been without traffic for `pauseAfter`; at or past
- * it, `step.idleSince` is set and the reconcile pauses the agent after its status write. An agent
- * with a run queued or in progress is not idle (its own tool calls are traffic), and neither is one
- * that has just started: its clock starts at `startedAt` (after a wake, the resume).
+ * How long until an agent with an idle policy has been without traffic for `pauseAfter` (while
+ * active) or `terminateAfter` (active, or paused by the idle policy); at or past one, `step.idleAction`
+ * is set and the reconcile acts after its status write. An agent with a run queued or in progress is
+ * not idle (its own tool calls are traffic), nor one with a call in flight (its lease), nor one that
+ * has just started: its clock starts at `startedAt` (after a wake, the resume).
  */
 function idleDeadline(step: ReconcileStep): number {
   const idle = step.agent.spec.lifecycle?.idle;
-  if (!idle || step.agent.spec.desiredState !== 'active' || step.task !== undefined || !step.status.startedAt) return Infinity;
+  const { desiredState, pauseReason } = step.agent.spec;
+  const idlePaused = desiredState === 'paused' && pauseReason === 'idle';
+  if (!idle || (desiredState !== 'active' && !idlePaused) || step.task !== undefined || !step.status.startedAt) return Infinity;
+  const pauseAfterMs = idle.pauseAfter !== undefined && desiredState === 'active' ? parseDuration(idle.pauseAfter)! * 1000 : Infinity;
+  const terminateAfterMs = idle.terminateAfter !== undefined ? parseDuration(idle.terminateAfter)! * 1000 : Infinity;
+  // A call in flight: looked at again after the shorter wait; its end is traffic and starts the clock again.
+  if ((step.activity?.callsInFlight ?? 0) > 0) return Math.min(pauseAfterMs, terminateAfterMs);
   // A run's end is traffic too: the Running condition turned False then.
   const runEnded = findCondition(step.status.conditions, AgentCondition.Running)?.lastTransitionTime;
-  const since = Math.max(Date.parse(step.status.startedAt), step.lastActivity?.getTime() ?? 0, runEnded ? Date.parse(runEnded) : 0);
-  const remaining = since + parseDuration(idle.pauseAfter)! * 1000 - step.now.getTime();
-  if (remaining > 0) return remaining;
-  step.idleSince = new Date(since);
-  return Infinity;
+  const since = Math.max(Date.parse(step.status.startedAt), step.activity?.lastActivity?.getTime() ?? 0, runEnded ? Date.parse(runEnded) : 0);
+  const idleFor = step.now.getTime() - since;
+  if (idleFor >= terminateAfterMs) {
+    step.idleAction = { action: 'terminate', since: new Date(since) };
+    return Infinity;
+  }
+  if (idleFor >= pauseAfterMs) {
+    step.idleAction = { action: 'pause', since: new Date(since) };
+    return Infinity;
+  }
+  return Math.min(pauseAfterMs, terminateAfterMs) - idleFor;
 }
 
 /**
@@ -720,10 +823,12 @@ class ReconcileStep {
   private sandboxWord: AgentObservation['sandbox'];
   readonly task: TaskHold | undefined;
   private ending: AgentEnding | undefined;
-  /** When the agent last had traffic (exec, run, file, port), for its idle policy; read only when it has one. */
-  lastActivity: Date | undefined;
-  /** Set when the agent has been idle past its `lifecycle.idle.pauseAfter` since then: the reconcile pauses it. */
-  idleSince: Date | undefined;
+  /** When the agent last had traffic (exec, run, file, port) and its calls in flight, for its idle policy; read only when it has one. */
+  activity: AgentActivity | undefined;
+  /** Set when the agent has been idle past its `lifecycle.idle.pauseAfter` or `terminateAfter`: the reconcile pauses or ends it. */
+  idleAction: IdleAction | undefined;
+  /** Set when the agent's timeout came under `lifecycle.onTimeout: pause`: the reconcile asks for the pause. */
+  pauseAtTimeout = false;
   /** The warm pool this reconcile claimed a sandbox from, to refill after the status write. */
   refillPool: string | undefined;
 
@@ -813,6 +918,12 @@ class ReconcileStep {
     if (this.status.sandbox) this.status.computeEndedAt = this.now.toISOString();
     delete this.status.sandbox;
   }
+}
+
+/** What an agent's idle policy does now: pause or end it, idle since `since`. */
+interface IdleAction {
+  action: 'pause' | 'terminate';
+  since: Date;
 }
 
 /** One snapshot per pause: its id comes from the agent and the spec generation that asked. */

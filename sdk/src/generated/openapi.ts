@@ -14,8 +14,9 @@ export type Agent = {
   /** booting → idle (ready) → running (a task) → paused / terminated / failed */
   status: "booting" | "idle" | "running" | "paused" | "terminated" | "failed";
   sessionId: string;
-  /** why a paused (or pausing) agent is paused: asked through the API, a session limit reached, its costCap spent, a tool call's approval expired, no traffic for its `lifecycle.idle.pauseAfter` (its next exec, run, file or port call wakes it), or a fork being taken of it (it resumes at once after) */
-  pauseReason?: "requested" | "session_limit" | "cost_cap" | "approval_expired" | "idle" | "fork";
+  /** why a paused (or pausing) agent is paused: asked through the API, a session limit reached, its costCap spent, a tool call's approval expired, no traffic for its `lifecycle.idle.pauseAfter` (its next exec, run, file or port call wakes it), a fork being taken of it (it resumes at once after), or its `timeout` under `lifecycle.onTimeout: pause` (resume it for a new lifetime) */
+  pauseReason?: "requested" | "session_limit" | "cost_cap" | "approval_expired" | "idle" | "fork" | "timeout";
+  terminateReason?: "idle";
   compute: "python" | "node" | "go";
   browser: boolean;
   storage?: string;
@@ -72,12 +73,16 @@ export type Agent = {
   lifecycle?: {
     idle?: {
       /** time without traffic after which the agent is paused: 30s, 5m, 1h */
-      pauseAfter: string;
+      pauseAfter?: string;
+      /** time without traffic after which the agent is terminated (paused by its idle policy or not): 1h, 24h */
+      terminateAfter?: string;
     };
     onFailure?: {
       /** how many times a sandbox that died is recreated before the agent fails */
       restart: number;
     };
+    /** at the timeout: end the sandbox and fail the agent (terminate, the default) or pause it by checkpoint (pause) */
+    onTimeout?: "terminate" | "pause";
   };
   egress?: {
     /** DNS names, or wildcards such as *.github.com, the sandbox may reach */
@@ -1158,7 +1163,7 @@ export type Webhook = {
   /** `wh_…` */
   id: string;
   url: string;
-  events: ("agent.started" | "agent.completed" | "agent.failed" | "agent.paused" | "agent.restarted" | "agent.run.completed" | "session.limit_reached" | "session.cost_threshold" | "budget.threshold" | "budget.exhausted" | "fleet.started" | "fleet.item_completed" | "fleet.completed" | "fleet.cost_limited" | "schedule.fired" | "trigger.fired" | "workflow.started" | "workflow.step_completed" | "workflow.completed" | "workflow.failed" | "knowledge.sync_completed" | "knowledge.sync_failed" | "approval.requested" | "approval.approved" | "approval.denied" | "approval.expired")[];
+  events: ("agent.started" | "agent.completed" | "agent.failed" | "agent.paused" | "agent.restarted" | "agent.terminated" | "agent.run.completed" | "session.limit_reached" | "session.cost_threshold" | "budget.threshold" | "budget.exhausted" | "fleet.started" | "fleet.item_completed" | "fleet.completed" | "fleet.cost_limited" | "schedule.fired" | "trigger.fired" | "workflow.started" | "workflow.step_completed" | "workflow.completed" | "workflow.failed" | "knowledge.sync_completed" | "knowledge.sync_failed" | "approval.requested" | "approval.approved" | "approval.denied" | "approval.expired")[];
   /** in full only in the response that created it; after that its first 8 characters and … */
   secret: string;
   createdAt: string;
@@ -1970,7 +1975,12 @@ export interface paths {
         /** agent id (`agt_…`) */
         id: string;
       };
-      query: never;
+      query: {
+        /** wait until the agent has this status (or has ended) before answering */
+        waitFor?: "booting" | "idle" | "running" | "paused" | "terminated" | "failed";
+        /** longest wait for waitFor, in seconds (1–60) */
+        waitSeconds?: number;
+      };
       body: never;
       responses: {
         200: Agent;
@@ -4269,20 +4279,20 @@ export interface paths {
         };
         /** MCP server ids or names (`POST /v1/mcp-servers`), or * for all of the organization: their tools are offered to the model as `mcp__<server>__<tool>`; an unknown server is 422 */
         mcp?: string[] | "*";
-        /** auto-pause and failure policy: `{ idle: { pauseAfter }, onFailure: { restart } }` (see docs/warm-pools-and-lifecycle.md) */
+        /** auto-pause, idle termination, failure and timeout policy: `{ idle: { pauseAfter, terminateAfter }, onFailure: { restart }, onTimeout }` (see docs/warm-pools-and-lifecycle.md) */
         lifecycle?: {
           idle?: {
             /** pause the agent by checkpoint after this long without exec, run, stream, terminal, process, file or port traffic (30s, 10m, 2h); its next such call wakes it */
             pauseAfter?: string;
-            /** not enforced: supplying it answers 501 naming it */
-            terminateAfter?: unknown;
+            /** terminate the agent after this long without traffic, whether it was paused by `pauseAfter` meanwhile or not (longer than `pauseAfter` when both are given); `agent.terminated` says `reason: idle` */
+            terminateAfter?: string;
           };
           onFailure?: {
             /** recreate a sandbox that died (killed, out of memory, its host restarted) up to this many times (0–10), then fail the agent */
             restart: number;
           };
-          /** not enforced: supplying it answers 501 naming it */
-          onTimeout?: unknown;
+          /** what the agent's `timeout` does: `terminate` (the default) ends its sandbox and fails it with `timeout`; `pause` pauses it by checkpoint (reason `timeout`), to be resumed with `POST /v1/agents/{id}/resume` for a new lifetime */
+          onTimeout?: "terminate" | "pause";
         };
       };
       responses: {
@@ -4814,7 +4824,7 @@ export interface paths {
       query: never;
       body: {
         url: string;
-        events: ("agent.started" | "agent.completed" | "agent.failed" | "agent.paused" | "agent.restarted" | "agent.run.completed" | "session.limit_reached" | "session.cost_threshold" | "budget.threshold" | "budget.exhausted" | "fleet.started" | "fleet.item_completed" | "fleet.completed" | "fleet.cost_limited" | "schedule.fired" | "trigger.fired" | "workflow.started" | "workflow.step_completed" | "workflow.completed" | "workflow.failed" | "knowledge.sync_completed" | "knowledge.sync_failed" | "approval.requested" | "approval.approved" | "approval.denied" | "approval.expired")[];
+        events: ("agent.started" | "agent.completed" | "agent.failed" | "agent.paused" | "agent.restarted" | "agent.terminated" | "agent.run.completed" | "session.limit_reached" | "session.cost_threshold" | "budget.threshold" | "budget.exhausted" | "fleet.started" | "fleet.item_completed" | "fleet.completed" | "fleet.cost_limited" | "schedule.fired" | "trigger.fired" | "workflow.started" | "workflow.step_completed" | "workflow.completed" | "workflow.failed" | "knowledge.sync_completed" | "knowledge.sync_failed" | "approval.requested" | "approval.approved" | "approval.denied" | "approval.expired")[];
         /** default: generated (`whsec_…`) */
         secret?: string;
       };
