@@ -8,13 +8,13 @@
  *   wrapper, the guest programs) and node_modules pruned to production dependencies,
  * - /usr/local/bin/berth linking to the CLI, the entrypoint, with user 1000:1000.
  *
- * The layout is keyed by the node rootfs and by the paths, sizes and times of the app's files, so
- * an unchanged build is only imported and a rebuilt one writes a new layout.
+ * The layout is keyed by the node rootfs and by the content of the app's files, so an unchanged
+ * build is only checked against containerd and a changed one writes a new layout.
  */
 import { spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { existsSync } from 'node:fs';
-import { cp, mkdir, mkdtemp, readdir, rename, rm, stat, symlink } from 'node:fs/promises';
+import { cp, mkdir, mkdtemp, readdir, readFile, rename, rm, stat, symlink } from 'node:fs/promises';
 import { basename, dirname, join, relative } from 'node:path';
 import type { ImageSpec } from './images.js';
 
@@ -91,15 +91,17 @@ async function removeStale(cache: string, current: string): Promise<void> {
   }
 }
 
-/** Changes when the node rootfs or any file the image takes from the repository changes. */
+/**
+ * Changes when the node rootfs or any file the image takes from the repository changes. By content
+ * (a few megabytes), not times: `npm run build` rewrites some outputs unchanged on every run.
+ * node_modules follows package-lock.json, which is among the files.
+ */
 async function appKey(nodeRootfs: string): Promise<string> {
-  const hash = createHash('sha256').update(basename(dirname(nodeRootfs)));
-  const lockfile = await stat(join(ROOT, 'package-lock.json'));
-  hash.update(`lock ${lockfile.size} ${lockfile.mtimeMs}\n`);
+  const hash = createHash('sha256').update(`${basename(dirname(nodeRootfs))}\n`);
   for (const path of APP_PATHS) {
     for (const file of await listFiles(join(ROOT, path))) {
-      const info = await stat(file);
-      hash.update(`${relative(ROOT, file)} ${info.size} ${info.mtimeMs}\n`);
+      const content = await readFile(file);
+      hash.update(`${relative(ROOT, file)} ${content.length}\n`).update(content);
     }
   }
   return hash.digest('hex').slice(0, 16);
