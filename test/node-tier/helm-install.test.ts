@@ -126,7 +126,7 @@ describe.skipIf(unavailable !== '')('helm install of the chart on the real node'
     }
   });
 
-  it('serves the API from its pod: an agent becomes a gVisor pod and python runs in it', async () => {
+  it('serves the API from its pod: an agent becomes a gVisor pod and python and bash run in it', async () => {
     // A key as the chart's NOTES say: the CLI inside the API server's pod, exec'd through the API server and the kubelet.
     const created = await kubectl(['exec', '-n', namespace, `deploy/${FULLNAME}-apiserver`, '--', 'berth', 'keys', 'create', '--mode', 'live']);
     expect(created.code, created.stderr).toBe(0);
@@ -156,6 +156,8 @@ describe.skipIf(unavailable !== '')('helm install of the chart on the real node'
     expect(ids).toBe('1000 /workspace');
     // gVisor's kernel answers, not the host's.
     expect(kernel).not.toBe(readFileSync('/proc/version', 'utf8').trim());
+    const bash = await api.post(`/v1/agents/${agent.id}/exec`, { language: 'bash', code: 'dmesg | head -n 1; exit 3' });
+    expect(bash.body).toMatchObject({ exitCode: 3, stdout: expect.stringMatching(/Starting gVisor\.\.\.\n$/) });
 
     expect((await api.post(`/v1/agents/${agent.id}/terminate`)).status).toBeLessThan(300);
     await eventually(async () => ((await kubectl(['get', 'pod', podName, '-n', namespace])).code !== 0 ? true : undefined), {
