@@ -142,7 +142,7 @@ async function boot(
   await waitUntil('etcd /health', async () => (await request(`${etcdUrl}/health`)).status === 200);
   step('etcd healthy');
 
-  start('kube-apiserver', apiserverArgs(dir, pki, etcdUrl, apiPort));
+  start('kube-apiserver', apiserverArgs(dir, pki, etcdUrl, apiPort, realNode !== undefined));
   await waitUntil('kube-apiserver /readyz', async () => (await request(`${server}/readyz`, admin)).status === 200);
   step('kube-apiserver ready');
 
@@ -300,7 +300,8 @@ async function makeCertificates(dir: string): Promise<Pki> {
     ]);
   const serving = (names: string) => ['extendedKeyUsage=serverAuth', `subjectAltName=${names}`];
   await Promise.all([
-    signed('/CN=kube-apiserver', pki.apiserverCert, pki.apiserverKey, serving('IP:127.0.0.1,DNS:localhost')),
+    // The node IP too: pods on the real node reach the API server there (see apiserverArgs).
+    signed('/CN=kube-apiserver', pki.apiserverCert, pki.apiserverKey, serving(`IP:127.0.0.1,DNS:localhost,IP:${NODE_IP}`)),
     signed('/O=system:masters/CN=berth-admin', pki.adminCert, pki.adminKey, ['extendedKeyUsage=clientAuth']),
     signed('/CN=kwok', pki.kwokCert, pki.kwokKey, serving('IP:127.0.0.1')),
     signed(`/CN=${NODE_NAME}`, pki.kubeletCert, pki.kubeletKey, serving(`IP:${NODE_IP},DNS:${NODE_NAME}`)),
@@ -363,7 +364,13 @@ function etcdArgs(dir: string, clientUrl: string, peerUrl: string): string[] {
   ];
 }
 
-function apiserverArgs(dir: string, pki: Pki, etcdUrl: string, port: number): string[] {
+/**
+ * With a real node, pods run for real and may talk to the API server as a service account (the
+ * chart's API server and operator do), so the ServiceAccount admission plugin is on: it mounts
+ * each pod's token, which the API server verifies. The fake nodes' pods never call the API, and
+ * without the plugin a pod needs no ServiceAccount to exist in its namespace.
+ */
+function apiserverArgs(dir: string, pki: Pki, etcdUrl: string, port: number, serviceAccountTokens: boolean): string[] {
   return [
     `--etcd-servers=${etcdUrl}`,
     '--bind-address=127.0.0.1',
@@ -378,8 +385,8 @@ function apiserverArgs(dir: string, pki: Pki, etcdUrl: string, port: number): st
     `--service-account-signing-key-file=${pki.serviceAccountKey}`,
     `--service-cluster-ip-range=${SERVICE_CIDR}`,
     '--allow-privileged=true',
-    // No pod here can mount a token, and the admission plugin would demand one.
-    '--disable-admission-plugins=ServiceAccount',
+    // Without a real node no pod can mount a token, and the admission plugin would demand one.
+    ...(serviceAccountTokens ? [] : ['--disable-admission-plugins=ServiceAccount']),
     // The `kubernetes` Service would get the loopback address as its endpoint, which is invalid.
     '--endpoint-reconciler-type=none',
     // Exec and logs are proxied to kwok: every fake node's InternalIP is 127.0.0.1 (its Hostname

