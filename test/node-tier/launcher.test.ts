@@ -63,23 +63,22 @@ describe.skipIf(unavailable !== '')('the launcher in sandbox pods on a real node
     const configMap = await kubectlJson(['get', 'configmap', guest.configMap.name, '-n', berth.namespace]);
     expect(configMap.immutable).toBe(true);
     expect(Object.keys(configMap.data).sort()).toEqual(['launcher.py', 'pod-channel.py', 'pod-program.sh']);
-    const ps = await berth.live.post(`/v1/agents/${agentId}/exec`, { language: 'bash', code: 'cat /proc/1/comm; cat /proc/$PPID/comm; echo $$' });
+    const ps = await berth.live.post(`/v1/agents/${agentId}/exec`, { language: 'bash', code: 'cat /proc/1/comm; cat /proc/$PPID/comm; cat /proc/$(cut -d" " -f4 /proc/$PPID/stat)/comm' });
     expect(ps.body.exitCode, JSON.stringify(ps.body)).toBe(0);
     // PID 1 is the launcher, and the program's shell (pod-program.sh) is its child, not a child of runsc's exec.
-    const [init, parent] = ps.body.stdout.split('\n');
-    expect(init).toBe('berth-launcher');
-    expect(parent).toBe('berth-launcher');
+    expect(ps.body.stdout).toBe('berth-launcher\nsh\nberth-launcher\n');
   });
 
   it('execs python, TypeScript and bash with env, cwd, stdin, exit codes and the time limit', async () => {
+    expect((await berth.live.post(`/v1/agents/${agentId}/exec`, { language: 'bash', code: 'mkdir -p /workspace/sub' })).body.exitCode).toBe(0);
     const python = await berth.live.post(`/v1/agents/${agentId}/exec`, {
       language: 'python',
       code: 'import os, sys\nprint(os.environ["GREETING"], os.getcwd(), sys.stdin.read())\nprint("oops", file=sys.stderr)\nsys.exit(3)',
       env: { GREETING: 'hello' },
-      cwd: '/tmp',
+      cwd: 'sub',
       stdin: 'from stdin',
     });
-    expect(python.body, JSON.stringify(python.body)).toMatchObject({ stdout: 'hello /tmp from stdin\n', stderr: 'oops\n', exitCode: 3 });
+    expect(python.body, JSON.stringify(python.body)).toMatchObject({ stdout: 'hello /workspace/sub from stdin\n', stderr: 'oops\n', exitCode: 3 });
     const typescript = await berth.live.post(`/v1/agents/${agentId}/exec`, { language: 'typescript', code: 'const n: number = 6 * 7;\nconsole.log(n);' });
     expect(typescript.body, JSON.stringify(typescript.body)).toMatchObject({ stdout: '42\n', exitCode: 0 });
     const limited = await berth.live.post(`/v1/agents/${agentId}/exec`, { language: 'bash', code: 'sleep 30', timeout: 2 });
@@ -126,7 +125,7 @@ describe.skipIf(unavailable !== '')('the launcher in sandbox pods on a real node
 
     const signalled = await berth.live.post(`/v1/agents/${agentId}/processes/${pid}/signal`, { signal: 'TERM' });
     expect(signalled.status, JSON.stringify(signalled.body)).toBe(200);
-    const waited = await berth.live.post(`/v1/agents/${agentId}/processes/${pid}/wait`, { timeout: '10s' });
+    const waited = await berth.live.post(`/v1/agents/${agentId}/processes/${pid}/wait`, { timeout: 10 });
     expect(waited.body, JSON.stringify(waited.body)).toMatchObject({ pid, status: 'signaled' });
     const missing = await berth.live.get(`/v1/agents/${agentId}/processes/999999/logs`);
     expect(missing.status).toBe(404);
