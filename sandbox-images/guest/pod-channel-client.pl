@@ -5,10 +5,13 @@
 # without the launcher), so that the host can tell that from a connection that broke.
 #
 # Perl without modules (perl-base is in every Debian system): AF_UNIX and SOCK_STREAM are 1 on
-# Linux. It retries for two seconds while the pod has just started.
+# Linux. Where PID 1 is the launcher it retries for two seconds (the pod has just started);
+# elsewhere it tries once.
 my $name = $ENV{BERTH_POD_CHANNEL} || "berth-pod-channel";
+my $init = ""; if (open(my $comm, "<", "/proc/1/comm")) { $init = <$comm> // ""; chomp $init }
+my $tries = $init eq "berth-launcher" || $ENV{BERTH_POD_CHANNEL} ? 200 : 1;
 socket(S, 1, 1, 0) or die "socket: $!";
-my $connected; for (1 .. 200) { last if $connected = connect(S, pack("S a*", 1, "\0$name")); select(undef, undef, undef, 0.01) }
+my $connected; for (1 .. $tries) { last if $connected = connect(S, pack("S a*", 1, "\0$name")); select(undef, undef, undef, 0.01) }
 unless ($connected) { print STDERR "the pod's launcher channel is not there ($!)\n"; exit 7 }
 my %to = (fileno(STDIN) => [\*STDIN, \*S], fileno(S) => [\*S, \*STDOUT]);
 while (1) {
