@@ -85,17 +85,24 @@ class ExecSocket extends Duplex {
 
 type ExecTarget = { namespace: string; pod: string; container: string };
 
+/** A connection to a pod's launcher, usable at once, and whether the pod has one. */
+export interface PodLauncherLink {
+  /** Frames written before the launcher's HELLO wait in the exec's stdin: a request costs no extra round trip. */
+  connection: Connection;
+  /** True once the launcher's HELLO came; false when the pod has no launcher channel (a pod an older Berth started). */
+  ready: Promise<boolean>;
+}
+
 /**
- * A connection to the pod's launcher over one Kubernetes exec, once the launcher's HELLO came;
- * undefined when the pod has no launcher channel (a pod an older Berth started). Closing the
- * connection closes the exec, and pod-channel.py then cancels what the connection still ran.
+ * Opens a connection to the pod's launcher over one Kubernetes exec. Closing the connection
+ * closes the exec, and pod-channel.py then cancels what the connection still ran.
  */
-export async function connectPodLauncher(kubeConfig: KubeConfig, target: ExecTarget, log: Logger, waitMs = 15_000): Promise<Connection | undefined> {
+export async function openPodLauncher(kubeConfig: KubeConfig, target: ExecTarget, log: Logger, waitMs = 15_000): Promise<PodLauncherLink> {
   const input = new PassThrough();
   let closeExec = () => undefined as void;
   const socket = new ExecSocket(input, () => closeExec());
-  let settle!: (connection: Connection | undefined | Error) => void;
-  const ready = new Promise<Connection | undefined | Error>((resolve) => (settle = resolve));
+  let settle!: (hello: boolean | Error) => void;
+  const hello = new Promise<boolean | Error>((resolve) => (settle = resolve));
   const stderr: Buffer[] = [];
   const stdout = new Writable({
     write(chunk: Buffer, _encoding, done) {
@@ -111,7 +118,7 @@ export async function connectPodLauncher(kubeConfig: KubeConfig, target: ExecTar
   });
   const connection = new Connection(
     socket as unknown as Socket,
-    (hello) => settle(hello),
+    () => settle(true),
     () => settle(new Error(`the pod's launcher channel closed before it answered${stderr.length ? `: ${Buffer.concat(stderr).toString('utf8').trim()}` : ''}`)),
     log,
   );
@@ -122,7 +129,7 @@ export async function connectPodLauncher(kubeConfig: KubeConfig, target: ExecTar
     } catch {
       code = undefined;
     }
-    if (code === NO_CHANNEL_EXIT) settle(undefined);
+    if (code === NO_CHANNEL_EXIT) settle(false);
     socket.destroy();
   };
   let websocket: Awaited<ReturnType<Exec['exec']>>;
@@ -136,10 +143,12 @@ export async function connectPodLauncher(kubeConfig: KubeConfig, target: ExecTar
   websocket.on('close', () => socket.destroy());
   websocket.on('error', () => socket.destroy());
   const timer = setTimeout(() => settle(new Error(`the pod's launcher did not answer in ${waitMs} ms`)), waitMs);
-  const outcome = await ready;
-  clearTimeout(timer);
-  if (outcome instanceof Connection) return outcome;
-  connection.close();
-  if (outcome === undefined) return undefined;
-  throw outcome;
+  const ready = hello.then((outcome) => {
+    clearTimeout(timer);
+    if (outcome instanceof Error) throw outcome;
+    if (!outcome) connection.close();
+    return outcome;
+  });
+  ready.catch(() => undefined);
+  return { connection, ready };
 }

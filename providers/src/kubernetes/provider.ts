@@ -41,7 +41,7 @@ import { z } from 'zod';
 import { INTERPRETERS } from '../program.js';
 import { guestSource } from '../guest.js';
 import { ChannelLostError, Connection, ControlError, backgroundProcessSchema, type BackgroundProcessRecord } from '../local/channel.js';
-import { connectPodLauncher, guestConfigMap } from './launcher.js';
+import { guestConfigMap, openPodLauncher, type PodLauncherLink } from './launcher.js';
 import { CANCEL_SCRIPT, EXEC_SCRIPT, execNonce, execStdin, takeTimeoutLine, timeoutLineBytes } from './exec-script.js';
 import { execInPod, streamInPod } from './exec.js';
 import { NodeAgentClient, NodeAgentRefusal, readArchiveManifest, type NodeAgentSettings } from './node-agent.js';
@@ -237,15 +237,16 @@ export class KubernetesProvider implements SandboxProvider {
   }
 
   private async runExec(ref: SandboxRef, request: ExecRequest, onOutput?: StreamExecRequest['onOutput'], signal?: AbortSignal): Promise<ExecResult> {
-    const connection = await this.launcherOf(ref);
-    if (connection) {
-      try {
-        return await this.execViaLauncher(ref, connection, request, onOutput, signal);
-      } finally {
-        connection.close();
-      }
+    const link = await this.launcherOf(ref);
+    try {
+      // Sent at once, before the launcher's HELLO: a pod without a launcher never runs it.
+      const overLauncher = this.execViaLauncher(ref, link.connection, request, onOutput, signal);
+      overLauncher.catch(() => undefined);
+      if (!(await this.launcherAnswered(ref, link))) return await this.execScript(ref, request, onOutput, signal);
+      return await overLauncher;
+    } finally {
+      link.connection.close();
     }
-    return this.execScript(ref, request, onOutput, signal);
   }
 
   /** The program as a child of the pod's launcher (ADR 47): inside a native checkpoint with everything it started. */
@@ -277,13 +278,22 @@ export class KubernetesProvider implements SandboxProvider {
     return { stdout: result.stdout, stderr: result.stderr, exitCode: outcome.exitCode, durationMs: result.durationMs };
   }
 
-  /**
-   * A connection to the pod's launcher; undefined for a pod started without one (by an older
-   * Berth), whose execs run as children of the exec instead (execScript).
-   */
-  private async launcherOf(ref: SandboxRef): Promise<Connection | undefined> {
+  /** A connection to the pod's launcher (launcher.ts), open at once. */
+  private async launcherOf(ref: SandboxRef): Promise<PodLauncherLink> {
     try {
-      return await connectPodLauncher(this.options.kubeConfig, { namespace: this.namespace, pod: idToObjectName(ref.id), container: SANDBOX_CONTAINER }, this.options.log);
+      return await openPodLauncher(this.options.kubeConfig, { namespace: this.namespace, pod: idToObjectName(ref.id), container: SANDBOX_CONTAINER }, this.options.log);
+    } catch (error) {
+      throw new ProviderError(this.name, `reaching the launcher of pod ${idToObjectName(ref.id)}: ${(error as Error).message}`, { sandbox: ref.id });
+    }
+  }
+
+  /**
+   * Whether the pod has a launcher: false for a pod started without one (by an older Berth), whose
+   * execs run as children of the exec instead (execScript).
+   */
+  private async launcherAnswered(ref: SandboxRef, link: PodLauncherLink): Promise<boolean> {
+    try {
+      return await link.ready;
     } catch (error) {
       throw new ProviderError(this.name, `reaching the launcher of pod ${idToObjectName(ref.id)}: ${(error as Error).message}`, { sandbox: ref.id });
     }
@@ -291,11 +301,15 @@ export class KubernetesProvider implements SandboxProvider {
 
   /** As launcherOf, for what only the launcher can do (background processes, terminals). */
   private async requireLauncher(ref: SandboxRef): Promise<Connection> {
-    const connection = await this.launcherOf(ref);
-    if (!connection) {
+    const link = await this.launcherOf(ref);
+    const answered = await this.launcherAnswered(ref, link).catch((error: unknown) => {
+      link.connection.close();
+      throw error;
+    });
+    if (!answered) {
       throw new UnsupportedRequestError(this.name, 'this sandbox pod was started without the launcher (by an older Berth): terminate and create the agent again');
     }
-    return connection;
+    return link.connection;
   }
 
   /** The guest programs' ConfigMap in the sandbox namespace, created once (it is immutable, named by their hash). */
