@@ -4,6 +4,7 @@ import { ApiException, CoreV1Api, PatchStrategy, setHeaderOptions, type KubeConf
 import { startInformer, type ResilientInformer } from '@berth/common/kubernetes';
 import type { SandboxRef } from '@berth/crds';
 import {
+  ApiError,
   ArchiveIntegrityError,
   EXEC_OPTIONS,
   ExecTimeoutError,
@@ -300,14 +301,17 @@ export class KubernetesProvider implements SandboxProvider {
   }
 
   /** As launcherOf, for what only the launcher can do (background processes, terminals). */
-  private async requireLauncher(ref: SandboxRef): Promise<Connection> {
+  private async requireLauncher(ref: SandboxRef, field: 'background' | 'pty'): Promise<Connection> {
     const link = await this.launcherOf(ref);
     const answered = await this.launcherAnswered(ref, link).catch((error: unknown) => {
       link.connection.close();
       throw error;
     });
     if (!answered) {
-      throw new UnsupportedRequestError(this.name, 'this sandbox pod was started without the launcher (by an older Berth): terminate and create the agent again');
+      throw new ApiError('not_implemented', `${field}: this sandbox pod was started without the launcher (by an older Berth): terminate the agent and create it again`, {
+        field,
+        provider: this.name,
+      });
     }
     return link.connection;
   }
@@ -327,7 +331,7 @@ export class KubernetesProvider implements SandboxProvider {
   }
 
   async openTerminal(ref: SandboxRef, request: TerminalRequest): Promise<TerminalHandle> {
-    const connection = await this.requireLauncher(ref);
+    const connection = await this.requireLauncher(ref, 'pty');
     const session = connection.terminal(
       {
         argv: request.argv,
@@ -390,7 +394,7 @@ export class KubernetesProvider implements SandboxProvider {
 
   /** One request to the launcher on a connection of its own, its failures in the provider's terms. */
   private async control<T>(ref: SandboxRef, ask: (connection: Connection) => Promise<T>, pid?: number): Promise<T> {
-    const connection = await this.requireLauncher(ref);
+    const connection = await this.requireLauncher(ref, 'background');
     try {
       return await ask(connection);
     } catch (error) {
