@@ -131,7 +131,7 @@ describe.skipIf(unavailable !== '')('the launcher in sandbox pods on a real node
     expect(missing.status).toBe(404);
   });
 
-  it('runs E2B-compatible commands in the pod: foreground with callbacks and exit codes, background and kill', async () => {
+  it('runs E2B-compatible commands in the pod: foreground with callbacks and exit codes, background and kill, a PTY', async () => {
     process.env.E2B_API_URL = `${berth.apiserver.url}/e2b`;
     process.env.E2B_SANDBOX_URL = berth.apiserver.url;
     process.env.E2B_API_KEY = `e2b_${berth.liveKey}`;
@@ -152,6 +152,16 @@ describe.skipIf(unavailable !== '')('the launcher in sandbox pods on a real node
       expect(await sandbox.commands.kill(handle.pid)).toBe(true);
       const ended = await handle.wait().catch((error: unknown) => error);
       expect(ended).toBeInstanceOf(e2b.CommandExitError);
+
+      // A PTY: the launcher's terminal exec, in the pod.
+      const output: Buffer[] = [];
+      const terminal = await sandbox.pty.create({ cols: 80, rows: 24, onData: (data) => void output.push(Buffer.from(data)) });
+      await sandbox.pty.resize(terminal.pid, { cols: 100, rows: 30 });
+      await sandbox.pty.sendInput(terminal.pid, new TextEncoder().encode('stty size; echo pty-$((6*7))\nexit 0\n'));
+      expect((await terminal.wait()).exitCode).toBe(0);
+      const text = Buffer.concat(output).toString('utf8');
+      expect(text).toContain('30 100');
+      expect(text).toContain('pty-42');
     } finally {
       await sandbox.kill();
     }
