@@ -28,6 +28,8 @@ FRAME = struct.Struct('>IIB')
 HELLO, CANCEL = 1, 6
 MAX_PAYLOAD = 1 << 20
 SEND_TIMEOUT_S = 10
+# Bytes of clients' frames kept while the launcher has not connected yet (a pod that just started).
+MAX_PENDING = 16 << 20
 
 
 def read_frames(buffer):
@@ -66,6 +68,9 @@ class Broker:
         # the channel's id -> (client, the client's id)
         self.routes = {}
         self.next_id = 1
+        # Frames of clients that came before the launcher connected: sent to it once it does.
+        self.pending = []
+        self.pending_bytes = 0
 
     def take_id(self):
         while True:
@@ -88,6 +93,9 @@ class Broker:
         conn.settimeout(SEND_TIMEOUT_S)
         self.launcher, self.from_launcher = conn, b''
         self.selector.register(conn, selectors.EVENT_READ, 'launcher')
+        pending, self.pending, self.pending_bytes = self.pending, [], 0
+        for _, data in pending:
+            self.launcher.sendall(data)
 
     def accept_client(self):
         conn, _ = self.clients_server.accept()
@@ -139,14 +147,20 @@ class Broker:
         except ValueError:
             return self.drop(client)
         for frame_id, kind, payload in frames:
-            if self.launcher is None:
-                return self.drop(client)
             channel_id = client.ids.get(frame_id)
             if channel_id is None:
                 channel_id = client.ids[frame_id] = self.take_id()
                 self.routes[channel_id] = (client, frame_id)
+            data = FRAME.pack(len(payload), channel_id, kind) + payload
+            if self.launcher is None:
+                # The launcher connects a moment after the pod starts: the frames wait for it.
+                if self.pending_bytes + len(data) > MAX_PENDING:
+                    return self.drop(client)
+                self.pending.append((channel_id, data))
+                self.pending_bytes += len(data)
+                continue
             try:
-                self.launcher.sendall(FRAME.pack(len(payload), channel_id, kind) + payload)
+                self.launcher.sendall(data)
             except OSError:
                 return self.launcher_lost()
 
@@ -156,6 +170,10 @@ class Broker:
         self.clients.remove(client)
         self.selector.unregister(client.conn)
         client.conn.close()
+        gone = set(client.ids.values())
+        kept = [(channel_id, data) for channel_id, data in self.pending if channel_id not in gone]
+        self.pending_bytes -= sum(len(data) for channel_id, data in self.pending if channel_id in gone)
+        self.pending = kept
         for channel_id in client.ids.values():
             del self.routes[channel_id]
             if cancel and self.launcher is not None:

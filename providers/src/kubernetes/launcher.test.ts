@@ -87,6 +87,33 @@ describe('the launcher behind pod-channel.py', () => {
   });
 });
 
+describe('a pod that has just started', () => {
+  it('keeps the frames of a client that came before the launcher connected, and runs them once it does', async () => {
+    const late = { ...env, BERTH_LAUNCHER_SOCKET: `${env.BERTH_LAUNCHER_SOCKET}-late`, BERTH_POD_CHANNEL: `${env.BERTH_POD_CHANNEL}-late` };
+    const channel = join(dir, 'late.sock');
+    const lateBroker = spawn('python3', ['-I', '-S', join(GUEST_DIR, 'pod-channel.py')], { env: { ...late, BERTH_LAUNCHER_CHANNEL: channel }, stdio: 'inherit' });
+    let lateLauncher: ChildProcess | undefined;
+    try {
+      const client = spawn('perl', ['-e', guestSource('pod-channel-client.pl')], { env: late, stdio: ['pipe', 'pipe', 'inherit'] });
+      const socket = Duplex.from({ readable: client.stdout!, writable: client.stdin! }) as Duplex & { unref(): Duplex };
+      socket.unref = () => socket;
+      let hello = false;
+      const connection = new Connection(socket as unknown as Socket, () => (hello = true), () => undefined, log);
+      // Sent before anything answers, as the provider sends an exec before the launcher's hello.
+      const result = connection.exec({ ...program('echo early'), env: {}, cwd: dir, limitMs: 10_000, maxOutputBytes: 1024, timeoutMs: 15_000 });
+      await new Promise((resolve) => setTimeout(resolve, 500));
+      expect(hello).toBe(false);
+      lateLauncher = spawn('python3', ['-I', '-S', join(GUEST_DIR, 'launcher.py')], { env: { ...late, BERTH_LAUNCHER_CHANNEL: channel }, stdio: 'inherit' });
+      expect(await result).toMatchObject({ kind: 'ended', outcome: { outcome: 'exited', exitCode: 0 }, stdout: 'early\n' });
+      expect(hello).toBe(true);
+      connection.close();
+    } finally {
+      lateLauncher?.kill('SIGKILL');
+      lateBroker.kill('SIGKILL');
+    }
+  });
+});
+
 describe('the sandbox pod with the launcher', () => {
   it('runs the launcher from the guest ConfigMap, named by the hash of the programs', () => {
     const configMap = guestConfigMap('sandboxes');
