@@ -448,6 +448,10 @@ describe('RBAC', () => {
     expect(allows(rules, 'update', 'coordination.k8s.io', 'leases', 'someone-else')).toBe(false);
     expect(allows(rules, 'create', '', 'events')).toBe(true);
     expect(allows(rules, 'get', '', 'secrets')).toBe(false);
+    // The guest programs' ConfigMap (ADR 47): created once, immutable, never read back or changed.
+    expect(allows(rules, 'create', '', 'configmaps')).toBe(true);
+    expect(allows(rules, 'update', '', 'configmaps')).toBe(false);
+    expect(allows((await render()).rulesOf(apiserver, NAMESPACE), 'create', '', 'configmaps')).toBe(false);
   });
 
   it('grants pod access in the sandbox namespace only, when it is a separate one', async () => {

@@ -8,8 +8,11 @@ import { startBerthInCluster, waitForAgent, type BerthInCluster } from './helper
 /**
  * Exec options on the Kubernetes provider (ADR 39, ADR 40): env and stdin over the exec API, a
  * streamed exec whose output arrives as the program prints it, a pod's files over the exec API,
- * a port reached through the proxy, and 501 naming what pods cannot do yet (background processes). KWOK runs the exec'd
- * commands on this host, in a directory it gives as the workspace (BERTH_WORKSPACE).
+ * a port reached through the proxy, and 501 naming what a pod without the launcher cannot do
+ * (background processes; ADR 47). KWOK runs the exec'd commands on this host, in a directory it
+ * gives as the workspace (BERTH_WORKSPACE), where no launcher runs: execs take the exec script's
+ * way, as in a pod an older Berth started. The launcher's way runs on the real node
+ * (test/node-tier/launcher.test.ts).
  */
 let berth: BerthInCluster;
 let agentId: string;
@@ -120,7 +123,7 @@ describe('exec options on pods', () => {
     expect(closed.body.error.details).toMatchObject({ reason: 'port_closed' });
   });
 
-  it('answers 501 naming what pods cannot do yet', async () => {
+  it('answers 501 naming what a pod without the launcher cannot do', async () => {
     const background = await berth.live.post(`/v1/agents/${agentId}/exec`, { language: 'bash', code: 'sleep 1', background: true });
     expect(background.status).toBe(501);
     expect(background.body.error.details).toMatchObject({ field: 'background', provider: 'kubernetes' });

@@ -105,4 +105,9 @@ namespace or the sandbox namespace. The resource list is Berth's CRDs in templat
 - apiGroups: [""]
   resources: ["secrets"]
   verbs: ["create", "update", "delete"]
+# create: the guest programs (the launcher, ADR 47) as an immutable ConfigMap that sandbox pods
+# mount, named by their hash: created once per Berth version, never changed.
+- apiGroups: [""]
+  resources: ["configmaps"]
+  verbs: ["create"]
 {{- end }}

@@ -1,7 +1,8 @@
 import { randomBytes } from 'node:crypto';
 
 /**
- * How a pod runs an exec'd program, and how the host learns that the limit stopped it.
+ * How a pod without the launcher (one an older Berth started; ADR 47 has pods run the launcher)
+ * runs an exec'd program, and how the host learns that the limit stopped it.
  *
  * The program arrives on stdin after one line, a nonce of the host's; it goes to a file in /tmp
  * and runs under coreutils' `timeout`, which stops it and its process group when its time is up.

@@ -1,6 +1,8 @@
 import type { V1Pod, V1Toleration } from '@kubernetes/client-node';
 import type { Compute } from '@berth/crds';
 import type { GpuTable } from '@berth/common';
+import { GUEST_MOUNT } from '../local/launcher.js';
+import { POD_CHANNEL_DIR, launcherCommand } from './launcher.js';
 
 export const SANDBOX_CONTAINER = 'sandbox';
 
@@ -39,6 +41,11 @@ export interface PodRequest {
    * agent there has staged the checkpoint for the pod's UID (known only once the pod exists).
    */
   nativeRestore?: { node: string; key: string } | undefined;
+  /**
+   * The ConfigMap with the guest programs (launcher.ts): the pod's main process is then the
+   * launcher (ADR 47). Without it the image's own command runs, as before the launcher.
+   */
+  guestConfigMap?: string | undefined;
   /** The Agent custom resource, when it lives in the pod's namespace: deleting it deletes the pod. */
   owner?: { apiVersion: string; kind: string; name: string; uid: string } | undefined;
 }
@@ -131,6 +138,7 @@ export function desiredPod(request: PodRequest, settings: PodSettings): V1Pod {
           image,
           imagePullPolicy: 'IfNotPresent',
           workingDir: '/workspace',
+          ...(request.guestConfigMap ? { command: launcherCommand() } : {}),
           ...(request.envSecret ? { envFrom: [{ secretRef: { name: request.envSecret } }] } : {}),
           resources: { requests, limits },
           securityContext: {
@@ -141,12 +149,24 @@ export function desiredPod(request: PodRequest, settings: PodSettings): V1Pod {
           volumeMounts: [
             { name: 'workspace', mountPath: '/workspace' },
             { name: 'tmp', mountPath: '/tmp' },
+            ...(request.guestConfigMap
+              ? [
+                  { name: 'guest', mountPath: GUEST_MOUNT, readOnly: true },
+                  { name: 'channel', mountPath: POD_CHANNEL_DIR },
+                ]
+              : []),
           ],
         },
       ],
       volumes: [
         { name: 'workspace', emptyDir: { sizeLimit: mebibytes(settings.workspaceSizeBytes) } },
         { name: 'tmp', emptyDir: { sizeLimit: '1Gi' } },
+        ...(request.guestConfigMap
+          ? [
+              { name: 'guest', configMap: { name: request.guestConfigMap, defaultMode: 0o444 } },
+              { name: 'channel', emptyDir: { medium: 'Memory', sizeLimit: '1Mi' } },
+            ]
+          : []),
       ],
     },
   };

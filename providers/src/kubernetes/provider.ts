@@ -4,6 +4,7 @@ import { ApiException, CoreV1Api, PatchStrategy, setHeaderOptions, type KubeConf
 import { startInformer, type ResilientInformer } from '@berth/common/kubernetes';
 import type { SandboxRef } from '@berth/crds';
 import {
+  ApiError,
   ArchiveIntegrityError,
   EXEC_OPTIONS,
   ExecTimeoutError,
@@ -30,8 +31,18 @@ import {
   type SandboxProvider,
   type SandboxState,
   type StoredArchive,
+  type BackgroundOutput,
+  type BackgroundProcess,
+  type ProcessSignal,
+  type TerminalHandle,
+  type TerminalRequest,
+  ProcessNotFoundError,
 } from '@berth/common';
+import { z } from 'zod';
 import { INTERPRETERS } from '../program.js';
+import { guestSource } from '../guest.js';
+import { ChannelLostError, Connection, ControlError, backgroundProcessSchema, type BackgroundProcessRecord } from '../local/channel.js';
+import { guestConfigMap, openPodLauncher, type PodLauncherLink } from './launcher.js';
 import { CANCEL_SCRIPT, EXEC_SCRIPT, execNonce, execStdin, takeTimeoutLine, timeoutLineBytes } from './exec-script.js';
 import { execInPod, streamInPod } from './exec.js';
 import { NodeAgentClient, NodeAgentRefusal, readArchiveManifest, type NodeAgentSettings } from './node-agent.js';
@@ -52,6 +63,34 @@ cd "\${BERTH_WORKSPACE:-/workspace}"
 if [ -d ${RESTORE_SCRATCH}/workspace ]; then find ${RESTORE_SCRATCH}/workspace -mindepth 1 -maxdepth 1 -exec cp -a -t . -- {} +; fi
 rm -rf ${RESTORE_SCRATCH}`;
 const RESTORE_ABORT = `cd "\${BERTH_WORKSPACE:-/workspace}" && rm -rf ${RESTORE_SCRATCH}`;
+
+/** What the launcher answers a request about background processes within (a WAIT: its own time more). */
+const CONTROL_WAIT_MS = 10_000;
+
+/** As the local provider's: unbuffered Python, no bytecode beside the program, the workspace importable. */
+const EXEC_ENV = { PYTHONUNBUFFERED: '1', PYTHONDONTWRITEBYTECODE: '1', PYTHONPATH: '/workspace' };
+
+/** The argv and stdin with which the launcher runs an exec's program in a pod (pod-program.sh). */
+function podProgram(request: Pick<ExecRequest, 'language' | 'code' | 'stdin'>): { argv: string[]; stdin: Buffer } {
+  const interpreter = INTERPRETERS[request.language];
+  const code = Buffer.from(request.code, 'utf8');
+  return {
+    argv: ['sh', '-c', guestSource('pod-program.sh'), 'berth-program', interpreter.extension, String(code.length), ...interpreter.argv],
+    stdin: Buffer.concat([code, request.stdin ?? Buffer.alloc(0)]),
+  };
+}
+
+function backgroundProcess(record: BackgroundProcessRecord): BackgroundProcess {
+  const { outcome } = record;
+  return {
+    pid: record.pid,
+    argv: record.argv,
+    startedAt: new Date(record.startedAt).toISOString(),
+    status: outcome === null ? 'running' : outcome.outcome,
+    exitCode: outcome === null || outcome.outcome === 'failed' ? null : outcome.exitCode,
+    endedAt: record.endedAt === null ? null : new Date(record.endedAt).toISOString(),
+  };
+}
 
 /** Restored pods carry this annotation, so that a reconcile does not restore them twice. */
 const RESTORED_ANNOTATION = 'berth.dev/restored-from';
@@ -82,6 +121,8 @@ export class KubernetesProvider implements SandboxProvider {
   private readonly core: CoreV1Api;
   private pods: ResilientInformer<V1Pod> | undefined;
   private readonly nodeAgents: NodeAgentClient | undefined;
+  /** The guest ConfigMap known to exist (ensureGuestConfigMap). */
+  private guestConfigMapReady: string | undefined;
 
   constructor(private readonly options: KubernetesProviderOptions) {
     this.core = options.kubeConfig.makeApiClient(CoreV1Api);
@@ -160,6 +201,7 @@ export class KubernetesProvider implements SandboxProvider {
         gpu: request.gpu,
         timeoutSeconds: request.timeoutSeconds,
         envSecret,
+        guestConfigMap: await this.ensureGuestConfigMap(),
         nativeRestore: restoreNode && request.restore ? { node: restoreNode, key: request.restore.key } : undefined,
         // Owner references cannot cross namespaces: only a pod beside its Agent is owned by it.
         owner: this.options.resourceNamespace === this.namespace ? request.owner : undefined,
@@ -196,6 +238,176 @@ export class KubernetesProvider implements SandboxProvider {
   }
 
   private async runExec(ref: SandboxRef, request: ExecRequest, onOutput?: StreamExecRequest['onOutput'], signal?: AbortSignal): Promise<ExecResult> {
+    const link = await this.launcherOf(ref);
+    try {
+      // Sent at once, before the launcher's HELLO: a pod without a launcher never runs it.
+      const overLauncher = this.execViaLauncher(ref, link.connection, request, onOutput, signal);
+      overLauncher.catch(() => undefined);
+      if (!(await this.launcherAnswered(ref, link))) return await this.execScript(ref, request, onOutput, signal);
+      return await overLauncher;
+    } finally {
+      link.connection.close();
+    }
+  }
+
+  /** The program as a child of the pod's launcher (ADR 47): inside a native checkpoint with everything it started. */
+  private async execViaLauncher(
+    ref: SandboxRef,
+    connection: Connection,
+    request: ExecRequest,
+    onOutput?: StreamExecRequest['onOutput'],
+    signal?: AbortSignal,
+  ): Promise<ExecResult> {
+    const program = podProgram(request);
+    const result = await connection.exec({
+      argv: program.argv,
+      env: { ...EXEC_ENV, ...request.env },
+      cwd: request.cwd ?? '/workspace',
+      limitMs: request.timeoutMs,
+      maxOutputBytes: this.options.maxOutputBytes ?? 1024 * 1024,
+      // The launcher's limit ends the program first; this one covers a pod that stops answering.
+      timeoutMs: request.timeoutMs + 10_000,
+      stdin: program.stdin,
+      ...(onOutput ? { onOutput } : {}),
+      ...(signal ? { signal } : {}),
+    });
+    if (result.kind === 'timedOut') throw new ExecTimeoutError(request.timeoutMs);
+    if (result.kind === 'lost') throw new ProviderError(this.name, `exec in pod ${idToObjectName(ref.id)}: the connection to its launcher ended during the exec`, { sandbox: ref.id });
+    const { outcome } = result;
+    if (outcome.outcome === 'timedOut') throw new ExecTimeoutError(request.timeoutMs);
+    if (outcome.outcome === 'failed') throw new ProviderError(this.name, `exec in pod ${idToObjectName(ref.id)}: ${outcome.error}`, { sandbox: ref.id });
+    return { stdout: result.stdout, stderr: result.stderr, exitCode: outcome.exitCode, durationMs: result.durationMs };
+  }
+
+  /** A connection to the pod's launcher (launcher.ts), open at once. */
+  private async launcherOf(ref: SandboxRef): Promise<PodLauncherLink> {
+    try {
+      return await openPodLauncher(this.options.kubeConfig, { namespace: this.namespace, pod: idToObjectName(ref.id), container: SANDBOX_CONTAINER }, this.options.log);
+    } catch (error) {
+      throw new ProviderError(this.name, `reaching the launcher of pod ${idToObjectName(ref.id)}: ${(error as Error).message}`, { sandbox: ref.id });
+    }
+  }
+
+  /**
+   * Whether the pod has a launcher: false for a pod started without one (by an older Berth), whose
+   * execs run as children of the exec instead (execScript).
+   */
+  private async launcherAnswered(ref: SandboxRef, link: PodLauncherLink): Promise<boolean> {
+    try {
+      return await link.ready;
+    } catch (error) {
+      throw new ProviderError(this.name, `reaching the launcher of pod ${idToObjectName(ref.id)}: ${(error as Error).message}`, { sandbox: ref.id });
+    }
+  }
+
+  /** As launcherOf, for what only the launcher can do (background processes, terminals). */
+  private async requireLauncher(ref: SandboxRef, field: 'background' | 'pty'): Promise<Connection> {
+    const link = await this.launcherOf(ref);
+    const answered = await this.launcherAnswered(ref, link).catch((error: unknown) => {
+      link.connection.close();
+      throw error;
+    });
+    if (!answered) {
+      throw new ApiError('not_implemented', `${field}: this sandbox pod was started without the launcher (by an older Berth): terminate the agent and create it again`, {
+        field,
+        provider: this.name,
+      });
+    }
+    return link.connection;
+  }
+
+  /** The guest programs' ConfigMap in the sandbox namespace, created once (it is immutable, named by their hash). */
+  private async ensureGuestConfigMap(): Promise<string> {
+    const configMap = guestConfigMap(this.namespace);
+    const name = configMap.metadata!.name!;
+    if (this.guestConfigMapReady === name) return name;
+    try {
+      await this.core.createNamespacedConfigMap({ namespace: this.namespace, body: configMap });
+    } catch (error) {
+      if (!isApiError(error, 409)) throw new ProviderError(this.name, `creating ConfigMap ${name}: ${(error as Error).message}`);
+    }
+    this.guestConfigMapReady = name;
+    return name;
+  }
+
+  async openTerminal(ref: SandboxRef, request: TerminalRequest): Promise<TerminalHandle> {
+    const connection = await this.requireLauncher(ref, 'pty');
+    const session = connection.terminal(
+      {
+        argv: request.argv,
+        env: { ...EXEC_ENV, ...request.env },
+        cwd: request.cwd ?? '/workspace',
+        limitMs: request.timeoutMs,
+        maxOutputBytes: Number.MAX_SAFE_INTEGER,
+        timeoutMs: request.timeoutMs + 10_000,
+        onOutput: (_stream, chunk) => request.onOutput(chunk),
+      },
+      { rows: request.rows, cols: request.cols },
+    );
+    const done = session.done.then((result) => {
+      if (result.kind !== 'ended') return { exitCode: 128 + 9, signal: 9 };
+      const { outcome } = result;
+      if (outcome.outcome === 'failed') throw new ProviderError(this.name, outcome.error, { sandbox: ref.id });
+      return { exitCode: outcome.exitCode, ...('signal' in outcome ? { signal: outcome.signal } : {}) };
+    });
+    void done.finally(() => connection.close()).catch(() => undefined);
+    return { write: (data) => session.write(data), resize: (rows, cols) => session.resize(rows, cols), close: () => session.cancel(), done };
+  }
+
+  /** A background process of the pod's launcher: it outlives the exec that started it, and a native checkpoint. */
+  async startBackground(ref: SandboxRef, request: Omit<ExecRequest, 'timeoutMs'> & { timeoutMs?: number }): Promise<BackgroundProcess> {
+    const program = podProgram(request);
+    const record = await this.control(ref, (connection) =>
+      connection.background(
+        { argv: program.argv, env: { ...EXEC_ENV, ...request.env }, cwd: request.cwd ?? '/workspace', limitMs: request.timeoutMs, maxOutputBytes: 0, stdin: program.stdin },
+        CONTROL_WAIT_MS,
+      ),
+    );
+    return backgroundProcess(record);
+  }
+
+  async listBackground(ref: SandboxRef): Promise<BackgroundProcess[]> {
+    const answer = await this.control(ref, (connection) => connection.control({ op: 'list' }, CONTROL_WAIT_MS));
+    return z.object({ processes: z.array(backgroundProcessSchema) }).parse(answer).processes.map(backgroundProcess);
+  }
+
+  async signalBackground(ref: SandboxRef, pid: number, signal: ProcessSignal): Promise<BackgroundProcess> {
+    const answer = await this.control(ref, (connection) => connection.control({ op: 'signal', pid, signal }, CONTROL_WAIT_MS), pid);
+    return backgroundProcess(backgroundProcessSchema.parse(answer));
+  }
+
+  async waitBackground(ref: SandboxRef, pid: number, timeoutMs: number): Promise<BackgroundProcess> {
+    const answer = await this.control(ref, (connection) => connection.control({ op: 'wait', pid, timeoutMs }, timeoutMs + CONTROL_WAIT_MS), pid);
+    return backgroundProcess(backgroundProcessSchema.parse(answer));
+  }
+
+  async backgroundOutput(ref: SandboxRef, pid: number): Promise<BackgroundOutput> {
+    const answer = await this.control(ref, (connection) => connection.control({ op: 'output', pid }, CONTROL_WAIT_MS), pid);
+    const output = backgroundProcessSchema.extend({ stdout: z.string(), stderr: z.string(), dropped: z.tuple([z.number().int(), z.number().int()]) }).parse(answer);
+    return {
+      ...backgroundProcess(output),
+      stdout: Buffer.from(output.stdout, 'base64').toString('utf8'),
+      stderr: Buffer.from(output.stderr, 'base64').toString('utf8'),
+      dropped: { stdout: output.dropped[0], stderr: output.dropped[1] },
+    };
+  }
+
+  /** One request to the launcher on a connection of its own, its failures in the provider's terms. */
+  private async control<T>(ref: SandboxRef, ask: (connection: Connection) => Promise<T>, pid?: number): Promise<T> {
+    const connection = await this.requireLauncher(ref, 'background');
+    try {
+      return await ask(connection);
+    } catch (error) {
+      if (error instanceof ControlError && error.code === 'not_found' && pid !== undefined) throw new ProcessNotFoundError(pid);
+      if (error instanceof ControlError || error instanceof ChannelLostError) throw new ProviderError(this.name, error.message, { sandbox: ref.id });
+      throw error;
+    } finally {
+      connection.close();
+    }
+  }
+
+  /** A pod without the launcher: the program as a child of the exec, under the exec script (exec-script.ts). */
+  private async execScript(ref: SandboxRef, request: ExecRequest, onOutput?: StreamExecRequest['onOutput'], signal?: AbortSignal): Promise<ExecResult> {
     const interpreter = INTERPRETERS[request.language];
     const nonce = execNonce();
     const limitSeconds = String(Math.max(1, Math.ceil(request.timeoutMs / 1000)));

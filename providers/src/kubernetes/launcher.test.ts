@@ -1,0 +1,141 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import type { Socket } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Duplex } from 'node:stream';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { GUEST_DIR, guestSource } from '../guest.js';
+import { Connection, backgroundProcessSchema } from '../local/channel.js';
+import { createLogger } from '@berth/common';
+import { desiredPod, type PodSettings } from './pod.js';
+import { guestConfigMap, launcherCommand } from './launcher.js';
+
+/**
+ * The pod's side of ADR 47 on this host, without a pod: the real launcher.py and pod-channel.py,
+ * and clients that are the real pod-channel-client.pl with its stdin and stdout as the exec API's.
+ */
+const log = createLogger({ level: 'silent', name: 'pod-launcher-test' });
+let dir: string;
+let launcher: ChildProcess;
+let broker: ChildProcess;
+const env = { ...process.env, BERTH_LAUNCHER_SOCKET: `berth-test-${randomBytes(6).toString('hex')}`, BERTH_POD_CHANNEL: `berth-test-pod-${randomBytes(6).toString('hex')}` };
+
+beforeAll(async () => {
+  dir = mkdtempSync(join(tmpdir(), 'berth-pod-channel-'));
+  const channel = join(dir, 'launcher.sock');
+  broker = spawn('python3', ['-I', '-S', join(GUEST_DIR, 'pod-channel.py')], { env: { ...env, BERTH_LAUNCHER_CHANNEL: channel }, stdio: 'inherit' });
+  launcher = spawn('python3', ['-I', '-S', join(GUEST_DIR, 'launcher.py')], { env: { ...env, BERTH_LAUNCHER_CHANNEL: channel, BERTH_WORKSPACE: dir }, stdio: 'inherit' });
+});
+afterAll(() => {
+  launcher?.kill('SIGKILL');
+  broker?.kill('SIGKILL');
+  rmSync(dir, { recursive: true, force: true });
+});
+
+/** A client as the provider has one: the relay's stdin and stdout as a `Connection`'s socket. */
+async function connect(): Promise<{ connection: Connection; client: ChildProcess }> {
+  const client = spawn('perl', ['-e', guestSource('pod-channel-client.pl')], { env, stdio: ['pipe', 'pipe', 'inherit'] });
+  const socket = Duplex.from({ readable: client.stdout!, writable: client.stdin! }) as Duplex & { unref(): Duplex };
+  socket.unref = () => socket;
+  const connection = await new Promise<Connection>((resolve, reject) => {
+    new Connection(socket as unknown as Socket, resolve, () => reject(new Error('the client closed before the hello')), log);
+  });
+  return { connection, client };
+}
+
+const program = (code: string, stdin = '') => ({
+  argv: ['sh', '-c', guestSource('pod-program.sh'), 'berth-program', 'sh', String(Buffer.byteLength(code)), 'sh'],
+  stdin: Buffer.concat([Buffer.from(code), Buffer.from(stdin)]),
+});
+
+describe('the launcher behind pod-channel.py', () => {
+  it('runs execs of several clients at once, each answered on its own connection', async () => {
+    const [a, b] = await Promise.all([connect(), connect()]);
+    const run = (connection: Connection, code: string, stdin?: string) =>
+      connection.exec({ ...program(code, stdin), env: { WHO: 'x' }, cwd: dir, limitMs: 10_000, maxOutputBytes: 1 << 20, timeoutMs: 15_000 });
+    const [first, second] = await Promise.all([run(a.connection, 'sleep 0.3; echo a-$WHO; cat; exit 4', 'in-a'), run(b.connection, 'echo b >&2; pwd')]);
+    expect(first).toMatchObject({ kind: 'ended', outcome: { outcome: 'exited', exitCode: 4 }, stdout: 'a-x\nin-a' });
+    expect(second).toMatchObject({ kind: 'ended', outcome: { outcome: 'exited', exitCode: 0 }, stdout: `${dir}\n`, stderr: 'b\n' });
+    const limited = await a.connection.exec({ ...program('sleep 5'), env: {}, cwd: dir, limitMs: 300, maxOutputBytes: 1024, timeoutMs: 10_000 });
+    expect(limited).toMatchObject({ kind: 'ended', outcome: { outcome: 'timedOut' } });
+    a.connection.close();
+    b.connection.close();
+  });
+
+  it('cancels the execs of a client that went away, and keeps background processes for the next client', async () => {
+    const a = await connect();
+    const marker = join(dir, 'should-not-exist');
+    const running = a.connection.exec({ ...program(`sleep 1; touch ${marker}`), env: {}, cwd: dir, limitMs: undefined, maxOutputBytes: 1024, timeoutMs: 10_000 });
+    const background = await a.connection.background({ ...program('echo started; sleep 30'), env: {}, cwd: dir, limitMs: undefined, maxOutputBytes: 0 }, 5_000);
+    a.client.kill('SIGKILL');
+    expect((await running).kind).toBe('lost');
+    await new Promise((resolve) => setTimeout(resolve, 1_500));
+    expect(existsSync(marker)).toBe(false);
+
+    const b = await connect();
+    const listed = (await b.connection.control({ op: 'list' }, 5_000)) as { processes: unknown[] };
+    const mine = listed.processes.map((entry) => backgroundProcessSchema.parse(entry)).find((entry) => entry.pid === background.pid);
+    expect(mine).toMatchObject({ running: true });
+    const output = (await b.connection.control({ op: 'output', pid: background.pid }, 5_000)) as { stdout: string };
+    expect(Buffer.from(output.stdout, 'base64').toString()).toBe('started\n');
+    await b.connection.control({ op: 'signal', pid: background.pid, signal: 'KILL' }, 5_000);
+    const ended = backgroundProcessSchema.parse(await b.connection.control({ op: 'wait', pid: background.pid, timeoutMs: 5_000 }, 10_000));
+    expect(ended).toMatchObject({ running: false, outcome: { outcome: 'signaled', signal: 9 } });
+    b.connection.close();
+  });
+});
+
+describe('a pod that has just started', () => {
+  it('keeps the frames of a client that came before the launcher connected, and runs them once it does', async () => {
+    const late = { ...env, BERTH_LAUNCHER_SOCKET: `${env.BERTH_LAUNCHER_SOCKET}-late`, BERTH_POD_CHANNEL: `${env.BERTH_POD_CHANNEL}-late` };
+    const channel = join(dir, 'late.sock');
+    const lateBroker = spawn('python3', ['-I', '-S', join(GUEST_DIR, 'pod-channel.py')], { env: { ...late, BERTH_LAUNCHER_CHANNEL: channel }, stdio: 'inherit' });
+    let lateLauncher: ChildProcess | undefined;
+    try {
+      const client = spawn('perl', ['-e', guestSource('pod-channel-client.pl')], { env: late, stdio: ['pipe', 'pipe', 'inherit'] });
+      const socket = Duplex.from({ readable: client.stdout!, writable: client.stdin! }) as Duplex & { unref(): Duplex };
+      socket.unref = () => socket;
+      let hello = false;
+      const connection = new Connection(socket as unknown as Socket, () => (hello = true), () => undefined, log);
+      // Sent before anything answers, as the provider sends an exec before the launcher's hello.
+      const result = connection.exec({ ...program('echo early'), env: {}, cwd: dir, limitMs: 10_000, maxOutputBytes: 1024, timeoutMs: 15_000 });
+      await new Promise((resolve) => setTimeout(resolve, 500));
+      expect(hello).toBe(false);
+      lateLauncher = spawn('python3', ['-I', '-S', join(GUEST_DIR, 'launcher.py')], { env: { ...late, BERTH_LAUNCHER_CHANNEL: channel }, stdio: 'inherit' });
+      expect(await result).toMatchObject({ kind: 'ended', outcome: { outcome: 'exited', exitCode: 0 }, stdout: 'early\n' });
+      expect(hello).toBe(true);
+      connection.close();
+    } finally {
+      lateLauncher?.kill('SIGKILL');
+      lateBroker.kill('SIGKILL');
+    }
+  });
+});
+
+describe('the sandbox pod with the launcher', () => {
+  it('runs the launcher from the guest ConfigMap, named by the hash of the programs', () => {
+    const configMap = guestConfigMap('sandboxes');
+    expect(configMap.metadata?.name).toMatch(/^berth-guest-[0-9a-f]{12}$/);
+    expect(configMap.immutable).toBe(true);
+    expect(configMap.data?.['launcher.py']).toBe(guestSource('launcher.py'));
+    const settings: PodSettings = {
+      namespace: 'sandboxes',
+      images: { python: 'py:1', node: 'node:1', go: 'go:1' },
+      cpuLimit: 1,
+      cpuRequest: 0.5,
+      memoryLimitBytes: 1 << 30,
+      memoryRequestBytes: 1 << 29,
+      workspaceSizeBytes: 1 << 30,
+      gpuTable: {},
+    };
+    const pod = desiredPod({ name: 'agt-1', sessionName: 'ses-1', compute: 'python', browser: false, timeoutSeconds: 60, guestConfigMap: configMap.metadata!.name! }, settings);
+    const container = pod.spec!.containers[0]!;
+    expect(container.command).toEqual(launcherCommand());
+    expect(container.volumeMounts).toContainEqual({ name: 'guest', mountPath: '/run/berth/guest', readOnly: true });
+    expect(pod.spec!.volumes).toContainEqual({ name: 'guest', configMap: { name: configMap.metadata!.name, defaultMode: 0o444 } });
+    const without = desiredPod({ name: 'agt-1', sessionName: 'ses-1', compute: 'python', browser: false, timeoutSeconds: 60 }, settings);
+    expect(without.spec!.containers[0]!.command).toBeUndefined();
+  });
+});
