@@ -40,6 +40,11 @@ interface SandboxListener {
   ca: CertificateAuthority;
   key: KeyObject;
   contexts: Map<string, SecureContext>;
+  /**
+   * The sandbox's connections, tunnels and intercepted ones included: the HTTP server forgets a
+   * socket once CONNECT takes it over, and would wait for it for ever when the listener closes.
+   */
+  sockets: Set<Socket>;
 }
 
 /** A decided destination: where to connect, and what was asked. */
@@ -83,7 +88,11 @@ export class EgressProxy {
     server.on('clientError', (_error, socket: Socket) => socket.destroy());
     // Listening does not keep Berth running: it stops when its own work has.
     server.unref();
-    const listener: SandboxListener = { agentId, server, ca, key: newServerKey(), contexts: new Map() };
+    const listener: SandboxListener = { agentId, server, ca, key: newServerKey(), contexts: new Map(), sockets: new Set() };
+    server.on('connection', (socket: Socket) => {
+      listener.sockets.add(socket);
+      socket.once('close', () => listener.sockets.delete(socket));
+    });
     this.listeners.set(agentId, listener);
     try {
       await new Promise<void>((resolve, reject) => {
@@ -118,6 +127,7 @@ export class EgressProxy {
     this.policies.delete(agentId);
     if (!listener) return;
     listener.server.closeAllConnections();
+    for (const socket of listener.sockets) socket.destroy();
     await new Promise<void>((resolve) => listener.server.close(() => resolve()));
   }
 
