@@ -1,7 +1,9 @@
 """The egress relay: the sandbox's way out, to the egress proxy on the host (ADR 46).
 
-Run as `python3 -I -S egress-relay.py` under the name berth-egress-relay, started beside the
-launcher in every sandbox that has the egress folder mounted. The sandbox has no network device
+Run as `python3 -I -S egress-relay.py` under the name berth-egress-relay, started by the launcher
+at the first connection to its port in a sandbox that has the egress folder mounted (ADR 49): the
+launcher listens until then and hands its listening socket over as descriptor LISTEN_FD, with that
+first connection still waiting in it. Run alone (tests, the bench), it listens itself. The sandbox has no network device
 (runsc --network=none): only its loopback. The relay listens there, on 127.0.0.1:3128, which the
 sandbox's HTTP_PROXY and HTTPS_PROXY name, and carries each connection it accepts, byte for byte,
 to the host's egress proxy over the unix socket at SOCKET (mounted from the sandbox's directory;
@@ -19,6 +21,7 @@ COMM = 'berth-egress'
 # Tests run a relay of their own on the host, with a port and socket of their own.
 PORT = int(os.environ.get('BERTH_EGRESS_PORT', '3128'))
 SOCKET = os.environ.get('BERTH_EGRESS_SOCKET', '/run/berth/egress/proxy.sock')
+LISTEN_FD = os.environ.get('BERTH_EGRESS_LISTEN_FD')
 CHUNK = 64 * 1024
 # What a client reads when the host's proxy cannot be reached (Berth is restarting, say).
 UNREACHABLE = (
@@ -85,11 +88,19 @@ def main():
     # Seen by name among the sandbox's processes (/proc/*/comm holds 15 bytes), as the launcher is.
     with open('/proc/self/comm', 'w') as comm:
         comm.write(COMM)
+    serve(listener())
+
+
+def listener():
+    """The socket the launcher handed over, or one of its own."""
+    if LISTEN_FD is not None:
+        os.environ.pop('BERTH_EGRESS_LISTEN_FD')
+        return socket.socket(fileno=int(LISTEN_FD))
     server = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     server.bind(('127.0.0.1', PORT))
     server.listen(128)
-    serve(server)
+    return server
 
 
 if __name__ == '__main__':

@@ -82,6 +82,13 @@ BACKGROUND_KEEP_BYTES = 1 << 20
 BACKGROUND_ENDED_KEPT = 64
 # Terminal sizes a RESIZE may ask for.
 MAX_TERMINAL_SIDE = 1000
+# The egress relay (egress-relay.py, beside this file), started at the first connection to its
+# loopback port (ADR 49): a sandbox that never makes one never pays for its start.
+EGRESS_RELAY = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'egress-relay.py')
+EGRESS_RELAY_NAME = 'berth-egress-relay'
+EGRESS_PORT = int(os.environ.get('BERTH_EGRESS_PORT', '3128'))
+# The descriptor under which the relay finds the listening socket it takes over.
+EGRESS_LISTEN_FD = 3
 
 
 def outcome(status, stopped_with=None):
@@ -430,8 +437,17 @@ def strings(path):
         return file.read().split(b'\0')[:-1]
 
 
+def egress_listener():
+    """The relay's loopback port, listened on until its first connection starts the relay."""
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    listener.bind(('127.0.0.1', EGRESS_PORT))
+    listener.listen(128)
+    return listener
+
+
 class Launcher:
-    def __init__(self, server):
+    def __init__(self, server, egress=None):
         self.server = server
         self.wake_read, wake_write = os.pipe()
         os.set_blocking(wake_write, False)
@@ -460,6 +476,11 @@ class Launcher:
         self.stream_pids = {}
         self.reconnect_at = time.monotonic()
         self.reconnect_wait = RECONNECT_S[0]
+        # The egress relay's port while no relay has taken it (start_egress_relay).
+        self.egress = egress
+        self.egress_relay = None
+        if egress is not None:
+            self.selector.register(egress, selectors.EVENT_READ, 'egress')
 
     def request(self, conn):
         line = b''
@@ -539,6 +560,8 @@ class Launcher:
             if pid == 0:
                 break
             statuses[pid] = status
+            if pid == self.egress_relay:
+                self.egress_relay_ended(status)
             finished[pid] = outcome(status, self.stopped.pop(pid, None))
             self.deadlines.pop(pid, None)
         for conn, program in list(self.clients.items()):
@@ -1170,6 +1193,32 @@ class Launcher:
             os.close(output.fd)
             output.fd = None
 
+    def start_egress_relay(self):
+        """A first connection waits on the relay's port: the relay starts and takes the socket over,
+        connection and all (it accepts it), so no connection is lost."""
+        listener, self.egress = self.egress, None
+        self.selector.unregister(listener)
+        stdin = os.open('/dev/null', os.O_RDONLY)
+        env = dict(os.environb, BERTH_EGRESS_LISTEN_FD=str(EGRESS_LISTEN_FD).encode())
+        try:
+            self.egress_relay = os.posix_spawnp('python3', [EGRESS_RELAY_NAME, '-I', '-S', EGRESS_RELAY], env, setsid=True, setsigdef=DEFAULTS,
+                            file_actions=[(os.POSIX_SPAWN_DUP2, stdin, 0), (os.POSIX_SPAWN_DUP2, listener.fileno(), EGRESS_LISTEN_FD)])
+        except OSError as error:
+            log(f'the egress relay did not start: {error!r}')
+        finally:
+            os.close(stdin)
+            listener.close()
+
+    def egress_relay_ended(self, status):
+        # Its port closed with it: the next connection starts another.
+        log(f'the egress relay ended ({json.dumps(outcome(status))})')
+        self.egress_relay = None
+        try:
+            self.egress = egress_listener()
+            self.selector.register(self.egress, selectors.EVENT_READ, 'egress')
+        except OSError as error:
+            log(f'the egress port cannot be listened on again: {error!r}')
+
     def kill(self, pid):
         try:
             os.killpg(pid, signal.SIGKILL)
@@ -1204,6 +1253,8 @@ class Launcher:
                         self.accept()
                     elif key.fileobj == self.wake_read:
                         self.reap()
+                    elif key.data == 'egress':
+                        self.start_egress_relay()
                     elif key.data == 'channel':
                         if self.channel is not None:
                             self.receive()
@@ -1243,12 +1294,16 @@ def main(argv):
         comm.write(NAME)
     for number in DEFAULTS:
         signal.signal(number, signal.SIG_IGN)
-    if len(argv) > 1:
-        limit_tasks(argv[1])
+    # Arguments: [--egress-relay] [task limit].
+    args = argv[1:]
+    relay = '--egress-relay' in args
+    args = [arg for arg in args if arg != '--egress-relay']
+    if args:
+        limit_tasks(args[0])
     server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     server.bind('\0' + SOCKET)
     server.listen(128)
-    Launcher(server).serve()
+    Launcher(server, egress_listener() if relay else None).serve()
 
 
 if __name__ == '__main__':

@@ -467,5 +467,94 @@ class ImportTest(unittest.TestCase):
         subprocess.run([sys.executable, '-c', code], cwd=os.path.dirname(os.path.abspath(__file__)), check=True)
 
 
+class EgressRelayTest(unittest.TestCase):
+    """With --egress-relay the launcher holds the relay's port and starts the relay at its first connection."""
+
+    def setUp(self):
+        self.dir = tempfile.mkdtemp(prefix='berth-launcher-egress-')
+        self.addCleanup(shutil.rmtree, self.dir)
+        self.proxy = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.proxy.bind(os.path.join(self.dir, 'proxy.sock'))
+        self.proxy.listen(1)
+        self.proxy.settimeout(10)
+        self.addCleanup(self.proxy.close)
+        with socket.socket() as probe:
+            probe.bind(('127.0.0.1', 0))
+            self.port = probe.getsockname()[1]
+        env = dict(os.environ, BERTH_LAUNCHER_CHANNEL=os.path.join(self.dir, 'no-channel.sock'),
+                   BERTH_LAUNCHER_SOCKET=f'berth-launcher-egress-unittest-{os.getpid()}',
+                   BERTH_EGRESS_PORT=str(self.port), BERTH_EGRESS_SOCKET=os.path.join(self.dir, 'proxy.sock'))
+        self.process = subprocess.Popen([sys.executable, '-I', '-S', launcher.__file__, '--egress-relay'], env=env, stdin=subprocess.DEVNULL)
+        self.addCleanup(self.stop)
+
+    def stop(self):
+        for pid in self.relays():
+            os.kill(pid, signal.SIGKILL)
+        self.process.kill()
+        self.process.wait()
+
+    def relays(self):
+        found = []
+        for entry in os.listdir('/proc'):
+            try:
+                with open(f'/proc/{entry}/stat') as stat:
+                    parent = int(stat.read().rsplit(')', 1)[1].split()[1])
+                with open(f'/proc/{entry}/cmdline', 'rb') as cmdline:
+                    argv = cmdline.read().split(b'\0')
+            except (OSError, ValueError):
+                continue
+            if parent == self.process.pid and argv[0] == launcher.EGRESS_RELAY_NAME.encode():
+                found.append(int(entry))
+        return found
+
+    def connect(self):
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                return socket.create_connection(('127.0.0.1', self.port), timeout=10)
+            except ConnectionRefusedError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.02)
+
+    def round_trip(self):
+        with self.connect() as client:
+            client.sendall(b'CONNECT example.com:443 HTTP/1.1\r\n\r\n')
+            upstream, _ = self.proxy.accept()
+            with upstream:
+                upstream.settimeout(10)
+                self.assertEqual(upstream.recv(100), b'CONNECT example.com:443 HTTP/1.1\r\n\r\n')
+                upstream.sendall(b'HTTP/1.1 200 OK\r\n\r\n')
+                self.assertEqual(client.recv(100), b'HTTP/1.1 200 OK\r\n\r\n')
+
+    def listening(self):
+        with open('/proc/net/tcp') as table:
+            return any(f':{self.port:04X} ' in line and line.split()[3] == '0A' for line in table)
+
+    def test_the_relay_starts_at_the_first_connection_and_carries_it(self):
+        deadline = time.monotonic() + 10
+        while not self.listening():
+            self.assertLess(time.monotonic(), deadline, 'the launcher never listened on the relay port')
+            time.sleep(0.02)
+        time.sleep(0.2)
+        self.assertEqual(self.relays(), [])
+        self.round_trip()
+        self.assertEqual(len(self.relays()), 1)
+        self.round_trip()
+        self.assertEqual(len(self.relays()), 1)
+
+    def test_a_relay_that_ends_is_started_again_at_the_next_connection(self):
+        self.round_trip()
+        first, = self.relays()
+        os.kill(first, signal.SIGKILL)
+        # Until the launcher reaps it, a connection could still land in the dying relay's backlog.
+        deadline = time.monotonic() + 10
+        while os.path.exists(f'/proc/{first}'):
+            self.assertLess(time.monotonic(), deadline, 'the launcher never reaped the relay')
+            time.sleep(0.02)
+        self.round_trip()
+        self.assertNotEqual(self.relays(), [first])
+
+
 if __name__ == '__main__':
     unittest.main()

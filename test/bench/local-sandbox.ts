@@ -3,6 +3,8 @@
  * the same run on the same machine, so the ratios mean something whatever the hardware.
  *
  *   agent create → idle   POST /v1/sessions/:id/agents, then GET until idle   floor: runsc do /bin/true
+ *   create → first exec   the same, then POST /exec bash `true` answered: when the sandbox is of
+ *                         use (its launcher up)                                floor: runsc do /bin/true
  *   exec round trip       POST /v1/agents/:id/exec (bash `true`, python `pass`), against two floors:
  *                         the same program started inside the same sandbox by a program there
  *                         (spawn-floor.py: what any exec must cost at least), and a raw
@@ -137,6 +139,7 @@ async function main(): Promise<void> {
 
     // Agent create → idle, each agent terminated before the next so they do not pile up.
     const createToIdle: number[] = [];
+    const createToExec: number[] = [];
     let warm: string | undefined;
     for (let i = 0; i < RUNS + 1; i++) {
       const started = performance.now();
@@ -153,6 +156,9 @@ async function main(): Promise<void> {
         continue;
       }
       createToIdle.push(elapsed);
+      const exec = await api.post(`/v1/agents/${agent.id}/exec`, { language: 'bash', code: 'true' });
+      if (exec.status !== 200) throw new Error(`the first exec failed: ${exec.status} ${JSON.stringify(exec.body)}`);
+      createToExec.push(performance.now() - started);
       await api.post(`/v1/agents/${agent.id}/terminate`);
     }
 
@@ -184,6 +190,7 @@ async function main(): Promise<void> {
 
     const rows: [string, number[], string, number[]][] = [
       ['agent create → idle', createToIdle, 'runsc do /bin/true', floorSandbox],
+      ['agent create → first exec', createToExec, 'runsc do /bin/true', floorSandbox],
       ['exec bash `true`', execBash, 'in-sandbox spawn bash -c true', spawnBash],
       ['exec bash `true`', execBash, 'runsc exec bash -c true', floorExec],
       ['exec python `pass`', execPython, 'in-sandbox spawn python3 -c pass', spawnPython],

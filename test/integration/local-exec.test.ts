@@ -46,6 +46,14 @@ async function run(sandbox: SandboxRef, language: ExecLanguage, code: string): P
   return result.stdout;
 }
 
+/** A CONNECT through the sandbox's egress port; prints the proxy's status line (403: no policy allows it). */
+const CONNECT_THROUGH_RELAY = [
+  'import socket',
+  "with socket.create_connection(('127.0.0.1', 3128), timeout=20) as s:",
+  "    s.sendall(b'CONNECT example.com:443 HTTP/1.1\\r\\nHost: example.com:443\\r\\n\\r\\n')",
+  "    print(s.recv(4096).split(b'\\r\\n')[0].decode())",
+].join('\n');
+
 /**
  * The names of the sandbox's other processes while an exec runs (a python program): the launcher
  * alone over the channel; the launcher's client (perl) too through `runsc exec`.
@@ -88,8 +96,14 @@ describe('execs over the launcher channel', () => {
   });
 
   it('run with no process of the host in the sandbox: the launcher starts the program itself', async () => {
-    expect(await run(sandbox, 'python', OTHER_PROCESSES)).toBe('berth-egress berth-launcher\n');
+    expect(await run(sandbox, 'python', OTHER_PROCESSES)).toBe('berth-launcher\n');
     expect(await run(sandbox, 'bash', 'echo "$(cat /proc/$PPID/comm) $PWD $PYTHONPATH"; cat')).toBe('berth-launcher /workspace /workspace\n');
+  });
+
+  it('start the egress relay at the first connection to its port, which it carries to the proxy (ADR 49)', async () => {
+    expect(await run(sandbox, 'python', CONNECT_THROUGH_RELAY)).toMatch(/^HTTP\/1\.1 403 /);
+    expect(await run(sandbox, 'python', OTHER_PROCESSES)).toBe('berth-egress berth-launcher\n');
+    expect(await run(sandbox, 'python', CONNECT_THROUGH_RELAY)).toMatch(/^HTTP\/1\.1 403 /);
   });
 
   it("report the program's exit status, never what its output says", async () => {

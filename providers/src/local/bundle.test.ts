@@ -138,12 +138,12 @@ describe('withoutSecretValues', () => {
 describe('the egress path', () => {
   const withEgress = sandboxSpec({ ...input, egressDir: '/data/sandboxes/agt_1/egress' }) as any;
 
-  it('mounts the egress folder read-only, starts the relay before the launcher and points clients at it', () => {
+  it('mounts the egress folder read-only, has the launcher start the relay at its first connection and points clients at it', () => {
     expect(hasEgress(withEgress)).toBe(true);
     expect(hasEgress(sandboxSpec(input))).toBe(false);
     expect(withEgress.mounts).toContainEqual({ destination: '/run/berth/egress', type: 'bind', source: '/data/sandboxes/agt_1/egress', options: ['rbind', 'ro'] });
-    const [shell, flag, script, ...rest] = launcherArgs(128);
-    expect(withEgress.process.args).toEqual([shell, flag, `(exec -a berth-egress-relay python3 -I -S /run/berth/guest/egress-relay.py </dev/null &); ${script}`, ...rest]);
+    expect(withEgress.process.args).toEqual([...launcherArgs().slice(0, 4), '--egress-relay', '128']);
+    expect((sandboxSpec(input) as any).process.args).toEqual(launcherArgs(128));
     expect(withEgress.process.env).toEqual(
       expect.arrayContaining(['HTTPS_PROXY=http://127.0.0.1:3128', 'https_proxy=http://127.0.0.1:3128', 'SSL_CERT_FILE=/run/berth/egress/ca-bundle.pem', 'NODE_EXTRA_CA_CERTS=/run/berth/egress/ca.pem', 'EXTRA=yes']),
     );

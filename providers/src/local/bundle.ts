@@ -1,6 +1,6 @@
 import type { Compute } from '@berth/crds';
 import { CHANNEL_MOUNT } from './channel.js';
-import { EGRESS_MOUNT, egressEnv, withEgressRelay } from './egress/sandbox.js';
+import { EGRESS_MOUNT, egressEnv } from './egress/sandbox.js';
 import { GUEST_MOUNT, launcherArgs } from './launcher.js';
 
 /** What one local sandbox looks like; `sandboxSpec` turns it into an OCI runtime spec. */
@@ -70,12 +70,12 @@ const HOST_THREADS_PER_TASK = 4;
  */
 export function sandboxSpec(input: SandboxSpecInput): Record<string, unknown> {
   const env = { PATH: SANDBOX_PATH, HOME: '/root', LANG: 'C.UTF-8', ...(input.egressDir === undefined ? {} : egressEnv()), ...input.env };
-  const launcher = launcherArgs(input.tasksLimit ?? tasksLimitFor(input.memoryBytes));
+  const launcher = launcherArgs(input.tasksLimit ?? tasksLimitFor(input.memoryBytes), { egressRelay: input.egressDir !== undefined });
   return {
     ociVersion: '1.0.0',
     process: {
       user: { uid: 0, gid: 0 },
-      args: input.egressDir === undefined ? launcher : withEgressRelay(launcher, GUEST_MOUNT),
+      args: launcher,
       env: Object.entries(env).map(([key, value]) => `${key}=${value}`),
       cwd: WORKSPACE,
       noNewPrivileges: true,

@@ -9,6 +9,7 @@ describe('the launcher', () => {
   it('runs under its own name from the guest mount, and its command line never says python (pkill -f python passes it by)', () => {
     expect([bash, flag, command, script]).toEqual(['/bin/bash', '-c', 'exec -a berth-launcher python3 -I -S "$0" "$@"', '/run/berth/guest/launcher.py']);
     expect(launcherArgs(512)).toEqual([bash, flag, command, script, '512']);
+    expect(launcherArgs(512, { egressRelay: true })).toEqual([bash, flag, command, script, '--egress-relay', '512']);
     expect(script).not.toMatch(/python/i);
   });
 });

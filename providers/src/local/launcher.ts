@@ -58,10 +58,13 @@ export const GUEST_MOUNT = '/run/berth/guest';
 /**
  * The container's main process: the launcher, under its own name (see above). With `tasksLimit`
  * it puts itself, and so every program it starts, in a pids cgroup of gVisor's own with that
- * limit (the sandbox must mount cgroupfs at /sys/fs/cgroup).
+ * limit (the sandbox must mount cgroupfs at /sys/fs/cgroup). With `egressRelay` it listens on the
+ * egress relay's loopback port and starts the relay (egress-relay.py) at the first connection,
+ * handing it the socket (ADR 49): a sandbox that never goes out never starts it.
  */
-export function launcherArgs(tasksLimit?: number): string[] {
+export function launcherArgs(tasksLimit?: number, options: { egressRelay?: boolean } = {}): string[] {
   const args = ['/bin/bash', '-c', `exec -a ${LAUNCHER_NAME} python3 -I -S "$0" "$@"`, `${GUEST_MOUNT}/launcher.py`];
+  if (options.egressRelay) args.push('--egress-relay');
   return tasksLimit === undefined ? args : [...args, String(tasksLimit)];
 }
 

@@ -7,7 +7,8 @@ import { createCertificateAuthority, type CertificateAuthority } from './certifi
 /**
  * What a local sandbox holds of the egress path (ADR 46): the folder mounted read-only at
  * EGRESS_MOUNT (the proxy's unix socket, the sandbox's CA certificate and a CA bundle with it),
- * the relay started beside the launcher, and the environment that points clients at both.
+ * the relay (which the launcher starts at the first connection to its port, ADR 49), and the
+ * environment that points clients at both.
  */
 
 /** Where the sandbox sees its egress folder. */
@@ -17,7 +18,6 @@ export const EGRESS_PORT = 3128;
 export const EGRESS_SOCKET = 'proxy.sock';
 const CA_FILE = 'ca.pem';
 const BUNDLE_FILE = 'ca-bundle.pem';
-export const RELAY_NAME = 'berth-egress-relay';
 
 /**
  * The environment of a sandbox with the egress folder: proxy variables in both spellings (curl
@@ -40,17 +40,6 @@ export function egressEnv(): Record<string, string> {
     GIT_SSL_CAINFO: bundle,
     NODE_EXTRA_CA_CERTS: `${EGRESS_MOUNT}/${CA_FILE}`,
   };
-}
-
-/**
- * The container's command line with the relay started first, under its own name, in the
- * background: it is orphaned at once and the launcher, PID 1, reaps it if it ever ends. `args`
- * is the launcher's (`/bin/bash -c <script> …`, see launcher.ts).
- */
-export function withEgressRelay(args: readonly string[], guestMount: string): string[] {
-  const [shell, flag, script, ...rest] = args;
-  const relay = `(exec -a ${RELAY_NAME} python3 -I -S ${guestMount}/egress-relay.py </dev/null &); `;
-  return [shell!, flag!, relay + script!, ...rest];
 }
 
 /**
