@@ -1,3 +1,4 @@
+import { createCodeInterpreterStarter } from './e2b/code-interpreter.js';
 import { createControlPlane } from './e2b/control-plane.js';
 import { createFilesystemService } from './e2b/filesystem.js';
 import { createSandboxPorts } from './e2b/ports.js';
@@ -331,6 +332,7 @@ export function createApp(deps: AppDeps): App {
       tokens: envdTokens,
       capabilities: (view) => (view.provider ? deps.providers.get(view.provider)?.capabilities : undefined),
       domain: deps.e2bDomain ?? null,
+      startCodeInterpreter: createCodeInterpreterStarter({ agents, metrics: deps.metrics }),
       onKilled: (agentId) => e2bProcesses.forget(agentId),
       defaultEgress: deps.defaultEgress && deps.providers.get(deps.providers.defaultProvider)?.capabilities.egress ? deps.defaultEgress : undefined,
     }),

@@ -5,6 +5,7 @@ import { z } from 'zod';
 import { createAgentBody } from '../routes/schemas.js';
 import type { AgentService, AgentView } from '../services/agents.js';
 import type { SessionService } from '../services/sessions.js';
+import { CODE_INTERPRETER_TEMPLATE, CodeInterpreterStartError, type CodeInterpreterStarter } from './code-interpreter.js';
 import type { EnvdTokens } from './tokens.js';
 
 /**
@@ -23,8 +24,11 @@ export const TEMPLATE_METADATA_KEY = 'e2b-template';
 /** E2B's default sandbox lifetime when `timeout` is left out (seconds). */
 const DEFAULT_TIMEOUT_SECONDS = 15;
 
-/** Templates and the compute type each runs on; `base` is E2B's default template. */
-export const TEMPLATES: Record<string, 'python' | 'node' | 'go'> = { base: 'python', python: 'python', node: 'node', go: 'go' };
+/**
+ * Templates and the compute type each runs on; `base` is E2B's default template, and the code
+ * interpreter's (`@e2b/code-interpreter`) is python with its server started (code-interpreter.ts).
+ */
+export const TEMPLATES: Record<string, 'python' | 'node' | 'go'> = { base: 'python', python: 'python', node: 'node', go: 'go', [CODE_INTERPRETER_TEMPLATE]: 'python' };
 
 export class E2bError extends Error {
   constructor(
@@ -137,6 +141,8 @@ export interface ControlPlaneDeps {
   capabilities: (view: AgentView) => ProviderCapabilities | undefined;
   /** The domain the SDK builds sandbox host names from; null leaves it to the SDK's E2B_DOMAIN. */
   domain: string | null;
+  /** Starts the code interpreter's server in a sandbox of its template, once the sandbox is ready. */
+  startCodeInterpreter: CodeInterpreterStarter;
   /** Called when a sandbox is killed, to forget its processes. */
   onKilled: (agentId: string) => void;
   /**
@@ -240,7 +246,13 @@ export function createControlPlane(deps: ControlPlaneDeps) {
       });
       const view = await agents.create(principal, session.id, input);
       try {
-        return { status: 201, body: connected(principal, await ready(principal, view)) };
+        const running = await ready(principal, view);
+        if (request.templateID === CODE_INTERPRETER_TEMPLATE) {
+          await deps.startCodeInterpreter(principal, view.id).catch((error: unknown) => {
+            throw error instanceof CodeInterpreterStartError ? new E2bError(500, `sandbox ${sandboxIdOf(view.id)}: ${error.message}`) : error;
+          });
+        }
+        return { status: 201, body: connected(principal, running) };
       } catch (error) {
         // The SDK gets no sandbox id from a failed create: nothing would end one still booting.
         await agents.terminate(principal, view.id, 0).catch(() => undefined);
