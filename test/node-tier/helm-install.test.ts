@@ -166,6 +166,32 @@ describe.skipIf(unavailable !== '')('helm install of the chart on the real node'
     });
   }, 300_000);
 
+  it('converges after the operator pod is killed: its Deployment replaces it, and an agent created meanwhile becomes a gVisor pod', async () => {
+    const operatorPod = (pods: Pod[]) => pods.find((pod) => pod.metadata.labels['app.kubernetes.io/component'] === 'operator');
+    const killed = operatorPod(await releasePods(namespace))!;
+    const deleted = await kubectl(['delete', 'pod', killed.metadata.name, '-n', namespace, '--grace-period=0', '--force', '--wait=false']);
+    expect(deleted.code, deleted.stderr).toBe(0);
+    // Gone for real, not only from the API: its gVisor sandbox has ended before the agent is asked for.
+    const killedContainer = killed.status.containerStatuses![0]!.containerID!.replace('containerd://', '');
+    await eventually(async () => ((await runscList()).some((container) => container.id === killedContainer && container.status === 'running') ? undefined : true), {
+      what: "the killed operator's sandbox to end",
+      timeoutMs: 60_000,
+    });
+    const session = await api.post('/v1/sessions', { userId: 'helm-user-2' });
+    const agent = (await api.post(`/v1/sessions/${session.body.id}/agents`, {})).body;
+    await waitForAgent(api, agent.id, 'idle', 180_000);
+    const replacement = operatorPod((await releasePods(namespace)).filter((pod) => pod.metadata.name !== killed.metadata.name));
+    expect(replacement?.status.phase).toBe('Running');
+    const podName = (agent.id as string).replace('_', '-');
+    expect((await kubectlJson<Pod>(['get', 'pod', podName, '-n', namespace])).spec).toMatchObject({ runtimeClassName: 'gvisor', nodeName: NODE_NAME });
+    expect((await api.post(`/v1/agents/${agent.id}/exec`, { language: 'bash', code: 'echo converged' })).body).toMatchObject({ exitCode: 0, stdout: 'converged\n' });
+    expect((await api.post(`/v1/agents/${agent.id}/terminate`)).status).toBeLessThan(300);
+    await eventually(async () => ((await kubectl(['get', 'pod', podName, '-n', namespace])).code !== 0 ? true : undefined), {
+      what: 'the sandbox pod to be deleted',
+      timeoutMs: 60_000,
+    });
+  }, 300_000);
+
   it('helm uninstall removes Berth’s pods and their gVisor sandboxes', async () => {
     const containers = (await releasePods(namespace)).map((pod) => pod.status.containerStatuses![0]!.containerID!.replace('containerd://', ''));
     const uninstall = await helm(['uninstall', RELEASE, '-n', namespace, '--wait', '--timeout', '2m']);
