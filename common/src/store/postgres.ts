@@ -56,8 +56,8 @@ function toResource<K extends Kind>(row: ResourceRow): Resource<K> {
   return resource;
 }
 
-/** Writes remembered as told to this process's watchers, awaiting their notification. */
-const TOLD_LOCALLY_MAX = 10_000;
+/** Writes remembered as told to this process's watchers, so that the second way of telling is dropped. */
+const TOLD_MAX = 10_000;
 
 /**
  * Resources in one PostgreSQL table, with a global resourceVersion sequence and a
@@ -67,11 +67,13 @@ const TOLD_LOCALLY_MAX = 10_000;
 export class PostgresResourceStore implements ResourceStore {
   private readonly handlers = new Map<Kind, Set<WatchHandlers>>();
   /**
-   * Writes of this process already told to its watchers (kind/name/resourceVersion), so that their
-   * notification, when it comes back through PostgreSQL, is not told twice. Bounded: a notification
-   * lost (the listener reconnected, which relists anyway) leaves an entry that ages out.
+   * Writes already told to this process's watchers (type kind/name/resourceVersion: a delete keeps
+   * the last version), by whichever way
+   * came first: the write's own return, or its notification through PostgreSQL (which can reach
+   * the listening connection before the writing one has its answer). The other way finds it here
+   * and is not told twice. Bounded, oldest out first.
    */
-  private readonly toldLocally = new Set<string>();
+  private readonly told = new Set<string>();
   private readonly listener: NotificationListener;
 
   constructor(
@@ -268,17 +270,23 @@ export class PostgresResourceStore implements ResourceStore {
   private tellLocally<K extends Kind>(type: WatchEvent['type'], resource: Resource<K>): Resource<K> {
     const set = this.handlers.get(resource.kind as Kind);
     if (!set || set.size === 0) return resource;
-    const key = `${resource.kind}/${resource.metadata.name}/${resource.metadata.resourceVersion}`;
-    this.toldLocally.add(key);
-    if (this.toldLocally.size > TOLD_LOCALLY_MAX) this.toldLocally.delete(this.toldLocally.values().next().value!);
+    if (!this.firstTelling(`${type} ${resource.kind}/${resource.metadata.name}/${resource.metadata.resourceVersion}`)) return resource;
     for (const handlers of [...set]) handlers.onEvent({ type, name: resource.metadata.name, resourceVersion: resource.metadata.resourceVersion });
     return resource;
+  }
+
+  /** Whether this write is told for the first time (and from now on, that it was). */
+  private firstTelling(key: string): boolean {
+    if (this.told.has(key)) return false;
+    this.told.add(key);
+    if (this.told.size > TOLD_MAX) this.told.delete(this.told.values().next().value!);
+    return true;
   }
 
   private dispatch(payload: string | undefined): void {
     if (!payload) return;
     const event = JSON.parse(payload) as WatchEvent & { kind: Kind };
-    if (this.toldLocally.delete(`${event.kind}/${event.name}/${event.resourceVersion}`)) return;
+    if (!this.firstTelling(`${event.type} ${event.kind}/${event.name}/${event.resourceVersion}`)) return;
     const set = this.handlers.get(event.kind);
     if (!set) return;
     for (const handlers of set) {
