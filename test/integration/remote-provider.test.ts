@@ -81,9 +81,10 @@ describe('the remote provider protocol, served by another Berth', () => {
   it('pauses it natively into this install\'s snapshot storage, and resumes it with its files and processes', async () => {
     await live.post(`/v1/agents/${agentId}/exec`, { language: 'bash', code: 'echo kept across the protocol > notes.txt' });
     // A background process, started through the launcher, with state in its memory.
-    const counter = `nohup python3 -c 'import itertools, time
+    // Each count written whole, then renamed into place: a read never finds the file truncated and empty.
+    const counter = `nohup python3 -c 'import itertools, os, time
 for n in itertools.count():
-    open("/workspace/count", "w").write(str(n)); time.sleep(0.05)' >/dev/null 2>&1 & echo $! > /workspace/counter.pid`;
+    open("/workspace/count.next", "w").write(str(n)); os.replace("/workspace/count.next", "/workspace/count"); time.sleep(0.05)' >/dev/null 2>&1 & echo $! > /workspace/counter.pid`;
     await live.post(`/v1/agents/${agentId}/exec`, { language: 'bash', code: counter });
     await new Promise((resolve) => setTimeout(resolve, 300));
     const pid = (await live.post(`/v1/agents/${agentId}/exec`, { language: 'bash', code: 'cat /workspace/counter.pid' })).body.stdout;
