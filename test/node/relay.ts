@@ -5,7 +5,7 @@
  * and the database of a test run. Bytes pass through unchanged (TLS ends at the server), and the
  * relay listens on the same port number as its target.
  */
-import { connect, createServer, type Socket } from 'node:net';
+import { createTcpRelay } from '../helpers/tcp-proxy.js';
 import { NODE_IP } from './node.js';
 
 export interface NodeRelay {
@@ -16,33 +16,7 @@ export interface NodeRelay {
 }
 
 export async function relayFromNodeIp(target: { host: string; port: number }): Promise<NodeRelay> {
-  const sockets = new Set<Socket>();
-  const server = createServer((client) => {
-    const upstream = connect(target.port, target.host);
-    for (const socket of [client, upstream]) {
-      sockets.add(socket);
-      socket.on('close', () => sockets.delete(socket));
-      socket.on('error', () => {
-        client.destroy();
-        upstream.destroy();
-      });
-    }
-    client.pipe(upstream).pipe(client);
-  });
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(target.port, NODE_IP, () => {
-      server.off('error', reject);
-      resolve();
-    });
-  });
-  return {
-    address: `${NODE_IP}:${target.port}`,
-    port: target.port,
-    close: () =>
-      new Promise<void>((resolve) => {
-        server.close(() => resolve());
-        for (const socket of sockets) socket.destroy();
-      }),
-  };
+  const relay = createTcpRelay(target);
+  await relay.listen(target.port, NODE_IP);
+  return { address: `${NODE_IP}:${target.port}`, port: target.port, close: relay.close };
 }
