@@ -41,7 +41,7 @@ import {
 import { z } from 'zod';
 import { INTERPRETERS } from '../program.js';
 import { guestSource } from '../guest.js';
-import { ChannelLostError, Connection, ControlError, backgroundProcessSchema, type BackgroundProcessRecord } from '../local/channel.js';
+import { ChannelLostError, Connection, ControlError, backgroundProcess, backgroundProcessSchema } from '../local/channel.js';
 import { guestConfigMap, openPodLauncher, type PodLauncherLink } from './launcher.js';
 import { CANCEL_SCRIPT, EXEC_SCRIPT, execNonce, execStdin, takeTimeoutLine, timeoutLineBytes } from './exec-script.js';
 import { execInPod, streamInPod } from './exec.js';
@@ -77,18 +77,6 @@ function podProgram(request: Pick<ExecRequest, 'language' | 'code' | 'stdin'>): 
   return {
     argv: ['sh', '-c', guestSource('pod-program.sh'), 'berth-program', interpreter.extension, String(code.length), ...interpreter.argv],
     stdin: Buffer.concat([code, request.stdin ?? Buffer.alloc(0)]),
-  };
-}
-
-function backgroundProcess(record: BackgroundProcessRecord): BackgroundProcess {
-  const { outcome } = record;
-  return {
-    pid: record.pid,
-    argv: record.argv,
-    startedAt: new Date(record.startedAt).toISOString(),
-    status: outcome === null ? 'running' : outcome.outcome,
-    exitCode: outcome === null || outcome.outcome === 'failed' ? null : outcome.exitCode,
-    endedAt: record.endedAt === null ? null : new Date(record.endedAt).toISOString(),
   };
 }
 

@@ -34,7 +34,7 @@ import { connect, createServer, type Server, type Socket } from 'node:net';
 import { Duplex } from 'node:stream';
 import { dirname, join } from 'node:path';
 import { z } from 'zod';
-import { ApiError, type Logger } from '@berth/common';
+import { ApiError, type BackgroundProcess, type Logger } from '@berth/common';
 import { OutputLimit } from '../program.js';
 import { outcomeSchema, type ExecOutcome } from './launcher.js';
 
@@ -182,6 +182,19 @@ export const backgroundProcessSchema = z.object({
   outcome: outcomeSchema.nullable(),
 });
 export type BackgroundProcessRecord = z.infer<typeof backgroundProcessSchema>;
+
+/** The launcher's record of a background process, as the API shows it (both providers' launchers keep it). */
+export function backgroundProcess(record: BackgroundProcessRecord): BackgroundProcess {
+  const { outcome } = record;
+  return {
+    pid: record.pid,
+    argv: record.argv,
+    startedAt: new Date(record.startedAt).toISOString(),
+    status: outcome === null ? 'running' : outcome.outcome,
+    exitCode: outcome === null || outcome.outcome === 'failed' ? null : outcome.exitCode,
+    endedAt: record.endedAt === null ? null : new Date(record.endedAt).toISOString(),
+  };
+}
 
 /** A CONTROL frame's request. */
 export type ControlRequest =

@@ -52,7 +52,7 @@ import {
   ControlError,
   LauncherChannels,
   backgroundProcessSchema,
-  type BackgroundProcessRecord,
+  backgroundProcess,
   type ChannelExecResult,
   type Connection,
   PROTOCOL_WITH_ADR_39,
@@ -127,19 +127,6 @@ const IMAGE_FOR_COMPUTE: Record<Compute, ImageName> = { python: 'python', node: 
 // Modules in /workspace import as they would from a script there.
 /** How long the launcher has to answer a request about background processes. */
 const CONTROL_WAIT_MS = 10_000;
-
-/** The launcher's record of a background process, as the API shows it. */
-function backgroundProcess(record: BackgroundProcessRecord): BackgroundProcess {
-  const { outcome } = record;
-  return {
-    pid: record.pid,
-    argv: record.argv,
-    startedAt: new Date(record.startedAt).toISOString(),
-    status: outcome === null ? 'running' : outcome.outcome,
-    exitCode: outcome === null || outcome.outcome === 'failed' ? null : outcome.exitCode,
-    endedAt: record.endedAt === null ? null : new Date(record.endedAt).toISOString(),
-  };
-}
 
 const EXEC_ENV = { PYTHONUNBUFFERED: '1', PYTHONDONTWRITEBYTECODE: '1', PYTHONPATH: '/workspace' };
 
