@@ -1,11 +1,8 @@
 import * as interpreter from '@e2b/code-interpreter';
 import * as interpreterOld from '@e2b/code-interpreter-old';
-import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startBerth, type BerthProcess } from '../helpers/berth.js';
-import { startWildcardFront, type WildcardFront } from '../helpers/e2b-tls.js';
-import { createTestDatabase } from '../helpers/postgres.js';
-import { removeDataDir } from '../helpers/runsc.js';
+import type { BerthProcess } from '../helpers/berth.js';
+import { startE2bBerth, type E2bBerth } from '../helpers/e2b-berth.js';
 
 /**
  * The code interpreter of the E2B-compatible surface (ADR 44) driven by the official
@@ -17,27 +14,18 @@ import { removeDataDir } from '../helpers/runsc.js';
 const DOMAIN = 'e2b.test';
 const PNG_SIGNATURE = Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]);
 const PLOT = 'import matplotlib.pyplot as plt\nplt.plot([1, 2, 3], [1, 4, 9])\nplt.title("squares")\nplt.show()';
+let e2bBerth: E2bBerth;
 let berth: BerthProcess;
-let front: WildcardFront;
-let db: pg.Pool;
 let key: string;
 
 beforeAll(async () => {
-  const databaseUrl = await createTestDatabase();
-  db = new pg.Pool({ connectionString: databaseUrl });
-  berth = await startBerth({ env: { DATABASE_URL: databaseUrl, BERTH_E2B_DOMAIN: DOMAIN } });
-  key = berth.liveKey!;
-  process.env.E2B_API_URL = `${berth.baseUrl}/e2b`;
-  process.env.E2B_SANDBOX_URL = berth.baseUrl;
-  process.env.E2B_API_KEY = `e2b_${key}`;
-  front = await startWildcardFront(DOMAIN, berth.baseUrl);
+  e2bBerth = await startE2bBerth(DOMAIN);
+  ({ berth, key } = e2bBerth);
 });
 afterAll(async () => {
-  await front?.close();
-  const code = await berth.stop();
+  const code = await e2bBerth.stop();
+  // A crash of berth up shows its last words rather than only an exit code.
   expect(code, berth.stderr().slice(-4000)).toBe(0);
-  removeDataDir(berth.dataDir);
-  await db.end();
 });
 
 function pngOf(execution: { results: { png?: string }[] }): Buffer {

@@ -3,11 +3,10 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import * as e2b from 'e2b';
 import * as e2bV1 from 'e2b-v1';
-import pg from 'pg';
 import WebSocket from 'ws';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ROOT, startBerth, type BerthProcess } from '../helpers/berth.js';
-import { startWildcardFront, type WildcardFront } from '../helpers/e2b-tls.js';
+import { startE2bBerth, type E2bBerth } from '../helpers/e2b-berth.js';
 import { eventually } from '../helpers/http.js';
 import { createTestDatabase } from '../helpers/postgres.js';
 import { removeDataDir } from '../helpers/runsc.js';
@@ -22,29 +21,18 @@ import { removeDataDir } from '../helpers/runsc.js';
 const DOMAIN = 'e2b.test';
 /** The envd version the surface claims: the one whose process and filesystem services it implements. */
 const ENVD_VERSION = '0.5.2';
+let e2bBerth: E2bBerth;
 let berth: BerthProcess;
-let front: WildcardFront;
-let db: pg.Pool;
 let key: string;
 
 beforeAll(async () => {
-  const databaseUrl = await createTestDatabase();
-  db = new pg.Pool({ connectionString: databaseUrl });
-  berth = await startBerth({ env: { DATABASE_URL: databaseUrl, BERTH_E2B_DOMAIN: DOMAIN } });
-  key = berth.liveKey!;
-  // The SDKs' documented environment; the key in the e2b_ form E2B's docs show.
-  process.env.E2B_API_URL = `${berth.baseUrl}/e2b`;
-  process.env.E2B_SANDBOX_URL = berth.baseUrl;
-  process.env.E2B_API_KEY = `e2b_${key}`;
-  front = await startWildcardFront(DOMAIN, berth.baseUrl);
+  e2bBerth = await startE2bBerth(DOMAIN);
+  ({ berth, key } = e2bBerth);
 });
 afterAll(async () => {
-  await front?.close();
-  const code = await berth.stop();
+  const code = await e2bBerth.stop();
   // A crash of berth up shows its last words rather than only an exit code.
   expect(code, berth.stderr().slice(-4000)).toBe(0);
-  removeDataDir(berth.dataDir);
-  await db.end();
 });
 
 async function raw(method: string, path: string, body?: unknown, headers: Record<string, string> = {}) {
