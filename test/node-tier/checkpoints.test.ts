@@ -1,11 +1,11 @@
 import { randomBytes } from 'node:crypto';
-import { createServer } from 'node:net';
 import { Readable } from 'node:stream';
 import { NodeAgentClient, readArchiveManifest } from '../../providers/src/kubernetes/node-agent.js';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { eventually } from '../helpers/http.js';
 import { kubectl, kubectlJson, startBerthInCluster, startClusterProcess, waitForAgent, type BerthInCluster, type ClusterProcess } from '../cluster-tier/helpers.js';
-import { NODE_IP, RESTORES, RUNSC } from '../node/node.js';
+import { NODE_IP } from '../node/node.js';
+import { nodeAgentSettings } from '../node/node-agent-settings.js';
 
 /**
  * Memory checkpoints on the real node (ADR 38): the node agent (`berth node`, here a host process
@@ -28,14 +28,6 @@ const COUNTER = [
   '    time.sleep(0.05)',
 ].join('\n');
 
-async function freePort(host: string): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, host, resolve));
-  const port = (server.address() as { port: number }).port;
-  await new Promise((resolve) => server.close(resolve));
-  return port;
-}
-
 describe.skipIf(unavailable !== '')('memory checkpoints on a real node', () => {
   let berth: BerthInCluster;
   let nodeAgent: ClusterProcess | undefined;
@@ -43,20 +35,10 @@ describe.skipIf(unavailable !== '')('memory checkpoints on a real node', () => {
   let nodeAgentEnv: Record<string, string>;
 
   beforeAll(async () => {
-    const port = await freePort(NODE_IP);
-    const token = randomBytes(24).toString('hex');
-    nodeAgentEnv = {
-      BERTH_HOST: NODE_IP,
-      BERTH_NODE_AGENT_PORT: String(port),
-      BERTH_NODE_AGENT_TOKEN: token,
-      BERTH_NODE_NAME: 'berth-node',
-      BERTH_NODE_RUNSC_ROOT: inject('runscRoot'),
-      // Its restores/ is where the test node's runsc wrapper looks (test/node/node.ts).
-      BERTH_NODE_STATE_DIR: `${RESTORES}/..`,
-      BERTH_RUNSC: RUNSC,
-    };
+    const settings = await nodeAgentSettings(inject('runscRoot'));
+    nodeAgentEnv = settings.env;
     nodeAgent = await startClusterProcess('node', nodeAgentEnv);
-    berth = await startBerthInCluster({ prefix: 'nodeckpt', env: { BERTH_NODE_AGENT_PORT: String(port), BERTH_NODE_AGENT_TOKEN: token } });
+    berth = await startBerthInCluster({ prefix: 'nodeckpt', env: { BERTH_NODE_AGENT_PORT: String(settings.port), BERTH_NODE_AGENT_TOKEN: settings.token } });
     sessionId = (await berth.live.post('/v1/sessions', { userId: 'checkpoint-user' })).body.id;
   });
   afterAll(async () => {

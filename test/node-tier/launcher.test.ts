@@ -1,10 +1,8 @@
-import { randomBytes } from 'node:crypto';
-import { createServer } from 'node:net';
 import * as e2b from 'e2b';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { eventually } from '../helpers/http.js';
 import { kubectlJson, startBerthInCluster, startClusterProcess, waitForAgent, type BerthInCluster, type ClusterProcess } from '../cluster-tier/helpers.js';
-import { NODE_IP, RESTORES, RUNSC } from '../node/node.js';
+import { nodeAgentSettings } from '../node/node-agent-settings.js';
 
 /**
  * The launcher as a sandbox pod's main process (ADR 47), on the real node: execs and background
@@ -16,14 +14,6 @@ import { NODE_IP, RESTORES, RUNSC } from '../node/node.js';
 const unavailable = inject('realNodeUnavailable');
 const podName = (agentId: string) => agentId.replace('_', '-');
 
-async function freePort(host: string): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, host, resolve));
-  const port = (server.address() as { port: number }).port;
-  await new Promise((resolve) => server.close(resolve));
-  return port;
-}
-
 describe.skipIf(unavailable !== '')('the launcher in sandbox pods on a real node', () => {
   let berth: BerthInCluster;
   let nodeAgent: ClusterProcess | undefined;
@@ -31,20 +21,11 @@ describe.skipIf(unavailable !== '')('the launcher in sandbox pods on a real node
   let agentId: string;
 
   beforeAll(async () => {
-    const port = await freePort(NODE_IP);
-    const token = randomBytes(24).toString('hex');
-    nodeAgent = await startClusterProcess('node', {
-      BERTH_HOST: NODE_IP,
-      BERTH_NODE_AGENT_PORT: String(port),
-      BERTH_NODE_AGENT_TOKEN: token,
-      BERTH_NODE_NAME: 'berth-node',
-      BERTH_NODE_RUNSC_ROOT: inject('runscRoot'),
-      BERTH_NODE_STATE_DIR: `${RESTORES}/..`,
-      BERTH_RUNSC: RUNSC,
-    });
+    const settings = await nodeAgentSettings(inject('runscRoot'));
+    nodeAgent = await startClusterProcess('node', settings.env);
     berth = await startBerthInCluster({
       prefix: 'nodelaunch',
-      env: { BERTH_NODE_AGENT_PORT: String(port), BERTH_NODE_AGENT_TOKEN: token, BERTH_E2B_DOMAIN: 'e2b.test' },
+      env: { BERTH_NODE_AGENT_PORT: String(settings.port), BERTH_NODE_AGENT_TOKEN: settings.token, BERTH_E2B_DOMAIN: 'e2b.test' },
     });
     sessionId = (await berth.live.post('/v1/sessions', { userId: 'launcher-user' })).body.id;
     const agent = (await berth.live.post(`/v1/sessions/${sessionId}/agents`, {})).body;
