@@ -110,8 +110,18 @@ describe('a job of a test key', () => {
 describe('a job that cannot run', () => {
   it('of a definition archived after it was queued fails, naming the agent definition', async () => {
     const created = await api.post('/v1/agent-definitions', { name: 'short-lived' });
-    const queued = await enqueueJob(pool, { organizationId, mode: 'test', source: 'trigger', sourceId: 'trg_jobs2', userId: 'jobs-user', definitionId: created.body.id, input: 'x' }, new Date());
-    await api.raw(`/v1/agent-definitions/${created.body.id}`, { method: 'DELETE' });
+    // Queued and archived in one transaction, as the route archives it: the executor, which may
+    // claim a job the moment it is committed, can only ever see the definition archived.
+    const client = await pool.connect();
+    let queued: Job;
+    try {
+      await client.query('BEGIN');
+      queued = await enqueueJob(client, { organizationId, mode: 'test', source: 'trigger', sourceId: 'trg_jobs2', userId: 'jobs-user', definitionId: created.body.id, input: 'x' }, new Date());
+      await client.query('UPDATE agent_definitions SET archived_at = now(), updated_at = now() WHERE id = $1', [created.body.id]);
+      await client.query('COMMIT');
+    } finally {
+      client.release();
+    }
     const job = await finished(queued.id);
     expect(job.state).toBe('failed');
     expect(job.error).toMatchObject({ code: 'unprocessable_entity' });
