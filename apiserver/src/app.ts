@@ -337,7 +337,7 @@ export function createApp(deps: AppDeps): App {
       defaultEgress: deps.defaultEgress && deps.providers.get(deps.providers.defaultProvider)?.capabilities.egress ? deps.defaultEgress : undefined,
     }),
     processes: e2bProcesses,
-    filesystem: createFilesystemService({ files }),
+    filesystem: createFilesystemService({ files, metrics: deps.metrics }),
     ports: createSandboxPorts({ agents, metrics: deps.metrics }),
     tokens: envdTokens,
     rateLimiter,

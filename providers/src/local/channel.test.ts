@@ -19,7 +19,7 @@ import {
   LauncherChannels,
   MAX_FRAME_BYTES,
   parseChannelOutcome,
-  PROTOCOL_WITH_ADR_40,
+  PROTOCOL_WITH_ADR_51,
   StreamRefusedError,
   STREAM_WINDOW_BYTES,
   DATA_CHUNK_BYTES,
@@ -178,7 +178,7 @@ describe('the channel with a launcher on this host', () => {
 
   it('runs a program on a terminal, with input and resize', async () => {
     const connection = channels.connection('agt_a')!;
-    expect(connection.protocol).toBe(PROTOCOL_WITH_ADR_40);
+    expect(connection.protocol).toBe(PROTOCOL_WITH_ADR_51);
     let screen = '';
     const session = connection.terminal(request(['python3', '-q', '-i'], { limitMs: undefined, onOutput: (_stream, chunk) => (screen += chunk.toString()) }), { rows: 24, cols: 80 });
     session.write(Buffer.from('6*7\n'));
