@@ -208,7 +208,7 @@ export function createApp(deps: AppDeps): App {
   const terminalTokens = new TerminalTokens(secretBox.subkey('berth/terminal-tokens'), deps.clock);
   execRoutes(routes, agents, { terminalTokens, heartbeatMs: deps.streamHeartbeatMs });
   const files = createFileService({ agents, metrics: deps.metrics });
-  fileRoutes(routes, files);
+  fileRoutes(routes, files, { heartbeatMs: deps.streamHeartbeatMs });
   const ports = createPortService({ db: deps.pool, agents, clock: deps.clock, key: secretBox.subkey('berth/port-tokens') });
   const portProxy = createPortProxy({ db: deps.pool, agents, ports, log: deps.log, metrics: deps.metrics, secureCookies: deps.publicUrl?.startsWith('https:') ?? false });
   portRoutes(routes, { ports, proxy: portProxy, publicUrl: (origin) => deps.publicUrl ?? origin });
