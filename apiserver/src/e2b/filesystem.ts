@@ -340,15 +340,16 @@ export function createFilesystemService(deps: { files: FileService; metrics: Reg
     async watchDir(res: ServerResponse, principal: Principal, agentId: string, message: unknown, keepaliveMs: number): Promise<void> {
       const watch = await openWatch(principal, agentId, message);
       const stream = new ServerStream(res);
-      const keepalive = setInterval(() => stream.send({ event: { keepalive: {} } }), keepaliveMs);
+      const keepalive = setInterval(() => stream.send({ keepalive: {} }), keepaliveMs);
       const stop = () => {
         clearInterval(keepalive);
         watch.close();
       };
       res.once('close', stop);
-      stream.send({ event: { start: {} } });
+      // WatchDirResponse's oneof is the message's own field (a process stream's is inside `event`).
+      stream.send({ start: {} });
       try {
-        for await (const change of watch.changes) stream.send({ event: { filesystem: filesystemEventOf(change) } });
+        for await (const change of watch.changes) stream.send({ filesystem: filesystemEventOf(change) });
         stream.end(stream.open ? new ConnectError('unavailable', 'the watch ended with its sandbox') : undefined);
       } catch (error) {
         stream.end(watchEndedError(error));
