@@ -330,6 +330,29 @@ describe('the newest SDK (e2b 2.x) through E2B_API_URL and E2B_SANDBOX_URL', () 
     // A file is not a directory to watch; what is not there is not found.
     await expect(sandbox.files.watchDir('/home/user/watched/after.txt', () => undefined)).rejects.toBeInstanceOf(e2b.InvalidArgumentError);
     await expect(sandbox.files.watchDir('/home/user/nothing', () => undefined)).rejects.toBeInstanceOf(e2b.FileNotFoundError);
+    // The polling watchers (the Python SDK's sync watch_dir) by hand: an entry per event is refused rather than left out.
+    const { envdAccessToken } = (await raw('GET', `/e2b/sandboxes/${sandbox.sandboxId}`)).body;
+    const envd = async (method: string, message: unknown) => {
+      const response = await fetch(`${berth.baseUrl}/filesystem.Filesystem/${method}`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', 'e2b-sandbox-id': sandbox.sandboxId, 'e2b-sandbox-port': '49983', 'x-access-token': envdAccessToken },
+        body: JSON.stringify(message),
+      });
+      return { status: response.status, body: (await response.json()) as any };
+    };
+    expect(await envd('CreateWatcher', { path: '/home/user/watched', includeEntry: true })).toMatchObject({ status: 501, body: { code: 'unimplemented', message: expect.stringContaining('includeEntry') } });
+    const created = await envd('CreateWatcher', { path: '/home/user/watched' });
+    expect(created.status).toBe(200);
+    await sandbox.files.write('/home/user/watched/polled.txt', 'p');
+    const polled: string[] = [];
+    await eventually(async () => {
+      const answer = await envd('GetWatcherEvents', { watcher_id: created.body.watcherId });
+      polled.push(...answer.body.events.map((event: { name: string; type: string }) => `${event.type} ${event.name}`));
+      return polled.includes('EVENT_TYPE_WRITE polled.txt') ? true : undefined;
+    });
+    expect(polled).toEqual(['EVENT_TYPE_CREATE polled.txt', 'EVENT_TYPE_WRITE polled.txt']);
+    expect(await envd('RemoveWatcher', { watcherId: created.body.watcherId })).toEqual({ status: 200, body: {} });
+    expect(await envd('GetWatcherEvents', { watcherId: created.body.watcherId })).toMatchObject({ status: 404, body: { code: 'not_found' } });
   }, 60_000);
 
   it("reaches a port in the sandbox through getHost, and through the E2b-Sandbox-Port header, with the sandbox's traffic token", async () => {
