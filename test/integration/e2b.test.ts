@@ -181,8 +181,13 @@ describe('the newest SDK (e2b 2.x) through E2B_API_URL and E2B_SANDBOX_URL', () 
     const readCounter = async (box: e2b.Sandbox) => Number((await box.commands.run('cat /workspace/counter')).stdout);
     await eventually(async () => ((await readCounter(sandbox)) >= 5 ? true : undefined), { timeoutMs: 20_000 });
     const before = await readCounter(sandbox);
+    // A directory watch open across the pause ends with it (it is not resumed).
+    let watchEnded: unknown = 'running';
+    await sandbox.files.watchDir('/home/user', () => undefined, { timeoutMs: 0, onExit: (error) => void (watchEnded = error) });
     expect(await sandbox.pause()).toBe(true);
     expect((await Sandbox.getInfo(sandbox.sandboxId)).state).toBe('paused');
+    await eventually(async () => (watchEnded !== 'running' ? true : undefined), { timeoutMs: 10_000, what: 'the watch ended by the pause' });
+    expect(String(watchEnded)).toMatch(/watch ended/);
 
     const resumed = await Sandbox.connect(sandbox.sandboxId);
     expect((await resumed.getInfo()).state).toBe('running');
