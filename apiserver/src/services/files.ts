@@ -39,7 +39,7 @@ export function createFileService(deps: { agents: AgentService; metrics: Registr
     labelNames: ['provider', 'direction'],
     registers: [deps.metrics],
   });
-  const watchesOpen = new Gauge({ name: 'berth_file_watches_open', help: "Directory watches open now in sandboxes (ADR 51)", labelNames: ['provider'], registers: [deps.metrics] });
+  const watchesOpen = new Gauge({ name: 'berth_file_watches_open', help: 'Directory watches open now in sandboxes (ADR 51)', labelNames: ['provider'], registers: [deps.metrics] });
   const watchChanges = new Counter({ name: 'berth_file_watch_changes_total', help: 'Changes directory watches passed on from sandboxes', labelNames: ['provider', 'type'], registers: [deps.metrics] });
 
   interface Access {
