@@ -303,6 +303,17 @@ describe('the channel with a launcher on this host', () => {
     expect(channels.exec('agt_unknown', request(['true']))).toBeUndefined();
   });
 
+  it("answers 501 naming files.watch for a launcher of protocol 3, which cannot watch", async () => {
+    await channels.listen('agt_older', join(dir, 'older.sock'));
+    const socket: Socket = connect(join(dir, 'older.sock'));
+    await new Promise((resolve) => socket.once('connect', resolve));
+    socket.write(encodeFrame(0, FrameKind.hello, Buffer.from('{"protocol": 3, "pid": 1}')));
+    expect(await channels.awaitLauncher('agt_older', 5_000)).toBe(true);
+    const files = launcherFiles('local', async () => channels.connection('agt_older')!);
+    await expect(files.watch!({ id: 'agt_older' } as Parameters<typeof files.stat>[0], `${workspace}`, {})).rejects.toMatchObject({ status: 501, details: { field: 'files.watch' } });
+    socket.destroy();
+  });
+
   it("takes a connection as the launcher's only once it said hello, and closes one that sends a frame over the limit", async () => {
     await channels.listen('agt_rude', join(dir, 'rude.sock'));
     const socket: Socket = connect(join(dir, 'rude.sock'));
