@@ -208,7 +208,7 @@ export function createApp(deps: AppDeps): App {
   const terminalTokens = new TerminalTokens(secretBox.subkey('berth/terminal-tokens'), deps.clock);
   execRoutes(routes, agents, { terminalTokens, heartbeatMs: deps.streamHeartbeatMs });
   const files = createFileService({ agents, metrics: deps.metrics });
-  fileRoutes(routes, files);
+  fileRoutes(routes, files, { heartbeatMs: deps.streamHeartbeatMs });
   const ports = createPortService({ db: deps.pool, agents, clock: deps.clock, key: secretBox.subkey('berth/port-tokens') });
   const portProxy = createPortProxy({ db: deps.pool, agents, ports, log: deps.log, metrics: deps.metrics, secureCookies: deps.publicUrl?.startsWith('https:') ?? false });
   portRoutes(routes, { ports, proxy: portProxy, publicUrl: (origin) => deps.publicUrl ?? origin });
@@ -337,7 +337,7 @@ export function createApp(deps: AppDeps): App {
       defaultEgress: deps.defaultEgress && deps.providers.get(deps.providers.defaultProvider)?.capabilities.egress ? deps.defaultEgress : undefined,
     }),
     processes: e2bProcesses,
-    filesystem: createFilesystemService({ files }),
+    filesystem: createFilesystemService({ files, metrics: deps.metrics }),
     ports: createSandboxPorts({ agents, metrics: deps.metrics }),
     tokens: envdTokens,
     rateLimiter,

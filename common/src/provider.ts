@@ -136,6 +136,37 @@ export interface SandboxFiles {
   move(ref: SandboxRef, from: string, to: string, options: { overwrite?: boolean }): Promise<FileInfo>;
   /** A directory as a tar archive (ustar/GNU, entries relative to it), streamed as it is made. */
   archive(ref: SandboxRef, path: string): Promise<{ info: FileInfo; body: Readable }>;
+  /**
+   * A directory's changes as they happen in the sandbox (ADR 51), those in every directory under
+   * it too with `recursive`. Absent when the provider cannot watch: the API answers 501 naming
+   * `files.watch`.
+   */
+  watch?(ref: SandboxRef, path: string, options: { recursive?: boolean }): Promise<FileWatch>;
+}
+
+/** What happened to an entry, by envd's names: a rename is the old name's `rename` and the new name's `create`. */
+export type FileChangeType = 'create' | 'write' | 'remove' | 'rename' | 'chmod';
+export const FILE_CHANGE_TYPES: readonly FileChangeType[] = ['create', 'write', 'remove', 'rename', 'chmod'];
+
+/** One change under a watched directory; `name` is relative to it (`sub/file.txt`). */
+export interface FileChange {
+  name: string;
+  type: FileChangeType;
+}
+
+/**
+ * A directory being watched. `changes` yields each change as it comes and ends when the watch is
+ * closed; it throws SandboxFileError `not_found` when the directory itself was removed or moved,
+ * and a ProviderError when the sandbox went away (it ended, or was paused: a watch does not
+ * outlive a checkpoint). Changes are read at the pace of whoever iterates: the sandbox holds the
+ * rest, and a watch left unread long enough ends with `io_error` (its changes overflowed).
+ */
+export interface FileWatch {
+  /** The watched directory. */
+  info: FileInfo;
+  changes: AsyncIterable<FileChange>;
+  /** Stops the watch in the sandbox; the iteration ends. */
+  close(): void;
 }
 
 /** Nothing accepts connections on the port inside the sandbox. */

@@ -19,6 +19,7 @@ It takes execs two ways:
   output. The host uses it for sandboxes whose launcher has no channel.
 """
 import base64
+import ctypes
 import fcntl
 import json
 import os
@@ -61,7 +62,8 @@ INPUT, RESIZE, CONTROL, REPLY = 7, 8, 9, 10
 FILE, TUNNEL, DATA, END, WINDOW = 11, 12, 13, 14, 15
 # 2: the frames and EXEC fields of ADR 39 (stdin, pty, background; INPUT, RESIZE, CONTROL, REPLY).
 # 3: files and tunnels (ADR 40).
-PROTOCOL = 3
+# 4: directory watches (FILE {op: watch}: a stream of change events, ADR 51), and CANCEL of a stream.
+PROTOCOL = 4
 # Where files may be read and written: paths resolve (symlinks followed, in the sandbox) under it.
 WORKSPACE = os.environ.get('BERTH_WORKSPACE', '/workspace')
 # Bytes of a stream a side may send before the other's WINDOW: what either side buffers at most.
@@ -89,6 +91,11 @@ EGRESS_RELAY_NAME = 'berth-egress-relay'
 EGRESS_PORT = int(os.environ.get('BERTH_EGRESS_PORT', '3128'))
 # The descriptor under which the relay finds the listening socket it takes over.
 EGRESS_LISTEN_FD = 3
+# What an upload is written to beside its path before it is renamed over it (open_write); `-new`
+# at its end when nothing was at the path. A watch tells the rename as the path's own change.
+UPLOAD_PREFIX = '.berth-upload-'
+# Directories one recursive watch follows at most (each is an inotify watch of the sandbox's kernel).
+MAX_WATCHED_DIRS = 8192
 
 
 def outcome(status, stopped_with=None):
@@ -407,7 +414,7 @@ def file_op(request):
 
 
 class Stream:
-    """A file read or written, a directory's tar, or a tunnel: bytes under windows both ways.
+    """A file read or written, a directory's tar, a tunnel, or a directory watch: bytes under windows both ways.
 
     `source` is read and sent as DATA while `credit` lasts (a WINDOW adds to it); `sink` takes the
     host's DATA. A regular file cannot be polled, so a file source is read whenever it has credit.
@@ -426,10 +433,154 @@ class Stream:
         self.process = None
         self.exit_status = None
         self.target = self.temp = None
+        # A watch's DirectoryWatch (its source is the watch's inotify descriptor).
+        self.watch = None
 
 
 def parse_window(payload):
     return struct.unpack('>I', payload)[0] if len(payload) == 4 else 0
+
+
+# Directory watches (ADR 51): inotify through libc, which Python's standard library does not wrap.
+IN_MODIFY, IN_ATTRIB, IN_MOVED_FROM, IN_MOVED_TO, IN_CREATE, IN_DELETE = 0x2, 0x4, 0x40, 0x80, 0x100, 0x200
+IN_DELETE_SELF, IN_MOVE_SELF, IN_Q_OVERFLOW, IN_IGNORED, IN_ISDIR = 0x400, 0x800, 0x4000, 0x8000, 0x40000000
+IN_ONLYDIR, IN_DONT_FOLLOW, IN_EXCL_UNLINK = 0x01000000, 0x02000000, 0x04000000
+WATCH_MASK = IN_MODIFY | IN_ATTRIB | IN_MOVED_FROM | IN_MOVED_TO | IN_CREATE | IN_DELETE | IN_DELETE_SELF | IN_MOVE_SELF
+# struct inotify_event: wd, mask, cookie, len, then len bytes of NUL-padded name.
+INOTIFY_EVENT = struct.Struct('=iIII')
+# What each change is told as, by envd's names (fsnotify's): a rename is its old name's `rename`
+# and its new name's `create`.
+WATCH_EVENTS = ((IN_CREATE | IN_MOVED_TO, 'create'), (IN_MODIFY, 'write'), (IN_DELETE, 'remove'), (IN_MOVED_FROM, 'rename'), (IN_ATTRIB, 'chmod'))
+
+_libc = []
+
+
+def libc():
+    """libc, for inotify; loaded at the first watch, so a launcher that never watches never needs ctypes."""
+    if not _libc:
+        library = ctypes.CDLL(None, use_errno=True)
+        library.inotify_add_watch.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_uint32]
+        _libc.append(library)
+    return _libc[0]
+
+
+def checked(result, path):
+    if result < 0:
+        number = ctypes.get_errno()
+        raise OSError(number, os.strerror(number), path)
+    return result
+
+
+class DirectoryWatch:
+    """A directory's changes through inotify: `read` answers them as {name, type}, names relative to it.
+
+    Recursive, each directory under it is watched too, a new one as it appears; what was made in a
+    new directory before its watch was added is told as created. The launcher's upload files are not
+    told: an upload's rename into place is its path's `write` (after its `create` when it is new).
+    """
+
+    def __init__(self, root, recursive):
+        self.root, self.recursive = root, recursive
+        self.fd = checked(libc().inotify_init1(os.O_NONBLOCK | os.O_CLOEXEC), root)
+        # watch descriptor -> the directory it watches, relative to root ('' for root itself).
+        self.dirs = {}
+        # The cookie of an upload's move (its MOVED_FROM) -> whether its path was new.
+        self.uploads = {}
+        try:
+            self.root_wd = self.add('')
+            if recursive:
+                self.follow_below('', None)
+        except BaseException:
+            os.close(self.fd)
+            raise
+
+    def add(self, relative):
+        if len(self.dirs) >= MAX_WATCHED_DIRS:
+            raise FileError('no_space', f'more than {MAX_WATCHED_DIRS} directories under {self.root}: watch a smaller tree')
+        path = os.path.join(self.root, relative)
+        wd = checked(libc().inotify_add_watch(self.fd, os.fsencode(path), WATCH_MASK | IN_ONLYDIR | IN_DONT_FOLLOW | IN_EXCL_UNLINK), path)
+        self.dirs[wd] = relative
+        return wd
+
+    def follow_below(self, relative, told):
+        """Watches the directories under `relative`; with `told`, appends what is in them to it as created."""
+        pending = [relative]
+        while pending:
+            directory = pending.pop()
+            try:
+                entries = list(os.scandir(os.path.join(self.root, directory)))
+            except OSError:  # gone meanwhile
+                continue
+            for entry in entries:
+                name = os.path.join(directory, entry.name)
+                if entry.name.startswith(UPLOAD_PREFIX):
+                    continue
+                if told is not None:
+                    told.append({'name': name, 'type': 'create'})
+                try:
+                    if entry.is_dir(follow_symlinks=False):
+                        self.add(name)
+                        pending.append(name)
+                except FileNotFoundError:
+                    pass
+
+    def forget(self, relative):
+        """Stops watching `relative` and what is under it (removed, or moved: by another name now)."""
+        for wd, where in list(self.dirs.items()):
+            if where == relative or where.startswith(relative + '/'):
+                del self.dirs[wd]
+                libc().inotify_rm_watch(self.fd, wd)
+
+    def read(self):
+        """The changes inotify holds now, and whether the watched directory itself is gone (or moved)."""
+        try:
+            data = os.read(self.fd, 65536)
+        except (BlockingIOError, InterruptedError):
+            return [], False
+        events, ended, offset = [], False, 0
+        while offset + INOTIFY_EVENT.size <= len(data):
+            wd, mask, cookie, length = INOTIFY_EVENT.unpack_from(data, offset)
+            raw = data[offset + INOTIFY_EVENT.size:offset + INOTIFY_EVENT.size + length].rstrip(b'\0')
+            offset += INOTIFY_EVENT.size + length
+            if mask & IN_Q_OVERFLOW:
+                raise FileError('io_error', f'changes under {self.root} were lost: more came than the sandbox queues')
+            if wd == self.root_wd and mask & (IN_DELETE_SELF | IN_MOVE_SELF | IN_IGNORED):
+                ended = True
+                continue
+            where = self.dirs.get(wd)
+            if mask & IN_IGNORED:
+                self.dirs.pop(wd, None)
+            # A directory's own removal or move is told by its parent's watch, by name.
+            if where is None or not raw:
+                continue
+            self.interpret(mask, cookie, os.path.join(where, os.fsdecode(raw)), events)
+        return events, ended
+
+    def interpret(self, mask, cookie, name, events):
+        base = os.path.basename(name)
+        if base.startswith(UPLOAD_PREFIX):
+            if mask & IN_MOVED_FROM:
+                if len(self.uploads) > 64:  # moves whose other half never came here
+                    self.uploads.clear()
+                self.uploads[cookie] = base.endswith('-new')
+            return
+        if mask & IN_MOVED_TO and cookie in self.uploads:
+            if self.uploads.pop(cookie):
+                events.append({'name': name, 'type': 'create'})
+            events.append({'name': name, 'type': 'write'})
+            return
+        events.extend({'name': name, 'type': kind} for bit, kind in WATCH_EVENTS if mask & bit)
+        if self.recursive and mask & IN_ISDIR:
+            if mask & (IN_MOVED_FROM | IN_DELETE):
+                self.forget(name)
+            if mask & (IN_CREATE | IN_MOVED_TO):
+                try:
+                    self.add(name)
+                except (OSError, FileError) as error:  # gone meanwhile, or too many: not followed
+                    log(f'a watch of {self.root} does not follow {name}: {error}')
+                    return
+                # A new directory's entries may have come before its watch; a moved one's are not news.
+                self.follow_below(name, events if mask & IN_CREATE else None)
 
 
 def strings(path):
@@ -670,6 +821,8 @@ class Launcher:
                 self.channel_exec(exec_id, payload)
             elif kind == CANCEL and exec_id in self.exec_ids:
                 self.kill(self.exec_ids[exec_id].pid)
+            elif kind == CANCEL and exec_id in self.streams:  # pod-channel.py's, for a client gone
+                self.drop_stream(self.streams[exec_id])
             elif kind == INPUT and exec_id in self.exec_ids:
                 self.input(self.exec_ids[exec_id], payload)
             elif kind == RESIZE and exec_id in self.exec_ids:
@@ -821,6 +974,8 @@ class Launcher:
                 return self.open_tar(stream_id, request)
             if op == 'write':
                 return self.open_write(stream_id, request)
+            if op == 'watch':
+                return self.open_watch(stream_id, request)
             self.reply(stream_id, file_op(request))
         except (FileError, OSError, ValueError, TypeError) as error:
             self.reply(stream_id, file_failure(error, request.get('path') if isinstance(request, dict) else None))
@@ -875,12 +1030,46 @@ class Launcher:
         if request.get('parents'):
             os.makedirs(parent, exist_ok=True)
         # Written beside the target and renamed over it at the end: nothing half-written is ever seen there.
-        temp = os.path.join(parent, f'.berth-upload-{os.getpid()}-{stream_id}')
+        temp = os.path.join(parent, f'{UPLOAD_PREFIX}{os.getpid()}-{stream_id}{"" if os.path.lexists(real) else "-new"}')
         fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
         os.fchmod(fd, mode)
         stream = self.add_stream(Stream(stream_id, 'write'))
         stream.sink, stream.target, stream.temp, stream.source_ended = fd, real, temp, True
         self.reply(stream_id, {'ready': True})
+
+    def open_watch(self, stream_id, request):
+        """A directory's changes as a stream: JSON lines {name, type} as DATA while the host gives room."""
+        real = confine(string_field(request, 'path'))
+        recursive = request.get('recursive', False)
+        if not isinstance(recursive, bool):
+            raise FileError('bad_request', 'recursive must be a boolean')
+        if not stat.S_ISDIR(os.stat(real).st_mode):
+            raise FileError('not_directory', f'{request["path"]} is not a directory')
+        if stream_id in self.streams:
+            raise FileError('bad_request', f'stream {stream_id} is open already')
+        watch = DirectoryWatch(real, recursive)
+        stream = self.add_stream(Stream(stream_id, 'watch'))
+        stream.source, stream.watch, stream.sink_ended = watch.fd, watch, True
+        self.reply(stream_id, {'info': file_info(real)})
+        self.update_stream(stream)
+
+    def pump_watch(self, stream):
+        """Sends the changes the watch holds; its END once the watched directory itself went."""
+        try:
+            events, ended = stream.watch.read()
+        except (FileError, OSError) as error:
+            return self.fail_stream(stream, file_failure(error, stream.watch.root))
+        chunk = b''
+        for event in events:
+            chunk += json.dumps(event).encode() + b'\n'
+            if len(chunk) >= DATA_CHUNK:
+                self.send(stream.id, DATA, chunk)
+                stream.credit, chunk = stream.credit - len(chunk), b''
+        if chunk:
+            self.send(stream.id, DATA, chunk)
+            stream.credit -= len(chunk)
+        if ended and stream.id in self.streams:
+            self.fail_stream(stream, {'error': 'not_found', 'message': f'{stream.watch.root} was removed or moved: its watch ended'})
 
     def tunnel(self, stream_id, payload):
         try:
@@ -943,6 +1132,8 @@ class Launcher:
 
     def pump(self, stream):
         """Sends what the source holds now, as the credit allows; END once it is done."""
+        if stream.kind == 'watch':
+            return self.pump_watch(stream)
         try:
             if stream.kind == 'tunnel':
                 data = stream.source.recv(min(stream.credit, DATA_CHUNK))

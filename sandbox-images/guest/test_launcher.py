@@ -460,6 +460,117 @@ class ChannelTest(unittest.TestCase):
         self.assertEqual(self.reply(92)['error'], 'bad_request')
 
 
+    # Directory watches (ADR 51).
+
+    def changes(self, stream_id, until):
+        """A watch's changes as (name, type) until `until(changes)` holds; its room given back as it goes."""
+        changes = []
+        deadline = time.monotonic() + 10
+        while not until(changes):
+            self.assertLess(time.monotonic(), deadline, changes)
+            (frame_id, kind, payload), = self.frames(1)
+            self.assertEqual((frame_id, kind), (stream_id, launcher.DATA), payload)
+            changes += [(event['name'], event['type']) for event in map(json.loads, payload.decode().splitlines())]
+            self.send(stream_id, launcher.WINDOW, struct.pack('>I', len(payload)))
+        return changes
+
+    def watches(self):
+        """The launcher's inotify descriptors."""
+        fds = f'/proc/{self.process.pid}/fd'
+        return [fd for fd in os.listdir(fds) if 'inotify' in os.readlink(f'{fds}/{fd}')]
+
+    def test_a_watch_tells_creates_writes_renames_removes_and_chmods_by_name(self):
+        os.mkdir(self.workspace + '/w')
+        self.send(100, launcher.FILE, {'op': 'watch', 'path': self.workspace + '/w', 'recursive': True})
+        self.assertEqual(self.reply(100)['info']['type'], 'directory')
+        with open(self.workspace + '/w/a.txt', 'w') as file:
+            file.write('a')
+        changes = self.changes(100, lambda seen: ('a.txt', 'write') in seen)
+        self.assertEqual(changes[0], ('a.txt', 'create'))
+        # A directory made and a file in it at once: its watch is added as it appears, and what
+        # came before the watch is told as created.
+        os.makedirs(self.workspace + '/w/sub/deeper')
+        with open(self.workspace + '/w/sub/deeper/b.txt', 'w'):
+            pass
+        changes = self.changes(100, lambda seen: ('sub/deeper/b.txt', 'create') in seen)
+        self.assertEqual(changes[0], ('sub', 'create'))
+        os.rename(self.workspace + '/w/a.txt', self.workspace + '/w/sub/c.txt')
+        os.chmod(self.workspace + '/w/sub/c.txt', 0o600)
+        os.remove(self.workspace + '/w/sub/c.txt')
+        changes = self.changes(100, lambda seen: ('sub/c.txt', 'remove') in seen)
+        # (A directory's entries made as its watch was added may be told twice: by inotify and as found.)
+        changes = [change for change in changes if not change[0].startswith('sub/deeper')]
+        self.assertEqual(changes, [('a.txt', 'rename'), ('sub/c.txt', 'create'), ('sub/c.txt', 'chmod'), ('sub/c.txt', 'remove')])
+        # An upload through the launcher is its path's create and write: its file beside the path is not told.
+        seen = []
+        for stream_id, content in ((101, b'new'), (102, b'again')):
+            self.send(stream_id, launcher.FILE, {'op': 'write', 'path': self.workspace + '/w/up.txt'})
+            while True:
+                (frame_id, kind, payload), = self.frames(1)
+                if frame_id == 100:
+                    seen += [(event['name'], event['type']) for event in map(json.loads, payload.decode().splitlines())]
+                    self.send(100, launcher.WINDOW, struct.pack('>I', len(payload)))
+                elif kind == launcher.REPLY:
+                    self.send(stream_id, launcher.DATA, content)
+                    self.send(stream_id, launcher.END, {})
+                elif kind == launcher.END:
+                    break
+        seen += self.changes(100, lambda more: (seen + more).count(('up.txt', 'write')) == 2)
+        self.assertEqual(seen, [('up.txt', 'create'), ('up.txt', 'write'), ('up.txt', 'write')])
+        # Closed by the host: the launcher lets the watch go.
+        self.assertEqual(len(self.watches()), 1)
+        self.send(100, launcher.END, {'error': 'aborted'})
+        self.send(103, launcher.FILE, {'op': 'stat', 'path': self.workspace})
+        self.reply(103)
+        self.assertEqual(self.watches(), [])
+
+    def test_a_watch_ends_with_its_directory_and_on_cancel(self):
+        os.makedirs(self.workspace + '/gone/inner')
+        self.send(104, launcher.FILE, {'op': 'watch', 'path': self.workspace + '/gone'})
+        self.reply(104)
+        # Not recursive: what happens in a directory under it is not told.
+        with open(self.workspace + '/gone/inner/x', 'w'):
+            pass
+        shutil.rmtree(self.workspace + '/gone')
+        self.assertEqual(self.changes(104, lambda seen: ('inner', 'remove') in seen), [('inner', 'remove')])
+        (frame_id, kind, payload), = self.frames(1)
+        self.assertEqual((frame_id, kind, json.loads(payload)['error']), (104, launcher.END, 'not_found'))
+        self.send(105, launcher.FILE, {'op': 'watch', 'path': self.workspace})
+        self.reply(105)
+        self.assertEqual(len(self.watches()), 1)
+        self.send(105, launcher.CANCEL, b'')  # pod-channel.py's, when the client of the watch went away
+        self.send(106, launcher.FILE, {'op': 'stat', 'path': self.workspace})
+        self.reply(106)
+        self.assertEqual(self.watches(), [])
+
+    def test_a_watch_is_refused_outside_the_workspace_and_for_what_is_no_directory(self):
+        os.symlink('/etc', self.workspace + '/etc-link')
+        with open(self.workspace + '/file', 'w'):
+            pass
+        for stream_id, request, error in (
+            (107, {'op': 'watch', 'path': self.workspace + '/etc-link'}, 'outside'),
+            (108, {'op': 'watch', 'path': self.workspace + '/..'}, 'outside'),
+            (109, {'op': 'watch', 'path': self.workspace + '/file'}, 'not_directory'),
+            (110, {'op': 'watch', 'path': self.workspace + '/none'}, 'not_found'),
+            (111, {'op': 'watch', 'path': self.workspace, 'recursive': 'yes'}, 'bad_request'),
+        ):
+            self.send(stream_id, launcher.FILE, request)
+            self.assertEqual(self.reply(stream_id)['error'], error, request)
+        self.assertEqual(self.watches(), [])
+
+    def test_a_recursive_watch_follows_no_link_out_of_the_workspace(self):
+        outside = tempfile.mkdtemp(prefix='berth-outside-')
+        self.addCleanup(shutil.rmtree, outside)
+        os.symlink(outside, self.workspace + '/out')
+        self.send(112, launcher.FILE, {'op': 'watch', 'path': self.workspace, 'recursive': True})
+        self.reply(112)
+        with open(outside + '/secret', 'w'):
+            pass
+        with open(self.workspace + '/inside', 'w'):
+            pass
+        self.assertEqual(self.changes(112, lambda seen: ('inside', 'create') in seen), [('inside', 'create')])
+
+
 class ImportTest(unittest.TestCase):
     def test_importing_starts_nothing(self):
         # The launcher binds its socket and ignores signals only when run as a program.

@@ -1,4 +1,6 @@
+import { BerthStreamError } from './errors.js';
 import type { RawBody, RequestOptions, Transport } from './http.js';
+import { readEvents } from './sse.js';
 import type { ResponseOf } from './types.js';
 
 const path = (id: string, rest: string) => `/v1/agents/${encodeURIComponent(id)}${rest}`;
@@ -11,6 +13,13 @@ export type FileListing = ResponseOf<'/v1/agents/{id}/files/list', 'get', 200>;
 export type ExposedPort = ResponseOf<'/v1/agents/{id}/ports', 'get', 200>['data'][number];
 /** A token for browsers, and the URL that turns it into a cookie. */
 export type PortToken = ResponseOf<'/v1/agents/{id}/ports/{port}/token', 'post', 201>;
+
+/** A change in a watched directory: `name` relative to it; a rename is the old name's `rename` and the new name's `create`. */
+export interface FileChange {
+  seq: number;
+  name: string;
+  type: 'create' | 'write' | 'remove' | 'rename' | 'chmod';
+}
 
 /** What a file is written from: its bytes whole, or a stream (a web ReadableStream, a Node Readable) sent as it is read. */
 export type FileData = RawBody;
@@ -95,6 +104,38 @@ export class Files {
   async remove(filePath: string, options: RequestOptions & { recursive?: boolean } = {}): Promise<void> {
     const { recursive, ...request } = options;
     await this.transport.request({ method: 'DELETE', path: path(this.agentId, '/files'), query: { path: filePath, ...(recursive !== undefined ? { recursive } : {}) }, ...request });
+  }
+
+  /**
+   * A directory's changes (default /workspace) as they happen in the sandbox, until the loop is
+   * left (which closes the watch) or `signal` aborts it; `recursive` watches every directory under
+   * it too. A watch ends with the agent's pause or end: a BerthStreamError (`provider_error`), as
+   * when the directory itself is removed (`not_found`).
+   */
+  async *watch(directory?: string, options: RequestOptions & { recursive?: boolean } = {}): AsyncGenerator<FileChange> {
+    const { recursive, signal, ...request } = options;
+    const controller = new AbortController();
+    const onAbort = () => controller.abort(signal!.reason);
+    signal?.addEventListener('abort', onAbort, { once: true });
+    try {
+      const response = await this.transport.open({
+        method: 'GET',
+        path: path(this.agentId, '/files/watch'),
+        query: { path: directory, ...(recursive !== undefined ? { recursive } : {}) },
+        accept: 'text/event-stream',
+        signal: controller.signal,
+        ...request,
+      });
+      for await (const message of readEvents(response.body!)) {
+        if (message.event === 'heartbeat') continue;
+        const data = JSON.parse(message.data) as Record<string, unknown>;
+        if (message.event === 'error') throw new BerthStreamError(String(data.code), String(data.message), data);
+        if (message.event === 'change') yield data as unknown as FileChange;
+      }
+    } finally {
+      signal?.removeEventListener('abort', onAbort);
+      controller.abort();
+    }
   }
 
   /** A directory (default /workspace) as an uncompressed tar stream, members `./…`, made as it is read. */

@@ -1,6 +1,6 @@
 export { Berth } from './client.js';
 export { Agents, AgentHandle, Processes, ProcessHandle, Run, type AgentEvent, type AgentStreamOptions, type CreateAgentOptions, type Exec, type ExecChunk, type WaitOptions } from './agents.js';
-export { Files, Ports, type ExposedPort, type FileData, type FileInfo, type FileListing, type PortToken, type WriteFileOptions } from './files.js';
+export { Files, Ports, type ExposedPort, type FileChange, type FileData, type FileInfo, type FileListing, type PortToken, type WriteFileOptions } from './files.js';
 export { Secrets, Sessions, Snapshots, Tasks, Usage, Webhooks } from './resources.js';
 export { Transport, type BerthOptions, type RawBody, type RequestOptions, type RequestSpec } from './http.js';
 export { BerthApiError, BerthConnectionError, BerthError, BerthStreamError, BerthTimeoutError, isApiError, type ErrorCode } from './errors.js';

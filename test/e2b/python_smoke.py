@@ -1,8 +1,9 @@
 """The Python SDK (PyPI e2b) against the E2B-compatible surface: create, commands.run, a
-non-zero exit, files written, read and listed, kill. Configured by the SDK's environment (E2B_API_URL, E2B_SANDBOX_URL,
+non-zero exit, files written, read, listed and watched (the sync SDK's polling watcher), kill. Configured by the SDK's environment (E2B_API_URL, E2B_SANDBOX_URL,
 E2B_API_KEY); prints one JSON object for the test to check."""
 import json
 import sys
+import time
 
 from e2b import CommandExitException, Sandbox
 
@@ -19,6 +20,14 @@ def main() -> int:
     read_back = sandbox.files.read("py/hello.txt")
     listed = [entry.name for entry in sandbox.files.list("/home/user/py")]
     exists = sandbox.files.exists("/home/user/py/hello.txt")
+    watcher = sandbox.files.watch_dir("/home/user/py")
+    sandbox.files.write("/home/user/py/watched.txt", "seen")
+    events = []
+    deadline = time.monotonic() + 15
+    while ("write", "watched.txt") not in events and time.monotonic() < deadline:
+        events += [(event.type.value, event.name) for event in watcher.get_new_events()]
+        time.sleep(0.1)
+    watcher.stop()
     info = sandbox.get_info()
     killed = sandbox.kill()
     json.dump(
@@ -32,6 +41,7 @@ def main() -> int:
             "readBack": read_back,
             "listed": listed,
             "exists": exists,
+            "watched": [f"{kind} {name}" for kind, name in events],
             "killed": killed,
             "killedAgain": Sandbox.kill(sandbox.sandbox_id),
         },

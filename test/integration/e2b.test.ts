@@ -181,8 +181,13 @@ describe('the newest SDK (e2b 2.x) through E2B_API_URL and E2B_SANDBOX_URL', () 
     const readCounter = async (box: e2b.Sandbox) => Number((await box.commands.run('cat /workspace/counter')).stdout);
     await eventually(async () => ((await readCounter(sandbox)) >= 5 ? true : undefined), { timeoutMs: 20_000 });
     const before = await readCounter(sandbox);
+    // A directory watch open across the pause ends with it (it is not resumed).
+    let watchEnded: unknown = 'running';
+    await sandbox.files.watchDir('/home/user', () => undefined, { timeoutMs: 0, onExit: (error) => void (watchEnded = error) });
     expect(await sandbox.pause()).toBe(true);
     expect((await Sandbox.getInfo(sandbox.sandboxId)).state).toBe('paused');
+    await eventually(async () => (watchEnded !== 'running' ? true : undefined), { timeoutMs: 10_000, what: 'the watch ended by the pause' });
+    expect(String(watchEnded)).toMatch(/watch ended/);
 
     const resumed = await Sandbox.connect(sandbox.sandboxId);
     expect((await resumed.getInfo()).state).toBe('running');
@@ -294,8 +299,65 @@ describe('the newest SDK (e2b 2.x) through E2B_API_URL and E2B_SANDBOX_URL', () 
     expect(followed).toBeInstanceOf(e2b.SandboxError);
     expect(String(followed)).not.toMatch(/root:/);
     expect((await sandbox.commands.run('cat /etc/hostname')).exitCode).toBe(0);
-    const watch = await sandbox.files.watchDir('/home/user', () => undefined).catch((error: unknown) => error);
-    expect(String(watch)).toMatch(/watching a directory is not offered/);
+    for (const path of ['/etc', '/home/user/..', '/home/user/etc-link']) {
+      const watch = await sandbox.files.watchDir(path, () => undefined).catch((error: unknown) => error);
+      expect(watch, path).toBeInstanceOf(e2b.SandboxError);
+      expect(String(watch), path).toMatch(/outside/);
+    }
+  }, 60_000);
+
+  it('watches a directory: a write, a create in a subdirectory (recursive), a rename and a remove arrive by name and type, until stopped', async () => {
+    await sandbox.files.makeDir('/home/user/watched/sub');
+    const events: string[] = [];
+    let exited: unknown = 'running';
+    const handle = await sandbox.files.watchDir('/home/user/watched', (event) => void events.push(`${event.type} ${event.name}`), {
+      recursive: true,
+      timeoutMs: 0,
+      onExit: (error) => void (exited = error),
+    });
+    await sandbox.files.write('/home/user/watched/a.txt', 'a');
+    await sandbox.commands.run('mkdir -p /workspace/watched/sub/new && echo b > /workspace/watched/sub/new/b.txt && echo more >> /workspace/watched/a.txt');
+    await sandbox.files.rename('/home/user/watched/a.txt', '/home/user/watched/c.txt');
+    await sandbox.files.remove('/home/user/watched/c.txt');
+    await eventually(async () => (events.includes('remove c.txt') ? true : undefined), { timeoutMs: 15_000, what: `the remove among ${events.join(', ')}` });
+    expect(events).toEqual(expect.arrayContaining(['create a.txt', 'write a.txt', 'create sub/new', 'create sub/new/b.txt', 'rename a.txt', 'create c.txt', 'remove c.txt']));
+    // The upload's rename into place is the path's own change; its file beside the path is never told.
+    expect(events.filter((event) => event.includes('berth-upload'))).toEqual([]);
+    expect(events.indexOf('create a.txt')).toBeLessThan(events.indexOf('rename a.txt'));
+    expect(exited).toBe('running');
+    await handle.stop();
+    const seen = events.length;
+    await sandbox.files.write('/home/user/watched/after.txt', 'x');
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    expect(events.length).toBe(seen);
+    // The SDK ends its own stream by aborting it, and says so to onExit.
+    expect(String(exited)).toMatch(/canceled|aborted/);
+    // A file is not a directory to watch; what is not there is not found.
+    await expect(sandbox.files.watchDir('/home/user/watched/after.txt', () => undefined)).rejects.toBeInstanceOf(e2b.InvalidArgumentError);
+    await expect(sandbox.files.watchDir('/home/user/nothing', () => undefined)).rejects.toBeInstanceOf(e2b.FileNotFoundError);
+    // The polling watchers (the Python SDK's sync watch_dir) by hand: an entry per event is refused rather than left out.
+    const { envdAccessToken } = (await raw('GET', `/e2b/sandboxes/${sandbox.sandboxId}`)).body;
+    const envd = async (method: string, message: unknown) => {
+      const response = await fetch(`${berth.baseUrl}/filesystem.Filesystem/${method}`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', 'e2b-sandbox-id': sandbox.sandboxId, 'e2b-sandbox-port': '49983', 'x-access-token': envdAccessToken },
+        body: JSON.stringify(message),
+      });
+      return { status: response.status, body: (await response.json()) as any };
+    };
+    expect(await envd('CreateWatcher', { path: '/home/user/watched', includeEntry: true })).toMatchObject({ status: 501, body: { code: 'unimplemented', message: expect.stringContaining('includeEntry') } });
+    const created = await envd('CreateWatcher', { path: '/home/user/watched' });
+    expect(created.status).toBe(200);
+    await sandbox.files.write('/home/user/watched/polled.txt', 'p');
+    const polled: string[] = [];
+    await eventually(async () => {
+      const answer = await envd('GetWatcherEvents', { watcher_id: created.body.watcherId });
+      polled.push(...answer.body.events.map((event: { name: string; type: string }) => `${event.type} ${event.name}`));
+      return polled.includes('EVENT_TYPE_WRITE polled.txt') ? true : undefined;
+    });
+    expect(polled).toEqual(['EVENT_TYPE_CREATE polled.txt', 'EVENT_TYPE_WRITE polled.txt']);
+    expect(await envd('RemoveWatcher', { watcherId: created.body.watcherId })).toEqual({ status: 200, body: {} });
+    expect(await envd('GetWatcherEvents', { watcherId: created.body.watcherId })).toMatchObject({ status: 404, body: { code: 'not_found' } });
   }, 60_000);
 
   it("reaches a port in the sandbox through getHost, and through the E2b-Sandbox-Port header, with the sandbox's traffic token", async () => {
@@ -408,6 +470,20 @@ describe('the last 1.x SDK (e2b 1.13) through E2B_DOMAIN: api.<domain> and <port
     await expect(sandbox.files.read('/etc/passwd')).rejects.toThrow(/outside the sandbox's files/);
   }, 60_000);
 
+  it('watches a directory, recursively, until stopped; nothing outside the workspace', async () => {
+    await sandbox.files.makeDir('/home/user/v1w');
+    const events: string[] = [];
+    const handle = await sandbox.files.watchDir('/home/user/v1w', (event) => void events.push(`${event.type} ${event.name}`), { recursive: true, timeoutMs: 0 });
+    await sandbox.commands.run('mkdir /workspace/v1w/d');
+    // Once the new directory is told, it is watched too.
+    await eventually(async () => (events.includes('create d') ? true : undefined), { timeoutMs: 15_000, what: 'the new directory' });
+    await sandbox.commands.run(': > /workspace/v1w/d/f && mv /workspace/v1w/d/f /workspace/v1w/g && rm /workspace/v1w/g');
+    await eventually(async () => (events.includes('remove g') ? true : undefined), { timeoutMs: 15_000, what: `the remove among ${events.join(', ')}` });
+    expect(events).toEqual(['create d', 'create d/f', 'rename d/f', 'create g', 'remove g']);
+    await handle.stop();
+    await expect(sandbox.files.watchDir('/etc', () => undefined)).rejects.toThrow(/outside the sandbox's files/);
+  }, 60_000);
+
   it('creates, runs commands with callbacks and exit codes, background and kill, a PTY, setTimeout, list and kill', async () => {
     const out: string[] = [];
     const result = await sandbox.commands.run('echo v1-out; echo v1-err >&2', { onStdout: (data) => void out.push(data) });
@@ -483,7 +559,7 @@ describe('allowInternetAccess on an install with a default egress allow-list (BE
 });
 
 describe('the Python SDK (PyPI e2b 2.63) through the same environment', () => {
-  it('creates a sandbox, runs commands (a non-zero exit as CommandExitException), writes and reads files, and kills it', async () => {
+  it('creates a sandbox, runs commands (a non-zero exit as CommandExitException), writes, reads and watches files, and kills it', async () => {
     const python = execFileSync(join(ROOT, 'test/e2b/install-python-sdk.sh'), { encoding: 'utf8' }).trim();
     const child = spawn(python, [join(ROOT, 'test/e2b/python_smoke.py')], {
       env: { ...process.env, E2B_API_URL: `${berth.baseUrl}/e2b`, E2B_SANDBOX_URL: berth.baseUrl, E2B_API_KEY: `e2b_${key}` },
@@ -496,7 +572,7 @@ describe('the Python SDK (PyPI e2b 2.63) through the same environment', () => {
     const code = await new Promise<number | null>((resolve) => child.once('exit', resolve));
     expect(code, stderr).toBe(0);
     const result = JSON.parse(stdout);
-    expect(result).toMatchObject({ templateId: 'base', stdout: 'py-out\n', stderr: 'py-err\n', exitCode: 0, failedExitCode: 5, readBack: 'from python', listed: ['hello.txt'], exists: true, killed: true, killedAgain: false });
+    expect(result).toMatchObject({ templateId: 'base', stdout: 'py-out\n', stderr: 'py-err\n', exitCode: 0, failedExitCode: 5, readBack: 'from python', listed: ['hello.txt'], exists: true, watched: ['create watched.txt', 'write watched.txt'], killed: true, killedAgain: false });
     expect((await berth.api(key).get(`/v1/agents/agt_${result.sandboxId}`)).body.metadata).toMatchObject({ suite: 'e2b-python' });
   }, 180_000);
 });

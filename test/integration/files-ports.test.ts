@@ -7,12 +7,14 @@ import WebSocket from 'ws';
 import { startBerth, type BerthProcess } from '../helpers/berth.js';
 import { eventually, type ApiClient } from '../helpers/http.js';
 import { createTestDatabase } from '../helpers/postgres.js';
+import { metricValue, parsePrometheus } from '../helpers/prometheus.js';
 import { removeDataDir } from '../helpers/runsc.js';
 
 /**
  * Files and ports of a sandbox (ADR 40) against a real `berth up` with real gVisor sandboxes: a
  * 50 MB upload and download streamed through with Berth's memory flat, listing, mkdir, move,
- * delete and tar, traversal refused, and a port reached through the proxy over HTTP and WebSocket.
+ * delete and tar, traversal refused, a directory watched over SSE (ADR 51), and a port reached
+ * through the proxy over HTTP and WebSocket.
  */
 let berth: BerthProcess;
 let live: ApiClient;
@@ -160,6 +162,49 @@ describe('files', () => {
     expect((await exec('test -d /etc && echo kept')).stdout.trim()).toBe('kept');
   }, 60_000);
 
+  it('watches a directory over SSE: changes by name and type as they happen, until the client closes it', async () => {
+    await exec('mkdir -p /workspace/w/sub');
+    const abort = new AbortController();
+    const response = await fetch(`${berth.baseUrl}/v1/agents/${agentId}/files/watch?path=w&recursive=true`, { headers: { authorization: `Bearer ${berth.liveKey}` }, signal: abort.signal });
+    expect(response.status).toBe(200);
+    expect(response.headers.get('content-type')).toMatch(/^text\/event-stream/);
+    const changes: { seq: number; name: string; type: string }[] = [];
+    const read = (async () => {
+      const decoder = new TextDecoder();
+      let text = '';
+      for await (const chunk of response.body as unknown as AsyncIterable<Uint8Array>) {
+        text += decoder.decode(chunk, { stream: true });
+        const events = text.split('\n\n');
+        text = events.pop()!;
+        for (const event of events) {
+          if (event.includes('event: change\n')) changes.push(JSON.parse(/^data: (.*)$/m.exec(event)![1]!));
+        }
+      }
+    })().catch(() => undefined);
+    const put = await live.raw(`/v1/agents/${agentId}/files?path=w/sub/a.txt`, { method: 'PUT', body: 'a', headers: { 'content-type': 'application/octet-stream' } });
+    expect(put.status, JSON.stringify(put.body)).toBe(201);
+    await exec('mv /workspace/w/sub/a.txt /workspace/w/b.txt && chmod 600 /workspace/w/b.txt && rm /workspace/w/b.txt');
+    await eventually(async () => (changes.some((change) => change.name === 'b.txt' && change.type === 'remove') ? true : undefined), { timeoutMs: 15_000 });
+    expect(changes).toEqual([
+      { seq: 1, name: 'sub/a.txt', type: 'create' },
+      { seq: 2, name: 'sub/a.txt', type: 'write' },
+      { seq: 3, name: 'sub/a.txt', type: 'rename' },
+      { seq: 4, name: 'b.txt', type: 'create' },
+      { seq: 5, name: 'b.txt', type: 'chmod' },
+      { seq: 6, name: 'b.txt', type: 'remove' },
+    ]);
+    const open = async () => metricValue(parsePrometheus(await (await fetch(`${berth.baseUrl}/metrics`)).text()), 'berth_file_watches_open', { provider: 'local' });
+    expect(await open()).toBe(1);
+    abort.abort();
+    await read;
+    await eventually(async () => ((await open()) === 0 ? true : undefined), { timeoutMs: 10_000, what: 'the watch closed with its client' });
+    // Refused before the stream: a path outside /workspace, a file, nothing there.
+    await exec(': > /workspace/w/file');
+    expectError(await live.get(`/v1/agents/${agentId}/files/watch?path=../etc`), 422, 'unprocessable_entity');
+    expectError(await live.get(`/v1/agents/${agentId}/files/watch?path=w/file`), 422, 'unprocessable_entity');
+    expectError(await live.get(`/v1/agents/${agentId}/files/watch?path=nothing`), 404, 'not_found');
+  }, 60_000);
+
   it('gives test keys an in-memory tree with the same answers', async () => {
     const session = (await test.post('/v1/sessions', { userId: 'files-test-user' })).body;
     const agent = (await test.post(`/v1/sessions/${session.id}/agents`, {})).body;
@@ -170,6 +215,10 @@ describe('files', () => {
     expect((await test.get(`/v1/agents/${agent.id}/files/list?path=notes`)).body.data).toMatchObject([{ name: 'a.txt', size: 5, type: 'file' }]);
     expectError(await test.raw(`/v1/agents/${agent.id}/files?path=notes`, { method: 'DELETE' }), 409, 'conflict');
     expectError(await test.get(`/v1/agents/${agent.id}/files?path=../x`), 422, 'unprocessable_entity');
+    // The in-memory tree cannot watch: 501 naming it, rather than a stream that never tells anything.
+    const watch = await test.get(`/v1/agents/${agent.id}/files/watch`);
+    expectError(watch, 501, 'not_implemented');
+    expect(watch.body.error.details).toMatchObject({ field: 'files.watch' });
   }, 60_000);
 });
 

@@ -12,6 +12,7 @@ import { GENERATED_FILE, generateTypes } from '../../sdk/scripts/generate-types.
 import { ROOT, startBerth, tempDir, type BerthProcess } from '../helpers/berth.js';
 import { eventually } from '../helpers/http.js';
 import { createTestDatabase } from '../helpers/postgres.js';
+import { metricValue, parsePrometheus } from '../helpers/prometheus.js';
 import { removeDataDir } from '../helpers/runsc.js';
 import { startWebhookReceiver, type WebhookReceiver } from '../helpers/webhook-receiver.js';
 
@@ -179,6 +180,27 @@ describe('the SDK against a real berth up', () => {
     await expect(agent.files.read('../etc/passwd')).rejects.toMatchObject({ status: 422, code: 'unprocessable_entity' });
     await agent.files.remove('data', { recursive: true });
   });
+
+  it('watches a directory: its changes as they happen, until the loop is left', async () => {
+    await agent.files.mkdir('watched', { parents: true });
+    const changes: string[] = [];
+    const watching = (async () => {
+      for await (const change of agent.files.watch('watched', { recursive: true })) {
+        changes.push(`${change.type} ${change.name}`);
+        if (change.type === 'remove') return;
+      }
+    })();
+    // The watch is open once the stream is: wait for it before changing anything.
+    const watches = async () => metricValue(parsePrometheus(await (await fetch(`${berth.baseUrl}/metrics`)).text()), 'berth_file_watches_open');
+    await eventually(async () => ((await watches()) === 1 ? true : undefined), { what: 'the watch open' });
+    await agent.files.write('watched/new/a.txt', 'a', { parents: true });
+    await agent.exec.bash('rm -r /workspace/watched/new');
+    await watching;
+    expect(changes[0]).toBe('create new');
+    expect(changes).toContain('remove new/a.txt');
+    // Leaving the loop closed the watch.
+    await eventually(async () => ((await watches()) === 0 ? true : undefined), { what: 'the watch closed' });
+  }, 60_000);
 
   it('exposes a port and reaches python -m http.server at the URL the SDK gives; refused without the key; closed again', async () => {
     await agent.files.write('site/index.html', '<h1>through the SDK</h1>', { parents: true });

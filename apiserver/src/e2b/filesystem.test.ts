@@ -2,7 +2,7 @@ import { Readable } from 'node:stream';
 import { ApiError } from '@berth/common';
 import { describe, expect, it } from 'vitest';
 import { ConnectError } from './connect.js';
-import { boundaryOf, e2bPathOf, entryInfoOf, fileConnectError, permissionsOf, readMultipart, sandboxPathOf } from './filesystem.js';
+import { boundaryOf, camelCased, e2bPathOf, entryInfoOf, fileConnectError, filesystemEventOf, permissionsOf, readMultipart, sandboxPathOf } from './filesystem.js';
 
 describe("E2B paths and the sandbox's /workspace", () => {
   it.each([
@@ -50,6 +50,29 @@ describe("E2B paths and the sandbox's /workspace", () => {
     expect((fileConnectError(new ApiError('conflict', 'x', { reason: 'exists' })) as ConnectError).code).toBe('already_exists');
     expect((fileConnectError(new ApiError('unprocessable_entity', 'x', { reason: 'outside' })) as ConnectError).code).toBe('permission_denied');
     expect((fileConnectError(new ApiError('not_found', 'x', { reason: 'not_found' })) as ConnectError).code).toBe('not_found');
+  });
+});
+
+describe('directory watches in envd terms', () => {
+  it('names each change by its EventType, the name as the sandbox gave it (relative to the directory)', () => {
+    expect(filesystemEventOf({ name: 'sub/a.txt', type: 'create' })).toEqual({ name: 'sub/a.txt', type: 'EVENT_TYPE_CREATE' });
+    expect(['write', 'remove', 'rename', 'chmod'].map((type) => filesystemEventOf({ name: 'a', type: type as 'write' }).type)).toEqual([
+      'EVENT_TYPE_WRITE',
+      'EVENT_TYPE_REMOVE',
+      'EVENT_TYPE_RENAME',
+      'EVENT_TYPE_CHMOD',
+    ]);
+  });
+
+  it("takes a request's snake_case fields as proto3 JSON parsers do", () => {
+    expect(camelCased({ watcher_id: 'w', include_entry: false, allow_network_mounts: true, path: '/home/user' })).toEqual({
+      watcherId: 'w',
+      includeEntry: false,
+      allowNetworkMounts: true,
+      path: '/home/user',
+    });
+    expect(camelCased('text')).toBe('text');
+    expect(camelCased(null)).toBe(null);
   });
 });
 

@@ -3,10 +3,12 @@ import { posix } from 'node:path';
 import { PassThrough, type Readable } from 'node:stream';
 import { once } from 'node:events';
 import { pipeline } from 'node:stream/promises';
-import { ApiError, WORKSPACE_ROOT, type FileInfo, type Principal } from '@berth/common';
+import { randomUUID } from 'node:crypto';
+import { ApiError, ProviderError, WORKSPACE_ROOT, type FileChange, type FileInfo, type FileWatch, type Principal } from '@berth/common';
+import { Gauge, type Registry } from 'prom-client';
 import { z } from 'zod';
 import type { FileService } from '../services/files.js';
-import { ConnectError, sendUnary, toConnectError, type ConnectCode } from './connect.js';
+import { ConnectError, sendUnary, ServerStream, toConnectError, type ConnectCode } from './connect.js';
 
 /**
  * envd's `filesystem` service (spec/envd/filesystem/filesystem.proto of e2b-dev/E2B, Apache-2.0)
@@ -22,6 +24,12 @@ export const E2B_HOME = '/home/user';
 export const MAX_LIST_DEPTH = 10;
 /** Entries of one ListDir at most, across its levels. */
 export const MAX_LIST_ENTRIES = 10_000;
+/** Changes a polling watcher (CreateWatcher) keeps until GetWatcherEvents takes them; past that the sandbox holds the rest. */
+export const MAX_WATCHER_EVENTS = 10_000;
+/** A polling watcher nobody asked for its changes this long is removed (a client that never calls RemoveWatcher). */
+export const WATCHER_IDLE_MS = 10 * 60 * 1000;
+/** Polling watchers open at once in this process, over every sandbox. */
+export const MAX_WATCHERS = 1_000;
 
 /** An E2B path as the sandbox's path under /workspace, or a refusal naming the rule. */
 export function sandboxPathOf(e2bPath: string): string {
@@ -113,6 +121,22 @@ const makeDirSchema = z.object({ path: pathSchema }).strict();
 const removeSchema = z.object({ path: pathSchema }).strict();
 const moveSchema = z.object({ source: pathSchema, destination: pathSchema }).strict();
 const listDirSchema = z.object({ path: pathSchema, depth: z.number().int().min(0).max(MAX_LIST_DEPTH).optional() }).strict();
+/** WatchDirRequest and CreateWatcherRequest: envd 0.6.3's includeEntry is refused (an entry per event is not offered); no path is a network mount here. */
+const watchSchema = z.object({ path: pathSchema, recursive: z.boolean().optional(), includeEntry: z.boolean().optional(), allowNetworkMounts: z.boolean().optional() }).strict();
+const watcherSchema = z.object({ watcherId: z.string().min(1).max(200) }).strict();
+
+/** A message with its snake_case keys in proto3 JSON's lowerCamelCase (a parser takes both). */
+export function camelCased(message: unknown): unknown {
+  if (typeof message !== 'object' || message === null || Array.isArray(message)) return message;
+  return Object.fromEntries(Object.entries(message).map(([key, value]) => [key.replace(/_([a-z])/g, (_, letter: string) => letter.toUpperCase()), value]));
+}
+
+const EVENT_TYPES = { create: 'EVENT_TYPE_CREATE', write: 'EVENT_TYPE_WRITE', remove: 'EVENT_TYPE_REMOVE', rename: 'EVENT_TYPE_RENAME', chmod: 'EVENT_TYPE_CHMOD' } as const;
+
+/** envd's FilesystemEvent in proto3 JSON: the name relative to the watched directory, as envd gives it. */
+export function filesystemEventOf(change: FileChange) {
+  return { name: change.name, type: EVENT_TYPES[change.type] };
+}
 
 function parse<T>(schema: z.ZodType<T>, message: unknown): T {
   const result = schema.safeParse(message);
@@ -213,8 +237,35 @@ export async function readMultipart(body: AsyncIterable<Buffer>, boundary: strin
   return parts;
 }
 
-export function createFilesystemService(deps: { files: FileService }) {
+/** Why a watch ended, in Connect's terms: its sandbox going away is `unavailable`, as envd's going away would be. */
+function watchEndedError(error: unknown): ConnectError {
+  if (error instanceof ProviderError) return new ConnectError('unavailable', `the watch ended: ${error.message}`);
+  return toConnectError(fileConnectError(error));
+}
+
+/** A polling watcher (CreateWatcher): its changes gathered here until GetWatcherEvents takes them. */
+interface Watcher {
+  agentId: string;
+  watch: FileWatch;
+  events: FileChange[];
+  /** Wakes the gathering once GetWatcherEvents made room. */
+  room?: () => void;
+  /** Why the watch ended, told by the next GetWatcherEvents after the changes before it. */
+  failure?: ConnectError;
+  idle: NodeJS.Timeout;
+}
+
+export function createFilesystemService(deps: { files: FileService; metrics: Registry }) {
   const { files } = deps;
+  const watchers = new Map<string, Watcher>();
+  new Gauge({
+    name: 'berth_e2b_watchers_open',
+    help: 'envd polling watchers (CreateWatcher) open now in this process',
+    registers: [deps.metrics],
+    collect() {
+      this.set(watchers.size);
+    },
+  });
 
   async function run<T>(operation: () => Promise<T>): Promise<T> {
     try {
@@ -242,8 +293,72 @@ export function createFilesystemService(deps: { files: FileService }) {
     return found;
   }
 
+  /** Opens a watch for WatchDir or CreateWatcher, from its request. */
+  async function openWatch(principal: Principal, agentId: string, message: unknown): Promise<FileWatch> {
+    const request = parse(watchSchema, camelCased(message));
+    if (request.includeEntry) throw new ConnectError('unimplemented', 'includeEntry: events carry their name and type here, not the entry (Stat the name for it)');
+    const path = sandboxPathOf(request.path);
+    return run(() => files.watch(principal, agentId, path, request.recursive ?? false));
+  }
+
+  function removeWatcher(id: string): void {
+    const watcher = watchers.get(id);
+    if (!watcher) return;
+    watchers.delete(id);
+    clearTimeout(watcher.idle);
+    watcher.watch.close();
+    watcher.room?.();
+  }
+
+  function watcherOf(agentId: string, message: unknown): { id: string; watcher: Watcher } {
+    const { watcherId } = parse(watcherSchema, camelCased(message));
+    const watcher = watchers.get(watcherId);
+    if (!watcher || watcher.agentId !== agentId) throw new ConnectError('not_found', `watcher "${watcherId}" not found (a watcher lives in the Berth process that created it, and ends unpolled after ${WATCHER_IDLE_MS / 60_000} minutes)`);
+    return { id: watcherId, watcher };
+  }
+
+  /** Gathers a polling watcher's changes until it is removed or its watch ends. */
+  async function gather(id: string, watcher: Watcher): Promise<void> {
+    try {
+      for await (const change of watcher.watch.changes) {
+        watcher.events.push(change);
+        while (watcher.events.length >= MAX_WATCHER_EVENTS && watchers.get(id) === watcher) await new Promise<void>((resolve) => (watcher.room = resolve));
+        if (watchers.get(id) !== watcher) return;
+      }
+    } catch (error) {
+      watcher.failure = watchEndedError(error);
+    }
+    watcher.failure ??= new ConnectError('unavailable', 'the watch ended with its sandbox');
+  }
+
   return {
-    /** A unary procedure of `filesystem.Filesystem` (WatchDir and the watchers are not offered). */
+    /**
+     * WatchDir: `start`, then each change as a `filesystem` event, with `keepalive` events between
+     * (`Keepalive-Ping-Interval`); it ends when the client closes it, or with an error when the
+     * directory itself went or the sandbox paused or ended.
+     */
+    async watchDir(res: ServerResponse, principal: Principal, agentId: string, message: unknown, keepaliveMs: number): Promise<void> {
+      const watch = await openWatch(principal, agentId, message);
+      const stream = new ServerStream(res);
+      const keepalive = setInterval(() => stream.send({ keepalive: {} }), keepaliveMs);
+      const stop = () => {
+        clearInterval(keepalive);
+        watch.close();
+      };
+      res.once('close', stop);
+      // WatchDirResponse's oneof is the message's own field (a process stream's is inside `event`).
+      stream.send({ start: {} });
+      try {
+        for await (const change of watch.changes) stream.send({ filesystem: filesystemEventOf(change) });
+        stream.end(stream.open ? new ConnectError('unavailable', 'the watch ended with its sandbox') : undefined);
+      } catch (error) {
+        stream.end(watchEndedError(error));
+      } finally {
+        stop();
+      }
+    },
+
+    /** A unary procedure of `filesystem.Filesystem`. */
     async call(res: ServerResponse, principal: Principal, agentId: string, method: string, message: unknown): Promise<void> {
       switch (method) {
         case 'Stat': {
@@ -289,10 +404,34 @@ export function createFilesystemService(deps: { files: FileService }) {
           return;
         }
         case 'WatchDir':
-        case 'CreateWatcher':
-        case 'GetWatcherEvents':
+          throw new ConnectError('invalid_argument', 'filesystem.Filesystem/WatchDir is a server stream: send it as application/connect+json');
+        case 'CreateWatcher': {
+          if (watchers.size >= MAX_WATCHERS) throw new ConnectError('resource_exhausted', `${MAX_WATCHERS} watchers are open here: remove one (RemoveWatcher) first`);
+          const watch = await openWatch(principal, agentId, message);
+          const id = randomUUID();
+          const watcher: Watcher = { agentId, watch, events: [], idle: setTimeout(() => removeWatcher(id), WATCHER_IDLE_MS) };
+          watcher.idle.unref();
+          watchers.set(id, watcher);
+          void gather(id, watcher);
+          sendUnary(res, { watcherId: id });
+          return;
+        }
+        case 'GetWatcherEvents': {
+          const { id, watcher } = watcherOf(agentId, message);
+          watcher.idle.refresh();
+          const events = watcher.events.splice(0);
+          watcher.room?.();
+          if (events.length === 0 && watcher.failure) {
+            removeWatcher(id);
+            throw watcher.failure;
+          }
+          sendUnary(res, { events: events.map(filesystemEventOf) });
+          return;
+        }
         case 'RemoveWatcher':
-          throw new ConnectError('unimplemented', `filesystem.Filesystem/${method}: watching a directory is not offered here (the files capability has no change notifications)`);
+          removeWatcher(watcherOf(agentId, message).id);
+          sendUnary(res, {});
+          return;
         default:
           throw new ConnectError('unimplemented', `filesystem.Filesystem/${method} is not a method of envd's filesystem service`);
       }

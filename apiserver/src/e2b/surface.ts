@@ -204,20 +204,23 @@ export function createE2bSurface(deps: SurfaceDeps) {
         requests.inc({ part: 'envd', operation: `files.${req.method}`, status: res.statusCode });
         return;
       }
+      const keepaliveMs = (Number(req.headers['keepalive-ping-interval']) || DEFAULT_KEEPALIVE_S) * 1000;
       if (path.startsWith('/filesystem.Filesystem/') && req.method === 'POST') {
         const method = path.slice('/filesystem.Filesystem/'.length);
         const body = await readBody(req);
         if (isStreamingRequest(req)) {
-          // Only WatchDir streams, and it is not offered; answered in the stream's own form.
-          parseEnvelopes(body);
-          throw new ConnectError('unimplemented', `filesystem.Filesystem/${method}: watching a directory is not offered here (the files capability has no change notifications)`);
+          // WatchDir is the service's one stream.
+          const messages = parseEnvelopes(body);
+          if (method !== 'WatchDir') throw new ConnectError('unimplemented', `filesystem.Filesystem/${method} is not a server stream (send it as application/json)`);
+          if (messages.length !== 1) throw new ConnectError('invalid_argument', 'one request message expected');
+          await deps.filesystem.watchDir(res, principal, agentId, messages[0], keepaliveMs);
+        } else {
+          await deps.filesystem.call(res, principal, agentId, method, parseJson(body));
         }
-        await deps.filesystem.call(res, principal, agentId, method, parseJson(body));
         requests.inc({ part: 'envd', operation, status: res.statusCode });
         return;
       }
       if (!path.startsWith('/process.Process/') || req.method !== 'POST') throw new ConnectError('not_found', `${req.method} ${path} is not an envd procedure here`);
-      const keepaliveMs = (Number(req.headers['keepalive-ping-interval']) || DEFAULT_KEEPALIVE_S) * 1000;
       const body = await readBody(req);
       const streaming = isStreamingRequest(req);
       const single = () => {

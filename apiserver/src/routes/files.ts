@@ -4,7 +4,9 @@ import { pipeline } from 'node:stream/promises';
 import type { Response } from 'express';
 import { WORKSPACE_ROOT } from '@berth/common';
 import { z } from 'zod';
+import { toApiError } from '../http/errors.js';
 import { defineRoute, type RouteTable } from '../http/route.js';
+import { openEventStream } from '../http/sse.js';
 import type { FileService } from '../services/files.js';
 
 /**
@@ -50,7 +52,7 @@ const fileExample = { name: 'data.csv', path: '/workspace/data.csv', type: 'file
 // 431: a path of up to 4096 characters, percent-encoded in the query, can pass the 16 KiB header limit.
 const FILE_ERRORS = ['not_found', 'conflict', 'not_implemented', 'provider_error', 'headers_too_large'] as const;
 
-export function fileRoutes(table: RouteTable, files: FileService): void {
+export function fileRoutes(table: RouteTable, files: FileService, options: { heartbeatMs?: number | undefined } = {}): void {
   table.add(
     defineRoute({
       method: 'put',
@@ -193,6 +195,50 @@ export function fileRoutes(table: RouteTable, files: FileService): void {
         const { info, body } = await files.archive(principal, params.id, query.path ?? WORKSPACE_ROOT);
         res.status(200).set({ 'Content-Type': 'application/x-tar', 'Content-Disposition': contentDisposition(`${info.name || 'workspace'}.tar`) });
         await sendStream(body, res);
+      },
+    }),
+    defineRoute({
+      method: 'get',
+      path: '/v1/agents/:id/files/watch',
+      operationId: 'watchDirectory',
+      tag: 'Files',
+      summary: 'Watch a directory for changes (SSE)',
+      description:
+        'The changes in a directory as they happen in the sandbox (ADR 51), as a `text/event-stream`. Events: `change` (`{seq, name, type}`: `name` relative to the directory, `type` one of `create`, `write`, `remove`, `rename`, `chmod`; a rename is the old name\'s `rename` and the new name\'s `create`; `seq` counts from 1, also the SSE id), ' +
+        '`error` (`{code, message}` in the error envelope\'s terms, then the stream ends: `not_found` when the directory itself was removed or moved, `provider_error` when the sandbox was paused or ended), and `heartbeat` every 15 s. ' +
+        'With `recursive=true` every directory under it is watched too, each new one as it appears (what was made in it before is told as created). The stream lasts until the client closes it; it does not keep the agent from being paused by its idle policy, and a pause ends it. ' +
+        'Errors before the stream starts are answered as JSON (404, 409 for an agent without a ready sandbox, 422 for a path outside /workspace or not a directory, 501 for a provider that cannot watch).',
+      params: agentParam,
+      query: z
+        .object({
+          path: filePathSchema.optional().describe('the directory (default /workspace)'),
+          recursive: booleanFlag.describe('watch every directory under it too (default false)'),
+        })
+        .strict(),
+      responses: {
+        200: {
+          description: 'an event stream',
+          contentType: 'text/event-stream',
+          schema: z.object({ id: z.string().optional(), event: z.enum(['change', 'error', 'heartbeat']), data: z.string() }),
+          example: { id: '1', event: 'change', data: '{"seq":1,"name":"out/result.csv","type":"create"}' },
+        },
+      },
+      errors: [...FILE_ERRORS, 'forbidden'],
+      handler: async ({ req, res, principal, params, query }) => {
+        const watch = await files.watch(principal, params.id, query.path ?? WORKSPACE_ROOT, query.recursive ?? false);
+        const stream = openEventStream(req, res, options.heartbeatMs);
+        void stream.closed.then(() => watch.close());
+        let seq = 0;
+        try {
+          for await (const change of watch.changes) {
+            seq += 1;
+            stream.write('change', { seq, ...change }, String(seq));
+          }
+        } catch (error) {
+          const apiError = toApiError(error, req.log);
+          stream.write('error', { code: apiError.code, message: apiError.message });
+        }
+        stream.end();
       },
     }),
   );

@@ -1,8 +1,8 @@
 import { Transform, type Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
-import { ApiError, SandboxFileError, type FileErrorCode, type FileInfo, type SandboxFiles, type SandboxProvider } from '@berth/common';
+import { ApiError, SandboxFileError, type FileChange, type FileErrorCode, type FileInfo, type FileWatch, type SandboxFiles, type SandboxProvider } from '@berth/common';
 import type { SandboxRef } from '@berth/crds';
-import { Counter, type Registry } from 'prom-client';
+import { Counter, Gauge, type Registry } from 'prom-client';
 import type { Principal } from '../http/context.js';
 import type { AgentService } from './agents.js';
 
@@ -39,6 +39,8 @@ export function createFileService(deps: { agents: AgentService; metrics: Registr
     labelNames: ['provider', 'direction'],
     registers: [deps.metrics],
   });
+  const watchesOpen = new Gauge({ name: 'berth_file_watches_open', help: 'Directory watches open now in sandboxes (ADR 51)', labelNames: ['provider'], registers: [deps.metrics] });
+  const watchChanges = new Counter({ name: 'berth_file_watch_changes_total', help: 'Changes directory watches passed on from sandboxes', labelNames: ['provider', 'type'], registers: [deps.metrics] });
 
   interface Access {
     files: SandboxFiles;
@@ -129,6 +131,49 @@ export function createFileService(deps: { agents: AgentService; metrics: Registr
     mkdir: (principal: Principal, id: string, path: string, parents: boolean) => held(principal, id, (files, sandbox) => files.mkdir(sandbox, path, { parents })),
     remove: (principal: Principal, id: string, path: string, recursive: boolean) => held(principal, id, (files, sandbox) => files.remove(sandbox, path, { recursive })),
     move: (principal: Principal, id: string, from: string, to: string, overwrite: boolean) => held(principal, id, (files, sandbox) => files.move(sandbox, from, to, { overwrite })),
+    /**
+     * A directory's changes as they happen (ADR 51). Opening it is the agent's traffic; watching is
+     * not (a watch alone does not keep an idle policy from pausing the agent, and a pause ends it).
+     * Its changes are counted as they are read; a refusal comes as the other operations' do.
+     */
+    watch: (principal: Principal, id: string, path: string, recursive: boolean): Promise<FileWatch> =>
+      run(principal, id, async ({ files, sandbox, provider: { name: provider }, hold }) => {
+        const release = hold();
+        let watch: FileWatch;
+        try {
+          if (!files.watch) throw new ApiError('not_implemented', `files.watch: provider "${provider}" cannot watch directories`, { field: 'files.watch', provider });
+          watch = await files.watch(sandbox, path, { recursive });
+        } finally {
+          release();
+        }
+        watchesOpen.inc({ provider });
+        let open = true;
+        const ended = () => {
+          if (open) watchesOpen.dec({ provider });
+          open = false;
+        };
+        async function* changes(): AsyncGenerator<FileChange> {
+          try {
+            for await (const change of watch.changes) {
+              watchChanges.inc({ provider, type: change.type });
+              yield change;
+            }
+          } catch (error) {
+            throw fileError(error);
+          } finally {
+            ended();
+            watch.close();
+          }
+        }
+        return {
+          info: watch.info,
+          changes: changes(),
+          close: () => {
+            ended();
+            watch.close();
+          },
+        };
+      }),
   };
 }
 export type FileService = ReturnType<typeof createFileService>;

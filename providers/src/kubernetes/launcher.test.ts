@@ -1,6 +1,6 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readlinkSync, rmSync, writeFileSync } from 'node:fs';
 import type { Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -8,7 +8,9 @@ import { Duplex } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { GUEST_DIR, guestSource } from '../guest.js';
 import { Connection, backgroundProcessSchema } from '../local/channel.js';
-import { createLogger } from '@berth/common';
+import { launcherWatch } from '../local/files.js';
+import { ProviderError, createLogger } from '@berth/common';
+import type { SandboxRef } from '@berth/crds';
 import { desiredPod, type PodSettings } from './pod.js';
 import { guestConfigMap, launcherCommand } from './launcher.js';
 
@@ -85,7 +87,44 @@ describe('the launcher behind pod-channel.py', () => {
     expect(ended).toMatchObject({ running: false, outcome: { outcome: 'signaled', signal: 9 } });
     b.connection.close();
   });
+
+  it("watches a directory for a client, and ends the launcher's watch when the client goes away", async () => {
+    const a = await connect();
+    mkdirSync(join(dir, 'watched'));
+    let ended = false;
+    const watch = await launcherWatch('kubernetes', a.connection, { id: 'agt_pod' } as SandboxRef, join(dir, 'watched'), {}, () => (ended = true));
+    const seen: string[] = [];
+    const iterated = (async () => {
+      for await (const change of watch.changes) seen.push(`${change.type} ${change.name}`);
+    })().catch((error: unknown) => error);
+    writeFileSync(join(dir, 'watched', 'a.txt'), 'a');
+    await until(() => seen.includes('write a.txt'));
+    expect(seen).toEqual(['create a.txt', 'write a.txt']);
+    const watches = () => readdirSync(`/proc/${launcher.pid}/fd`).filter((fd) => readlinkSafe(`/proc/${launcher.pid}/fd/${fd}`).includes('inotify')).length;
+    expect(watches()).toBe(1);
+    // The exec ended: pod-channel.py sends the launcher CANCEL of the watch's id.
+    a.client.kill('SIGKILL');
+    expect(await iterated).toBeInstanceOf(ProviderError);
+    expect(ended).toBe(true);
+    await until(() => watches() === 0);
+  });
 });
+
+function readlinkSafe(path: string): string {
+  try {
+    return readlinkSync(path);
+  } catch {
+    return '';
+  }
+}
+
+async function until(condition: () => boolean, timeoutMs = 10_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!condition()) {
+    if (Date.now() > deadline) throw new Error('timed out');
+    await new Promise((resolve) => setTimeout(resolve, 25));
+  }
+}
 
 describe('a pod that has just started', () => {
   it('keeps the frames of a client that came before the launcher connected, and runs them once it does', async () => {

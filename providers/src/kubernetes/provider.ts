@@ -42,6 +42,7 @@ import { z } from 'zod';
 import { INTERPRETERS } from '../program.js';
 import { guestSource } from '../guest.js';
 import { ChannelLostError, Connection, ControlError, backgroundProcess, backgroundProcessSchema } from '../local/channel.js';
+import { launcherWatch } from '../local/files.js';
 import { guestConfigMap, openPodLauncher, type PodLauncherLink } from './launcher.js';
 import { CANCEL_SCRIPT, EXEC_SCRIPT, execNonce, execStdin, takeTimeoutLine, timeoutLineBytes } from './exec-script.js';
 import { execInPod, streamInPod } from './exec.js';
@@ -115,7 +116,19 @@ export class KubernetesProvider implements SandboxProvider {
   constructor(private readonly options: KubernetesProviderOptions) {
     this.core = options.kubeConfig.makeApiClient(CoreV1Api);
     this.nodeAgents = options.nodeAgents?.token ? new NodeAgentClient(options.nodeAgents) : undefined;
-    this.files = podFiles(this.name, options.kubeConfig, (ref) => ({ namespace: this.namespace, pod: idToObjectName(ref.id), container: SANDBOX_CONTAINER }));
+    this.files = {
+      ...podFiles(this.name, options.kubeConfig, (ref) => ({ namespace: this.namespace, pod: idToObjectName(ref.id), container: SANDBOX_CONTAINER })),
+      // A watch is the pod launcher's (ADR 51), over a connection of its own, closed with it.
+      watch: async (ref, path, options) => {
+        const connection = await this.requireLauncher(ref, 'files.watch');
+        try {
+          return await launcherWatch(this.name, connection, ref, path, options, () => connection.close());
+        } catch (error) {
+          connection.close();
+          throw error;
+        }
+      },
+    };
     this.capabilities = {
       computes: ['python', 'node', 'go'],
       browser: options.pods.browserImage !== undefined,
@@ -289,7 +302,7 @@ export class KubernetesProvider implements SandboxProvider {
   }
 
   /** As launcherOf, for what only the launcher can do (background processes, terminals). */
-  private async requireLauncher(ref: SandboxRef, field: 'background' | 'pty'): Promise<Connection> {
+  private async requireLauncher(ref: SandboxRef, field: 'background' | 'pty' | 'files.watch'): Promise<Connection> {
     const link = await this.launcherOf(ref);
     const answered = await this.launcherAnswered(ref, link).catch((error: unknown) => {
       link.connection.close();

@@ -1,14 +1,14 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { createHash, randomBytes } from 'node:crypto';
-import { mkdirSync } from 'node:fs';
+import { mkdirSync, renameSync, rmSync as removeSync, writeFileSync } from 'node:fs';
 import { connect, createServer, type Socket } from 'node:net';
 import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { silentLogger } from '@berth/common';
+import { ProviderError, SandboxFileError, silentLogger, type FileChange } from '@berth/common';
 import { GUEST_DIR } from '../guest.js';
 import {
   encodeFrame,
@@ -19,13 +19,14 @@ import {
   LauncherChannels,
   MAX_FRAME_BYTES,
   parseChannelOutcome,
-  PROTOCOL_WITH_ADR_40,
+  PROTOCOL_WITH_ADR_51,
   StreamRefusedError,
   STREAM_WINDOW_BYTES,
   DATA_CHUNK_BYTES,
   type ChannelExecRequest,
 } from './channel.js';
 import { launcherArgs } from './launcher.js';
+import { launcherFiles } from './files.js';
 
 describe('frames', () => {
   it('have a 9-byte header: payload length, exec id and kind, big-endian', () => {
@@ -178,7 +179,7 @@ describe('the channel with a launcher on this host', () => {
 
   it('runs a program on a terminal, with input and resize', async () => {
     const connection = channels.connection('agt_a')!;
-    expect(connection.protocol).toBe(PROTOCOL_WITH_ADR_40);
+    expect(connection.protocol).toBe(PROTOCOL_WITH_ADR_51);
     let screen = '';
     const session = connection.terminal(request(['python3', '-q', '-i'], { limitMs: undefined, onOutput: (_stream, chunk) => (screen += chunk.toString()) }), { rows: 24, cols: 80 });
     session.write(Buffer.from('6*7\n'));
@@ -226,6 +227,56 @@ describe('the channel with a launcher on this host', () => {
     await expect(connection.openStream('file', { op: 'read', path: '/etc/passwd' }, 5_000)).rejects.toBeInstanceOf(StreamRefusedError);
   });
 
+  it('watches a directory through the files capability: changes by name and type, until closed or the directory goes', async () => {
+    const files = launcherFiles('local', async () => channels.connection('agt_a')!);
+    const ref = { id: 'agt_a' } as Parameters<typeof files.stat>[0];
+    mkdirSync(`${workspace}/watched/sub`, { recursive: true });
+    const watch = await files.watch!(ref, `${workspace}/watched`, { recursive: true });
+    expect(watch.info).toMatchObject({ type: 'directory', path: `${workspace}/watched` });
+    const seen: FileChange[] = [];
+    const iterated = (async () => {
+      for await (const change of watch.changes) seen.push(change);
+    })();
+    writeFileSync(`${workspace}/watched/sub/a.txt`, 'a');
+    renameSync(`${workspace}/watched/sub/a.txt`, `${workspace}/watched/b.txt`);
+    await files.write(ref, `${workspace}/watched/up.txt`, Readable.from([Buffer.from('up')]), {});
+    removeSync(`${workspace}/watched/b.txt`);
+    await until(() => seen.some((change) => change.name === 'b.txt' && change.type === 'remove'));
+    expect(seen).toEqual([
+      { name: 'sub/a.txt', type: 'create' },
+      { name: 'sub/a.txt', type: 'write' },
+      { name: 'sub/a.txt', type: 'rename' },
+      { name: 'b.txt', type: 'create' },
+      { name: 'up.txt', type: 'create' },
+      { name: 'up.txt', type: 'write' },
+      { name: 'b.txt', type: 'remove' },
+    ]);
+    // Closed: the iteration ends, and the launcher lets the watch go.
+    watch.close();
+    await iterated;
+    // The watched directory removed: the iteration throws not_found.
+    const gone = await files.watch!(ref, `${workspace}/watched/sub`, {});
+    removeSync(`${workspace}/watched`, { recursive: true });
+    const ended = await (async () => {
+      for await (const change of gone.changes) void change;
+    })().catch((error: unknown) => error);
+    expect(ended).toBeInstanceOf(SandboxFileError);
+    expect(ended).toMatchObject({ code: 'not_found' });
+    await expect(files.watch!(ref, '/etc', {})).rejects.toMatchObject({ code: 'outside' });
+    await expect(files.watch!(ref, `${workspace}/nothing`, {})).rejects.toMatchObject({ code: 'not_found' });
+    // The launcher's connection lost: a watch ends with a provider error.
+    mkdirSync(`${workspace}/kept`);
+    const lost = await files.watch!(ref, `${workspace}/kept`, {});
+    const before = channels.connection('agt_a')!;
+    before.socket.destroy();
+    const failure = await (async () => {
+      for await (const change of lost.changes) void change;
+    })().catch((error: unknown) => error);
+    expect(failure).toBeInstanceOf(ProviderError);
+    // The launcher connects again, for the tests after this one.
+    await until(() => channels.connection('agt_a') !== undefined && channels.connection('agt_a') !== before, 10_000);
+  });
+
   it('tunnels to a port on the loopback, both ways', async () => {
     const connection = channels.connection('agt_a')!;
     const server = createServer((socket) => socket.pipe(socket));
@@ -250,6 +301,17 @@ describe('the channel with a launcher on this host', () => {
     expect(await channels.awaitLauncher('agt_never', 200)).toBe(false);
     expect(channels.exec('agt_never', request(['true']))).toBeUndefined();
     expect(channels.exec('agt_unknown', request(['true']))).toBeUndefined();
+  });
+
+  it("answers 501 naming files.watch for a launcher of protocol 3, which cannot watch", async () => {
+    await channels.listen('agt_older', join(dir, 'older.sock'));
+    const socket: Socket = connect(join(dir, 'older.sock'));
+    await new Promise((resolve) => socket.once('connect', resolve));
+    socket.write(encodeFrame(0, FrameKind.hello, Buffer.from('{"protocol": 3, "pid": 1}')));
+    expect(await channels.awaitLauncher('agt_older', 5_000)).toBe(true);
+    const files = launcherFiles('local', async () => channels.connection('agt_older')!);
+    await expect(files.watch!({ id: 'agt_older' } as Parameters<typeof files.stat>[0], `${workspace}`, {})).rejects.toMatchObject({ status: 501, details: { field: 'files.watch' } });
+    socket.destroy();
   });
 
   it("takes a connection as the launcher's only once it said hello, and closes one that sends a frame over the limit", async () => {

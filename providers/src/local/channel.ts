@@ -26,6 +26,10 @@
  * the sandbox, a stream once its REPLY says connected). A stream's bytes go both ways as DATA, its
  * end as END ({} or {error, message}; a write's {info}), and WINDOW (u32) gives the sender back the
  * room the receiver consumed: neither side holds more than STREAM_WINDOW_BYTES of a stream.
+ *
+ * ADR 51 (protocol 4) adds FILE `watch` ({path, recursive}): a stream of a directory's changes, one
+ * JSON line `{name, type}` each, that ends when the host ends it (or with an error when the
+ * directory itself went); and CANCEL of a stream's id ends the stream.
  */
 
 import { randomBytes } from 'node:crypto';
@@ -107,10 +111,12 @@ export class FrameReader {
 }
 
 /** Protocol 2 (ADR 39) adds stdin, terminals and background processes; a launcher of protocol 1 has none of them. */
-const helloSchema = z.object({ protocol: z.union([z.literal(1), z.literal(2), z.literal(3)]), pid: z.number().int() });
+const helloSchema = z.object({ protocol: z.union([z.literal(1), z.literal(2), z.literal(3), z.literal(4)]), pid: z.number().int() });
 export const PROTOCOL_WITH_ADR_39 = 2;
 /** Protocol 3 (ADR 40) adds files and tunnels. */
 export const PROTOCOL_WITH_ADR_40 = 3;
+/** Protocol 4 (ADR 51) adds directory watches (FILE `watch`), and CANCEL of a stream. */
+export const PROTOCOL_WITH_ADR_51 = 4;
 /** Bytes of a stream either side may send before the other's WINDOW. */
 export const STREAM_WINDOW_BYTES = 4 << 20;
 /** A DATA frame's payload at most. */

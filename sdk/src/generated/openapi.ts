@@ -2400,6 +2400,41 @@ export interface paths {
       };
     };
   };
+  "/v1/agents/{id}/files/watch": {
+    /** Watch a directory for changes (SSE) */
+    get: {
+      operationId: "watchDirectory";
+      path: {
+        /** agent id (`agt_…`) */
+        id: string;
+      };
+      query: {
+        /** the directory (default /workspace) */
+        path?: string;
+        /** watch every directory under it too (default false) */
+        recursive?: "true" | "false";
+      };
+      body: never;
+      responses: {
+        200: {
+          id?: string;
+          event: "change" | "error" | "heartbeat";
+          data: string;
+        };
+        400: Error;
+        401: Error;
+        403: Error;
+        404: Error;
+        409: Error;
+        422: Error;
+        429: Error;
+        431: Error;
+        500: Error;
+        501: Error;
+        502: Error;
+      };
+    };
+  };
   "/v1/agents/{id}/fork": {
     /** Fork an agent */
     post: {
