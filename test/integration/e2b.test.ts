@@ -520,7 +520,7 @@ describe('allowInternetAccess on an install with a default egress allow-list (BE
 });
 
 describe('the Python SDK (PyPI e2b 2.63) through the same environment', () => {
-  it('creates a sandbox, runs commands (a non-zero exit as CommandExitException), writes and reads files, and kills it', async () => {
+  it('creates a sandbox, runs commands (a non-zero exit as CommandExitException, stdin sent and closed), writes and reads files, and kills it', async () => {
     const python = execFileSync(join(ROOT, 'test/e2b/install-python-sdk.sh'), { encoding: 'utf8' }).trim();
     const child = spawn(python, [join(ROOT, 'test/e2b/python_smoke.py')], {
       env: { ...process.env, E2B_API_URL: `${berth.baseUrl}/e2b`, E2B_SANDBOX_URL: berth.baseUrl, E2B_API_KEY: `e2b_${key}` },
@@ -533,7 +533,7 @@ describe('the Python SDK (PyPI e2b 2.63) through the same environment', () => {
     const code = await new Promise<number | null>((resolve) => child.once('exit', resolve));
     expect(code, stderr).toBe(0);
     const result = JSON.parse(stdout);
-    expect(result).toMatchObject({ templateId: 'base', stdout: 'py-out\n', stderr: 'py-err\n', exitCode: 0, failedExitCode: 5, readBack: 'from python', listed: ['hello.txt'], exists: true, killed: true, killedAgain: false });
+    expect(result).toMatchObject({ templateId: 'base', stdout: 'py-out\n', stderr: 'py-err\n', exitCode: 0, failedExitCode: 5, fromStdin: 'from python stdin\n', readBack: 'from python', listed: ['hello.txt'], exists: true, killed: true, killedAgain: false });
     expect((await berth.api(key).get(`/v1/agents/agt_${result.sandboxId}`)).body.metadata).toMatchObject({ suite: 'e2b-python' });
   }, 180_000);
 });
