@@ -344,7 +344,7 @@ export interface SandboxProvider {
   /** Its output pushed as it comes, until it ends or `stop` (ADR 50). */
   followBackground?(ref: SandboxRef, pid: number, request: BackgroundFollowRequest): Promise<BackgroundFollow>;
   /**
-   * Input for a process started with `keepStdin`; an empty `data` changes nothing. Throws ApiError
+   * Input for a process started with `keepStdin` (an empty `data` writes nothing). Throws ApiError
    * `conflict` when its stdin is closed (never kept, closed, or the process ended), `rate_limited`
    * when the process left too much of its input unread.
    */

@@ -486,9 +486,12 @@ export class Connection {
   /** Writes `data` to the stdin of a background process started with keepStdin (protocol 4). */
   async backgroundInput(pid: number, data: Buffer, waitMs: number): Promise<void> {
     this.requireProtocol(PROTOCOL_WITH_ADR_50, 'stdin of a background process');
-    for (let offset = 0; offset < data.length; offset += INPUT_PIECE_BYTES) {
+    // One piece at least: empty input still finds out whether the process's stdin is open.
+    let offset = 0;
+    do {
       await this.inputControl({ op: 'input', pid, data: data.subarray(offset, offset + INPUT_PIECE_BYTES).toString('base64') }, waitMs);
-    }
+      offset += INPUT_PIECE_BYTES;
+    } while (offset < data.length);
   }
 
   /** Closes the stdin of a background process started with keepStdin, once what was written is (protocol 4). */
