@@ -1205,6 +1205,8 @@ class Launcher:
                 self.send(exec_id, rings[index].kind, data[at:at + DATA_CHUNK])
         if process.result is not None:
             return self.send(exec_id, END, json.dumps(process.record()).encode())
+        if self.channel is None:  # a send failed: the follow went with the connection
+            return
         process.followers.append(exec_id)
         self.followed[exec_id] = process
 
@@ -1249,7 +1251,7 @@ class Launcher:
         self.close_input(process.stdin)
         process.result, process.ended_at = record, int(time.time() * 1000)
         self.answer_waiters(process.pid)
-        for follower in process.followers:
+        for follower in list(process.followers):  # a failed send disconnects, which unfollows
             self.followed.pop(follower, None)
             self.send(follower, END, json.dumps(process.record()).encode())
         process.followers.clear()
