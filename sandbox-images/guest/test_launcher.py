@@ -88,6 +88,25 @@ class ExecRequestTest(unittest.TestCase):
         self.assertEqual(output.dropped, 3)
 
 
+class BackgroundOrderTest(unittest.TestCase):
+    """What a follow from byte offsets is sent first: the kept bytes past them, in the order they came."""
+
+    def test_a_follow_from_offsets_gets_what_is_kept_past_them_in_order(self):
+        process = launcher.Background(1, [b'x'], [launcher.Ring(None, launcher.STDOUT, 8), launcher.Ring(None, launcher.STDERR, 8)], None)
+        out, err = process.outputs
+        for ring, data in ((out, b'ab'), (err, b'XY'), (out, b'cd'), (err, b'Z'), (out, b'efghij')):
+            ring.take(data)
+        # stdout kept 'cdefghij' (2 dropped): from [3, 1] come 'defghij' of stdout and 'YZ' of stderr, in their order.
+        self.assertEqual(process.since([3, 1]), [(1, b'Y'), (0, b'd'), (1, b'Z'), (0, b'efghij')])
+        self.assertEqual(process.since([0, 0]), [(1, b'XY'), (0, b'cd'), (1, b'Z'), (0, b'efghij')])
+        # Past the runs kept, older bytes come first, stream by stream.
+        del process.runs[:3]
+        self.assertEqual(process.since([0, 0]), [(0, b'cd'), (1, b'XY'), (1, b'Z'), (0, b'efghij')])
+        self.assertEqual(process.since([10, 3]), [])
+        process.followers.append(7)
+        self.assertEqual(out.take(b'k'), [(7, b'k')])
+
+
 class ChannelTest(unittest.TestCase):
     """The launcher as a process on this host, connecting out to a channel this test listens on."""
 
@@ -364,21 +383,6 @@ class ChannelTest(unittest.TestCase):
         self.assertFalse(self.reply(94)['running'])  # no END for the cancelled follow came before it
         self.send(95, launcher.EXEC, {'argv': ['true'], 'env': {}, 'cwd': self.dir, 'maxOutputBytes': 0, 'keepStdin': True})
         self.assertIn('keepStdin', self.frames(1)[0][2].decode())
-
-    def test_a_follow_from_offsets_gets_what_is_kept_past_them_in_order(self):
-        process = launcher.Background(1, [b'x'], [launcher.Ring(None, launcher.STDOUT, 8), launcher.Ring(None, launcher.STDERR, 8)], None)
-        out, err = process.outputs
-        for ring, data in ((out, b'ab'), (err, b'XY'), (out, b'cd'), (err, b'Z'), (out, b'efghij')):
-            ring.take(data)
-        # stdout kept 'cdefghij' (2 dropped): from [3, 1] come 'defghij' of stdout and 'YZ' of stderr, in their order.
-        self.assertEqual(process.since([3, 1]), [(1, b'Y'), (0, b'd'), (1, b'Z'), (0, b'efghij')])
-        self.assertEqual(process.since([0, 0]), [(1, b'XY'), (0, b'cd'), (1, b'Z'), (0, b'efghij')])
-        # Past the runs kept, older bytes come first, stream by stream.
-        del process.runs[:3]
-        self.assertEqual(process.since([0, 0]), [(0, b'cd'), (1, b'XY'), (1, b'Z'), (0, b'efghij')])
-        self.assertEqual(process.since([10, 3]), [])
-        process.followers.append(7)
-        self.assertEqual(out.take(b'k'), [(7, b'k')])
 
     def test_background_output_keeps_the_last_bytes(self):
         ring = launcher.Ring(None, launcher.STDOUT, 4)
