@@ -65,6 +65,34 @@ export interface BackgroundOutput extends BackgroundProcess {
   dropped: { stdout: number; stderr: number };
 }
 
+/** A background process's start: an exec that returns at once. */
+export type BackgroundRequest = Omit<ExecRequest, 'timeoutMs'> & {
+  timeoutMs?: number;
+  /** Its stdin stays open as a pipe (after `stdin`, if given) for writeBackgroundInput, until closeBackgroundInput; otherwise it ends after `stdin`. */
+  keepStdin?: boolean;
+};
+
+/** What a follow of a background process's output is given (followBackground). */
+export interface BackgroundFollowRequest {
+  /**
+   * Bytes of stdout and stderr already seen: what the process printed past them and the sandbox
+   * still keeps comes first. Without it, the follow starts at what is printed from now on.
+   */
+  from?: { stdout: number; stderr: number };
+  /** Each chunk as the process prints it, stdout and stderr in the order they came. */
+  onOutput(stream: 'stdout' | 'stderr', chunk: Buffer): void;
+}
+
+/** A follow under way: the sandbox pushes the process's output as it comes. */
+export interface BackgroundFollow {
+  /** The process when the follow began. */
+  process: BackgroundProcess;
+  /** The process once it ended (its last output came before); undefined once `stop` ended the follow; rejected when the follow was lost. */
+  ended: Promise<BackgroundProcess | undefined>;
+  /** Ends the follow; the process runs on. */
+  stop(): void;
+}
+
 /** Bytes kept of each of a background process's stdout and stderr (the last ones). */
 export const BACKGROUND_OUTPUT_BYTES = 1024 * 1024;
 
@@ -338,12 +366,22 @@ export interface SandboxProvider {
    * outlive the request, and a native pause and resume), with the last BACKGROUND_OUTPUT_BYTES
    * of each output stream. The others throw ProcessNotFoundError for an unknown pid.
    */
-  startBackground?(ref: SandboxRef, request: Omit<ExecRequest, 'timeoutMs'> & { timeoutMs?: number }): Promise<BackgroundProcess>;
+  startBackground?(ref: SandboxRef, request: BackgroundRequest): Promise<BackgroundProcess>;
   listBackground?(ref: SandboxRef): Promise<BackgroundProcess[]>;
   signalBackground?(ref: SandboxRef, pid: number, signal: ProcessSignal): Promise<BackgroundProcess>;
   /** The process once it ended, or as it is after `timeoutMs`. */
   waitBackground?(ref: SandboxRef, pid: number, timeoutMs: number): Promise<BackgroundProcess>;
   backgroundOutput?(ref: SandboxRef, pid: number): Promise<BackgroundOutput>;
+  /** Its output pushed as it comes, until it ends or `stop` (ADR 50). */
+  followBackground?(ref: SandboxRef, pid: number, request: BackgroundFollowRequest): Promise<BackgroundFollow>;
+  /**
+   * Input for a process started with `keepStdin` (an empty `data` writes nothing). Throws ApiError
+   * `conflict` when its stdin is closed (never kept, closed, or the process ended), `rate_limited`
+   * when the process left too much of its input unread.
+   */
+  writeBackgroundInput?(ref: SandboxRef, pid: number, data: Buffer): Promise<void>;
+  /** Closes the stdin of a process started with `keepStdin` (it reads its end), after what was written. */
+  closeBackgroundInput?(ref: SandboxRef, pid: number): Promise<void>;
   /** Replaces the running sandbox's egress policy; it holds for the connections opened from then on. */
   setEgress?(ref: SandboxRef, egress: SandboxEgress): Promise<void>;
   /** The sandbox's files (ADR 40); the API answers 501 naming `files` without them. */

@@ -62,7 +62,10 @@ INPUT, RESIZE, CONTROL, REPLY = 7, 8, 9, 10
 FILE, TUNNEL, DATA, END, WINDOW = 11, 12, 13, 14, 15
 # 2: the frames and EXEC fields of ADR 39 (stdin, pty, background; INPUT, RESIZE, CONTROL, REPLY).
 # 3: files and tunnels (ADR 40).
-# 4: directory watches (FILE {op: watch}: a stream of change events, ADR 51), and CANCEL of a stream.
+# 4: a background process's output pushed to followers, and its stdin kept open (ADR 50): EXEC's
+# keepStdin, CONTROL's follow (answered by REPLY, then STDOUT and STDERR chunks and END), input and
+# closeStdin, and CANCEL of a follow; and directory watches (FILE {op: watch}: a stream of change
+# events, ADR 51), and CANCEL of a stream.
 PROTOCOL = 4
 # Where files may be read and written: paths resolve (symlinks followed, in the sandbox) under it.
 WORKSPACE = os.environ.get('BERTH_WORKSPACE', '/workspace')
@@ -82,6 +85,11 @@ SEND_TIMEOUT_S = 10
 BACKGROUND_KEEP_BYTES = 1 << 20
 # Ended background processes remembered (their outcome and output), the oldest forgotten first.
 BACKGROUND_ENDED_KEPT = 64
+# Runs of one stream (the order stdout and stderr came in) kept per background process; a follow
+# from further back gets the older bytes stream by stream.
+BACKGROUND_RUNS_KEPT = 4096
+# Bytes of input a background process's stdin may hold that it has not read yet.
+BACKGROUND_STDIN_PENDING = 4 << 20
 # Terminal sizes a RESIZE may ask for.
 MAX_TERMINAL_SIDE = 1000
 # The egress relay (egress-relay.py, beside this file), started at the first connection to its
@@ -169,6 +177,9 @@ def parse_exec(payload):
     background = request.get('background', False)
     if not isinstance(background, bool) or (background and terminal is not None):
         raise ValueError('background must be a boolean, and a terminal exec cannot be one')
+    keep_stdin = request.get('keepStdin', False)
+    if not isinstance(keep_stdin, bool) or (keep_stdin and not background):
+        raise ValueError('keepStdin must be a boolean, and only a background exec keeps its stdin open')
     return {
         'argv': [arg.encode() for arg in argv],
         'env': {k.encode(): v.encode() for k, v in env.items()},
@@ -178,6 +189,7 @@ def parse_exec(payload):
         'stdin': None if stdin is None else base64.b64decode(stdin, validate=True),
         'pty': terminal,
         'background': background,
+        'keep_stdin': keep_stdin,
     }
 
 
@@ -196,10 +208,10 @@ def set_size(fd, size):
 
 
 def parse_control(payload):
-    """A CONTROL frame's request: {op: list|largest} or {op: signal|output|wait|kill, pid, ...}."""
+    """A CONTROL frame's request: {op: list|largest} or {op: signal|output|wait|kill|follow|input|closeStdin, pid, ...}."""
     request = json.loads(payload)
     op = request.get('op') if isinstance(request, dict) else None
-    if op not in ('list', 'signal', 'output', 'wait', 'largest', 'kill'):
+    if op not in ('list', 'signal', 'output', 'wait', 'largest', 'kill', 'follow', 'input', 'closeStdin'):
         raise ValueError(f'unknown op {op!r}')
     if op not in ('list', 'largest') and not isinstance(request.get('pid'), int):
         raise ValueError('pid must be an integer')
@@ -207,6 +219,14 @@ def parse_control(payload):
         raise ValueError(f'signal must be one of {", ".join(sorted(SIGNALS))}')
     if op == 'wait' and not (isinstance(request.get('timeoutMs'), int) and request['timeoutMs'] >= 0):
         raise ValueError('timeoutMs must be a count of milliseconds')
+    offsets = request.get('from')
+    if op == 'follow' and offsets is not None and not (isinstance(offsets, list) and len(offsets) == 2
+                                                        and all(isinstance(n, int) and n >= 0 for n in offsets)):
+        raise ValueError('from must be [stdout offset, stderr offset] in bytes')
+    if op == 'input':
+        if not isinstance(request.get('data'), str):
+            raise ValueError('data must be base64 text')
+        request['data'] = base64.b64decode(request['data'], validate=True)
     return request
 
 
@@ -240,20 +260,36 @@ SIGNALS = {name: getattr(signal, 'SIG' + name) for name in ('TERM', 'KILL', 'INT
 
 
 class Ring:
-    """One output pipe of a background process: the last `keep` bytes of it, and how many before them were dropped."""
+    """One output pipe of a background process: the last `keep` bytes of it, and how many before them were dropped.
 
-    exec_id = 0
+    `process` (the Background it belongs to) is told each chunk: it keeps the order of its streams
+    and has the chunk sent to its followers.
+    """
 
     def __init__(self, fd, kind, keep):
         self.fd, self.kind, self.keep, self.data, self.dropped = fd, kind, keep, bytearray(), 0
+        self.process = None
+
+    def total(self):
+        """Bytes the stream printed so far (dropped or kept)."""
+        return self.dropped + len(self.data)
 
     def take(self, data):
+        """Keeps `data`; the (exec id, bytes) to send: the chunk to each follower."""
+        start = self.total()
         self.data += data
         over = len(self.data) - self.keep
         if over > 0:
             del self.data[:over]
             self.dropped += over
-        return b''
+        if self.process is None or not data:
+            return []
+        return self.process.took(self, start, data)
+
+    def between(self, start, end):
+        """The bytes from offset `start` to `end` that are still kept."""
+        start = max(start, self.dropped)
+        return bytes(self.data[start - self.dropped:max(start, end) - self.dropped])
 
 
 class Input:
@@ -271,10 +307,11 @@ class Output:
         self.exec_id, self.fd, self.kind, self.room, self.dropped = exec_id, fd, kind, cap, 0
 
     def take(self, data):
+        """Counts `data`; the (exec id, bytes) to send: what fits under the cap."""
         part = data[:self.room]
         self.room -= len(part)
         self.dropped += len(data) - len(part)
-        return part
+        return [(self.exec_id, part)] if part else []
 
 
 class Exec:
@@ -283,13 +320,42 @@ class Exec:
 
 
 class Background:
-    """A process started with `background`: it outlives the channel, and its output is kept here."""
+    """A process started with `background`: it outlives the channel, and its output is kept here.
+
+    `runs` is the order its output came in: [stream index (0 stdout, 1 stderr), start offset, end
+    offset], a run per switch from one stream to the other. `followers` are the exec ids of the
+    host's follows (CONTROL follow), each sent every chunk as it comes.
+    """
 
     def __init__(self, pid, argv, outputs, stdin):
         self.pid, self.argv, self.outputs, self.stdin = pid, argv, outputs, stdin
         self.started_at = int(time.time() * 1000)
         self.result = None
         self.ended_at = None
+        self.runs = []
+        self.followers = []
+        for ring in outputs:
+            ring.process = self
+
+    def took(self, ring, start, data):
+        index = self.outputs.index(ring)
+        if self.runs and self.runs[-1][0] == index:
+            self.runs[-1][2] = start + len(data)
+        else:
+            self.runs.append([index, start, start + len(data)])
+            if len(self.runs) > BACKGROUND_RUNS_KEPT:
+                del self.runs[:len(self.runs) - BACKGROUND_RUNS_KEPT]
+        return [(follower, data) for follower in self.followers]
+
+    def since(self, offsets):
+        """What each stream printed past `offsets` (bytes) and is still kept, as [(stream index, bytes)]
+        in the order it came; bytes older than the runs kept come first, stream by stream."""
+        first = [ring.total() for ring in self.outputs]
+        for index, start, _ in reversed(self.runs):
+            first[index] = start
+        pieces = [(index, self.outputs[index].between(offsets[index], first[index])) for index in (0, 1)]
+        pieces += [(index, self.outputs[index].between(max(start, offsets[index]), end)) for index, start, end in self.runs]
+        return [(index, data) for index, data in pieces if data]
 
     def record(self):
         return {
@@ -622,6 +688,8 @@ class Launcher:
         # [when to answer anyway (monotonic), exec id, pid].
         self.background = {}
         self.waiters = []
+        # The host's follows of background processes: exec id -> the process.
+        self.followed = {}
         # File and tunnel streams by id, and the tar processes of streams by pid.
         self.streams = {}
         self.stream_pids = {}
@@ -789,8 +857,10 @@ class Launcher:
             self.close_input(running.stdin)
         self.execs.clear()
         self.exec_ids.clear()
-        # Background processes stay (they outlive the channel, and a checkpoint); their waiters do not.
+        # Background processes stay (they outlive the channel, and a checkpoint); their waiters and followers do not.
         self.waiters.clear()
+        for follower in list(self.followed):
+            self.unfollow(follower)
         # Streams go: an upload not finished leaves nothing behind.
         for stream in list(self.streams.values()):
             self.drop_stream(stream)
@@ -823,6 +893,8 @@ class Launcher:
                 self.kill(self.exec_ids[exec_id].pid)
             elif kind == CANCEL and exec_id in self.streams:  # pod-channel.py's, for a client gone
                 self.drop_stream(self.streams[exec_id])
+            elif kind == CANCEL:  # a follow's
+                self.unfollow(exec_id)
             elif kind == INPUT and exec_id in self.exec_ids:
                 self.input(self.exec_ids[exec_id], payload)
             elif kind == RESIZE and exec_id in self.exec_ids:
@@ -853,7 +925,7 @@ class Launcher:
             return self.terminal_exec(exec_id, request, env)
         out_read, out_write = os.pipe()
         err_read, err_write = os.pipe()
-        if request['stdin'] is None:
+        if request['stdin'] is None and not request['keep_stdin']:
             stdin, stdin_write = os.open('/dev/null', os.O_RDONLY), None
         else:
             stdin, stdin_write = os.pipe()
@@ -862,7 +934,7 @@ class Launcher:
         finally:
             for fd in (stdin, out_write, err_write):
                 os.close(fd)
-        feed = None if stdin_write is None else Input(stdin_write, request['stdin'], close_after=True)
+        feed = None if stdin_write is None else Input(stdin_write, request['stdin'] or b'', close_after=not request['keep_stdin'])
         if request['background']:
             outputs = [Ring(out_read, STDOUT, BACKGROUND_KEEP_BYTES), Ring(err_read, STDERR, BACKGROUND_KEEP_BYTES)]
         else:
@@ -1300,6 +1372,10 @@ class Launcher:
                 except OSError:
                     pass
             return self.reply(exec_id, process.record())
+        if request['op'] == 'follow':
+            return self.follow(exec_id, process, request.get('from'))
+        if request['op'] in ('input', 'closeStdin'):
+            return self.background_input(exec_id, process, request)
         if request['op'] == 'output':
             self.drain(process.outputs)
             rings = process.outputs
@@ -1308,6 +1384,42 @@ class Launcher:
         if process.result is not None or request['timeoutMs'] == 0:
             return self.reply(exec_id, process.record())
         self.waiters.append([time.monotonic() + request['timeoutMs'] / 1000, exec_id, process.pid])
+
+    def follow(self, exec_id, process, offsets):
+        """Answers the process's record, then sends what it printed past `offsets` (none: from now),
+        then each chunk as it comes (STDOUT, STDERR), then END with its record once it ended."""
+        self.drain(process.outputs)
+        rings = process.outputs
+        self.reply(exec_id, dict(process.record(), offsets=[ring.total() for ring in rings]))
+        for index, data in process.since(offsets or [ring.total() for ring in rings]):
+            for at in range(0, len(data), DATA_CHUNK):
+                self.send(exec_id, rings[index].kind, data[at:at + DATA_CHUNK])
+        if process.result is not None:
+            return self.send(exec_id, END, json.dumps(process.record()).encode())
+        if self.channel is None:  # a send failed: the follow went with the connection
+            return
+        process.followers.append(exec_id)
+        self.followed[exec_id] = process
+
+    def unfollow(self, exec_id):
+        process = self.followed.pop(exec_id, None)
+        if process is not None:
+            process.followers.remove(exec_id)
+
+    def background_input(self, exec_id, process, request):
+        """Input for a process started with keepStdin, or the end of it (closeStdin)."""
+        feed = process.stdin
+        if feed is None or feed.fd is None or feed.close_after:
+            return self.reply(exec_id, {'error': 'closed', 'message': f'the stdin of process {process.pid} is closed'
+                                        + ('' if process.result is None else ': it ended')})
+        if request['op'] == 'closeStdin':
+            feed.close_after = True
+        elif len(feed.pending) + len(request['data']) > BACKGROUND_STDIN_PENDING:
+            return self.reply(exec_id, {'error': 'full', 'message': f'process {process.pid} has not read the {len(feed.pending)} bytes of input before'})
+        else:
+            feed.pending += request['data']
+        self.write_input(feed)
+        self.reply(exec_id, process.record())
 
     def answer_waiters(self, ended=None):
         """Answers the WAITs on `ended`, and those whose time is up."""
@@ -1330,6 +1442,10 @@ class Launcher:
         self.close_input(process.stdin)
         process.result, process.ended_at = record, int(time.time() * 1000)
         self.answer_waiters(process.pid)
+        for follower in list(process.followers):  # a failed send disconnects, which unfollows
+            self.followed.pop(follower, None)
+            self.send(follower, END, json.dumps(process.record()).encode())
+        process.followers.clear()
         ended = sorted((p for p in self.background.values() if p.result is not None), key=lambda p: p.ended_at)
         for old in ended[:max(0, len(ended) - BACKGROUND_ENDED_KEPT)]:
             del self.background[old.pid]
@@ -1342,9 +1458,8 @@ class Launcher:
                     data = os.read(output.fd, 65536)
                     if not data:
                         break
-                    part = output.take(data)
-                    if part:
-                        self.send(output.exec_id, output.kind, part)
+                    for exec_id, part in output.take(data):
+                        self.send(exec_id, output.kind, part)
             except OSError:
                 pass
 
@@ -1356,9 +1471,8 @@ class Launcher:
             return True
         except OSError:  # a terminal whose program is gone
             data = b''
-        part = output.take(data)
-        if part:
-            self.send(output.exec_id, output.kind, part)
+        for exec_id, part in output.take(data):
+            self.send(exec_id, output.kind, part)
         return bool(data)
 
     def finish(self, running, record):

@@ -71,20 +71,40 @@ class FrameTest(unittest.TestCase):
 class ExecRequestTest(unittest.TestCase):
     def test_fields(self):
         request = launcher.parse_exec(json.dumps({'argv': ['bash', 'a.sh'], 'env': {'A': '1'}, 'cwd': '/workspace', 'limitMs': 1500, 'maxOutputBytes': 10}))
-        self.assertEqual(request, {'argv': [b'bash', b'a.sh'], 'env': {b'A': b'1'}, 'cwd': '/workspace', 'limit': 1.5, 'cap': 10, 'stdin': None, 'pty': None, 'background': False})
+        self.assertEqual(request, {'argv': [b'bash', b'a.sh'], 'env': {b'A': b'1'}, 'cwd': '/workspace', 'limit': 1.5, 'cap': 10, 'stdin': None, 'pty': None, 'background': False, 'keep_stdin': False})
 
     def test_bad_requests_are_refused(self):
         for bad in ({'argv': []}, {'argv': 'true', 'maxOutputBytes': 1}, {'argv': ['true'], 'env': {'A': 1}, 'maxOutputBytes': 1},
-                    {'argv': ['true'], 'limitMs': 0, 'maxOutputBytes': 1}, {'argv': ['true']}):
+                    {'argv': ['true'], 'limitMs': 0, 'maxOutputBytes': 1}, {'argv': ['true']},
+                    {'argv': ['true'], 'maxOutputBytes': 1, 'keepStdin': True}, {'argv': ['true'], 'maxOutputBytes': 1, 'background': True, 'keepStdin': 1}):
             with self.assertRaises((ValueError, TypeError)):
                 launcher.parse_exec(json.dumps(bad))
 
     def test_output_past_the_cap_is_counted_not_kept(self):
         output = launcher.Output(1, None, launcher.STDOUT, 5)
-        self.assertEqual(output.take(b'abc'), b'abc')
-        self.assertEqual(output.take(b'defg'), b'de')
-        self.assertEqual(output.take(b'h'), b'')
+        self.assertEqual(output.take(b'abc'), [(1, b'abc')])
+        self.assertEqual(output.take(b'defg'), [(1, b'de')])
+        self.assertEqual(output.take(b'h'), [])
         self.assertEqual(output.dropped, 3)
+
+
+class BackgroundOrderTest(unittest.TestCase):
+    """What a follow from byte offsets is sent first: the kept bytes past them, in the order they came."""
+
+    def test_a_follow_from_offsets_gets_what_is_kept_past_them_in_order(self):
+        process = launcher.Background(1, [b'x'], [launcher.Ring(None, launcher.STDOUT, 8), launcher.Ring(None, launcher.STDERR, 8)], None)
+        out, err = process.outputs
+        for ring, data in ((out, b'ab'), (err, b'XY'), (out, b'cd'), (err, b'Z'), (out, b'efghij')):
+            ring.take(data)
+        # stdout kept 'cdefghij' (2 dropped): from [3, 1] come 'defghij' of stdout and 'YZ' of stderr, in their order.
+        self.assertEqual(process.since([3, 1]), [(1, b'Y'), (0, b'd'), (1, b'Z'), (0, b'efghij')])
+        self.assertEqual(process.since([0, 0]), [(1, b'XY'), (0, b'cd'), (1, b'Z'), (0, b'efghij')])
+        # Past the runs kept, older bytes come first, stream by stream.
+        del process.runs[:3]
+        self.assertEqual(process.since([0, 0]), [(0, b'cd'), (1, b'XY'), (1, b'Z'), (0, b'efghij')])
+        self.assertEqual(process.since([10, 3]), [])
+        process.followers.append(7)
+        self.assertEqual(out.take(b'k'), [(7, b'k')])
 
 
 class ChannelTest(unittest.TestCase):
@@ -278,6 +298,91 @@ class ChannelTest(unittest.TestCase):
         self.send(55, launcher.CONTROL, {'op': 'output', 'pid': pid})
         output = self.reply(55)
         self.assertEqual((base64.b64decode(output['stdout']), base64.b64decode(output['stderr'])), (b'started\ngot \n', b'warn\n'))  # its stdin is empty
+
+    def follow_frames(self, follow_id):
+        """A follow's chunks as [(kind, bytes)] up to its END, and the END's record."""
+        chunks = []
+        while True:
+            (frame_id, kind, payload), = self.frames(1)
+            self.assertEqual(frame_id, follow_id)
+            if kind == launcher.END:
+                return chunks, json.loads(payload)
+            self.assertIn(kind, (launcher.STDOUT, launcher.STDERR))
+            if chunks and chunks[-1][0] == kind:
+                chunks[-1] = (kind, chunks[-1][1] + payload)
+            else:
+                chunks.append((kind, payload))
+
+    def test_a_follow_is_pushed_the_output_in_order_as_it_comes(self):
+        self.request(70, {'background': True, 'keepStdin': True},
+                     ['bash', '-c', 'echo one; sleep 0.2; echo two >&2; sleep 0.2; echo three; read line; echo "got $line"; sleep 0.2; echo bye >&2'])
+        pid = self.reply(70)['pid']
+        # From the start: what was printed before the follow came first, in its order, then the rest as it comes.
+        self.send(71, launcher.CONTROL, {'op': 'follow', 'pid': pid, 'from': [0, 0]})
+        self.assertTrue(self.reply(71)['running'])
+        before = []
+        while sum(len(data) for _, data in before) < len(b'one\ntwo\nthree\n'):
+            (frame_id, kind, payload), = self.frames(1)
+            self.assertEqual(frame_id, 71)
+            before.append((kind, payload))
+        self.send(72, launcher.CONTROL, {'op': 'input', 'pid': pid, 'data': base64.b64encode(b'hello\n').decode()})
+        self.assertEqual(self.reply_among(72)['pid'], pid)
+        after, ended = self.follow_frames(71)
+        chunks = []
+        for kind, data in before + after:
+            if chunks and chunks[-1][0] == kind:
+                chunks[-1] = (kind, chunks[-1][1] + data)
+            else:
+                chunks.append((kind, data))
+        self.assertEqual(chunks, [(launcher.STDOUT, b'one\n'), (launcher.STDERR, b'two\n'), (launcher.STDOUT, b'three\ngot hello\n'), (launcher.STDERR, b'bye\n')])
+        self.assertEqual(ended['outcome'], {'outcome': 'exited', 'exitCode': 0})
+
+    def reply_among(self, exec_id):
+        """The REPLY to `exec_id`, leaving the other frames that came before it pending."""
+        while True:
+            for index, (frame_id, kind, payload) in enumerate(self.pending):
+                if (frame_id, kind) == (exec_id, launcher.REPLY):
+                    del self.pending[index]
+                    return json.loads(payload)
+            data = self.conn.recv(65536)
+            if not data:
+                raise EOFError('the launcher closed the channel')
+            more, self.received = launcher.read_frames(self.received + data)
+            self.pending += more
+
+    def test_stdin_kept_open_takes_input_until_closed(self):
+        self.request(80, {'background': True, 'keepStdin': True, 'stdin': base64.b64encode(b'first ').decode()}, ['cat'])
+        pid = self.reply(80)['pid']
+        self.send(81, launcher.CONTROL, {'op': 'follow', 'pid': pid})
+        self.reply(81)
+        self.send(82, launcher.CONTROL, {'op': 'input', 'pid': pid, 'data': base64.b64encode(b'second').decode()})
+        self.assertTrue(self.reply_among(82)['running'])
+        self.send(83, launcher.CONTROL, {'op': 'closeStdin', 'pid': pid})
+        self.reply_among(83)
+        chunks, ended = self.follow_frames(81)
+        # 'first ' may have been read before the follow (from now on) began.
+        self.assertTrue(b''.join(data for _, data in chunks).endswith(b'second'))
+        self.assertEqual(ended['outcome'], {'outcome': 'exited', 'exitCode': 0})
+        self.send(84, launcher.CONTROL, {'op': 'input', 'pid': pid, 'data': ''})
+        self.assertEqual(self.reply(84)['error'], 'closed')
+        self.send(85, launcher.CONTROL, {'op': 'output', 'pid': pid})
+        self.assertEqual(base64.b64decode(self.reply(85)['stdout']), b'first second')
+
+    def test_stdin_is_closed_without_keep_stdin_and_a_follow_can_be_cancelled(self):
+        self.request(90, {'background': True}, ['bash', '-c', 'cat; echo "eof"; sleep 30'])
+        pid = self.reply(90)['pid']
+        self.send(91, launcher.CONTROL, {'op': 'closeStdin', 'pid': pid})
+        self.assertEqual(self.reply(91)['error'], 'closed')
+        self.send(92, launcher.CONTROL, {'op': 'follow', 'pid': pid, 'from': [0, 0]})
+        self.reply(92)
+        self.assertEqual(self.frames(1)[0][1:], (launcher.STDOUT, b'eof\n'))
+        self.send(92, launcher.CANCEL, b'')
+        self.send(93, launcher.CONTROL, {'op': 'signal', 'pid': pid, 'signal': 'KILL'})
+        self.reply(93)
+        self.send(94, launcher.CONTROL, {'op': 'wait', 'pid': pid, 'timeoutMs': 5000})
+        self.assertFalse(self.reply(94)['running'])  # no END for the cancelled follow came before it
+        self.send(95, launcher.EXEC, {'argv': ['true'], 'env': {}, 'cwd': self.dir, 'maxOutputBytes': 0, 'keepStdin': True})
+        self.assertIn('keepStdin', self.frames(1)[0][2].decode())
 
     def test_background_output_keeps_the_last_bytes(self):
         ring = launcher.Ring(None, launcher.STDOUT, 4)

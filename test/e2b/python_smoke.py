@@ -1,5 +1,5 @@
 """The Python SDK (PyPI e2b) against the E2B-compatible surface: create, commands.run, a
-non-zero exit, files written, read, listed and watched (the sync SDK's polling watcher), kill. Configured by the SDK's environment (E2B_API_URL, E2B_SANDBOX_URL,
+non-zero exit, stdin sent to a command and closed, files written, read, listed and watched (the sync SDK's polling watcher), kill. Configured by the SDK's environment (E2B_API_URL, E2B_SANDBOX_URL,
 E2B_API_KEY); prints one JSON object for the test to check."""
 import json
 import sys
@@ -16,6 +16,10 @@ def main() -> int:
         failed = None
     except CommandExitException as error:
         failed = error.exit_code
+    reader = sandbox.commands.run("cat", background=True, stdin=True)
+    sandbox.commands.send_stdin(reader.pid, "from python stdin\n")
+    sandbox.commands.close_stdin(reader.pid)
+    from_stdin = reader.wait().stdout
     sandbox.files.write("/home/user/py/hello.txt", "from python")
     read_back = sandbox.files.read("py/hello.txt")
     listed = [entry.name for entry in sandbox.files.list("/home/user/py")]
@@ -38,6 +42,7 @@ def main() -> int:
             "stderr": result.stderr,
             "exitCode": result.exit_code,
             "failedExitCode": failed,
+            "fromStdin": from_stdin,
             "readBack": read_back,
             "listed": listed,
             "exists": exists,

@@ -102,6 +102,26 @@ describe('the newest SDK (e2b 2.x) through E2B_API_URL and E2B_SANDBOX_URL', () 
     expect(second.at).toBeGreaterThan(first.at);
   });
 
+  it('pushes each line within milliseconds of its print, stdout and stderr in the order they were written', async () => {
+    // The sandbox's clock is this host's (gVisor reads it): a line's time in it against its arrival here.
+    const delays: number[] = [];
+    const order: string[] = [];
+    const onData = (stream: string) => (data: string) => {
+      for (const line of data.split('\n').filter(Boolean)) {
+        delays.push(Date.now() - Number(line.split(' ')[1]));
+        order.push(`${stream} ${line.split(' ')[0]}`);
+      }
+    };
+    await sandbox.commands.run('for i in 1 2 3 4 5 6; do echo "o$i $(date +%s%3N)"; sleep 0.1; echo "e$i $(date +%s%3N)" >&2; sleep 0.1; done', {
+      onStdout: onData('out'),
+      onStderr: onData('err'),
+    });
+    expect(order).toEqual([1, 2, 3, 4, 5, 6].flatMap((i) => [`out o${i}`, `err e${i}`]));
+    delays.sort((a, b) => a - b);
+    // Polled every 200 ms before (ADR 50), a line waited 100 ms in the middle; pushed, a few.
+    expect(delays[Math.floor(delays.length / 2)]!).toBeLessThan(50);
+  });
+
   it('runs a background command, lists it, and kills it', async () => {
     const handle = await sandbox.commands.run('sleep 300', { background: true });
     expect(handle.pid).toBeGreaterThan(0);
@@ -115,10 +135,27 @@ describe('the newest SDK (e2b 2.x) through E2B_API_URL and E2B_SANDBOX_URL', () 
     expect(await sandbox.commands.kill(999_999)).toBe(false);
   });
 
-  it('refuses stdin for a process without a PTY rather than leave it unread', async () => {
-    const refused = await sandbox.commands.run('cat', { stdin: true }).catch((error: unknown) => error);
+  it('keeps the stdin of a command started with stdin: true open: sendStdin reaches it, closeStdin ends it', async () => {
+    const out: string[] = [];
+    const handle = await sandbox.commands.run('cat; echo "eof $?"', { background: true, stdin: true, onStdout: (data) => void out.push(data) });
+    await sandbox.commands.sendStdin(handle.pid, 'hello ');
+    await handle.sendStdin(new TextEncoder().encode('world\n'));
+    await eventually(async () => (out.join('') === 'hello world\n' ? true : undefined), { timeoutMs: 5_000 });
+    await handle.closeStdin();
+    const result = await handle.wait();
+    expect(result).toMatchObject({ exitCode: 0, stdout: 'hello world\neof 0\n' });
+    // Once the command ended its stdin is gone with it.
+    await expect(sandbox.commands.sendStdin(handle.pid, 'late')).rejects.toBeInstanceOf(e2b.SandboxError);
+  });
+
+  it('closes the stdin of a command started without stdin: true, as envd does', async () => {
+    expect((await sandbox.commands.run('cat; echo read-to-the-end')).stdout).toBe('read-to-the-end\n');
+    const handle = await sandbox.commands.run('sleep 60', { background: true });
+    const refused = await sandbox.commands.sendStdin(handle.pid, 'unread').catch((error: unknown) => error);
     expect(refused).toBeInstanceOf(e2b.SandboxError);
     expect(String(refused)).toMatch(/stdin/);
+    await expect(sandbox.commands.closeStdin(handle.pid)).rejects.toBeInstanceOf(e2b.SandboxError);
+    expect(await sandbox.commands.kill(handle.pid)).toBe(true);
   });
 
   it('opens a PTY: input, resize, output and its end', async () => {
@@ -158,11 +195,11 @@ describe('the newest SDK (e2b 2.x) through E2B_API_URL and E2B_SANDBOX_URL', () 
     };
     const handle = await sandbox.commands.run('sleep 60', { background: true });
     expect(await metric('berth_e2b_process_streams_open')).toBe(1);
+    await eventually(async () => ((await metric('berth_e2b_process_follows_open')) === 1 ? true : undefined), { timeoutMs: 5_000 });
     await handle.disconnect();
+    // The stream and the sandbox's follow both end; the command runs on.
     await eventually(async () => ((await metric('berth_e2b_process_streams_open')) === 0 ? true : undefined), { timeoutMs: 5_000 });
-    const polls = await metric('berth_e2b_process_follow_polls_total');
-    await new Promise((resolve) => setTimeout(resolve, 1_000));
-    expect(await metric('berth_e2b_process_follow_polls_total')).toBe(polls);
+    expect(await metric('berth_e2b_process_follows_open')).toBe(0);
     expect((await sandbox.commands.list()).map((process) => process.pid)).toContain(handle.pid);
     expect(await sandbox.commands.kill(handle.pid)).toBe(true);
   });
@@ -559,7 +596,7 @@ describe('allowInternetAccess on an install with a default egress allow-list (BE
 });
 
 describe('the Python SDK (PyPI e2b 2.63) through the same environment', () => {
-  it('creates a sandbox, runs commands (a non-zero exit as CommandExitException), writes, reads and watches files, and kills it', async () => {
+  it('creates a sandbox, runs commands (a non-zero exit as CommandExitException, stdin sent and closed), writes, reads and watches files, and kills it', async () => {
     const python = execFileSync(join(ROOT, 'test/e2b/install-python-sdk.sh'), { encoding: 'utf8' }).trim();
     const child = spawn(python, [join(ROOT, 'test/e2b/python_smoke.py')], {
       env: { ...process.env, E2B_API_URL: `${berth.baseUrl}/e2b`, E2B_SANDBOX_URL: berth.baseUrl, E2B_API_KEY: `e2b_${key}` },
@@ -572,7 +609,7 @@ describe('the Python SDK (PyPI e2b 2.63) through the same environment', () => {
     const code = await new Promise<number | null>((resolve) => child.once('exit', resolve));
     expect(code, stderr).toBe(0);
     const result = JSON.parse(stdout);
-    expect(result).toMatchObject({ templateId: 'base', stdout: 'py-out\n', stderr: 'py-err\n', exitCode: 0, failedExitCode: 5, readBack: 'from python', listed: ['hello.txt'], exists: true, watched: ['create watched.txt', 'write watched.txt'], killed: true, killedAgain: false });
+    expect(result).toMatchObject({ templateId: 'base', stdout: 'py-out\n', stderr: 'py-err\n', exitCode: 0, failedExitCode: 5, fromStdin: 'from python stdin\n', readBack: 'from python', listed: ['hello.txt'], exists: true, watched: ['create watched.txt', 'write watched.txt'], killed: true, killedAgain: false });
     expect((await berth.api(key).get(`/v1/agents/agt_${result.sandboxId}`)).body.metadata).toMatchObject({ suite: 'e2b-python' });
   }, 180_000);
 });

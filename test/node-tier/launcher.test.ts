@@ -112,7 +112,7 @@ describe.skipIf(unavailable !== '')('the launcher in sandbox pods on a real node
     expect(missing.status).toBe(404);
   });
 
-  it('runs E2B-compatible commands in the pod: foreground with callbacks and exit codes, background and kill, a PTY', async () => {
+  it('runs E2B-compatible commands in the pod: foreground with callbacks and exit codes, background and kill, stdin, a PTY', async () => {
     process.env.E2B_API_URL = `${berth.apiserver.url}/e2b`;
     process.env.E2B_SANDBOX_URL = berth.apiserver.url;
     process.env.E2B_API_KEY = `e2b_${berth.liveKey}`;
@@ -133,6 +133,12 @@ describe.skipIf(unavailable !== '')('the launcher in sandbox pods on a real node
       expect(await sandbox.commands.kill(handle.pid)).toBe(true);
       const ended = await handle.wait().catch((error: unknown) => error);
       expect(ended).toBeInstanceOf(e2b.CommandExitError);
+
+      // stdin kept open (ADR 50): after the program's bytes in the pod's exec stdin (pod-program.sh).
+      const reader = await sandbox.commands.run('cat; echo "eof $?"', { background: true, stdin: true });
+      await sandbox.commands.sendStdin(reader.pid, 'to the pod\n');
+      await reader.closeStdin();
+      expect(await reader.wait()).toMatchObject({ exitCode: 0, stdout: 'to the pod\neof 0\n' });
 
       // A PTY: the launcher's terminal exec, in the pod.
       const output: Buffer[] = [];

@@ -152,14 +152,19 @@ export function sendStreamError(res: ServerResponse, error: ConnectError): void 
 /** A server stream: messages as they come, then its end (with an error or not). Writes after the end are dropped. */
 export class ServerStream {
   private ended = false;
+  /** Settles once the stream ended, or its client went away. */
+  readonly closed: Promise<void>;
 
   constructor(private readonly res: ServerResponse) {
     res.writeHead(200, { 'content-type': 'application/connect+json' });
     res.flushHeaders();
     // The client went away: whoever follows a process for this stream stops (the process runs on).
-    res.once('close', () => {
-      this.ended = true;
-    });
+    this.closed = new Promise((resolve) =>
+      res.once('close', () => {
+        this.ended = true;
+        resolve();
+      }),
+    );
   }
 
   get open(): boolean {

@@ -1,5 +1,5 @@
 import type { ServerResponse } from 'node:http';
-import type { BackgroundOutput, BackgroundProcess, Principal, TerminalHandle } from '@berth/common';
+import type { BackgroundFollow, BackgroundProcess, Principal, TerminalHandle } from '@berth/common';
 import { Counter, Gauge, type Registry } from 'prom-client';
 import { z } from 'zod';
 import { cwdSchema } from '../routes/schemas.js';
@@ -10,13 +10,14 @@ import { ConnectError, ServerStream, sendUnary, toConnectError } from './connect
  * envd's `process` service (spec/envd/process/process.proto of e2b-dev/E2B, Apache-2.0) over
  * Berth's exec capabilities (ADR 39, ADR 44). A process without a PTY is a Berth background
  * process: it belongs to the sandbox's launcher, so it outlives the stream that started it, a
- * Berth restart and a pause and resume; its output is followed from the launcher's ring of the
- * last 1 MiB per stream. A process with a PTY is a Berth terminal, which lives as long as this
+ * Berth restart and a pause and resume; the sandbox's launcher pushes its output to the stream as
+ * it comes, stdout and stderr in the order they came (ADR 50), and keeps its stdin open as a pipe
+ * when Start asks for `stdin`. A process with a PTY is a Berth terminal, which lives as long as this
  * API process holds it (its stream, or a later Connect, reads it).
  */
 
-/** How long one wait on a running process lasts before its new output is read (the output's delay at most). */
-export const FOLLOW_INTERVAL_MS = 200;
+/** How often a followed process's stream is looked at for a keepalive due (at most). */
+const KEEPALIVE_CHECK_MS = 1_000;
 /** Configs (cmd, args, envs, tag) kept per sandbox for List and tag selectors; the oldest go first. */
 const MAX_REMEMBERED = 1000;
 /** Terminals get pids above this, so that they never meet a launcher's pid. */
@@ -105,9 +106,15 @@ export function createProcessService(deps: ProcessServiceDeps) {
   const sandboxes = new Map<string, SandboxProcesses>();
   let nextTerminalPid = TERMINAL_PID_BASE;
   const streamsOpen = new Gauge({ name: 'berth_e2b_process_streams_open', help: 'envd process streams (Start, Connect) open now', labelNames: ['method'], registers: [deps.metrics] });
-  const followPolls = new Counter({
-    name: 'berth_e2b_process_follow_polls_total',
-    help: "Reads of a background process's output while an envd stream follows it",
+  const followsOpen = new Gauge({
+    name: 'berth_e2b_process_follows_open',
+    help: "Follows of a background process's output that the sandbox's launcher pushes to an envd stream, open now",
+    registers: [deps.metrics],
+  });
+  const outputChunks = new Counter({
+    name: 'berth_e2b_process_output_chunks_total',
+    help: 'Chunks of a background process\'s output pushed by the sandbox to an envd stream, by stream',
+    labelNames: ['stream'],
     registers: [deps.metrics],
   });
 
@@ -136,45 +143,46 @@ export function createProcessService(deps: ProcessServiceDeps) {
   }
 
   /**
-   * Sends the process's output as it comes and its end, from byte offsets `from` on; returns when
-   * it ended or the client went away (the process runs on: E2B's processes outlive their streams).
+   * Sends the process's output as the sandbox pushes it, and its end, from byte offsets `from` on
+   * (from now on without them); returns when it ended or the client went away (the process runs
+   * on: E2B's processes outlive their streams).
    */
-  async function follow(stream: ServerStream, principal: Principal, agentId: string, pid: number, from: { stdout: number; stderr: number }, keepaliveMs: number): Promise<void> {
-    const sent = { ...from };
-    let lastSent = Date.now();
-    const sendNew = (output: BackgroundOutput) => {
-      for (const name of ['stdout', 'stderr'] as const) {
-        const kept = Buffer.from(output[name], 'utf8');
-        const total = output.dropped[name] + kept.length;
-        if (total <= sent[name]) continue;
-        const fresh = kept.subarray(Math.max(0, kept.length - (total - sent[name])));
-        sent[name] = total;
-        stream.send({ event: { data: { [name]: fresh.toString('base64') } } });
-        lastSent = Date.now();
-      }
-    };
-    // The sandbox is looked up (and its agent's limits checked) once per stream, not on every poll.
+  async function follow(stream: ServerStream, principal: Principal, agentId: string, pid: number, from: { stdout: number; stderr: number } | undefined, keepaliveMs: number): Promise<void> {
     // The stream holds a lease on the agent while it is open (ADR 45).
     const { sandbox, provider, release } = await agents.ready(principal, agentId, 'following a process');
+    let lastSent = Date.now();
+    const keepalive = setInterval(
+      () => {
+        if (Date.now() - lastSent < keepaliveMs) return;
+        stream.send({ event: { keepalive: {} } });
+        lastSent = Date.now();
+      },
+      Math.min(keepaliveMs, KEEPALIVE_CHECK_MS),
+    );
+    let following: BackgroundFollow | undefined;
     try {
-      if (!provider.waitBackground || !provider.backgroundOutput) throw new ConnectError('unimplemented', `provider "${provider.name}" has no background processes`);
-      for (;;) {
-        if (!stream.open) return;
-        await provider.waitBackground(sandbox, pid, FOLLOW_INTERVAL_MS);
-        followPolls.inc();
-        const output = await provider.backgroundOutput(sandbox, pid);
-        sendNew(output);
-        if (output.status !== 'running') {
-          stream.send({ event: { end: endEvent(output) } });
-          stream.end();
-          return;
-        }
-        if (Date.now() - lastSent >= keepaliveMs) {
-          stream.send({ event: { keepalive: {} } });
+      if (!provider.followBackground) throw new ConnectError('unimplemented', `provider "${provider.name}" has no background processes`);
+      following = await provider.followBackground(sandbox, pid, {
+        ...(from ? { from } : {}),
+        onOutput: (name, chunk) => {
+          outputChunks.inc({ stream: name });
+          stream.send({ event: { data: { [name]: chunk.toString('base64') } } });
           lastSent = Date.now();
+        },
+      });
+      followsOpen.inc();
+      try {
+        const ended = await Promise.race([following.ended, stream.closed.then(() => undefined)]);
+        if (ended) {
+          stream.send({ event: { end: endEvent(ended) } });
+          stream.end();
         }
+      } finally {
+        followsOpen.dec();
       }
     } finally {
+      clearInterval(keepalive);
+      following?.stop();
       release();
     }
   }
@@ -251,15 +259,18 @@ export function createProcessService(deps: ProcessServiceDeps) {
         await serveStream(res, 'Start', (stream) => attachTerminal(stream, terminal!, pid, early));
         return;
       }
-      if (request.stdin === true) {
-        throw new ConnectError('unimplemented', 'stdin: a process without a PTY gets no input stream here (its stdin is empty); start it with stdin false, or with a PTY');
-      }
-      const started = await agents.startBackground(principal, agentId, {
-        language: 'bash',
-        code: `exec ${[config.cmd, ...config.args].map(shellQuote).join(' ')}\n`,
-        ...(env ? { env } : {}),
-        ...(cwd ? { cwd } : {}),
-      });
+      // Without `stdin: true` its stdin is closed from the start, as envd's is.
+      const started = await agents.startBackground(
+        principal,
+        agentId,
+        {
+          language: 'bash',
+          code: `exec ${[config.cmd, ...config.args].map(shellQuote).join(' ')}\n`,
+          ...(env ? { env } : {}),
+          ...(cwd ? { cwd } : {}),
+        },
+        { keepStdin: request.stdin === true },
+      );
       remember(known, started.pid, record);
       await serveStream(res, 'Start', async (stream) => {
         stream.send({ event: { start: { pid: started.pid } } });
@@ -275,11 +286,11 @@ export function createProcessService(deps: ProcessServiceDeps) {
         await serveStream(res, 'Connect', (stream) => attachTerminal(stream, terminal, pid));
         return;
       }
-      const output = await agents.backgroundOutput(principal, agentId, pid);
+      // An unknown pid is answered before the stream starts (a wait of 0 answers at once).
+      await agents.waitBackground(principal, agentId, pid, 0);
       await serveStream(res, 'Connect', async (stream) => {
         stream.send({ event: { start: { pid } } });
-        const now = { stdout: output.dropped.stdout + Buffer.byteLength(output.stdout), stderr: output.dropped.stderr + Buffer.byteLength(output.stderr) };
-        await follow(stream, principal, agentId, pid, now, keepaliveMs);
+        await follow(stream, principal, agentId, pid, undefined, keepaliveMs);
       });
     },
 
@@ -321,7 +332,7 @@ export function createProcessService(deps: ProcessServiceDeps) {
 
     async sendInput(res: ServerResponse, principal: Principal, agentId: string, message: unknown): Promise<void> {
       const request = parse(sendInputSchema, message);
-      writeInput(principal, agentId, pidOf(agentId, request.process), request.input);
+      await writeInput(principal, agentId, pidOf(agentId, request.process), request.input);
       sendUnary(res, {});
     },
 
@@ -333,7 +344,7 @@ export function createProcessService(deps: ProcessServiceDeps) {
         if ('start' in event) pid = pidOf(agentId, event.start.process);
         else if ('data' in event) {
           if (pid === undefined) throw new ConnectError('invalid_argument', 'the first message must be start (naming the process)');
-          writeInput(principal, agentId, pid, event.data.input);
+          await writeInput(principal, agentId, pid, event.data.input);
         }
       }
       const stream = new ServerStream(res);
@@ -344,8 +355,8 @@ export function createProcessService(deps: ProcessServiceDeps) {
     async closeStdin(res: ServerResponse, principal: Principal, agentId: string, message: unknown): Promise<void> {
       const pid = pidOf(agentId, parse(closeStdinSchema, message).process);
       if (processesOf(agentId).terminals.has(pid)) throw new ConnectError('failed_precondition', 'a PTY process has no stdin to close: send Ctrl+D (0x04) as its input');
-      // A background process's stdin is empty and closed from its start: only check the process is there.
-      await agents.backgroundOutput(principal, agentId, pid);
+      // A process started without `stdin: true` has its stdin closed already: failed_precondition.
+      await agents.closeBackgroundInput(principal, agentId, pid);
       sendUnary(res, {});
     },
 
@@ -366,14 +377,16 @@ export function createProcessService(deps: ProcessServiceDeps) {
     },
   };
 
-  function writeInput(_principal: Principal, agentId: string, pid: number, input: z.infer<typeof inputSchema>): void {
+  async function writeInput(principal: Principal, agentId: string, pid: number, input: z.infer<typeof inputSchema>): Promise<void> {
     const terminal = processesOf(agentId).terminals.get(pid);
     if ('pty' in input) {
       if (!terminal) throw new ConnectError('failed_precondition', `process ${pid} has no PTY: its input is stdin`);
       terminal.handle.write(Buffer.from(input.pty, 'base64'));
       return;
     }
-    throw new ConnectError('unimplemented', terminal ? `process ${pid} is on a PTY: send its input as pty` : 'stdin: a process without a PTY gets no input here (its stdin is empty and closed); start it with a PTY for input');
+    if (terminal) throw new ConnectError('failed_precondition', `process ${pid} is on a PTY: send its input as pty`);
+    // Bytes for a process started with `stdin: true`; one started without it has its stdin closed (failed_precondition).
+    await agents.writeBackgroundInput(principal, agentId, pid, Buffer.from(input.stdin, 'base64'));
   }
 }
 

@@ -442,9 +442,11 @@ export function createAgentService(deps: AgentServiceDeps) {
       return handle;
     },
 
-    async startBackground(principal: Principal, id: string, request: ExecInput): Promise<BackgroundProcess> {
+    /** `keepStdin`: the process's stdin stays open for writeBackgroundInput (ADR 50). */
+    async startBackground(principal: Principal, id: string, request: ExecInput, { keepStdin = false } = {}): Promise<BackgroundProcess> {
       return this.briefly(principal, id, 'a background exec', async ({ sandbox, provider }) => {
         if (!provider.startBackground) throw notImplemented('background', provider.name, 'background processes');
+        if (keepStdin && !provider.writeBackgroundInput) throw notImplemented('stdin', provider.name, 'input for background processes');
         const options = execOptions(provider, request);
         const timer = backgroundStarted.startTimer({ provider: provider.name });
         try {
@@ -453,6 +455,7 @@ export function createAgentService(deps: AgentServiceDeps) {
             code: request.code,
             ...options,
             ...(request.timeout !== undefined ? { timeoutMs: request.timeout * 1000 } : {}),
+            ...(keepStdin ? { keepStdin } : {}),
           });
           timer({ result: 'ok' });
           return process;
@@ -488,6 +491,21 @@ export function createAgentService(deps: AgentServiceDeps) {
       return this.briefly(principal, id, 'reading process output', async ({ sandbox, provider }) => {
         if (!provider.backgroundOutput) throw notImplemented('background', provider.name, 'background processes');
         return provider.backgroundOutput(sandbox, pid);
+      });
+    },
+
+    /** Input for a background process started with `keepStdin`. */
+    async writeBackgroundInput(principal: Principal, id: string, pid: number, data: Buffer): Promise<void> {
+      return this.briefly(principal, id, 'writing to a process', async ({ sandbox, provider }) => {
+        if (!provider.writeBackgroundInput) throw notImplemented('stdin', provider.name, 'input for background processes');
+        return provider.writeBackgroundInput(sandbox, pid, data);
+      });
+    },
+
+    async closeBackgroundInput(principal: Principal, id: string, pid: number): Promise<void> {
+      return this.briefly(principal, id, 'closing the input of a process', async ({ sandbox, provider }) => {
+        if (!provider.closeBackgroundInput) throw notImplemented('stdin', provider.name, 'input for background processes');
+        return provider.closeBackgroundInput(sandbox, pid);
       });
     },
 

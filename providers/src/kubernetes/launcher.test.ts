@@ -108,6 +108,45 @@ describe('the launcher behind pod-channel.py', () => {
     expect(ended).toBe(true);
     await until(() => watches() === 0);
   });
+
+  it("follows a background process's output on a connection of its own, and its stdin after the program, kept open, takes input", async () => {
+    const a = await connect();
+    const started = await a.connection.background(
+      { ...program('echo ready; read line; echo "got $line"; echo warn >&2; cat'), env: {}, cwd: dir, limitMs: undefined, maxOutputBytes: 0, keepStdin: true },
+      5_000,
+    );
+    const follower = await connect();
+    // Runs of one stream: a stream's chunks one after another are joined.
+    const runs: [string, string][] = [];
+    const onOutput = (stream: string, chunk: Buffer) => {
+      const last = runs.at(-1);
+      if (last?.[0] === stream) last[1] += chunk.toString();
+      else runs.push([stream, chunk.toString()]);
+    };
+    const follow = await follower.connection.follow(started.pid, { from: { stdout: 0, stderr: 0 }, onOutput }, 5_000);
+    await a.connection.backgroundInput(started.pid, Buffer.from('one\ntwo'), 5_000);
+    await a.connection.closeBackgroundInput(started.pid, 5_000);
+    await expect(follow.ended).resolves.toMatchObject({ status: 'exited', exitCode: 0 });
+    expect(runs).toEqual([
+      ['stdout', 'ready\ngot one\n'],
+      ['stderr', 'warn\n'],
+      ['stdout', 'two'],
+    ]);
+    a.connection.close();
+    follower.connection.close();
+  });
+
+  it('ends a follow when its client goes away (pod-channel.py cancels it); the process runs on', async () => {
+    const a = await connect();
+    const started = await a.connection.background({ ...program('sleep 30'), env: {}, cwd: dir, limitMs: undefined, maxOutputBytes: 0 }, 5_000);
+    const follower = await connect();
+    const follow = await follower.connection.follow(started.pid, { onOutput: () => undefined }, 5_000);
+    follower.client.kill('SIGKILL');
+    await expect(follow.ended).rejects.toThrow(/went away/);
+    expect(backgroundProcessSchema.parse(await a.connection.control({ op: 'wait', pid: started.pid, timeoutMs: 300 }, 5_000))).toMatchObject({ running: true });
+    await a.connection.control({ op: 'signal', pid: started.pid, signal: 'KILL' }, 5_000);
+    a.connection.close();
+  });
 });
 
 function readlinkSafe(path: string): string {

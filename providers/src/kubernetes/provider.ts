@@ -31,17 +31,19 @@ import {
   type SandboxProvider,
   type SandboxState,
   type StoredArchive,
+  type BackgroundFollow,
+  type BackgroundFollowRequest,
   type BackgroundOutput,
   type BackgroundProcess,
+  type BackgroundRequest,
   type ProcessSignal,
   type TerminalHandle,
   type TerminalRequest,
-  ProcessNotFoundError,
 } from '@berth/common';
 import { z } from 'zod';
 import { INTERPRETERS } from '../program.js';
 import { guestSource } from '../guest.js';
-import { ChannelLostError, Connection, ControlError, backgroundProcess, backgroundProcessSchema } from '../local/channel.js';
+import { Connection, backgroundOutput, controlFailure, backgroundProcess, backgroundProcessSchema } from '../local/channel.js';
 import { launcherWatch } from '../local/files.js';
 import { guestConfigMap, openPodLauncher, type PodLauncherLink } from './launcher.js';
 import { CANCEL_SCRIPT, EXEC_SCRIPT, execNonce, execStdin, takeTimeoutLine, timeoutLineBytes } from './exec-script.js';
@@ -356,11 +358,19 @@ export class KubernetesProvider implements SandboxProvider {
   }
 
   /** A background process of the pod's launcher: it outlives the exec that started it, and a native checkpoint. */
-  async startBackground(ref: SandboxRef, request: Omit<ExecRequest, 'timeoutMs'> & { timeoutMs?: number }): Promise<BackgroundProcess> {
+  async startBackground(ref: SandboxRef, request: BackgroundRequest): Promise<BackgroundProcess> {
     const program = podProgram(request);
     const record = await this.control(ref, (connection) =>
       connection.background(
-        { argv: program.argv, env: { ...EXEC_ENV, ...request.env }, cwd: request.cwd ?? '/workspace', limitMs: request.timeoutMs, maxOutputBytes: 0, stdin: program.stdin },
+        {
+          argv: program.argv,
+          env: { ...EXEC_ENV, ...request.env },
+          cwd: request.cwd ?? '/workspace',
+          limitMs: request.timeoutMs,
+          maxOutputBytes: 0,
+          stdin: program.stdin,
+          ...(request.keepStdin ? { keepStdin: true } : {}),
+        },
         CONTROL_WAIT_MS,
       ),
     );
@@ -383,14 +393,28 @@ export class KubernetesProvider implements SandboxProvider {
   }
 
   async backgroundOutput(ref: SandboxRef, pid: number): Promise<BackgroundOutput> {
-    const answer = await this.control(ref, (connection) => connection.control({ op: 'output', pid }, CONTROL_WAIT_MS), pid);
-    const output = backgroundProcessSchema.extend({ stdout: z.string(), stderr: z.string(), dropped: z.tuple([z.number().int(), z.number().int()]) }).parse(answer);
-    return {
-      ...backgroundProcess(output),
-      stdout: Buffer.from(output.stdout, 'base64').toString('utf8'),
-      stderr: Buffer.from(output.stderr, 'base64').toString('utf8'),
-      dropped: { stdout: output.dropped[0], stderr: output.dropped[1] },
-    };
+    return backgroundOutput(await this.control(ref, (connection) => connection.control({ op: 'output', pid }, CONTROL_WAIT_MS), pid));
+  }
+
+  /** A follow holds a connection (an exec of pod-channel-client) of its own until the process ends or the follow stops. */
+  async followBackground(ref: SandboxRef, pid: number, request: BackgroundFollowRequest): Promise<BackgroundFollow> {
+    const connection = await this.requireLauncher(ref, 'background');
+    try {
+      const follow = await connection.follow(pid, request, CONTROL_WAIT_MS);
+      void follow.ended.finally(() => connection.close()).catch(() => undefined);
+      return follow;
+    } catch (error) {
+      connection.close();
+      throw controlFailure(this.name, ref, error, pid);
+    }
+  }
+
+  async writeBackgroundInput(ref: SandboxRef, pid: number, data: Buffer): Promise<void> {
+    await this.control(ref, (connection) => connection.backgroundInput(pid, data, CONTROL_WAIT_MS), pid);
+  }
+
+  async closeBackgroundInput(ref: SandboxRef, pid: number): Promise<void> {
+    await this.control(ref, (connection) => connection.closeBackgroundInput(pid, CONTROL_WAIT_MS), pid);
   }
 
   /** One request to the launcher on a connection of its own, its failures in the provider's terms. */
@@ -399,9 +423,7 @@ export class KubernetesProvider implements SandboxProvider {
     try {
       return await ask(connection);
     } catch (error) {
-      if (error instanceof ControlError && error.code === 'not_found' && pid !== undefined) throw new ProcessNotFoundError(pid);
-      if (error instanceof ControlError || error instanceof ChannelLostError) throw new ProviderError(this.name, error.message, { sandbox: ref.id });
-      throw error;
+      throw controlFailure(this.name, ref, error, pid);
     } finally {
       connection.close();
     }

@@ -8,7 +8,7 @@ import { pipeline } from 'node:stream/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ProviderError, SandboxFileError, silentLogger, type FileChange } from '@berth/common';
+import { ApiError, ProviderError, SandboxFileError, silentLogger, type FileChange } from '@berth/common';
 import { GUEST_DIR } from '../guest.js';
 import {
   encodeFrame,
@@ -19,7 +19,7 @@ import {
   LauncherChannels,
   MAX_FRAME_BYTES,
   parseChannelOutcome,
-  PROTOCOL_WITH_ADR_51,
+  PROTOCOL_WITH_ADR_50,
   StreamRefusedError,
   STREAM_WINDOW_BYTES,
   DATA_CHUNK_BYTES,
@@ -179,7 +179,7 @@ describe('the channel with a launcher on this host', () => {
 
   it('runs a program on a terminal, with input and resize', async () => {
     const connection = channels.connection('agt_a')!;
-    expect(connection.protocol).toBe(PROTOCOL_WITH_ADR_51);
+    expect(connection.protocol).toBe(PROTOCOL_WITH_ADR_50);
     let screen = '';
     const session = connection.terminal(request(['python3', '-q', '-i'], { limitMs: undefined, onOutput: (_stream, chunk) => (screen += chunk.toString()) }), { rows: 24, cols: 80 });
     session.write(Buffer.from('6*7\n'));
@@ -202,6 +202,56 @@ describe('the channel with a launcher on this host', () => {
     await expect(connection.control({ op: 'wait', pid: started.pid, timeoutMs: 5_000 }, 10_000)).resolves.toMatchObject({ running: false, outcome: { outcome: 'signaled', signal: 9 } });
     const output = (await connection.control({ op: 'output', pid: started.pid }, 5_000)) as { stdout: string; stderr: string };
     expect([Buffer.from(output.stdout, 'base64').toString(), Buffer.from(output.stderr, 'base64').toString()]).toEqual(['kept\n', 'done\n']);
+  });
+
+  it("pushes a background process's output to a follow as it comes, in its streams' order, and feeds its stdin until closed", async () => {
+    const connection = channels.connection('agt_a')!;
+    const program = 'echo ready; while read line; do echo "out $line"; echo "err $line" >&2; done; echo closed';
+    const started = await connection.background({ argv: ['bash', '-c', program], env: {}, cwd: dir, limitMs: undefined, maxOutputBytes: 0, keepStdin: true }, 5_000);
+    const chunks: [string, string, number][] = [];
+    const follow = await connection.follow(started.pid, { from: { stdout: 0, stderr: 0 }, onOutput: (stream, chunk) => chunks.push([stream, chunk.toString(), Date.now()]) }, 5_000);
+    expect(follow.process).toMatchObject({ pid: started.pid, status: 'running' });
+    await until(() => chunks.length === 1);
+    const delays: number[] = [];
+    for (const word of ['a', 'b', 'c']) {
+      const sent = Date.now();
+      const seen = chunks.length;
+      await connection.backgroundInput(started.pid, Buffer.from(`${word}\n`), 5_000);
+      await until(() => chunks.length >= seen + 2);
+      delays.push(chunks[seen]![2] - sent);
+    }
+    await connection.closeBackgroundInput(started.pid, 5_000);
+    await expect(follow.ended).resolves.toMatchObject({ status: 'exited', exitCode: 0 });
+    expect(chunks.map(([stream, text]) => [stream, text])).toEqual([
+      ['stdout', 'ready\n'],
+      ...['a', 'b', 'c'].flatMap((word) => [['stdout', `out ${word}\n`], ['stderr', `err ${word}\n`]]),
+      ['stdout', 'closed\n'],
+    ]);
+    // Pushed, not polled: each line comes within a few milliseconds of its input, on a busy machine too.
+    expect(Math.max(...delays)).toBeLessThan(150);
+    const closed = await connection.backgroundInput(started.pid, Buffer.from('late\n'), 5_000).catch((error: unknown) => error);
+    expect(closed).toBeInstanceOf(ApiError);
+    expect(closed).toMatchObject({ code: 'conflict' });
+    await expect(connection.follow(1 << 30, { onOutput: () => undefined }, 5_000)).rejects.toMatchObject({ code: 'not_found' });
+  });
+
+  it('follows from now without offsets, and stops a follow while the process runs on', async () => {
+    const connection = channels.connection('agt_a')!;
+    const started = await connection.background({ argv: ['bash', '-c', 'echo before; read line; echo "after $line"; exec sleep 30'], env: {}, cwd: dir, limitMs: undefined, maxOutputBytes: 0, keepStdin: true }, 5_000);
+    await until(async () => ((await connection.control({ op: 'output', pid: started.pid }, 5_000)) as { stdout: string }).stdout !== '');
+    const seen: string[] = [];
+    const follow = await connection.follow(started.pid, { onOutput: (_stream, chunk) => seen.push(chunk.toString()) }, 5_000);
+    await connection.backgroundInput(started.pid, Buffer.from('x\n'), 5_000);
+    await until(() => seen.length === 1);
+    expect(seen).toEqual(['after x\n']);
+    follow.stop();
+    await expect(follow.ended).resolves.toBeUndefined();
+    await expect(connection.control({ op: 'wait', pid: started.pid, timeoutMs: 0 }, 5_000)).resolves.toMatchObject({ running: true });
+    await connection.control({ op: 'signal', pid: started.pid, signal: 'KILL' }, 5_000);
+    // A process started without keepStdin has its stdin closed.
+    const plain = await connection.background({ argv: ['sleep', '30'], env: {}, cwd: dir, limitMs: undefined, maxOutputBytes: 0 }, 5_000);
+    await expect(connection.closeBackgroundInput(plain.pid, 5_000)).rejects.toMatchObject({ code: 'conflict' });
+    await connection.control({ op: 'signal', pid: plain.pid, signal: 'KILL' }, 5_000);
   });
 
   it('writes and reads a file as streams under windows, whole or not at all', async () => {
@@ -379,9 +429,9 @@ function isRunning(pid: number): boolean {
   }
 }
 
-async function until(condition: () => boolean, timeoutMs = 5_000): Promise<void> {
+async function until(condition: () => boolean | Promise<boolean>, timeoutMs = 5_000): Promise<void> {
   const deadline = Date.now() + timeoutMs;
-  while (!condition()) {
+  while (!(await condition())) {
     if (Date.now() > deadline) throw new Error('the condition did not come true in time');
     await new Promise((resolve) => setTimeout(resolve, 20));
   }

@@ -27,7 +27,13 @@
  * end as END ({} or {error, message}; a write's {info}), and WINDOW (u32) gives the sender back the
  * room the receiver consumed: neither side holds more than STREAM_WINDOW_BYTES of a stream.
  *
- * ADR 51 (protocol 4) adds FILE `watch` ({path, recursive}): a stream of a directory's changes, one
+ * ADR 50 (protocol 4) adds `keepStdin` in a background EXEC (its stdin stays open as a pipe) and
+ * CONTROL's input ({pid, data}: base64 bytes for it) and closeStdin ({pid}); and CONTROL's follow
+ * ({pid, from?: [stdout, stderr] byte offsets}): answered by a REPLY (the process's record), then
+ * the process's output as STDOUT and STDERR frames of the follow's id, in the order it came, as it
+ * comes, then END with its record once it ended. CANCEL with the follow's id ends the follow.
+ *
+ * ADR 51 (protocol 4 too) adds FILE `watch` ({path, recursive}): a stream of a directory's changes, one
  * JSON line `{name, type}` each, that ends when the host ends it (or with an error when the
  * directory itself went); and CANCEL of a stream's id ends the stream.
  */
@@ -38,7 +44,7 @@ import { connect, createServer, type Server, type Socket } from 'node:net';
 import { Duplex } from 'node:stream';
 import { dirname, join } from 'node:path';
 import { z } from 'zod';
-import { ApiError, type BackgroundProcess, type Logger } from '@berth/common';
+import { ApiError, ProcessNotFoundError, ProviderError, type BackgroundFollow, type BackgroundFollowRequest, type BackgroundOutput, type BackgroundProcess, type Logger } from '@berth/common';
 import { OutputLimit } from '../program.js';
 import { outcomeSchema, type ExecOutcome } from './launcher.js';
 
@@ -115,8 +121,12 @@ const helloSchema = z.object({ protocol: z.union([z.literal(1), z.literal(2), z.
 export const PROTOCOL_WITH_ADR_39 = 2;
 /** Protocol 3 (ADR 40) adds files and tunnels. */
 export const PROTOCOL_WITH_ADR_40 = 3;
-/** Protocol 4 (ADR 51) adds directory watches (FILE `watch`), and CANCEL of a stream. */
-export const PROTOCOL_WITH_ADR_51 = 4;
+/** Protocol 4 (ADR 50) adds follows of background processes and their stdin kept open. */
+export const PROTOCOL_WITH_ADR_50 = 4;
+/** Protocol 4 (ADR 51) also adds directory watches (FILE `watch`), and CANCEL of a stream. */
+export const PROTOCOL_WITH_ADR_51 = PROTOCOL_WITH_ADR_50;
+/** Input for a background process goes in pieces of this many bytes at most (base64 in a frame under MAX_FRAME_BYTES). */
+const INPUT_PIECE_BYTES = 512 * 1024;
 /** Bytes of a stream either side may send before the other's WINDOW. */
 export const STREAM_WINDOW_BYTES = 4 << 20;
 /** A DATA frame's payload at most. */
@@ -207,16 +217,23 @@ export type ControlRequest =
   | { op: 'list' }
   | { op: 'signal'; pid: number; signal: string }
   | { op: 'output'; pid: number }
+  /** ADR 50: answered by the record, then the output past `from` (none: from now) as it comes, then END. */
+  | { op: 'follow'; pid: number; from?: [number, number] }
+  | { op: 'input'; pid: number; data: string }
+  | { op: 'closeStdin'; pid: number }
   | { op: 'wait'; pid: number; timeoutMs: number }
   /** Out of memory (memory.ts): the sandbox's program with the most resident memory, and its kill. */
   | { op: 'largest' }
   | { op: 'kill'; pid: number };
 
-/** Raised for a CONTROL the launcher refused: `not_found` (no such process) or `bad_request`. */
+/**
+ * Raised for a CONTROL the launcher refused: `not_found` (no such process), `bad_request`, and for
+ * input `closed` (the process's stdin is not open) or `full` (it has not read what it was given).
+ */
 export class ControlError extends Error {
   override name = 'ControlError';
   constructor(
-    readonly code: 'not_found' | 'bad_request',
+    readonly code: 'not_found' | 'bad_request' | 'closed' | 'full',
     message: string,
   ) {
     super(message);
@@ -228,7 +245,34 @@ export class ChannelLostError extends Error {
   override name = 'ChannelLostError';
 }
 
-const controlErrorSchema = z.object({ error: z.enum(['not_found', 'bad_request']), message: z.string() });
+const controlErrorSchema = z.object({ error: z.enum(['not_found', 'bad_request', 'closed', 'full']), message: z.string() });
+
+/** The answer to CONTROL output: a background process's record with the last bytes of its streams. */
+const backgroundOutputSchema = backgroundProcessSchema.extend({ stdout: z.string(), stderr: z.string(), dropped: z.tuple([z.number().int(), z.number().int()]) });
+
+/** The launcher's answer to CONTROL output, as the API shows it (both providers' launchers answer it). */
+export function backgroundOutput(answer: unknown): BackgroundOutput {
+  const output = backgroundOutputSchema.parse(answer);
+  return {
+    ...backgroundProcess(output),
+    stdout: Buffer.from(output.stdout, 'base64').toString('utf8'),
+    stderr: Buffer.from(output.stderr, 'base64').toString('utf8'),
+    dropped: { stdout: output.dropped[0], stderr: output.dropped[1] },
+  };
+}
+
+/** A request to a sandbox's launcher that failed, in the provider's terms (both providers' launchers answer alike). */
+export function controlFailure(provider: string, ref: { id: string }, error: unknown, pid?: number): unknown {
+  if (error instanceof ControlError && error.code === 'not_found' && pid !== undefined) return new ProcessNotFoundError(pid);
+  if (error instanceof ControlError || error instanceof ChannelLostError) return new ProviderError(provider, error.message, { sandbox: ref.id });
+  return error;
+}
+
+/** A follow's frames (STDOUT, STDERR, END), or its loss with the connection. */
+interface Follower {
+  receive(kind: number, payload: Buffer): void;
+  lose(): void;
+}
 
 /** One launcher's connection, with the execs running on it. */
 export class Connection {
@@ -236,6 +280,7 @@ export class Connection {
   private readonly pending = new Map<number, Pending>();
   private readonly replies = new Map<number, (payload: Buffer | undefined) => void>();
   private readonly streams = new Map<number, ChannelStream>();
+  private readonly followers = new Map<number, Follower>();
   private nextId = 1;
   closed = false;
   /** The protocol the launcher said in its hello. */
@@ -263,6 +308,11 @@ export class Connection {
       return;
     }
     for (const { id, kind, payload } of frames) {
+      const follower = this.followers.get(id);
+      if (follower !== undefined && (kind === FrameKind.stdout || kind === FrameKind.stderr || kind === FrameKind.end)) {
+        follower.receive(kind, payload);
+        continue;
+      }
       if (kind === FrameKind.data || kind === FrameKind.end || kind === FrameKind.window) {
         this.streams.get(id)?.receive(kind, payload);
         continue;
@@ -375,8 +425,9 @@ export class Connection {
   }
 
   /** Starts a background process (it outlives this connection); its record once it runs. */
-  async background(request: Omit<ChannelExecRequest, 'timeoutMs' | 'onOutput' | 'signal'>, waitMs: number): Promise<BackgroundProcessRecord> {
-    const { argv, env, cwd, limitMs, stdin } = request;
+  async background(request: Omit<ChannelExecRequest, 'timeoutMs' | 'onOutput' | 'signal'> & { keepStdin?: boolean }, waitMs: number): Promise<BackgroundProcessRecord> {
+    const { argv, env, cwd, limitMs, stdin, keepStdin } = request;
+    if (keepStdin) this.requireProtocol(PROTOCOL_WITH_ADR_50, 'keepStdin');
     const payload = {
       argv,
       env,
@@ -385,6 +436,7 @@ export class Connection {
       maxOutputBytes: 0,
       background: true,
       ...(stdin !== undefined ? { stdin: stdin.toString('base64') } : {}),
+      ...(keepStdin ? { keepStdin: true } : {}),
     };
     const answer = await this.ask(FrameKind.exec, payload, waitMs);
     const record = backgroundProcessSchema.safeParse(answer);
@@ -400,9 +452,79 @@ export class Connection {
     throw new ChannelLostError(`the launcher did not start the process: ${JSON.stringify(answer).slice(0, 300)}`);
   }
 
+  /**
+   * Follows a background process (protocol 4): its output goes to `request.onOutput` as the
+   * launcher pushes it, from `request.from` on (from now without it), until it ends or `stop`.
+   */
+  async follow(pid: number, request: BackgroundFollowRequest, waitMs: number): Promise<BackgroundFollow> {
+    this.requireProtocol(PROTOCOL_WITH_ADR_50, 'following a background process');
+    const id = this.takeId();
+    let settle!: (record: BackgroundProcess | undefined) => void;
+    let fail!: (error: Error) => void;
+    const ended = new Promise<BackgroundProcess | undefined>((resolve, reject) => ((settle = resolve), (fail = reject)));
+    ended.catch(() => undefined);
+    this.followers.set(id, {
+      receive: (kind, payload) => {
+        if (kind !== FrameKind.end) return request.onOutput(kind === FrameKind.stdout ? 'stdout' : 'stderr', payload);
+        this.followers.delete(id);
+        const record = backgroundProcessSchema.safeParse(safeJson(payload));
+        if (record.success) settle(backgroundProcess(record.data));
+        else fail(new ChannelLostError(`the launcher ended a follow with ${payload.toString('utf8').slice(0, 200)}`));
+      },
+      lose: () => fail(new ChannelLostError("the sandbox's launcher went away")),
+    });
+    const stop = () => {
+      if (!this.followers.delete(id)) return;
+      if (!this.closed) this.socket.write(encodeFrame(id, FrameKind.cancel));
+      settle(undefined);
+    };
+    const from = request.from;
+    let answer: unknown;
+    try {
+      answer = await this.control({ op: 'follow', pid, ...(from ? { from: [from.stdout, from.stderr] } : {}) }, waitMs, id);
+    } catch (error) {
+      stop();
+      throw error;
+    }
+    return { process: backgroundProcess(backgroundProcessSchema.parse(answer)), ended, stop };
+  }
+
+  /** Writes `data` to the stdin of a background process started with keepStdin (protocol 4). */
+  async backgroundInput(pid: number, data: Buffer, waitMs: number): Promise<void> {
+    this.requireProtocol(PROTOCOL_WITH_ADR_50, 'stdin of a background process');
+    // One piece at least: empty input still finds out whether the process's stdin is open.
+    let offset = 0;
+    do {
+      await this.inputControl({ op: 'input', pid, data: data.subarray(offset, offset + INPUT_PIECE_BYTES).toString('base64') }, waitMs);
+      offset += INPUT_PIECE_BYTES;
+    } while (offset < data.length);
+  }
+
+  /** Closes the stdin of a background process started with keepStdin, once what was written is (protocol 4). */
+  async closeBackgroundInput(pid: number, waitMs: number): Promise<void> {
+    this.requireProtocol(PROTOCOL_WITH_ADR_50, 'stdin of a background process');
+    await this.inputControl({ op: 'closeStdin', pid }, waitMs);
+  }
+
+  private async inputControl(request: ControlRequest, waitMs: number): Promise<void> {
+    try {
+      await this.control(request, waitMs);
+    } catch (error) {
+      if (error instanceof ControlError && error.code === 'closed') throw new ApiError('conflict', error.message);
+      if (error instanceof ControlError && error.code === 'full') throw new ApiError('rate_limited', `${error.message}: try again once it read it`);
+      throw error;
+    }
+  }
+
+  private requireProtocol(protocol: number, what: string): void {
+    if (this.protocol < protocol) {
+      throw new ApiError('not_implemented', `${what}: this sandbox's launcher is from an older Berth; terminate the agent and create it again`, { field: 'launcher' });
+    }
+  }
+
   /** A CONTROL request's answer (a WAIT's comes when the process ends or its time is up). */
-  async control(request: ControlRequest, waitMs: number): Promise<unknown> {
-    const answer = await this.ask(FrameKind.control, request, waitMs);
+  async control(request: ControlRequest, waitMs: number, id?: number): Promise<unknown> {
+    const answer = await this.ask(FrameKind.control, request, waitMs, id);
     const refused = controlErrorSchema.safeParse(answer);
     if (refused.success) throw new ControlError(refused.data.error, refused.data.message);
     return answer;
@@ -480,6 +602,8 @@ export class Connection {
     this.replies.clear();
     for (const stream of this.streams.values()) stream.destroy(new ChannelLostError("the sandbox's launcher went away"));
     this.streams.clear();
+    for (const follower of this.followers.values()) follower.lose();
+    this.followers.clear();
     this.onClose(this);
   }
 }

@@ -10,7 +10,6 @@ import {
   ArchiveNotFoundError,
   EXEC_OPTIONS,
   ExecTimeoutError,
-  ProcessNotFoundError,
   ProviderError,
   UnsupportedRequestError,
   unsupportedReason,
@@ -20,8 +19,11 @@ import {
   type ArchiveTarget,
   type CheckpointTarget,
   type LocalCheckpointTarget,
+  type BackgroundFollow,
+  type BackgroundFollowRequest,
   type BackgroundOutput,
   type BackgroundProcess,
+  type BackgroundRequest,
   type ExecRequest,
   type ExecResult,
   type Logger,
@@ -48,9 +50,9 @@ import type { EgressProxy } from './egress/proxy.js';
 import { EGRESS_SOCKET, prepareEgressFolder } from './egress/sandbox.js';
 import {
   CHANNEL_SOCKET,
-  ChannelLostError,
-  ControlError,
   LauncherChannels,
+  backgroundOutput,
+  controlFailure,
   backgroundProcessSchema,
   backgroundProcess,
   type ChannelExecResult,
@@ -769,7 +771,7 @@ export class LocalProvider implements SandboxProvider {
    * Starts the program as a background process of the sandbox's launcher. Its program file stays in
    * the exec mount (bash reads a script as it runs it) until the sandbox ends.
    */
-  async startBackground(ref: SandboxRef, request: Omit<ExecRequest, 'timeoutMs'> & { timeoutMs?: number }): Promise<BackgroundProcess> {
+  async startBackground(ref: SandboxRef, request: BackgroundRequest): Promise<BackgroundProcess> {
     const connection = await this.connectionOf(ref);
     const { argv } = await this.writeProgram(ref, request);
     const record = await this.control(ref, () =>
@@ -781,6 +783,7 @@ export class LocalProvider implements SandboxProvider {
           limitMs: request.timeoutMs,
           maxOutputBytes: 0,
           ...(request.stdin !== undefined ? { stdin: request.stdin } : {}),
+          ...(request.keepStdin ? { keepStdin: true } : {}),
         },
         CONTROL_WAIT_MS,
       ),
@@ -807,16 +810,22 @@ export class LocalProvider implements SandboxProvider {
 
   async backgroundOutput(ref: SandboxRef, pid: number): Promise<BackgroundOutput> {
     const connection = await this.connectionOf(ref);
-    const answer = await this.control(ref, () => connection.control({ op: 'output', pid }, CONTROL_WAIT_MS), pid);
-    const output = backgroundProcessSchema
-      .extend({ stdout: z.string(), stderr: z.string(), dropped: z.tuple([z.number().int(), z.number().int()]) })
-      .parse(answer);
-    return {
-      ...backgroundProcess(output),
-      stdout: Buffer.from(output.stdout, 'base64').toString('utf8'),
-      stderr: Buffer.from(output.stderr, 'base64').toString('utf8'),
-      dropped: { stdout: output.dropped[0], stderr: output.dropped[1] },
-    };
+    return backgroundOutput(await this.control(ref, () => connection.control({ op: 'output', pid }, CONTROL_WAIT_MS), pid));
+  }
+
+  async followBackground(ref: SandboxRef, pid: number, request: BackgroundFollowRequest): Promise<BackgroundFollow> {
+    const connection = await this.connectionOf(ref);
+    return this.control(ref, () => connection.follow(pid, request, CONTROL_WAIT_MS), pid);
+  }
+
+  async writeBackgroundInput(ref: SandboxRef, pid: number, data: Buffer): Promise<void> {
+    const connection = await this.connectionOf(ref);
+    await this.control(ref, () => connection.backgroundInput(pid, data, CONTROL_WAIT_MS), pid);
+  }
+
+  async closeBackgroundInput(ref: SandboxRef, pid: number): Promise<void> {
+    const connection = await this.connectionOf(ref);
+    await this.control(ref, () => connection.closeBackgroundInput(pid, CONTROL_WAIT_MS), pid);
   }
 
   /** A request to the launcher about background processes, its failures in the provider's terms. */
@@ -824,11 +833,7 @@ export class LocalProvider implements SandboxProvider {
     try {
       return await ask();
     } catch (error) {
-      if (error instanceof ControlError && error.code === 'not_found' && pid !== undefined) throw new ProcessNotFoundError(pid);
-      if (error instanceof ControlError || error instanceof ChannelLostError) {
-        throw new ProviderError(this.name, error.message, { sandbox: ref.id });
-      }
-      throw error;
+      throw controlFailure(this.name, ref, error, pid);
     }
   }
 
