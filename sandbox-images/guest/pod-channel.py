@@ -26,18 +26,21 @@ CLIENTS = os.environ.get('BERTH_POD_CHANNEL', 'berth-pod-channel')
 # launcher.py's FRAME: payload length, id, kind (big-endian); its HELLO and CANCEL kinds.
 FRAME = struct.Struct('>IIB')
 HELLO, CANCEL = 1, 6
+# Largest frame a client may send (the host's MAX_FRAME_BYTES), and the launcher (the host's
+# MAX_RECEIVED_FRAME_BYTES: its answer to `output` carries two streams' last MiB in base64).
 MAX_PAYLOAD = 1 << 20
+MAX_LAUNCHER_PAYLOAD = 4 << 20
 SEND_TIMEOUT_S = 10
 # Bytes of clients' frames kept while the launcher has not connected yet (a pod that just started).
 MAX_PENDING = 16 << 20
 
 
-def read_frames(buffer):
+def read_frames(buffer, limit=MAX_PAYLOAD):
     """The whole frames at the start of `buffer` as (id, kind, payload), and the bytes left over."""
     frames = []
     while len(buffer) >= FRAME.size:
         length, frame_id, kind = FRAME.unpack_from(buffer)
-        if length > MAX_PAYLOAD + (1 << 16):
+        if length > limit + (1 << 16):
             raise ValueError(f'a frame of {length} bytes')
         if len(buffer) < FRAME.size + length:
             break
@@ -121,7 +124,7 @@ class Broker:
         if not data:
             return self.launcher_lost()
         try:
-            frames, self.from_launcher = read_frames(self.from_launcher + data)
+            frames, self.from_launcher = read_frames(self.from_launcher + data, MAX_LAUNCHER_PAYLOAD)
         except ValueError as error:
             log(f'the launcher sent {error}')
             return self.launcher_lost()

@@ -7,9 +7,9 @@ import { join } from 'node:path';
 import { Duplex } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { GUEST_DIR, guestSource } from '../guest.js';
-import { Connection, backgroundProcessSchema } from '../local/channel.js';
+import { Connection, backgroundOutput, backgroundProcessSchema } from '../local/channel.js';
 import { launcherWatch } from '../local/files.js';
-import { ProviderError, createLogger } from '@berth/common';
+import { BACKGROUND_OUTPUT_BYTES, ProviderError, createLogger } from '@berth/common';
 import type { SandboxRef } from '@berth/crds';
 import { desiredPod, type PodSettings } from './pod.js';
 import { guestConfigMap, launcherCommand } from './launcher.js';
@@ -86,6 +86,17 @@ describe('the launcher behind pod-channel.py', () => {
     const ended = backgroundProcessSchema.parse(await b.connection.control({ op: 'wait', pid: background.pid, timeoutMs: 5_000 }, 10_000));
     expect(ended).toMatchObject({ running: false, outcome: { outcome: 'signaled', signal: 9 } });
     b.connection.close();
+  });
+
+  it("passes the answer with a background process's full kept output, larger than a client's frame", async () => {
+    const a = await connect();
+    const code = 'for i in $(seq 24); do head -c 65536 /dev/zero | tr "\\0" x; head -c 65536 /dev/zero | tr "\\0" y >&2; done';
+    const started = await a.connection.background({ ...program(code), env: {}, cwd: dir, limitMs: undefined, maxOutputBytes: 0 }, 5_000);
+    await expect(a.connection.control({ op: 'wait', pid: started.pid, timeoutMs: 10_000 }, 15_000)).resolves.toMatchObject({ running: false });
+    const output = backgroundOutput(await a.connection.control({ op: 'output', pid: started.pid }, 10_000));
+    expect([output.stdout, output.stderr]).toEqual(['x'.repeat(BACKGROUND_OUTPUT_BYTES), 'y'.repeat(BACKGROUND_OUTPUT_BYTES)]);
+    expect((await a.connection.control({ op: 'list' }, 5_000)) as object).toHaveProperty('processes');
+    a.connection.close();
   });
 
   it("watches a directory for a client, and ends the launcher's watch when the client goes away", async () => {

@@ -8,16 +8,17 @@ import { pipeline } from 'node:stream/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ApiError, ProviderError, SandboxFileError, silentLogger, type FileChange } from '@berth/common';
+import { ApiError, BACKGROUND_OUTPUT_BYTES, ProviderError, SandboxFileError, silentLogger, type FileChange } from '@berth/common';
 import { GUEST_DIR } from '../guest.js';
 import {
+  backgroundOutput,
   encodeFrame,
   FRAME_HEADER_BYTES,
   FrameError,
   FrameKind,
   FrameReader,
   LauncherChannels,
-  MAX_FRAME_BYTES,
+  MAX_RECEIVED_FRAME_BYTES,
   parseChannelOutcome,
   PROTOCOL_WITH_ADR_50,
   StreamRefusedError,
@@ -54,7 +55,7 @@ describe('frames', () => {
 
   it('larger than the limit are refused before they are buffered', () => {
     const header = Buffer.alloc(FRAME_HEADER_BYTES);
-    header.writeUInt32BE(MAX_FRAME_BYTES + 1, 0);
+    header.writeUInt32BE(MAX_RECEIVED_FRAME_BYTES + 1, 0);
     expect(() => new FrameReader().push(header)).toThrow(FrameError);
   });
 
@@ -202,6 +203,19 @@ describe('the channel with a launcher on this host', () => {
     await expect(connection.control({ op: 'wait', pid: started.pid, timeoutMs: 5_000 }, 10_000)).resolves.toMatchObject({ running: false, outcome: { outcome: 'signaled', signal: 9 } });
     const output = (await connection.control({ op: 'output', pid: started.pid }, 5_000)) as { stdout: string; stderr: string };
     expect([Buffer.from(output.stdout, 'base64').toString(), Buffer.from(output.stderr, 'base64').toString()]).toEqual(['kept\n', 'done\n']);
+  });
+
+  it("reads back a background process's full kept output, both streams past BACKGROUND_OUTPUT_BYTES, in one answer", async () => {
+    const connection = channels.connection('agt_a')!;
+    // 1.5 MiB on each stream: the launcher keeps the last 1 MiB of each, which in base64 is more than a chunk's frame.
+    const program = 'import sys\nfor stream in (sys.stdout, sys.stderr):\n    for i in range(24):\n        stream.write(str(i % 10) * 65536)\n    stream.flush()';
+    const started = await connection.background({ argv: ['python3', '-c', program], env: {}, cwd: dir, limitMs: undefined, maxOutputBytes: 0 }, 5_000);
+    await expect(connection.control({ op: 'wait', pid: started.pid, timeoutMs: 10_000 }, 15_000)).resolves.toMatchObject({ running: false, outcome: { outcome: 'exited', exitCode: 0 } });
+    const output = backgroundOutput(await connection.control({ op: 'output', pid: started.pid }, 10_000));
+    expect([output.stdout.length, output.stderr.length]).toEqual([BACKGROUND_OUTPUT_BYTES, BACKGROUND_OUTPUT_BYTES]);
+    expect(output.dropped).toEqual({ stdout: 24 * 65536 - BACKGROUND_OUTPUT_BYTES, stderr: 24 * 65536 - BACKGROUND_OUTPUT_BYTES });
+    expect(output.stdout.endsWith('3'.repeat(65536))).toBe(true);
+    expect(channels.connected('agt_a')).toBe(true);
   });
 
   it("pushes a background process's output to a follow as it comes, in its streams' order, and feeds its stdin until closed", async () => {
@@ -372,7 +386,7 @@ describe('the channel with a launcher on this host', () => {
     socket.write(encodeFrame(0, FrameKind.hello, Buffer.from('{"protocol": 1, "pid": 1}')));
     expect(await channels.awaitLauncher('agt_rude', 5_000)).toBe(true);
     const header = Buffer.alloc(FRAME_HEADER_BYTES);
-    header.writeUInt32BE(MAX_FRAME_BYTES + 1, 0);
+    header.writeUInt32BE(MAX_RECEIVED_FRAME_BYTES + 1, 0);
     socket.write(header);
     await new Promise((resolve) => socket.once('close', resolve));
     expect(channels.connected('agt_rude')).toBe(false);

@@ -54,8 +54,14 @@ export const CHANNEL_MOUNT = '/run/berth/channel';
 export const CHANNEL_SOCKET = 'launcher.sock';
 
 export const FRAME_HEADER_BYTES = 9;
-/** Largest frame either side accepts: an exec's argv and environment, or a chunk of output. */
+/** Largest frame the host sends, and the launcher accepts: an exec's argv and environment, a piece of input. */
 export const MAX_FRAME_BYTES = 1 << 20;
+/**
+ * Largest frame the host accepts from a launcher. Chunks of output are smaller, but the REPLY to
+ * `output` carries both streams' last BACKGROUND_OUTPUT_BYTES in base64 (about 2.7 MiB for two
+ * full ones), which a 1 MiB limit refused by closing the connection.
+ */
+export const MAX_RECEIVED_FRAME_BYTES = 4 << 20;
 
 export const FrameKind = {
   hello: 1,
@@ -98,14 +104,14 @@ export class FrameError extends Error {
 export class FrameReader {
   private buffered: Buffer = Buffer.alloc(0);
 
-  /** The frames completed by `chunk`; throws FrameError on a frame larger than MAX_FRAME_BYTES. */
+  /** The frames completed by `chunk`; throws FrameError on a frame larger than MAX_RECEIVED_FRAME_BYTES. */
   push(chunk: Buffer): Frame[] {
     this.buffered = this.buffered.length === 0 ? chunk : Buffer.concat([this.buffered, chunk]);
     const frames: Frame[] = [];
     let offset = 0;
     while (this.buffered.length - offset >= FRAME_HEADER_BYTES) {
       const length = this.buffered.readUInt32BE(offset);
-      if (length > MAX_FRAME_BYTES) throw new FrameError(`a frame of ${length} bytes`);
+      if (length > MAX_RECEIVED_FRAME_BYTES) throw new FrameError(`a frame of ${length} bytes`);
       const end = offset + FRAME_HEADER_BYTES + length;
       if (this.buffered.length < end) break;
       frames.push({ id: this.buffered.readUInt32BE(offset + 4), kind: this.buffered.readUInt8(offset + 8), payload: this.buffered.subarray(offset + FRAME_HEADER_BYTES, end) });
