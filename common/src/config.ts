@@ -277,6 +277,12 @@ export const SETTINGS = {
     description: 'port on which `berth operator` serves the egress gateway to sandbox pods (ADR 52); unset: it serves none',
     schema: z.coerce.number().int().min(1).max(65535).optional(),
   },
+  egressGatewayHost: {
+    env: 'BERTH_EGRESS_GATEWAY_HOST',
+    description: 'address the egress gateway listens on; default BERTH_HOST',
+    defaultText: 'BERTH_HOST',
+    schema: z.string().min(1).optional(),
+  },
   sandboxCpus: {
     env: 'BERTH_SANDBOX_CPUS',
     description: 'CPU limit of each local sandbox, in cores',

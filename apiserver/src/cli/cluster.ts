@@ -114,13 +114,13 @@ export async function operatorCommand(config: BerthConfig, log: Logger, out: (li
       kubeConfig,
       namespace: config.sandboxNamespace ?? config.namespace,
       port: config.egressGatewayPort,
-      host: config.host,
+      host: config.egressGatewayHost ?? config.host,
       log: log.child({ component: 'egress-gateway' }),
       proxy: egressProxyOptions(config, log, createEgressMetrics(metrics)),
       policyOf: egressPolicySource(store, agentSecrets(database.pool, secretBox)),
     });
     const gatewayPort = await gateway.start();
-    out(`berth operator ${identity}: egress gateway on ${config.host}:${gatewayPort}`);
+    out(`berth operator ${identity}: egress gateway on ${config.egressGatewayHost ?? config.host}:${gatewayPort}`);
   }
 
   // Leadership may arrive while the process is already stopping (the old leader stopped at the
