@@ -728,7 +728,13 @@ export class KubernetesProvider implements SandboxProvider {
     } catch (error) {
       if (!isApiError(error, 409)) throw new ProviderError(this.name, `creating secret ${body.metadata!.name}: ${(error as Error).message}`);
     }
-    return { proxyUrl: `http://${await gatewayAddress(gateway)}`, caSecret: body.metadata!.name! };
+    let address: string;
+    try {
+      address = await gatewayAddress(gateway);
+    } catch (error) {
+      throw new ProviderError(this.name, `resolving the egress gateway ${gateway}: ${(error as Error).message}`);
+    }
+    return { proxyUrl: `http://${address}`, caSecret: body.metadata!.name! };
   }
 
   /** The Agent as owner of a sandbox's objects; owner references cannot cross namespaces. */

@@ -35,6 +35,7 @@ describe('the egress gateway listener', () => {
       host: '127.0.0.1',
       identify: async (address): Promise<GatewaySandbox | undefined> => {
         asked.push(address);
+        if (address === '127.0.0.3') throw new Error('the database is away');
         return address === '127.0.0.1' ? { agentId: 'agt_a', egress: policyOfA, ca: sandboxCa } : undefined;
       },
     });
@@ -83,6 +84,12 @@ describe('the egress gateway listener', () => {
   it('refuses a source address that is no sandbox', async () => {
     policyOfA = { hosts: ['localhost'], cidrs: ['127.0.0.1/32'], credentials: [] };
     expect(await connectFrom('127.0.0.2', `localhost:${upstreamPort}`)).toBe('403 berth egress: 127.0.0.2 is not a sandbox with an egress policy; nothing may be reached');
+  });
+
+  it('refuses, and keeps serving, when the policy cannot be read', async () => {
+    expect(await connectFrom('127.0.0.3', `localhost:${upstreamPort}`)).toBe("502 berth egress: the sandbox's policy could not be read (the database is away)");
+    policyOfA = { hosts: ['localhost'], cidrs: ['127.0.0.1/32'], credentials: [] };
+    expect(typeof (await connectFrom('127.0.0.1', `localhost:${upstreamPort}`))).not.toBe('string');
   });
 
   it("adds a bound credential over TLS terminated with the sandbox's CA", async () => {

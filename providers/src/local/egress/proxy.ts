@@ -339,7 +339,13 @@ export class EgressProxy {
 
 /** The sandbox a connection comes from, or a Refusal: a source no sandbox has may reach nothing. */
 async function identifyOrRefuse(identify: Identify, socket: Socket): Promise<string> {
-  const agentId = await identify(socket);
+  let agentId: string | undefined;
+  try {
+    agentId = await identify(socket);
+  } catch (error) {
+    // The policy or the CA could not be read (the API server, the database): nothing goes out meanwhile.
+    throw new Refusal(502, `berth egress: the sandbox's policy could not be read (${(error as Error).message})`);
+  }
   if (agentId === undefined) throw new Refusal(403, `berth egress: ${socket.remoteAddress ?? 'this source'} is not a sandbox with an egress policy; nothing may be reached`);
   return agentId;
 }
