@@ -1,9 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { execFile } from 'node:child_process';
-import { once } from 'node:events';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { createServer, type Server } from 'node:https';
-import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
@@ -22,11 +19,37 @@ import { freePort } from '../node/node-agent-settings.js';
  * node IP, where the chart runs it in the operator pods behind a Service). The NetworkPolicies are
  * the chart's (egressGateway.enabled), enforced by kube-network-policies, plus one of the test's
  * that stands in for the chart's rule to the operator pods: it lets the gateway-bound pods reach
- * the gateway's host port. The outside is two HTTPS servers on the node IP, named by a DNS server
- * of the test's that the gateway is told to use, with certificates of a CA the gateway is told to
- * trust (BERTH_EGRESS_CA_FILE) and the sandbox is not.
+ * the gateway's host port. The outside is a plain pod (no sandbox label, under gVisor too) serving
+ * HTTPS as two names on two ports, which a DNS server of the test's gives the gateway, with
+ * certificates of a CA the gateway is told to trust (BERTH_EGRESS_CA_FILE) and the sandbox is not.
+ * It is a pod, not a host process, so that the sandbox's direct connection to it crosses the
+ * bridge, where the NetworkPolicy holds.
  */
 const unavailable = inject('realNodeUnavailable');
+const IMAGE = 'berth/sandbox-python:0.1.0';
+const PORTS = { 'allowed.egress.test': 8443, 'other.egress.test': 8444 } as const;
+// The outside: each name on its port with its certificate; it checks the credential itself and never echoes it.
+const UPSTREAM = [
+  'import http.server, os, ssl, threading',
+  'class Answer(http.server.BaseHTTPRequestHandler):',
+  '    def do_GET(self):',
+  "        authorized = self.headers.get('Authorization') == 'Bearer ' + os.environ['TOKEN']",
+  "        body = ('%s %s' % (self.server.name, 'authorized' if authorized else 'anonymous')).encode()",
+  '        self.send_response(200)',
+  "        self.send_header('Content-Length', str(len(body)))",
+  '        self.end_headers()',
+  '        self.wfile.write(body)',
+  'def serve(name, port, variable):',
+  "    path = '/tmp/%d.pem' % port",
+  "    open(path, 'w').write(os.environ[variable])",
+  "    server = http.server.ThreadingHTTPServer(('0.0.0.0', port), Answer)",
+  '    server.name = name',
+  '    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)',
+  '    context.load_cert_chain(path)',
+  '    server.socket = context.wrap_socket(server.socket, server_side=True)',
+  '    threading.Thread(target=server.serve_forever).start()',
+  ...Object.entries(PORTS).map(([name, port]) => `serve('${name}', ${port}, 'PEM_${port}')`),
+].join('\n');
 const CHART = join(import.meta.dirname, '..', '..', 'charts', 'berth');
 const TOKEN = `tok_${randomBytes(20).toString('hex')}`;
 const podName = (agentId: string) => agentId.replace('_', '-');
@@ -45,26 +68,17 @@ function helmTemplate(args: string[]): Promise<string> {
 
 describe.skipIf(unavailable !== '')('egress policies on a real node (the egress gateway)', () => {
   const upstreamCa = createCertificateAuthority('egress gateway test upstream CA');
-  const servers: Record<string, { server: Server; port: number }> = {};
+  const records: Record<string, string> = {};
   const dir = mkdtempSync(join(tmpdir(), 'berth-egress-gateway-'));
   let dns: { address: string; close(): void };
   let enforcer: NetworkPolicyEnforcer;
   let berth: BerthInCluster;
   let gatewayPort: number;
   let sessionId: string;
+  let upstreamIp: string;
 
   beforeAll(async () => {
-    for (const name of ['allowed.egress.test', 'other.egress.test']) {
-      const issued = issueServerCertificate(upstreamCa, name, newServerKey());
-      const server = createServer({ cert: issued.certificatePem, key: issued.keyPem }, (req, res) => {
-        // The server checks the credential itself and never echoes it.
-        res.end(`${name} ${req.headers.authorization === `Bearer ${TOKEN}` ? 'authorized' : 'anonymous'}`);
-      });
-      server.listen(0, NODE_IP);
-      await once(server, 'listening');
-      servers[name] = { server, port: (server.address() as AddressInfo).port };
-    }
-    dns = await startDnsServer({ 'allowed.egress.test': NODE_IP, 'other.egress.test': NODE_IP });
+    dns = await startDnsServer(records);
     const caFile = join(dir, 'upstream-ca.pem');
     writeFileSync(caFile, upstreamCa.certificatePem);
     gatewayPort = await freePort(NODE_IP);
@@ -79,6 +93,34 @@ describe.skipIf(unavailable !== '')('egress policies on a real node (the egress 
         BERTH_EGRESS_CA_FILE: caFile,
       },
     });
+    const pems = Object.entries(PORTS).map(([name, port]) => {
+      const issued = issueServerCertificate(upstreamCa, name, newServerKey());
+      return { name: `PEM_${port}`, value: issued.certificatePem + issued.keyPem };
+    });
+    const upstream = JSON.stringify({
+      apiVersion: 'v1',
+      kind: 'Pod',
+      metadata: { name: 'upstream', labels: { app: 'upstream' } },
+      spec: {
+        runtimeClassName: 'gvisor',
+        containers: [
+          {
+            name: 'main',
+            image: IMAGE,
+            imagePullPolicy: 'Never',
+            command: ['python3', '-c', UPSTREAM],
+            env: [{ name: 'TOKEN', value: TOKEN }, ...pems],
+            readinessProbe: { tcpSocket: { port: PORTS['other.egress.test'] }, periodSeconds: 1 },
+          },
+        ],
+      },
+    });
+    const applied = await kubectl(['apply', '-n', berth.namespace, '-f', '-'], upstream);
+    expect(applied.code, applied.stderr).toBe(0);
+    const ready = await kubectl(['wait', '-n', berth.namespace, '--for=condition=Ready', '--timeout=120s', 'pod/upstream']);
+    expect(ready.code, ready.stderr).toBe(0);
+    upstreamIp = (await kubectlJson(['get', 'pod', 'upstream', '-n', berth.namespace])).status.podIP;
+    for (const name of Object.keys(PORTS)) records[name] = upstreamIp;
     sessionId = (await berth.live.post('/v1/sessions', { userId: 'egress-user' })).body.id;
     const secret = await berth.live.post('/v1/secrets', { API_TOKEN: TOKEN });
     expect(secret.status, JSON.stringify(secret.body)).toBeLessThan(300);
@@ -87,16 +129,16 @@ describe.skipIf(unavailable !== '')('egress policies on a real node (the egress 
     await berth?.stop();
     await enforcer?.stop();
     dns?.close();
-    for (const { server } of Object.values(servers)) server.close();
     rmSync(dir, { recursive: true, force: true });
   });
 
   it('lets the pod reach what its policy allows through the gateway alone, with the credential added outside it, and follows a PATCH', async () => {
-    const allowed = `https://allowed.egress.test:${servers['allowed.egress.test']!.port}/`;
-    const other = `https://other.egress.test:${servers['other.egress.test']!.port}/`;
+    const allowed = `https://allowed.egress.test:${PORTS['allowed.egress.test']}/`;
+    const other = `https://other.egress.test:${PORTS['other.egress.test']}/`;
     const created = await berth.live.post(`/v1/sessions/${sessionId}/agents`, {
       timeout: '30m',
-      egress: { hosts: ['allowed.egress.test'], cidrs: [`${NODE_IP}/32`], credentials: [{ host: 'allowed.egress.test', secret: 'API_TOKEN' }] },
+      // The names resolve to the upstream pod's private address, which must be in cidrs as well.
+      egress: { hosts: ['allowed.egress.test'], cidrs: [`${upstreamIp}/32`], credentials: [{ host: 'allowed.egress.test', secret: 'API_TOKEN' }] },
     });
     expect(created.status, JSON.stringify(created.body)).toBe(201);
     const agentId = created.body.id as string;
@@ -108,8 +150,8 @@ describe.skipIf(unavailable !== '')('egress policies on a real node (the egress 
     expect(pod.spec.volumes.find((volume: { name: string }) => volume.name === 'egress-ca').secret.items.map((item: { key: string }) => item.key)).toEqual(['ca.pem', 'ca-bundle.pem']);
     expect(JSON.stringify(pod)).not.toContain(TOKEN);
 
-    // No policy applies yet: the pod reaches the host straight, so what follows is the policies' doing.
-    const direct = () => kubectl(['exec', '-n', berth.namespace, podName(agentId), '--', 'python3', '-c', DIRECT, NODE_IP, String(servers['allowed.egress.test']!.port)]);
+    // No policy applies yet: the pod reaches the upstream pod straight, so what follows is the policies' doing.
+    const direct = () => kubectl(['exec', '-n', berth.namespace, podName(agentId), '--', 'python3', '-c', DIRECT, upstreamIp, String(PORTS['allowed.egress.test'])]);
     expect((await direct()).stdout.trim()).toBe('connected');
 
     // The chart's policies with the gateway, and the test's rule to the gateway on the host.
@@ -134,7 +176,7 @@ describe.skipIf(unavailable !== '')('egress policies on a real node (the egress 
     });
     expect((await kubectl(['apply', '-n', berth.namespace, '-f', '-'], toHostGateway)).stderr).toBe('');
 
-    // A connection that bypasses the proxy is refused, to the very host the gateway reaches for it.
+    // A connection that bypasses the proxy is refused, to the very server the gateway reaches for it.
     await eventually(async () => ((await direct()).code !== 0 ? true : undefined), { what: 'the direct connection refused', timeoutMs: 60_000, intervalMs: 500 });
     expect((await direct()).stderr).toMatch(/timed out/);
 
@@ -154,7 +196,7 @@ describe.skipIf(unavailable !== '')('egress policies on a real node (the egress 
     expect(look.body.stdout).not.toContain(TOKEN);
 
     // A new policy while the pod runs: the gateway follows it without a restart.
-    const patched = await berth.live.patch(`/v1/agents/${agentId}`, { egress: { hosts: ['other.egress.test'], cidrs: [`${NODE_IP}/32`] } });
+    const patched = await berth.live.patch(`/v1/agents/${agentId}`, { egress: { hosts: ['other.egress.test'], cidrs: [`${upstreamIp}/32`] } });
     expect(patched.status, JSON.stringify(patched.body)).toBe(200);
     await eventually(async () => ((await fetchInSandbox(berth.live, agentId, other)).startsWith('200 ') ? true : undefined), {
       what: 'the patched policy at the gateway',
