@@ -19,7 +19,10 @@ import { freePort } from '../node/node-agent-settings.js';
  * node IP, where the chart runs it in the operator pods behind a Service). The NetworkPolicies are
  * the chart's (egressGateway.enabled), enforced by kube-network-policies, plus one of the test's
  * that stands in for the chart's rule to the operator pods: it lets the gateway-bound pods reach
- * the gateway's host port. The outside is a plain pod (no sandbox label, under gVisor too) serving
+ * the gateway's host port (connections to the host's own address may not pass the enforcer's
+ * forward and postrouting chains at all; the rule keeps the test from depending on that). The
+ * chart's rule to the operator pods and its Service are not exercised here: this node has no
+ * kube-proxy and no cluster DNS. The outside is a plain pod (no sandbox label, under gVisor too) serving
  * HTTPS as two names on two ports, which a DNS server of the test's gives the gateway, with
  * certificates of a CA the gateway is told to trust (BERTH_EGRESS_CA_FILE) and the sandbox is not.
  * It is a pod, not a host process, so that the sandbox's direct connection to it crosses the
@@ -195,15 +198,19 @@ describe.skipIf(unavailable !== '')('egress policies on a real node (the egress 
     expect(look.body.stdout).toContain('scanned');
     expect(look.body.stdout).not.toContain(TOKEN);
 
-    // A new policy while the pod runs: the gateway follows it without a restart.
+    // A new policy while the pod runs: the gateway follows it without a restart. The new host has
+    // no credential, so its tunnel is passed through, TLS end to end: the sandbox checks the
+    // upstream's own certificate, with the upstream CA given to it in the workspace.
+    const upstreamCaFile = '/workspace/upstream-ca.pem';
+    await berth.live.post(`/v1/agents/${agentId}/exec`, { language: 'bash', code: `cat > ${upstreamCaFile} <<'EOF'\n${upstreamCa.certificatePem}EOF` });
     const patched = await berth.live.patch(`/v1/agents/${agentId}`, { egress: { hosts: ['other.egress.test'], cidrs: [`${upstreamIp}/32`] } });
     expect(patched.status, JSON.stringify(patched.body)).toBe(200);
-    await eventually(async () => ((await fetchInSandbox(berth.live, agentId, other)).startsWith('200 ') ? true : undefined), {
+    await eventually(async () => ((await fetchInSandbox(berth.live, agentId, other, upstreamCaFile)).startsWith('200 ') ? true : undefined), {
       what: 'the patched policy at the gateway',
       timeoutMs: 30_000,
       intervalMs: 500,
     });
-    expect(await fetchInSandbox(berth.live, agentId, other)).toBe('200 other.egress.test anonymous');
+    expect(await fetchInSandbox(berth.live, agentId, other, upstreamCaFile)).toBe('200 other.egress.test anonymous');
     expect(await fetchInSandbox(berth.live, agentId, allowed)).toMatch(/^error .*403 berth egress: allowed\.egress\.test is not in the agent's egress hosts/);
     const restarted = await kubectlJson(['get', 'pod', podName(agentId), '-n', berth.namespace]);
     expect(restarted.metadata.uid).toBe(pod.metadata.uid);
