@@ -22,6 +22,7 @@ describe('the egress gateway listener', () => {
   let gatewayPort: number;
   let policyOfA: SandboxEgress;
   const asked: string[] = [];
+  const counted = { unknownSources: 0, injected: 0, denied: 0 };
 
   beforeAll(async () => {
     const issued = issueServerCertificate(upstreamCa, 'localhost', newServerKey());
@@ -29,7 +30,15 @@ describe('the egress gateway listener', () => {
     upstream.listen(0, '127.0.0.1');
     await once(upstream, 'listening');
     upstreamPort = (upstream.address() as AddressInfo).port;
-    proxy = new EgressProxy({ log: silentLogger, trustedCas: [...rootCertificates, upstreamCa.certificatePem] });
+    proxy = new EgressProxy({
+      log: silentLogger,
+      trustedCas: [...rootCertificates, upstreamCa.certificatePem],
+      metrics: {
+        requests: { inc: ({ decision }) => void (decision === 'denied' && counted.denied++) },
+        injected: { inc: () => void counted.injected++ },
+        unknownSources: { inc: () => void counted.unknownSources++ },
+      },
+    });
     gatewayPort = await proxy.listenGateway({
       port: 0,
       host: '127.0.0.1',
@@ -83,7 +92,10 @@ describe('the egress gateway listener', () => {
 
   it('refuses a source address that is no sandbox', async () => {
     policyOfA = { hosts: ['localhost'], cidrs: ['127.0.0.1/32'], credentials: [] };
+    const before = { ...counted };
     expect(await connectFrom('127.0.0.2', `localhost:${upstreamPort}`)).toBe('403 berth egress: 127.0.0.2 is not a sandbox with an egress policy; nothing may be reached');
+    expect(counted.unknownSources - before.unknownSources).toBe(1);
+    expect(counted.denied - before.denied).toBe(1);
   });
 
   it('refuses, and keeps serving, when the policy cannot be read', async () => {
@@ -97,5 +109,6 @@ describe('the egress gateway listener', () => {
     const tunnel = await connectFrom('127.0.0.1', `localhost:${upstreamPort}`);
     // The sandbox trusts its own CA, which signed the certificate the gateway answers with.
     expect(await get(tunnel as Socket, sandboxCa.certificatePem)).toBe('authorization: Bearer the-secret');
+    expect(counted.injected).toBe(1);
   });
 });

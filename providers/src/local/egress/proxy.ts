@@ -219,6 +219,22 @@ export class EgressProxy {
     return (this.policies.get(agentId)?.credentials ?? []).filter((credential) => egressHostMatches(credential.host, host));
   }
 
+  /** The sandbox a connection comes from, or a Refusal: a source no sandbox has may reach nothing. */
+  private async identified(identify: Identify, socket: Socket): Promise<string> {
+    let agentId: string | undefined;
+    try {
+      agentId = await identify(socket);
+    } catch (error) {
+      // The policy or the CA could not be read (the API server, the database): nothing goes out meanwhile.
+      throw new Refusal(502, `berth egress: the sandbox's policy could not be read (${(error as Error).message})`);
+    }
+    if (agentId === undefined) {
+      this.options.metrics?.unknownSources.inc();
+      throw new Refusal(403, `berth egress: ${socket.remoteAddress ?? 'this source'} is not a sandbox with an egress policy; nothing may be reached`);
+    }
+    return agentId;
+  }
+
   private count(decision: 'allowed' | 'denied', kind: 'connect' | 'http'): void {
     this.options.metrics?.requests.inc({ decision, kind });
   }
@@ -229,7 +245,7 @@ export class EgressProxy {
     let agentId: string | undefined;
     let destination: Destination;
     try {
-      agentId = await identifyOrRefuse(identify, socket);
+      agentId = await this.identified(identify, socket);
       if (!target) throw new Refusal(400, `berth egress: CONNECT needs host:port, not "${req.url ?? ''}"`);
       destination = await this.decide(agentId, target.host, target.port);
     } catch (error) {
@@ -275,7 +291,7 @@ export class EgressProxy {
     let agentId: string;
     let destination: Destination;
     try {
-      agentId = await identifyOrRefuse(origin.identify, origin.raw);
+      agentId = await this.identified(origin.identify, origin.raw);
       destination = await this.decide(agentId, origin.host, origin.port);
     } catch (error) {
       if (!(error instanceof Refusal)) throw error;
@@ -304,7 +320,7 @@ export class EgressProxy {
     let url: URL;
     let destination: Destination;
     try {
-      const agentId = await identifyOrRefuse(identify, req.socket);
+      const agentId = await this.identified(identify, req.socket);
       url = parseAbsoluteHttpUrl(req.url ?? '');
       destination = await this.decide(agentId, hostOf(url), Number(url.port || 80));
     } catch (error) {
@@ -335,19 +351,6 @@ export class EgressProxy {
     });
     req.pipe(upstream);
   }
-}
-
-/** The sandbox a connection comes from, or a Refusal: a source no sandbox has may reach nothing. */
-async function identifyOrRefuse(identify: Identify, socket: Socket): Promise<string> {
-  let agentId: string | undefined;
-  try {
-    agentId = await identify(socket);
-  } catch (error) {
-    // The policy or the CA could not be read (the API server, the database): nothing goes out meanwhile.
-    throw new Refusal(502, `berth egress: the sandbox's policy could not be read (${(error as Error).message})`);
-  }
-  if (agentId === undefined) throw new Refusal(403, `berth egress: ${socket.remoteAddress ?? 'this source'} is not a sandbox with an egress policy; nothing may be reached`);
-  return agentId;
 }
 
 /** The TLS context for `host` with a certificate of the sandbox's CA, made once per host. */
