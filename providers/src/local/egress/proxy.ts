@@ -155,6 +155,8 @@ export class EgressProxy {
     this.authorities.set(agentId, kept && kept.ca.certificatePem === ca.certificatePem ? kept : { ca, key: newServerKey(), contexts: new Map() });
     for (const oldest of this.authorities.keys()) {
       if (this.authorities.size <= GATEWAY_AUTHORITIES) break;
+      // A sandbox's own listener keeps its authority until it closes.
+      if (this.listeners.has(oldest)) continue;
       this.authorities.delete(oldest);
       this.policies.delete(oldest);
     }
