@@ -263,6 +263,26 @@ export const SETTINGS = {
       'PEM file of certificate authorities the egress proxy trusts, besides the system ones, when it connects on to a host whose requests it adds a credential to (an internal CA)',
     schema: z.string().min(1).optional(),
   },
+  egressGateway: {
+    env: 'BERTH_EGRESS_GATEWAY',
+    description:
+      'host:port of the egress gateway (the operator\'s, ADR 52) that sandbox pods of agents with an egress policy use as their proxy; set, the kubernetes provider enforces egress policies (the chart sets it with egressGateway.enabled)',
+    schema: z
+      .string()
+      .regex(/^(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9.-]+):\d{1,5}$/, 'must be host:port')
+      .optional(),
+  },
+  egressGatewayPort: {
+    env: 'BERTH_EGRESS_GATEWAY_PORT',
+    description: 'port on which `berth operator` serves the egress gateway to sandbox pods (ADR 52); unset: it serves none',
+    schema: z.coerce.number().int().min(1).max(65535).optional(),
+  },
+  egressGatewayHost: {
+    env: 'BERTH_EGRESS_GATEWAY_HOST',
+    description: 'address the egress gateway listens on; default BERTH_HOST',
+    defaultText: 'BERTH_HOST',
+    schema: z.string().min(1).optional(),
+  },
   sandboxCpus: {
     env: 'BERTH_SANDBOX_CPUS',
     description: 'CPU limit of each local sandbox, in cores',

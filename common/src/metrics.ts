@@ -43,6 +43,8 @@ export interface EgressMetrics {
   requests: { inc(labels: { decision: 'allowed' | 'denied'; kind: 'connect' | 'http' }): void };
   /** A request to which the proxy added a bound credential. */
   injected: { inc(): void };
+  /** A connection to the egress gateway from an address that is no gateway-bound sandbox pod (ADR 52). */
+  unknownSources: { inc(): void };
 }
 
 export function createEgressMetrics(registry: Registry): EgressMetrics {
@@ -56,6 +58,11 @@ export function createEgressMetrics(registry: Registry): EgressMetrics {
     injected: new Counter({
       name: 'berth_egress_credentials_injected_total',
       help: 'Requests to which the egress proxy added a credential bound to their host',
+      registers: [registry],
+    }),
+    unknownSources: new Counter({
+      name: 'berth_egress_unknown_sources_total',
+      help: 'Requests to the egress gateway from an address that is no sandbox pod bound to it (all of them: something masquerades pod addresses)',
       registers: [registry],
     }),
   };

@@ -1,6 +1,7 @@
 export * from './operator.js';
 export * from './agents/create.js';
 export * from './agents/run.js';
+export * from './agents/egress.js';
 export * from './controllers/agent.js';
 export * from './controllers/snapshot.js';
 export * from './controllers/schedule.js';

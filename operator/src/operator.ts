@@ -1,4 +1,4 @@
-import { NotificationListener, cancelJobsOf, createLimitGuard, parseJobEnded, idToObjectName, resolveSecrets, type Clock, type ComputePrices, type Kind, type Logger, type Pool, type ResourceStore, type SecretBox, type SnapshotStorage } from '@berth/common';
+import { NotificationListener, cancelJobsOf, createLimitGuard, parseJobEnded, idToObjectName, type Clock, type ComputePrices, type Kind, type Logger, type Pool, type ResourceStore, type SecretBox, type SnapshotStorage } from '@berth/common';
 import { BillingLoop } from './billing/loop.js';
 import type { Registry } from 'prom-client';
 import { createAgentMetrics, createAgentReconciler } from './controllers/agent.js';
@@ -9,6 +9,7 @@ import { createWarmPoolMetrics, createWarmPoolReconciler } from './controllers/w
 import type { ProviderRegistry } from '@berth/providers';
 import { Controller, createControllerMetrics, type Reconciler } from './runtime/controller.js';
 import { createAgentFactory } from './agents/create.js';
+import { agentSecrets } from './agents/egress.js';
 import { createRunStarter } from './agents/run.js';
 import { JobExecutor } from './jobs/executor.js';
 import { WorkflowDriver } from './workflows/driver.js';
@@ -88,12 +89,7 @@ export function createOperator(deps: OperatorDeps): Operator {
       onSnapshotChange: (snapshotName) => snapshots.enqueue(snapshotName),
       currency: deps.billing.currency,
       warmPools: { metrics: warmPoolMetrics, onPoolChange: (poolName) => warmPools.enqueue(poolName) },
-      ...(deps.secretBox
-        ? {
-            secrets: (agent, names = agent.spec.secrets ?? []) =>
-              resolveSecrets(deps.db, deps.secretBox!, { organizationId: agent.spec.organizationId, mode: agent.spec.mode, sessionId: agent.spec.sessionId }, names),
-          }
-        : {}),
+      ...(deps.secretBox ? { secrets: agentSecrets(deps.db, deps.secretBox) } : {}),
     }),
   );
   const snapshots = controllerOf(

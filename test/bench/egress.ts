@@ -8,6 +8,10 @@
  *   credential        CONNECT to a host with a credential bound: the proxy terminates TLS with the
  *                     sandbox's CA, adds the header and sends the request on over its own TLS
  *                     connection (kept alive to the server)
+ *   gateway tunnel    the same tunnel through the gateway front (ADR 52): one TCP listener that
+ *   gateway credential   names the sandbox by the source address, as the operator serves pods,
+ *                     with the identification a gateway replica makes for each connection (its
+ *                     policy and CA kept, as between two requests within the policy's second)
  *   floor             a TLS connection straight to the server and the same request
  *
  * The path is the production one but for where the relay runs: egress-relay.py runs on the host
@@ -55,10 +59,17 @@ runBench(async () => {
   const sandboxCa = createCertificateAuthority('bench sandbox');
   const proxy = new EgressProxy({ log: silentLogger, trustedCas: [...rootCertificates, upstreamCa.certificatePem], dnsServers: [dns.address] });
   await proxy.listen('agt_bench', socketPath, sandboxCa);
-  proxy.setPolicy('agt_bench', {
+  const policy = {
     hosts: ['*.bench.test'],
     cidrs: ['127.0.0.1/32'],
     credentials: [{ host: 'api.bench.test', header: 'Authorization', value: 'Bearer bench-token' }],
+  };
+  proxy.setPolicy('agt_bench', policy);
+  const gatewayCa = createCertificateAuthority('bench gateway sandbox');
+  const gatewayPort = await proxy.listenGateway({
+    port: 0,
+    host: '127.0.0.1',
+    identify: async (address) => (address === '127.0.0.1' ? { agentId: 'agt_gateway', egress: policy, ca: gatewayCa } : undefined),
   });
   const relayPort = 20_000 + Math.floor(Math.random() * 20_000);
   const relay = spawn('python3', ['-I', '-S', join(ROOT, 'sandbox-images', 'guest', 'egress-relay.py')], {
@@ -77,10 +88,16 @@ runBench(async () => {
       const socket = await tunnel(relayPort, `${target.host}:${target.port}`);
       return exchange(socket, target.host, ca, expected);
     };
+    const throughGateway = (target: { host: string; port: number }, ca: string, expected: string) => async () => {
+      const socket = await tunnel(gatewayPort, `${target.host}:${target.port}`);
+      return exchange(socket, target.host, ca, expected);
+    };
     const measures: [string, () => Promise<void>][] = [
       ['floor', direct(open)],
       ['tunnel', proxied(open, upstreamCa.certificatePem, 'anonymous')],
       ['credential', proxied(api, sandboxCa.certificatePem, 'authorized')],
+      ['gateway tunnel', throughGateway(open, upstreamCa.certificatePem, 'anonymous')],
+      ['gateway credential', throughGateway(api, gatewayCa.certificatePem, 'authorized')],
     ];
     const samples = new Map<string, number[]>(measures.map(([name]) => [name, []]));
     for (let run = 0; run < RUNS + WARMUP; run++) {
@@ -95,9 +112,11 @@ runBench(async () => {
     printFloorTable(`egress proxy: one HTTPS request on a new connection (${RUNS} runs each; target: at most 5 ms over the floor)`, [
       { name: 'tunnel (TLS end to end)', samples: samples.get('tunnel')!, floorName: 'direct from the host', floor },
       { name: 'credential (TLS terminated, header added)', samples: samples.get('credential')!, floorName: 'direct from the host', floor },
+      { name: 'gateway tunnel (TLS end to end)', samples: samples.get('gateway tunnel')!, floorName: 'direct from the host', floor },
+      { name: 'gateway credential (TLS terminated, header added)', samples: samples.get('gateway credential')!, floorName: 'direct from the host', floor },
     ]);
     const p50 = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)]!;
-    for (const name of ['tunnel', 'credential']) {
+    for (const name of ['tunnel', 'credential', 'gateway tunnel', 'gateway credential']) {
       console.log(`added by the proxy (${name}): ${(p50(samples.get(name)!) - p50(floor)).toFixed(2)} ms at p50`);
     }
   } finally {
@@ -109,10 +128,10 @@ runBench(async () => {
   }
 });
 
-/** A CONNECT through the relay; the socket once the proxy answered 200. */
-function tunnel(relayPort: number, authority: string): Promise<Socket> {
+/** A CONNECT to a loopback port (the relay's, or the gateway's); the socket once the proxy answered 200. */
+function tunnel(port: number, authority: string): Promise<Socket> {
   return new Promise((resolve, reject) => {
-    const req = httpRequest({ host: '127.0.0.1', port: relayPort, method: 'CONNECT', path: authority, agent: false });
+    const req = httpRequest({ host: '127.0.0.1', port, method: 'CONNECT', path: authority, agent: false });
     req.once('connect', (answer, socket) => {
       if (answer.statusCode === 200) resolve(socket);
       else reject(new Error(`CONNECT ${authority}: ${answer.statusCode} ${answer.statusMessage}`));

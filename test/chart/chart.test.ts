@@ -534,6 +534,94 @@ describe('the sandbox NetworkPolicy', () => {
   });
 });
 
+describe('the egress gateway', () => {
+  const ENABLED = [...WITH_URL, '--set', 'egressGateway.enabled=true'];
+  type Spec = {
+    podSelector: { matchLabels: Record<string, string>; matchExpressions?: unknown[] };
+    ingress: { from?: NetworkPolicyPeer[]; ports?: { protocol: string; port: number }[] }[];
+    egress: { to?: NetworkPolicyPeer[]; ports?: { protocol: string; port: number }[] }[];
+  };
+  const spec = (rendered: Rendered, name: string) => rendered.get('NetworkPolicy', `${FULLNAME}-${name}`).spec as unknown as Spec;
+
+  it('is off by default: no Service, no variables, the sandbox policy selects every sandbox', async () => {
+    const rendered = await render();
+    expect(rendered.find('Service', `${FULLNAME}-egress`)).toBeUndefined();
+    expect(rendered.find('NetworkPolicy', `${FULLNAME}-sandboxes-egress`)).toBeUndefined();
+    for (const component of ['apiserver', 'operator'] as const) {
+      expect(rendered.env(component).has('BERTH_EGRESS_GATEWAY')).toBe(false);
+      expect(rendered.env(component).has('BERTH_EGRESS_GATEWAY_PORT')).toBe(false);
+    }
+    expect(spec(rendered, 'sandboxes').podSelector).toEqual({ matchLabels: { 'berth.dev/sandbox': 'true' } });
+  });
+
+  it('is served by the operator behind a Service, and named to both processes', async () => {
+    const rendered = await render([...ENABLED, '--set', 'sandbox.namespace=sandboxes']);
+    const service = rendered.get('Service', `${FULLNAME}-egress`);
+    expect(service.spec).toMatchObject({
+      type: 'ClusterIP',
+      selector: { 'app.kubernetes.io/name': 'berth', 'app.kubernetes.io/instance': RELEASE, 'app.kubernetes.io/component': 'operator' },
+      ports: [{ name: 'egress', port: 3128, targetPort: 'egress', protocol: 'TCP' }],
+    });
+    expect(rendered.container('operator').ports).toContainEqual({ name: 'egress', containerPort: 3128, protocol: 'TCP' });
+    expect(rendered.env('operator').get('BERTH_EGRESS_GATEWAY_PORT')!.value).toBe('3128');
+    for (const component of ['apiserver', 'operator'] as const) {
+      expect(rendered.env(component).get('BERTH_EGRESS_GATEWAY')!.value).toBe(`${FULLNAME}-egress.${NAMESPACE}.svc:3128`);
+    }
+  });
+
+  it('leaves the pods bound to it to a policy of their own, whose only way out is the gateway', async () => {
+    const rendered = await render([...ENABLED, '--set', 'sandbox.namespace=sandboxes']);
+    // NetworkPolicies add up: the internet rule of the sandbox policy must not select them.
+    expect(spec(rendered, 'sandboxes').podSelector).toEqual({
+      matchLabels: { 'berth.dev/sandbox': 'true' },
+      matchExpressions: [{ key: 'berth.dev/egress', operator: 'NotIn', values: ['gateway'] }],
+    });
+    const bound = rendered.get('NetworkPolicy', `${FULLNAME}-sandboxes-egress`);
+    expect(bound.metadata.namespace).toBe('sandboxes');
+    expect(spec(rendered, 'sandboxes-egress')).toEqual({
+      podSelector: { matchLabels: { 'berth.dev/sandbox': 'true', 'berth.dev/egress': 'gateway' } },
+      policyTypes: ['Ingress', 'Egress'],
+      ingress: [],
+      // No DNS either: the pod is given the gateway's address.
+      egress: [
+        {
+          to: [
+            {
+              namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': NAMESPACE } },
+              podSelector: { matchLabels: { 'app.kubernetes.io/name': 'berth', 'app.kubernetes.io/instance': RELEASE, 'app.kubernetes.io/component': 'operator' } },
+            },
+          ],
+          ports: [{ protocol: 'TCP', port: 3128 }],
+        },
+      ],
+    });
+  });
+
+  it("opens the operator's policy to those pods on the gateway port, and the operator to public addresses", async () => {
+    const rendered = await render([...ENABLED, '--set', 'sandbox.namespace=sandboxes', '--set', 'networkPolicy.componentsAllowInternet=false']);
+    const operator = spec(rendered, 'operator');
+    expect(operator.ingress).toContainEqual({
+      ports: [{ protocol: 'TCP', port: 3128 }],
+      from: [
+        {
+          namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': 'sandboxes' } },
+          podSelector: { matchLabels: { 'berth.dev/sandbox': 'true', 'berth.dev/egress': 'gateway' } },
+        },
+      ],
+    });
+    const publicRule = (policy: Spec) => policy.egress.some((rule) => rule.to?.some((peer) => peer.ipBlock?.cidr === '0.0.0.0/0'));
+    expect(publicRule(operator)).toBe(true);
+    // The API server is not the gateway: componentsAllowInternet=false still holds for it.
+    expect(publicRule(spec(rendered, 'apiserver'))).toBe(false);
+    expect(spec(await render([...WITH_URL, '--set', 'networkPolicy.componentsAllowInternet=false']), 'operator').ingress.map((rule) => rule.ports?.[0]?.port)).toEqual([9090]);
+  });
+
+  it('refuses a port outside 1-65535 and a mistyped key', async () => {
+    expect(await renderError([...ENABLED, '--set', 'egressGateway.port=0'])).toContain(SCHEMA_ERROR);
+    expect(await renderError([...ENABLED, '--set', 'egressGateway.prot=3128'])).toContain(SCHEMA_ERROR);
+  });
+});
+
 describe('optional objects', () => {
   it('creates the gVisor RuntimeClass only when asked, and only for the class sandboxes use', async () => {
     const rendered = await render([...WITH_URL, '--set', 'runtimeClass.create=true', '--set', 'runtimeClass.nodeSelector.gvisor=enabled']);

@@ -14,6 +14,7 @@ import { parsePrometheus } from '../helpers/prometheus.js';
 import { createTestDatabase } from '../helpers/postgres.js';
 import { removeDataDir } from '../helpers/runsc.js';
 import { startDnsServer } from '../helpers/dns-server.js';
+import { fetchInSandbox } from '../helpers/sandbox-fetch.js';
 
 /**
  * Egress policies (ADR 46) through a real `berth up` with real gVisor sandboxes. The outside is
@@ -55,22 +56,9 @@ async function upstream(name: string, host: string, listenOn: string): Promise<S
   return server;
 }
 
-/** Runs python in the sandbox: `fetch(url)` prints the status and body, or the error it met. */
-async function fetchFrom(agentId: string, url: string, options: { trustUpstreamCa?: boolean } = {}): Promise<string> {
-  const context = options.trustUpstreamCa ? "ssl.create_default_context(cafile='/workspace/upstream-ca.pem')" : 'None';
-  const code = [
-    'import ssl, urllib.request, urllib.error',
-    'try:',
-    `    with urllib.request.urlopen(${JSON.stringify(url)}, timeout=20, context=${context}) as answer:`,
-    "        print(answer.status, answer.read().decode().strip())",
-    'except urllib.error.HTTPError as error:',
-    "    print('http', error.code, error.read().decode().strip())",
-    'except Exception as error:',
-    "    print('error', error)",
-  ].join('\n');
-  const result = await api.post(`/v1/agents/${agentId}/exec`, { language: 'python', code });
-  expect(result.status, JSON.stringify(result.body)).toBe(200);
-  return (result.body.stdout as string).trim();
+/** `fetchInSandbox` in this file's agent API; `trustUpstreamCa`: the test CA copied into the workspace, instead of the sandbox's bundle. */
+function fetchFrom(agentId: string, url: string, options: { trustUpstreamCa?: boolean } = {}): Promise<string> {
+  return fetchInSandbox(api, agentId, url, options.trustUpstreamCa ? '/workspace/upstream-ca.pem' : undefined);
 }
 
 /** How often each needle occurs in the sandbox's memory file (gVisor's `runsc-memory`), read from the host. */

@@ -32,7 +32,8 @@ export async function nodeAgentSettings(runscRoot: string): Promise<NodeAgentSet
   };
 }
 
-async function freePort(host: string): Promise<number> {
+/** A port free on `host` a moment ago. */
+export async function freePort(host: string): Promise<number> {
   const server = createServer();
   await new Promise<void>((resolve) => server.listen(0, host, resolve));
   const port = (server.address() as { port: number }).port;

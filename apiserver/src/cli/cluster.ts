@@ -1,12 +1,12 @@
 import { createServer } from 'node:http';
 import { hostname, tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { createMetricsRegistry, systemClock, type BerthConfig, type Logger } from '@berth/common';
+import { createEgressMetrics, createMetricsRegistry, systemClock, type BerthConfig, type Logger } from '@berth/common';
 import { KubernetesResourceStore, loadKubeConfig } from '@berth/common/kubernetes';
-import { ModelRouter, byoiModelEndpoints, createSnapshotStorage } from '@berth/operator';
-import { ProviderRegistry, byoiSource } from '@berth/providers';
+import { ModelRouter, agentSecrets, byoiModelEndpoints, createSnapshotStorage, egressPolicySource } from '@berth/operator';
+import { ProviderRegistry, byoiSource, egressProxyOptions } from '@berth/providers';
 import { LeaderElector } from '@berth/operator/kubernetes';
-import { createKubernetesProvider } from '@berth/providers/kubernetes';
+import { EgressGateway, createKubernetesProvider } from '@berth/providers/kubernetes';
 import express from 'express';
 import type { Registry } from 'prom-client';
 import { bootstrap } from './bootstrap.js';
@@ -107,6 +107,21 @@ export async function operatorCommand(config: BerthConfig, log: Logger, out: (li
   const server = healthServer(metrics, () => true, served);
   const port = await listen(server, config.metricsPort, config.host);
   out(`berth operator ${identity} in namespace ${config.namespace}; health and metrics on ${config.host}:${port}`);
+  // The egress gateway (ADR 52) is served by every replica, leader or not: it reads the policies from the Agents.
+  let gateway: EgressGateway | undefined;
+  if (config.egressGatewayPort !== undefined) {
+    gateway = new EgressGateway({
+      kubeConfig,
+      namespace: config.sandboxNamespace ?? config.namespace,
+      port: config.egressGatewayPort,
+      host: config.egressGatewayHost ?? config.host,
+      log: log.child({ component: 'egress-gateway' }),
+      proxy: egressProxyOptions(config, log, createEgressMetrics(metrics)),
+      policyOf: egressPolicySource(store, agentSecrets(database.pool, secretBox)),
+    });
+    const gatewayPort = await gateway.start();
+    out(`berth operator ${identity}: egress gateway on ${config.egressGatewayHost ?? config.host}:${gatewayPort}`);
+  }
 
   // Leadership may arrive while the process is already stopping (the old leader stopped at the
   // same time and released the lease): then the controllers must not start, or their watches
@@ -144,6 +159,7 @@ export async function operatorCommand(config: BerthConfig, log: Logger, out: (li
     await operator.stop();
   }
   await stopElection();
+  await gateway?.stop();
   await drain(server, 2_000);
   await store.close();
   await database.close();

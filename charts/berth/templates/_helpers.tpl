@@ -253,6 +253,11 @@ them (a gpu type must be in the table) and execs into sandbox pods.
   value: {{ .Values.sandbox.workspaceSize | quote }}
 - name: BERTH_EXEC_TIMEOUT
   value: {{ .Values.sandbox.execTimeout | quote }}
+{{- if .Values.egressGateway.enabled }}
+# Where sandbox pods find the egress gateway; the operator resolves the name when it makes a pod.
+- name: BERTH_EGRESS_GATEWAY
+  value: {{ printf "%s-egress.%s.svc:%d" (include "berth.fullname" .) .Release.Namespace (int .Values.egressGateway.port) | quote }}
+{{- end }}
 {{- end }}
 
 {{/*

@@ -105,6 +105,13 @@ namespace or the sandbox namespace. The resource list is Berth's CRDs in templat
 - apiGroups: [""]
   resources: ["secrets"]
   verbs: ["create", "update", "delete"]
+{{- if .Values.egressGateway.enabled }}
+# get: the egress gateway reads the CA of a pod bound to it (<agent>-egress-ca, ADR 52), which the
+# operator created with the pod; every replica reads the same one.
+- apiGroups: [""]
+  resources: ["secrets"]
+  verbs: ["get"]
+{{- end }}
 # create: the guest programs (the launcher, ADR 47) as an immutable ConfigMap that sandbox pods
 # mount, named by their hash: created once per Berth version, never changed.
 - apiGroups: [""]

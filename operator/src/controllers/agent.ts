@@ -27,7 +27,6 @@ import {
   type Resource,
   type ResourceStore,
   type RestoreSource,
-  type SandboxEgress,
   type SandboxProvider,
   type SnapshotStorage,
   type TaskHold,
@@ -39,6 +38,7 @@ import type { ReconcileResult, Reconciler } from '../runtime/controller.js';
 import { computeConditions, derivePhase, type AgentEnding, type AgentObservation } from './agent-status.js';
 import { findCondition } from './conditions.js';
 import type { WarmPoolMetrics } from './warm-pool.js';
+import { sandboxEgressOf, type AgentSecrets } from '../agents/egress.js';
 
 /** How often a ready sandbox is checked for life when nothing else happens. */
 export const HEALTH_CHECK_INTERVAL_MS = 30_000;
@@ -136,7 +136,7 @@ export interface AgentReconcilerDeps {
    * The values of secrets of the agent's organization and session: by default those it names
    * for its sandbox's environment, else `names` (those its egress credentials are bound to).
    */
-  secrets?: (agent: Resource<'Agent'>, names?: string[]) => Promise<Record<string, string>>;
+  secrets?: AgentSecrets;
   /** The install's currency, that of `status.cost`. */
   currency: string;
   /** Warm pools (ADR 45): new agents claim a sandbox that fits, and the pool it came from is reconciled to refill. */
@@ -548,24 +548,6 @@ export function createAgentReconciler(deps: AgentReconcilerDeps): Reconciler {
     }
   }
 
-  /**
-   * The agent's egress policy as its provider enforces it: the credentials with their secrets'
-   * values (one deleted since is left out: its requests go without it).
-   */
-  async function sandboxEgressOf(agent: Resource<'Agent'>): Promise<SandboxEgress> {
-    const { hosts, cidrs, credentials } = agent.spec.egress!;
-    const names = [...new Set(credentials.map((credential) => credential.secret))];
-    const values = names.length > 0 && deps.secrets ? await deps.secrets(agent, names) : {};
-    return {
-      hosts,
-      cidrs,
-      credentials: credentials.flatMap((credential) => {
-        const value = values[credential.secret];
-        return value === undefined ? [] : [{ host: credential.host, header: credential.header, value: `${credential.prefix}${value}` }];
-      }),
-    };
-  }
-
   async function converge(step: ReconcileStep, provider: SandboxProvider, log: Logger): Promise<ReconcileResult> {
     const { agent, status, now } = step;
 
@@ -678,7 +660,7 @@ export function createAgentReconciler(deps: AgentReconcilerDeps): Reconciler {
           gpu: agent.spec.gpu,
           storage: agent.spec.storage,
           env: agent.spec.secrets?.length && deps.secrets ? await deps.secrets(agent) : {},
-          ...(agent.spec.egress ? { egress: await sandboxEgressOf(agent) } : {}),
+          ...(agent.spec.egress ? { egress: await sandboxEgressOf(agent, deps.secrets) } : {}),
         };
         const warm = restore || lost ? undefined : await claimWarm(step, provider, request, log);
         warmPool = warm?.pool;
@@ -736,7 +718,7 @@ export function createAgentReconciler(deps: AgentReconcilerDeps): Reconciler {
     }
     // The policy as the spec says now (PATCH /v1/agents/:id changes it while the sandbox runs), with
     // its credentials' current values: set again at each reconcile, as a provider restarted since forgets it.
-    if (agent.spec.egress && provider.setEgress && status.sandbox) await provider.setEgress(status.sandbox, await sandboxEgressOf(agent));
+    if (agent.spec.egress && provider.setEgress && status.sandbox) await provider.setEgress(status.sandbox, await sandboxEgressOf(agent, deps.secrets));
     const untilExpiry = Date.parse(status.expiresAt!) - clock.now().getTime();
     const untilIdle = idleDeadline(step);
     return { requeueAfterMs: Math.max(0, Math.min(untilExpiry, HEALTH_CHECK_INTERVAL_MS, untilIdle)) };

@@ -3,8 +3,9 @@ import type { KubeConfig } from '@kubernetes/client-node';
 import { KubernetesProvider } from './provider.js';
 
 export { KubernetesProvider, podState } from './provider.js';
-export { desiredPod, SandboxLabels, SANDBOX_CONTAINER, SANDBOX_UID, type PodRequest, type PodSettings } from './pod.js';
+export { desiredPod, EGRESS_GATEWAY, SandboxLabels, SANDBOX_CONTAINER, SANDBOX_UID, type PodRequest, type PodSettings } from './pod.js';
 export { execInPod, exitCodeOf } from './exec.js';
+export { EgressGateway, caOfSecret, egressCaSecret, egressCaSecretName, sandboxOfAddress, type EgressGatewayOptions } from './egress.js';
 export { NodeAgentClient, NodeAgentRefusal, readArchiveManifest, type NodeAgentInfo, type NodeAgentSettings } from './node-agent.js';
 
 /** The kubernetes provider as cluster mode configures it. */
@@ -26,5 +27,6 @@ export function createKubernetesProvider(config: BerthConfig, kubeConfig: KubeCo
       workspaceSizeBytes: config.workspaceSize,
     },
     nodeAgents: config.nodeAgentPort !== undefined ? { port: config.nodeAgentPort, token: config.nodeAgentToken } : undefined,
+    egressGateway: config.egressGateway,
   });
 }

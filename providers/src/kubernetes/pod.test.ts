@@ -110,6 +110,46 @@ describe('desiredPod', () => {
     expect(plain.spec!.affinity).toBeUndefined();
   });
 
+  it('points a pod with an egress policy at the gateway, with its CA certificate and the label its NetworkPolicy selects', () => {
+    const pod = desiredPod({ ...request, egress: { proxyUrl: 'http://10.96.0.20:3128', caSecret: 'agt-01abc-egress-ca' } }, settings);
+    expect(pod.metadata!.labels).toMatchObject({ 'berth.dev/sandbox': 'true', 'berth.dev/egress': 'gateway' });
+    const [container] = pod.spec!.containers;
+    const env = Object.fromEntries(container!.env!.map((variable) => [variable.name, variable.value]));
+    expect(env).toEqual({
+      HTTP_PROXY: 'http://10.96.0.20:3128',
+      HTTPS_PROXY: 'http://10.96.0.20:3128',
+      http_proxy: 'http://10.96.0.20:3128',
+      https_proxy: 'http://10.96.0.20:3128',
+      NO_PROXY: 'localhost,127.0.0.1,::1',
+      no_proxy: 'localhost,127.0.0.1,::1',
+      SSL_CERT_FILE: '/run/berth/egress/ca-bundle.pem',
+      REQUESTS_CA_BUNDLE: '/run/berth/egress/ca-bundle.pem',
+      CURL_CA_BUNDLE: '/run/berth/egress/ca-bundle.pem',
+      GIT_SSL_CAINFO: '/run/berth/egress/ca-bundle.pem',
+      NODE_EXTRA_CA_CERTS: '/run/berth/egress/ca.pem',
+    });
+    // The agent's secrets stay in envFrom; env, which wins over it, holds no value of theirs.
+    expect(container!.envFrom).toEqual([{ secretRef: { name: 'agt-1-env' } }]);
+    expect(container!.volumeMounts).toContainEqual({ name: 'egress-ca', mountPath: '/run/berth/egress', readOnly: true });
+    // The certificate and the bundle only: the CA's key stays in the Secret, for the gateway.
+    expect(pod.spec!.volumes).toContainEqual({
+      name: 'egress-ca',
+      secret: {
+        secretName: 'agt-01abc-egress-ca',
+        defaultMode: 0o444,
+        items: [
+          { key: 'ca.pem', path: 'ca.pem' },
+          { key: 'ca-bundle.pem', path: 'ca-bundle.pem' },
+        ],
+      },
+    });
+    // Without a policy: no label, no proxy, no CA; the install's sandbox NetworkPolicy applies.
+    const plain = desiredPod(request, settings);
+    expect(plain.metadata!.labels!['berth.dev/egress']).toBeUndefined();
+    expect(plain.spec!.containers[0]!.env).toBeUndefined();
+    expect(plain.spec!.volumes!.map((volume) => volume.name)).not.toContain('egress-ca');
+  });
+
   it('is pure', () => {
     expect(desiredPod(request, settings)).toEqual(desiredPod(request, settings));
   });

@@ -2,6 +2,7 @@ import type { V1Pod, V1Toleration } from '@kubernetes/client-node';
 import type { Compute } from '@berth/crds';
 import type { GpuTable } from '@berth/common';
 import { GUEST_MOUNT } from '../local/launcher.js';
+import { BUNDLE_FILE, CA_FILE, EGRESS_MOUNT, egressEnv } from '../local/egress/sandbox.js';
 import { POD_CHANNEL_DIR, launcherCommand } from './launcher.js';
 
 export const SANDBOX_CONTAINER = 'sandbox';
@@ -11,7 +12,12 @@ export const SandboxLabels = {
   sandbox: 'berth.dev/sandbox',
   agent: 'berth.dev/agent',
   session: 'berth.dev/session',
+  /** `gateway` on the pod of an agent with an egress policy: its only way out is the egress gateway (ADR 52). */
+  egress: 'berth.dev/egress',
 } as const;
+
+/** The value of SandboxLabels.egress on a pod whose only way out is the egress gateway. */
+export const EGRESS_GATEWAY = 'gateway';
 
 export interface PodSettings {
   namespace: string;
@@ -46,6 +52,12 @@ export interface PodRequest {
    * launcher (ADR 47). Without it the image's own command runs, as before the launcher.
    */
   guestConfigMap?: string | undefined;
+  /**
+   * The egress gateway of an agent with an egress policy (ADR 52): the proxy variables name it
+   * (`http://<address>:<port>`), and the pod mounts its CA's certificate (not its key) from
+   * `caSecret`. Absent: the pod's network is the install's sandbox NetworkPolicy.
+   */
+  egress?: { proxyUrl: string; caSecret: string } | undefined;
   /** The Agent custom resource, when it lives in the pod's namespace: deleting it deletes the pod. */
   owner?: { apiVersion: string; kind: string; name: string; uid: string } | undefined;
 }
@@ -95,6 +107,7 @@ export function desiredPod(request: PodRequest, settings: PodSettings): V1Pod {
         [SandboxLabels.sandbox]: 'true',
         [SandboxLabels.agent]: request.name,
         [SandboxLabels.session]: request.sessionName,
+        ...(request.egress ? { [SandboxLabels.egress]: EGRESS_GATEWAY } : {}),
       },
       ...(request.nativeRestore
         ? { annotations: { [RestoreAnnotations.key]: request.nativeRestore.key, [RestoreAnnotations.node]: request.nativeRestore.node } }
@@ -140,6 +153,8 @@ export function desiredPod(request: PodRequest, settings: PodSettings): V1Pod {
           workingDir: '/workspace',
           ...(request.guestConfigMap ? { command: launcherCommand() } : {}),
           ...(request.envSecret ? { envFrom: [{ secretRef: { name: request.envSecret } }] } : {}),
+          // env wins over envFrom: the agent's secrets cannot name another proxy.
+          ...(request.egress ? { env: Object.entries(egressEnv(request.egress.proxyUrl)).map(([name, value]) => ({ name, value })) } : {}),
           resources: { requests, limits },
           securityContext: {
             allowPrivilegeEscalation: false,
@@ -155,6 +170,7 @@ export function desiredPod(request: PodRequest, settings: PodSettings): V1Pod {
                   { name: 'channel', mountPath: POD_CHANNEL_DIR },
                 ]
               : []),
+            ...(request.egress ? [{ name: 'egress-ca', mountPath: EGRESS_MOUNT, readOnly: true }] : []),
           ],
         },
       ],
@@ -167,7 +183,16 @@ export function desiredPod(request: PodRequest, settings: PodSettings): V1Pod {
               { name: 'channel', emptyDir: { medium: 'Memory', sizeLimit: '1Mi' } },
             ]
           : []),
+        ...(request.egress
+          ? [{ name: 'egress-ca', secret: { secretName: request.egress.caSecret, defaultMode: 0o444, items: EGRESS_CA_ITEMS.map((item) => ({ ...item })) } }]
+          : []),
       ],
     },
   };
 }
+
+/** The items of an egress CA Secret a pod mounts: the certificate and the bundle with it, never the key. */
+export const EGRESS_CA_ITEMS = [
+  { key: CA_FILE, path: CA_FILE },
+  { key: BUNDLE_FILE, path: BUNDLE_FILE },
+] as const;

@@ -1,4 +1,6 @@
 import { createHash } from 'node:crypto';
+import { lookup } from 'node:dns/promises';
+import { isIP } from 'node:net';
 import { PassThrough, type Duplex } from 'node:stream';
 import { ApiException, CoreV1Api, PatchStrategy, setHeaderOptions, type KubeConfig, type V1Pod } from '@kubernetes/client-node';
 import { startInformer, type ResilientInformer } from '@berth/common/kubernetes';
@@ -15,6 +17,8 @@ import {
   idToObjectName,
   objectNameToId,
   unsupportedReason,
+  egressAllowsAnything,
+  type SandboxEgress,
   storedArchiveOf,
   verifyArchive,
   type ArchiveCompression,
@@ -50,7 +54,10 @@ import { CANCEL_SCRIPT, EXEC_SCRIPT, execNonce, execStdin, takeTimeoutLine, time
 import { execInPod, streamInPod } from './exec.js';
 import { NodeAgentClient, NodeAgentRefusal, readArchiveManifest, type NodeAgentSettings } from './node-agent.js';
 import { podFiles, podTunnel } from './files.js';
-import { NATIVE_RESTORE_GATE, RestoreAnnotations, SANDBOX_CONTAINER, SandboxLabels, desiredPod, type PodSettings } from './pod.js';
+import { EGRESS_GATEWAY, NATIVE_RESTORE_GATE, RestoreAnnotations, SANDBOX_CONTAINER, SandboxLabels, desiredPod, type PodSettings } from './pod.js';
+import { egressCaSecret, egressCaSecretName } from './egress.js';
+import { createCertificateAuthority } from '../local/egress/certificates.js';
+import { parseAuthority } from '../local/egress/proxy.js';
 
 /** The three steps of a workspace restore, in the pod (see restoreWorkspace). */
 const RESTORE_SCRATCH = '.berth-restore';
@@ -99,6 +106,12 @@ export interface KubernetesProviderOptions {
   maxOutputBytes?: number;
   /** Node agents (`berth node`) on the nodes: pauses and resumes keep processes and memory where one answers (ADR 38). */
   nodeAgents?: NodeAgentSettings | undefined;
+  /**
+   * The egress gateway (`host:port`, ADR 52) the pods of agents with an egress policy use as their
+   * proxy; with it the provider enforces egress policies. The host is resolved when a pod is made,
+   * so that the pod needs no DNS.
+   */
+  egressGateway?: string | undefined;
 }
 
 /** Sandboxes as pods: one per agent, named after it, exec'd into through the API server. */
@@ -137,6 +150,7 @@ export class KubernetesProvider implements SandboxProvider {
       gpuTypes: Object.keys(options.pods.gpuTable),
       storage: false,
       checkpoint: options.nodeAgents ? 'native' : 'filesystem',
+      egress: options.egressGateway !== undefined,
     };
   }
 
@@ -195,6 +209,7 @@ export class KubernetesProvider implements SandboxProvider {
     if (existing) await this.deletePod(name); // a pod that ended: start over with a new one
     const restoreNode = request.restore && !nativeFailed ? await this.nativeRestoreNode(request.restore) : undefined;
     const envSecret = Object.keys(request.env).length > 0 ? await this.writeEnvSecret(name, request) : undefined;
+    const egress = request.egress ? await this.egressOf(name, request) : undefined;
     const pod = desiredPod(
       {
         name,
@@ -204,10 +219,10 @@ export class KubernetesProvider implements SandboxProvider {
         gpu: request.gpu,
         timeoutSeconds: request.timeoutSeconds,
         envSecret,
+        egress,
         guestConfigMap: await this.ensureGuestConfigMap(),
         nativeRestore: restoreNode && request.restore ? { node: restoreNode, key: request.restore.key } : undefined,
-        // Owner references cannot cross namespaces: only a pod beside its Agent is owned by it.
-        owner: this.options.resourceNamespace === this.namespace ? request.owner : undefined,
+        owner: this.ownerOf(request),
       },
       this.options.pods,
     );
@@ -492,7 +507,10 @@ export class KubernetesProvider implements SandboxProvider {
   }
 
   async terminate(ref: SandboxRef): Promise<void> {
-    await this.deletePod(idToObjectName(ref.id));
+    const name = idToObjectName(ref.id);
+    await this.deletePod(name);
+    // Kept by a pause (checkpoint), so that the resumed pod trusts the same CA; gone with the sandbox.
+    await this.deleteSecret(egressCaSecretName(name));
   }
 
   /**
@@ -696,16 +714,21 @@ export class KubernetesProvider implements SandboxProvider {
     } catch (error) {
       if (!isApiError(error, 404)) throw new ProviderError(this.name, `deleting pod ${name}: ${(error as Error).message}`);
     }
+    await this.deleteSecret(`${name}-env`);
+  }
+
+  private async deleteSecret(name: string): Promise<void> {
     try {
-      await this.core.deleteNamespacedSecret({ name: `${name}-env`, namespace: this.namespace });
+      await this.core.deleteNamespacedSecret({ name, namespace: this.namespace });
     } catch (error) {
-      if (!isApiError(error, 404)) throw new ProviderError(this.name, `deleting secret ${name}-env: ${(error as Error).message}`);
+      if (!isApiError(error, 404)) throw new ProviderError(this.name, `deleting secret ${name}: ${(error as Error).message}`);
     }
   }
 
   /** The agent's secrets as a Secret beside its pod (replaced if it exists), so the pod spec names it and holds no value. */
   private async writeEnvSecret(name: string, request: ProvisionRequest): Promise<string> {
     const secretName = `${name}-env`;
+    const owner = this.ownerOf(request);
     const body = {
       apiVersion: 'v1',
       kind: 'Secret',
@@ -713,7 +736,7 @@ export class KubernetesProvider implements SandboxProvider {
         name: secretName,
         namespace: this.namespace,
         labels: { [SandboxLabels.agent]: name },
-        ...(this.options.resourceNamespace === this.namespace && request.owner ? { ownerReferences: [{ ...request.owner, blockOwnerDeletion: true }] } : {}),
+        ...(owner ? { ownerReferences: [{ ...owner, blockOwnerDeletion: true }] } : {}),
       },
       type: 'Opaque',
       stringData: request.env,
@@ -725,6 +748,47 @@ export class KubernetesProvider implements SandboxProvider {
       await this.core.replaceNamespacedSecret({ name: secretName, namespace: this.namespace, body });
     }
     return secretName;
+  }
+
+  /**
+   * What a pod with an egress policy needs (ADR 52): the gateway's address, and its CA Secret,
+   * made now if it does not exist (a pod made again for the same agent keeps trusting the CA it had).
+   */
+  private async egressOf(name: string, request: ProvisionRequest): Promise<{ proxyUrl: string; caSecret: string }> {
+    const gateway = this.options.egressGateway;
+    if (gateway === undefined) throw new UnsupportedRequestError(this.name, 'egress: this install has no egress gateway');
+    const body = egressCaSecret(name, this.namespace, createCertificateAuthority(`Berth sandbox ${request.agentId}`), this.ownerOf(request));
+    try {
+      await this.core.createNamespacedSecret({ namespace: this.namespace, body });
+    } catch (error) {
+      if (!isApiError(error, 409)) throw new ProviderError(this.name, `creating secret ${body.metadata!.name}: ${(error as Error).message}`);
+    }
+    let address: string;
+    try {
+      address = await gatewayAddress(gateway);
+    } catch (error) {
+      throw new ProviderError(this.name, `resolving the egress gateway ${gateway}: ${(error as Error).message}`);
+    }
+    return { proxyUrl: `http://${address}`, caSecret: body.metadata!.name! };
+  }
+
+  /** The Agent as owner of a sandbox's objects; owner references cannot cross namespaces. */
+  private ownerOf(request: ProvisionRequest): ProvisionRequest['owner'] {
+    return this.options.resourceNamespace === this.namespace ? request.owner : undefined;
+  }
+
+  /**
+   * The gateway reads the policy from the Agent itself, on every replica; this only refuses a
+   * policy that allows anything for a pod made without the gateway (by an earlier Berth, or before
+   * the install had a gateway), whose network is the install's sandbox NetworkPolicy.
+   */
+  async setEgress(ref: SandboxRef, egress: SandboxEgress): Promise<void> {
+    if (!egressAllowsAnything(egress)) return;
+    const pod = await this.readPod(idToObjectName(ref.id));
+    if (!pod || pod.metadata?.labels?.[SandboxLabels.egress] === EGRESS_GATEWAY) return;
+    throw new ProviderError(this.name, 'this sandbox pod was made without the egress gateway: terminate the agent and create it again to give it an egress policy', {
+      sandbox: ref.id,
+    });
   }
 
   watchSandboxes(onChange: (agentId: string) => void): { stop(): void } {
@@ -749,6 +813,14 @@ export class KubernetesProvider implements SandboxProvider {
       },
     };
   }
+}
+
+/** `host:port` with the host resolved to an address (a pod given it needs no DNS); an address is kept as it is. */
+async function gatewayAddress(gateway: string): Promise<string> {
+  const authority = parseAuthority(gateway);
+  if (!authority) throw new Error(`the egress gateway must be host:port, not "${gateway}"`);
+  const address = isIP(authority.host) === 0 ? (await lookup(authority.host)).address : authority.host;
+  return isIP(address) === 6 ? `[${address}]:${authority.port}` : `${address}:${authority.port}`;
 }
 
 /** Pod phase to sandbox state: ready means the container runs; a deadline kill is the timeout. */

@@ -2,14 +2,14 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { rootCertificates } from 'node:tls';
 import { ProviderError, type BerthConfig, type EgressMetrics, type Logger } from '@berth/common';
-import { EgressProxy } from './egress/proxy.js';
+import { EgressProxy, type EgressProxyOptions } from './egress/proxy.js';
 import { ImageStore } from './images.js';
 import { LocalProvider } from './provider.js';
 import { Runsc } from './runsc.js';
 
 export { ImageStore, type ImageName } from './images.js';
 export { LocalProvider } from './provider.js';
-export { EgressProxy } from './egress/proxy.js';
+export { EgressProxy, type EgressProxyOptions, type GatewaySandbox } from './egress/proxy.js';
 export { createCertificateAuthority, issueServerCertificate, newServerKey } from './egress/certificates.js';
 export { Runsc, RunscError } from './runsc.js';
 export { sandboxSpec } from './bundle.js';
@@ -22,16 +22,21 @@ function readCaFile(path: string): string {
   }
 }
 
-/** The local provider as embedded mode configures it: state and sandboxes under the data directory. */
-export function createLocalProvider(config: BerthConfig, log: Logger, options: { egressMetrics?: EgressMetrics } = {}): LocalProvider {
+/** The egress proxy's options as the configuration gives them, for the local provider's proxy and the operator's gateway. */
+export function egressProxyOptions(config: BerthConfig, log: Logger, metrics?: EgressMetrics): EgressProxyOptions {
   // The install's own CAs (BERTH_EGRESS_CA_FILE) are trusted beside the system's, for hosts the proxy connects to itself.
   const trustedCas = config.egressCaFile === undefined ? undefined : [...rootCertificates, readCaFile(config.egressCaFile)];
-  const egress = new EgressProxy({
+  return {
     log: log.child({ component: 'egress' }),
-    ...(options.egressMetrics ? { metrics: options.egressMetrics } : {}),
+    ...(metrics ? { metrics } : {}),
     ...(trustedCas ? { trustedCas } : {}),
     ...(config.egressDnsServers.length > 0 ? { dnsServers: config.egressDnsServers } : {}),
-  });
+  };
+}
+
+/** The local provider as embedded mode configures it: state and sandboxes under the data directory. */
+export function createLocalProvider(config: BerthConfig, log: Logger, options: { egressMetrics?: EgressMetrics } = {}): LocalProvider {
+  const egress = new EgressProxy(egressProxyOptions(config, log, options.egressMetrics));
   return new LocalProvider({
     egress,
     runsc: new Runsc({ binary: config.runsc, stateDir: join(config.dataDir, 'runsc'), network: config.sandboxNetwork, overlayBytes: config.sandboxOverlaySize }),

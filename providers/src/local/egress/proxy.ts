@@ -1,7 +1,7 @@
 import { lookup as dnsLookup, Resolver } from 'node:dns/promises';
 import { createServer as createHttpServer, request as httpRequest, type IncomingHttpHeaders, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
-import { BlockList, connect, isIP, type LookupFunction, type Socket } from 'node:net';
+import { BlockList, connect, isIP, type AddressInfo, type LookupFunction, type Socket } from 'node:net';
 import { createSecureContext, TLSSocket, type SecureContext } from 'node:tls';
 import type { KeyObject } from 'node:crypto';
 import { egressHostMatches } from '@berth/crds';
@@ -9,10 +9,13 @@ import { isPrivateAddress, type EgressMetrics, type Logger, type SandboxEgress }
 import { issueServerCertificate, newServerKey, type CertificateAuthority } from './certificates.js';
 
 /**
- * The egress proxy (ADR 46): the only way out of a local sandbox. Each sandbox gets its own
- * listener, a unix socket in its directory that the sandbox's relay (egress-relay.py) carries its
- * loopback connections to, so the proxy knows which sandbox asks by the socket it came in on, and
- * nothing the sandbox sends can claim another's policy.
+ * The egress proxy (ADR 46): the only way out of a sandbox. Which sandbox asks is known by where
+ * the connection came from, never by anything the sandbox sends, so no sandbox can claim another's
+ * policy. Two fronts share everything after that:
+ * - `listen`: a local sandbox's own listener, a unix socket in its directory that its relay
+ *   (egress-relay.py) carries its loopback connections to; the socket names the sandbox.
+ * - `listenGateway`: one TCP listener for the sandbox pods of a cluster (ADR 52); the connection's
+ *   source address names the pod, and `identify` gives its agent, policy and CA as they are now.
  *
  * It speaks HTTP proxy: `CONNECT host:port` opens a tunnel, and a request with an absolute
  * `http://` URL is forwarded. Each is decided by the sandbox's current policy: the host must match
@@ -34,18 +37,32 @@ export interface EgressProxyOptions {
   dnsServers?: string[];
 }
 
-interface SandboxListener {
-  agentId: string;
+/** A listener and its connections, tunnels and intercepted ones included. */
+interface Front {
   server: Server;
+  /** The HTTP server forgets a socket once CONNECT takes it over, and would wait for it for ever when the listener closes. */
+  sockets: Set<Socket>;
+}
+
+/** A sandbox's CA, the key of its leaf certificates, and those certificates by host. */
+interface Authority {
   ca: CertificateAuthority;
   key: KeyObject;
   contexts: Map<string, SecureContext>;
-  /**
-   * The sandbox's connections, tunnels and intercepted ones included: the HTTP server forgets a
-   * socket once CONNECT takes it over, and would wait for it for ever when the listener closes.
-   */
-  sockets: Set<Socket>;
 }
+
+/** The sandbox a connection comes from (its agent id), its policy and CA brought up to date; undefined for none. */
+type Identify = (socket: Socket) => Promise<string | undefined>;
+
+/** What a gateway's `identify` answers for the source address of a connection. */
+export interface GatewaySandbox {
+  agentId: string;
+  egress: SandboxEgress;
+  ca: CertificateAuthority;
+}
+
+/** Authorities a gateway keeps at most (the least recently used go first): one per sandbox that used it. */
+const GATEWAY_AUTHORITIES = 4096;
 
 /** A decided destination: where to connect, and what was asked. */
 interface Destination {
@@ -66,11 +83,13 @@ class Refusal extends Error {
 const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'proxy-connection', 'proxy-authorization', 'proxy-authenticate', 'te', 'trailer', 'upgrade']);
 
 export class EgressProxy {
-  private readonly listeners = new Map<string, SandboxListener>();
+  private readonly listeners = new Map<string, Front>();
+  private readonly gateways = new Set<Front>();
   private readonly policies = new Map<string, SandboxEgress>();
+  private readonly authorities = new Map<string, Authority>();
   /** The terminated TLS connections' HTTP server; which sandbox and host each came for is in `intercepted`. */
   private readonly interceptor: Server;
-  private readonly intercepted = new WeakMap<Socket, { agentId: string; host: string; port: number }>();
+  private readonly intercepted = new WeakMap<Socket, { identify: Identify; raw: Socket; host: string; port: number }>();
   private readonly upstreamAgent: HttpsAgent;
   private readonly resolve: (host: string) => Promise<string[]>;
 
@@ -83,28 +102,63 @@ export class EgressProxy {
   /** Starts the sandbox's listener on `socketPath`, with its CA; a second call for a listening sandbox does nothing. */
   async listen(agentId: string, socketPath: string, ca: CertificateAuthority): Promise<void> {
     if (this.listeners.has(agentId)) return;
-    const server = createHttpServer((req, res) => void this.forwardPlain(agentId, req, res));
-    server.on('connect', (req: IncomingMessage, socket: Socket, head: Buffer) => void this.tunnel(agentId, req, socket, head));
+    const front = this.front(async () => agentId);
+    this.authorities.set(agentId, { ca, key: newServerKey(), contexts: new Map() });
+    this.listeners.set(agentId, front);
+    try {
+      await listening(front.server, (ready) => front.server.listen(socketPath, ready));
+    } catch (error) {
+      this.listeners.delete(agentId);
+      this.authorities.delete(agentId);
+      throw error;
+    }
+  }
+
+  /**
+   * Starts a listener for many sandboxes on `port` (ADR 52): each connection is answered for the
+   * sandbox `identify` names by the connection's source address, with the policy and CA it gives,
+   * asked again for each tunnel and request. An address it does not know is refused. Resolves to
+   * the port listened on.
+   */
+  async listenGateway(options: { port: number; host?: string; identify: (address: string) => Promise<GatewaySandbox | undefined> }): Promise<number> {
+    const front = this.front(async (socket) => {
+      const sandbox = socket.remoteAddress === undefined ? undefined : await options.identify(socket.remoteAddress);
+      if (!sandbox) return undefined;
+      this.policies.set(sandbox.agentId, sandbox.egress);
+      this.keepAuthority(sandbox.agentId, sandbox.ca);
+      return sandbox.agentId;
+    });
+    this.gateways.add(front);
+    await listening(front.server, (ready) => front.server.listen(options.port, options.host, ready));
+    return (front.server.address() as AddressInfo).port;
+  }
+
+  /** An HTTP proxy server whose connections are answered for the sandbox `identify` names. */
+  private front(identify: Identify): Front {
+    const server = createHttpServer((req, res) => void this.forwardPlain(identify, req, res));
+    server.on('connect', (req: IncomingMessage, socket: Socket, head: Buffer) => void this.tunnel(identify, req, socket, head));
     server.on('clientError', (_error, socket: Socket) => socket.destroy());
     // Listening does not keep Berth running: it stops when its own work has.
     server.unref();
-    const listener: SandboxListener = { agentId, server, ca, key: newServerKey(), contexts: new Map(), sockets: new Set() };
+    const front: Front = { server, sockets: new Set() };
     server.on('connection', (socket: Socket) => {
-      listener.sockets.add(socket);
-      socket.once('close', () => listener.sockets.delete(socket));
+      front.sockets.add(socket);
+      socket.once('close', () => front.sockets.delete(socket));
     });
-    this.listeners.set(agentId, listener);
-    try {
-      await new Promise<void>((resolve, reject) => {
-        server.once('error', reject);
-        server.listen(socketPath, () => {
-          server.off('error', reject);
-          resolve();
-        });
-      });
-    } catch (error) {
-      this.listeners.delete(agentId);
-      throw error;
+    return front;
+  }
+
+  /** The sandbox's authority, made anew when its CA changed; the least recently used beyond GATEWAY_AUTHORITIES are dropped. */
+  private keepAuthority(agentId: string, ca: CertificateAuthority): void {
+    const kept = this.authorities.get(agentId);
+    this.authorities.delete(agentId);
+    this.authorities.set(agentId, kept && kept.ca.certificatePem === ca.certificatePem ? kept : { ca, key: newServerKey(), contexts: new Map() });
+    for (const oldest of this.authorities.keys()) {
+      if (this.authorities.size <= GATEWAY_AUTHORITIES) break;
+      // A sandbox's own listener keeps its authority until it closes.
+      if (this.listeners.has(oldest)) continue;
+      this.authorities.delete(oldest);
+      this.policies.delete(oldest);
     }
   }
 
@@ -125,14 +179,14 @@ export class EgressProxy {
     const listener = this.listeners.get(agentId);
     this.listeners.delete(agentId);
     this.policies.delete(agentId);
-    if (!listener) return;
-    listener.server.closeAllConnections();
-    for (const socket of listener.sockets) socket.destroy();
-    await new Promise<void>((resolve) => listener.server.close(() => resolve()));
+    this.authorities.delete(agentId);
+    if (listener) await closeFront(listener);
   }
 
   async closeAll(): Promise<void> {
     await Promise.all([...this.listeners.keys()].map((agentId) => this.close(agentId)));
+    await Promise.all([...this.gateways].map(closeFront));
+    this.gateways.clear();
     this.upstreamAgent.destroy();
   }
 
@@ -167,15 +221,33 @@ export class EgressProxy {
     return (this.policies.get(agentId)?.credentials ?? []).filter((credential) => egressHostMatches(credential.host, host));
   }
 
+  /** The sandbox a connection comes from, or a Refusal: a source no sandbox has may reach nothing. */
+  private async identified(identify: Identify, socket: Socket): Promise<string> {
+    let agentId: string | undefined;
+    try {
+      agentId = await identify(socket);
+    } catch (error) {
+      // The policy or the CA could not be read (the API server, the database): nothing goes out meanwhile.
+      throw new Refusal(502, `berth egress: the sandbox's policy could not be read (${(error as Error).message})`);
+    }
+    if (agentId === undefined) {
+      this.options.metrics?.unknownSources.inc();
+      throw new Refusal(403, `berth egress: ${socket.remoteAddress ?? 'this source'} is not a sandbox with an egress policy; nothing may be reached`);
+    }
+    return agentId;
+  }
+
   private count(decision: 'allowed' | 'denied', kind: 'connect' | 'http'): void {
     this.options.metrics?.requests.inc({ decision, kind });
   }
 
-  private async tunnel(agentId: string, req: IncomingMessage, socket: Socket, head: Buffer): Promise<void> {
+  private async tunnel(identify: Identify, req: IncomingMessage, socket: Socket, head: Buffer): Promise<void> {
     socket.on('error', () => socket.destroy());
     const target = parseAuthority(req.url ?? '');
+    let agentId: string | undefined;
     let destination: Destination;
     try {
+      agentId = await this.identified(identify, socket);
       if (!target) throw new Refusal(400, `berth egress: CONNECT needs host:port, not "${req.url ?? ''}"`);
       destination = await this.decide(agentId, target.host, target.port);
     } catch (error) {
@@ -186,7 +258,7 @@ export class EgressProxy {
     }
     this.count('allowed', 'connect');
     if (this.credentialsFor(agentId, destination.host).length > 0 && isIP(destination.host) === 0) {
-      return this.intercept(agentId, destination, socket, head);
+      return this.intercept(identify, agentId, destination, socket, head);
     }
     const upstream = connect({ host: destination.address, port: destination.port });
     upstream.setNoDelay(true);
@@ -203,41 +275,33 @@ export class EgressProxy {
   }
 
   /** Answers the tunnel's TLS as the host, with a certificate of the sandbox's CA; its requests go to `forwardIntercepted`. */
-  private intercept(agentId: string, destination: Destination, socket: Socket, head: Buffer): void {
-    const listener = this.listeners.get(agentId);
-    if (!listener) return void socket.destroy();
+  private intercept(identify: Identify, agentId: string, destination: Destination, socket: Socket, head: Buffer): void {
+    const authority = this.authorities.get(agentId);
+    if (!authority) return void socket.destroy();
     socket.write('HTTP/1.1 200 Connection Established\r\n\r\n');
     if (head.length > 0) socket.unshift(head);
-    const secure = new TLSSocket(socket, { isServer: true, secureContext: this.contextFor(listener, destination.host), ALPNProtocols: ['http/1.1'] });
+    const secure = new TLSSocket(socket, { isServer: true, secureContext: contextFor(authority, destination.host), ALPNProtocols: ['http/1.1'] });
     secure.on('error', () => secure.destroy());
-    this.intercepted.set(secure, { agentId, host: destination.host, port: destination.port });
+    this.intercepted.set(secure, { identify, raw: socket, host: destination.host, port: destination.port });
     this.interceptor.emit('connection', secure);
-  }
-
-  private contextFor(listener: SandboxListener, host: string): SecureContext {
-    let context = listener.contexts.get(host);
-    if (!context) {
-      const issued = issueServerCertificate(listener.ca, host, listener.key);
-      context = createSecureContext({ cert: issued.certificatePem + listener.ca.certificatePem, key: issued.keyPem });
-      listener.contexts.set(host, context);
-    }
-    return context;
   }
 
   /** A request inside an intercepted tunnel: decided again (the policy may have changed), its credentials set, sent on over TLS. */
   private async forwardIntercepted(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const origin = this.intercepted.get(req.socket);
     if (!origin) return refuse(res, new Refusal(400, 'berth egress: unknown connection'));
+    let agentId: string;
     let destination: Destination;
     try {
-      destination = await this.decide(origin.agentId, origin.host, origin.port);
+      agentId = await this.identified(origin.identify, origin.raw);
+      destination = await this.decide(agentId, origin.host, origin.port);
     } catch (error) {
       if (!(error instanceof Refusal)) throw error;
       if (error.status === 403) this.count('denied', 'http');
       return refuse(res, error);
     }
     const headers = withoutHopByHop(req.headers);
-    for (const credential of this.credentialsFor(origin.agentId, destination.host)) {
+    for (const credential of this.credentialsFor(agentId, destination.host)) {
       headers[credential.header.toLowerCase()] = credential.value;
       this.options.metrics?.injected.inc();
     }
@@ -254,10 +318,11 @@ export class EgressProxy {
   }
 
   /** A plain-HTTP request (`GET http://host/path`): decided and forwarded. Never gets credentials: they would travel in clear. */
-  private async forwardPlain(agentId: string, req: IncomingMessage, res: ServerResponse): Promise<void> {
+  private async forwardPlain(identify: Identify, req: IncomingMessage, res: ServerResponse): Promise<void> {
     let url: URL;
     let destination: Destination;
     try {
+      const agentId = await this.identified(identify, req.socket);
       url = parseAbsoluteHttpUrl(req.url ?? '');
       destination = await this.decide(agentId, hostOf(url), Number(url.port || 80));
     } catch (error) {
@@ -288,6 +353,34 @@ export class EgressProxy {
     });
     req.pipe(upstream);
   }
+}
+
+/** The TLS context for `host` with a certificate of the sandbox's CA, made once per host. */
+function contextFor(authority: Authority, host: string): SecureContext {
+  let context = authority.contexts.get(host);
+  if (!context) {
+    const issued = issueServerCertificate(authority.ca, host, authority.key);
+    context = createSecureContext({ cert: issued.certificatePem + authority.ca.certificatePem, key: issued.keyPem });
+    authority.contexts.set(host, context);
+  }
+  return context;
+}
+
+/** Listens (`start` given the callback for success) and resolves then, or rejects with the listener's error. */
+function listening(server: Server, start: (ready: () => void) => void): Promise<void> {
+  return new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    start(() => {
+      server.off('error', reject);
+      resolve();
+    });
+  });
+}
+
+async function closeFront(front: Front): Promise<void> {
+  front.server.closeAllConnections();
+  for (const socket of front.sockets) socket.destroy();
+  await new Promise<void>((resolve) => front.server.close(() => resolve()));
 }
 
 /** Resolves a name's IPv4 and IPv6 addresses with these servers; fails only when it has neither. */

@@ -16,16 +16,17 @@ export const EGRESS_MOUNT = '/run/berth/egress';
 /** The sandbox's loopback port of the relay (egress-relay.py). */
 export const EGRESS_PORT = 3128;
 export const EGRESS_SOCKET = 'proxy.sock';
-const CA_FILE = 'ca.pem';
-const BUNDLE_FILE = 'ca-bundle.pem';
+/** The sandbox's CA certificate, and the system's CAs with it, in the egress folder. */
+export const CA_FILE = 'ca.pem';
+export const BUNDLE_FILE = 'ca-bundle.pem';
 
 /**
  * The environment of a sandbox with the egress folder: proxy variables in both spellings (curl
  * reads lowercase http_proxy only), loopback kept direct, and the CA bundle (the system's CAs and
  * the sandbox's own) where OpenSSL, Python's requests, curl, git, Go and Node.js look for one.
+ * `proxy` is the relay on the sandbox's loopback, or a pod's egress gateway (ADR 52).
  */
-export function egressEnv(): Record<string, string> {
-  const proxy = `http://127.0.0.1:${EGRESS_PORT}`;
+export function egressEnv(proxy = `http://127.0.0.1:${EGRESS_PORT}`): Record<string, string> {
   const bundle = `${EGRESS_MOUNT}/${BUNDLE_FILE}`;
   return {
     HTTP_PROXY: proxy,
@@ -58,6 +59,11 @@ export async function prepareEgressFolder(root: string, agentId: string): Promis
     await writeFile(keptCa, JSON.stringify(ca), { mode: 0o600 });
   }
   await writeFile(join(dir, CA_FILE), ca.certificatePem, { mode: 0o644 });
-  await writeFile(join(dir, BUNDLE_FILE), [...rootCertificates, ca.certificatePem].join('\n'), { mode: 0o644 });
+  await writeFile(join(dir, BUNDLE_FILE), caBundle(ca), { mode: 0o644 });
   return { dir, socket: join(dir, EGRESS_SOCKET), ca };
+}
+
+/** The CA bundle a sandbox trusts: the system's CAs and its own. */
+export function caBundle(ca: CertificateAuthority): string {
+  return [...rootCertificates, ca.certificatePem].join('\n');
 }
