@@ -518,6 +518,9 @@ export function createAgentReconciler(deps: AgentReconcilerDeps): Reconciler {
     const { agent } = step;
     const warmPools = deps.warmPools;
     if (!warmPools || !provider.claimWarm || agent.spec.gpu !== undefined || agent.spec.storage !== undefined) return undefined;
+    // An egress policy is enforced on a running sandbox only by a provider with setEgress; any
+    // other applies it where it creates the sandbox (a pod's spec, say), which a claim skips.
+    if (request.egress && !provider.setEgress) return undefined;
     const started = performance.now();
     const labels = { provider: provider.name, compute: agent.spec.compute };
     const shape = { organizationId: agent.spec.organizationId, mode: agent.spec.mode, provider: provider.name, compute: agent.spec.compute, browser: agent.spec.browser, definition: agent.spec.definition };
