@@ -101,7 +101,7 @@ describe('warm pools on the Kubernetes provider', () => {
     });
 
     // The pool's deletion ends its unclaimed pods (its finalizer, through the provider).
-    expect((await berth.live.delete(`/v1/warm-pools/${pool.id}`)).status).toBe(200);
+    expect((await berth.live.raw(`/v1/warm-pools/${pool.id}`, { method: 'DELETE' })).status).toBe(200);
     await eventually(async () => ((await warmPods()).length === 0 ? true : undefined), { what: 'the warm pods to be deleted', timeoutMs: 60_000 });
   });
 

@@ -1,7 +1,7 @@
 import { execFile } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { eventually } from '../helpers/http.js';
-import { kubectl, kubectlJson, startBerthInCluster, startClusterProcess, waitForAgent, type BerthInCluster, type ClusterProcess } from '../cluster-tier/helpers.js';
+import { kubectl, kubectlJson, startBerthInCluster, startClusterProcess, type BerthInCluster, type ClusterProcess } from '../cluster-tier/helpers.js';
 import { nodeAgentSettings } from '../node/node-agent-settings.js';
 
 /**

@@ -547,11 +547,14 @@ export class KubernetesProvider implements SandboxProvider {
     // A ref the operator did not record (a claim whose status write was lost) names the agent
     // alone: a warm pod it adopted carries its label.
     if (ref.details?.pod === undefined && isId(ref.id, 'agt')) {
+      const labelSelector = `${SandboxLabels.agent}=${idToObjectName(ref.id)}`;
+      let adopted: V1Pod[];
       try {
-        await this.core.deleteCollectionNamespacedPod({ namespace: this.namespace, labelSelector: `${SandboxLabels.agent}=${idToObjectName(ref.id)}`, gracePeriodSeconds: 0 });
+        adopted = (await this.core.listNamespacedPod({ namespace: this.namespace, labelSelector })).items;
       } catch (error) {
-        throw new ProviderError(this.name, `deleting the pods of agent ${ref.id}: ${(error as Error).message}`);
+        throw new ProviderError(this.name, `listing the pods of agent ${ref.id}: ${(error as Error).message}`);
       }
+      for (const pod of adopted) await this.deletePod(pod.metadata!.name!);
     }
   }
 
