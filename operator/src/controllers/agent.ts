@@ -524,7 +524,7 @@ export function createAgentReconciler(deps: AgentReconcilerDeps): Reconciler {
     const started = performance.now();
     const labels = { provider: provider.name, compute: agent.spec.compute };
     const shape = { organizationId: agent.spec.organizationId, mode: agent.spec.mode, provider: provider.name, compute: agent.spec.compute, browser: agent.spec.browser, definition: agent.spec.definition };
-    const { sandbox: warm, pooled } = await claimWarmSandbox(deps.db, shape, request.agentId, step.now);
+    const { sandbox: warm, pooled, fresh } = await claimWarmSandbox(deps.db, shape, request.agentId, step.now);
     const claimedAt = performance.now();
     if (!warm) {
       if (pooled) warmPools.metrics.misses.inc(labels);
@@ -535,11 +535,15 @@ export function createAgentReconciler(deps: AgentReconcilerDeps): Reconciler {
       // Refilled once this reconcile wrote the agent idle: the new sandbox's start (a burst of CPU)
       // does not compete with the claim.
       step.refillPool = warm.pool;
-      warmPools.metrics.claims.inc(labels);
-      warmPools.metrics.claimDuration.observe({ provider: provider.name }, (performance.now() - started) / 1000);
+      // A reconcile that ran again before it saw its own status write (a pod watch's event) gets the
+      // same sandbox back: one claim, counted once.
+      if (fresh) {
+        warmPools.metrics.claims.inc(labels);
+        warmPools.metrics.claimDuration.observe({ provider: provider.name }, (performance.now() - started) / 1000);
+      }
       const handedAt = performance.now();
       log.info(
-        { warmSandbox: warm.id, pool: objectNameToId(warm.pool), claimMs: Math.round((claimedAt - started) * 10) / 10, handOverMs: Math.round((handedAt - claimedAt) * 10) / 10 },
+        { warmSandbox: warm.id, pool: objectNameToId(warm.pool), again: !fresh, claimMs: Math.round((claimedAt - started) * 10) / 10, handOverMs: Math.round((handedAt - claimedAt) * 10) / 10 },
         'claimed a warm sandbox',
       );
       return { sandbox, pool: warm.pool };

@@ -254,6 +254,9 @@ export class KubernetesProvider implements SandboxProvider {
     const name = podNameOf(warm);
     const pod = await this.readPod(name);
     if (!pod || podState(pod) !== 'running') throw new ProviderError(this.name, `warm pod ${name} is ${pod ? podState(pod) : 'gone'}`, { sandbox: warm.id });
+    const ref: SandboxRef = { provider: this.name, id: request.agentId, details: { namespace: this.namespace, pod: name } };
+    // Adopted already (the patch comes after the environment): a reconcile that ran again.
+    if (pod.metadata?.labels?.[SandboxLabels.agent] === idToObjectName(request.agentId)) return ref;
     if (Object.keys(request.env).length > 0) await this.setLauncherEnvironment(warm, request.env);
     const owned = this.options.resourceNamespace === this.namespace ? request.owner : undefined;
     const patch = adoptionPatch(
@@ -266,7 +269,7 @@ export class KubernetesProvider implements SandboxProvider {
     } catch (error) {
       throw new ProviderError(this.name, `adopting pod ${name}: ${(error as Error).message}`, { sandbox: warm.id });
     }
-    return { provider: this.name, id: request.agentId, details: { namespace: this.namespace, pod: name } };
+    return ref;
   }
 
   /**
