@@ -113,7 +113,7 @@ describe.skipIf(unavailable !== '')('warm pools on a real node', () => {
     }, { timeoutMs: 60_000, what: 'its gVisor sandbox to be gone' });
   });
 
-  it('pauses an adopted pod natively and resumes it with its processes and the secret in its launcher', async () => {
+  it("pauses an adopted pod natively and resumes it into the agent's own pod with its processes, its programs still getting the secret", async () => {
     await readyPool(1);
     const session = (await berth.live.post('/v1/sessions', { userId: 'warm-native-user' })).body.id as string;
     const agent = (await berth.live.post(`/v1/sessions/${session}/agents`, { secrets: ['WARM_TOKEN'], timeout: '30m' })).body;
