@@ -29,13 +29,14 @@ describe.skipIf(unavailable !== '')('warm pools on a real node', () => {
   const secret = `warm-${Date.now()}-secret`;
 
   const warmPods = async (): Promise<Pod[]> => (await kubectlJson<{ items: Pod[] }>(['get', 'pods', '-n', berth.namespace, '-l', 'berth.dev/warm=true'])).items;
-  const readyPool = (claims: number) =>
+  /** The pool full again (after `claims` claims, when given). */
+  const readyPool = (claims?: number) =>
     eventually(
       async () => {
         const pool = (await berth.live.get(`/v1/warm-pools/${poolId}`)).body;
-        return pool.ready === 2 && pool.claims === claims ? pool : undefined;
+        return pool.ready === 2 && (claims === undefined || pool.claims === claims) ? pool : undefined;
       },
-      { what: `the pool to hold 2 ready pods after ${claims} claims`, timeoutMs: 180_000, intervalMs: 250 },
+      { what: `the pool to hold 2 ready pods after ${claims ?? 'any'} claims`, timeoutMs: 180_000, intervalMs: 250 },
     );
 
   beforeAll(async () => {
@@ -114,19 +115,35 @@ describe.skipIf(unavailable !== '')('warm pools on a real node', () => {
   });
 
   it("pauses an adopted pod natively and resumes it into the agent's own pod with its processes, its programs still getting the secret", async () => {
-    await readyPool(1);
+    await readyPool();
     const session = (await berth.live.post('/v1/sessions', { userId: 'warm-native-user' })).body.id as string;
     const agent = (await berth.live.post(`/v1/sessions/${session}/agents`, { secrets: ['WARM_TOKEN'], timeout: '30m' })).body;
     const idle = (await berth.live.get(`/v1/agents/${agent.id}?waitFor=idle&waitSeconds=60`)).body;
     expect(idle.conditions[0].message).toMatch(/claimed from warm pool/);
-    const counter = await berth.live.post(`/v1/agents/${agent.id}/exec`, { language: 'bash', code: 'echo started > /dev/shm/mark; sleep 600', background: true });
+    // Python, which reads its program and closes it: a bash script stays open in the pod's /tmp
+    // (an emptyDir), which the restored pod does not have.
+    const counter = await berth.live.post(`/v1/agents/${agent.id}/exec`, {
+      language: 'python',
+      code: 'import time\nopen("/dev/shm/mark", "w").write("started\\n")\ntime.sleep(600)',
+      background: true,
+    });
     expect(counter.status, JSON.stringify(counter.body)).toBe(202);
+    await eventually(async () => ((await berth.live.post(`/v1/agents/${agent.id}/exec`, { language: 'bash', code: 'cat /dev/shm/mark' })).body.stdout === 'started\n' ? true : undefined), {
+      what: 'the background process to start',
+      timeoutMs: 20_000,
+    });
 
     const paused = await berth.live.post(`/v1/agents/${agent.id}/pause`);
     expect(paused.body.status, JSON.stringify(paused.body)).toBe('paused');
     const [snapshot] = (await berth.live.get(`/v1/snapshots?agentId=${agent.id}`)).body.data;
     expect(snapshot).toMatchObject({ provider: 'kubernetes', level: 'native' });
     const resumed = await berth.live.post(`/v1/agents/${agent.id}/resume`);
+    if (resumed.body.status !== 'idle') {
+      const described = await kubectl(['describe', 'pod', objectName(agent.id), '-n', berth.namespace]);
+      console.log(described.stdout.slice(-4000));
+      console.log(berth.operators[0]!.output().split('\n').filter((line) => /restor|stag|native|error|warn/i.test(line)).slice(-30).join('\n'));
+      console.log(nodeAgent!.output().split('\n').slice(-30).join('\n'));
+    }
     expect(resumed.body.status, JSON.stringify(resumed.body)).toBe('idle');
     // The resumed pod is the agent's own, named after it.
     const pod = await kubectlJson<Pod>(['get', 'pod', objectName(agent.id), '-n', berth.namespace]);
