@@ -315,6 +315,12 @@ export interface ProviderCapabilities {
   sandboxSize?: { cpus: number; memoryBytes: number; diskBytes: number };
   /** It enforces egress policies (ADR 46); without it an agent may have none that allows anything. */
   egress?: boolean;
+  /**
+   * A warm sandbox it hands to an agent takes the agent's egress policy (setEgress on the running
+   * sandbox, ADR 46). Without it an agent with a policy starts cold: the provider applies the
+   * policy where it makes the sandbox (the Kubernetes pod's spec, ADR 52), which a claim skips.
+   */
+  egressOnClaim?: boolean;
 }
 
 /**

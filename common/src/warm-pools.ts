@@ -77,16 +77,16 @@ export async function deleteWarmSandboxesOf(db: Queryable, pool: string): Promis
  * Takes the oldest ready sandbox that fits the agent (its definition's pool first, then one for
  * any agent of its shape) in one statement: concurrent claims skip the rows others hold, so no
  * sandbox is claimed twice. An agent that claimed before (a reconcile retried after a crash) gets
- * its own sandbox back. `pooled` says whether the organization has warm sandboxes at all (a
- * creation that found none that fits is then a miss).
+ * its own sandbox back (`fresh` false: it is not a new claim). `pooled` says whether the
+ * organization has warm sandboxes at all (a creation that found none that fits is then a miss).
  */
 export async function claimWarmSandbox(
   db: Queryable,
   shape: WarmShape,
   agentId: string,
   at: Date,
-): Promise<{ sandbox: WarmSandbox | undefined; pooled: boolean }> {
-  const { rows } = await db.query<WarmSandboxRow & { pooled: boolean }>(
+): Promise<{ sandbox: WarmSandbox | undefined; pooled: boolean; fresh: boolean }> {
+  const { rows } = await db.query<WarmSandboxRow & { pooled: boolean; fresh: boolean | null }>(
     `WITH earlier AS (
        SELECT id FROM warm_sandboxes WHERE agent_id = $1 AND state = 'claimed' LIMIT 1
      ), candidate AS (
@@ -100,14 +100,14 @@ export async function claimWarmSandbox(
         WHERE id IN (SELECT id FROM candidate)
         RETURNING ${COLUMNS}
      ), found AS (
-       SELECT ${COLUMNS} FROM taken
+       SELECT ${COLUMNS}, true AS fresh FROM taken
        UNION ALL
-       SELECT ${COLUMNS} FROM warm_sandboxes WHERE id IN (SELECT id FROM earlier)
+       SELECT ${COLUMNS}, false AS fresh FROM warm_sandboxes WHERE id IN (SELECT id FROM earlier)
      )
      SELECT found.*, EXISTS (SELECT 1 FROM warm_sandboxes WHERE organization_id = $2 AND mode = $3) AS pooled
        FROM (SELECT 1) one LEFT JOIN found ON true`,
     [agentId, shape.organizationId, shape.mode, shape.provider, shape.compute, shape.browser, shape.definition ?? null, at],
   );
   const row = rows[0]!;
-  return { sandbox: row.id ? toSandbox(row) : undefined, pooled: row.pooled };
+  return { sandbox: row.id ? toSandbox(row) : undefined, pooled: row.pooled, fresh: row.fresh === true };
 }

@@ -208,9 +208,12 @@ def set_size(fd, size):
 
 
 def parse_control(payload):
-    """A CONTROL frame's request: {op: list|largest} or {op: signal|output|wait|kill|follow|input|closeStdin, pid, ...}."""
+    """A CONTROL frame's request: {op: list|largest}, {op: environment, env} or
+    {op: signal|output|wait|kill|follow|input|closeStdin, pid, ...}."""
     request = json.loads(payload)
     op = request.get('op') if isinstance(request, dict) else None
+    if op == 'environment':
+        return parse_environment(request)
     if op not in ('list', 'signal', 'output', 'wait', 'largest', 'kill', 'follow', 'input', 'closeStdin'):
         raise ValueError(f'unknown op {op!r}')
     if op not in ('list', 'largest') and not isinstance(request.get('pid'), int):
@@ -227,6 +230,15 @@ def parse_control(payload):
         if not isinstance(request.get('data'), str):
             raise ValueError('data must be base64 text')
         request['data'] = base64.b64decode(request['data'], validate=True)
+    return request
+
+
+def parse_environment(request):
+    """{op: environment, env}: variables for every program started from then on (ADR 53)."""
+    env = request.get('env')
+    if not isinstance(env, dict) or not all(isinstance(k, str) and k and '=' not in k and '\0' not in k and isinstance(v, str) and '\0' not in v
+                                            for k, v in env.items()):
+        raise ValueError('env must map variable names to strings')
     return request
 
 
@@ -1350,6 +1362,11 @@ class Launcher:
             return self.reply(exec_id, {'error': 'bad_request', 'message': str(error)})
         if request['op'] == 'list':
             return self.reply(exec_id, {'processes': [process.record() for process in self.background.values()]})
+        # A warm pod claimed by an agent (ADR 53): the agent's environment joins the launcher's own,
+        # which every program it starts from now on gets; it lives in this process's memory only.
+        if request['op'] == 'environment':
+            os.environb.update((name.encode(), value.encode()) for name, value in request['env'].items())
+            return self.reply(exec_id, {'environment': len(request['env'])})
         # Out of memory: the host's memory guard asks which program is largest, then has it killed
         # (one program, as Linux's OOM killer does), without starting a process in the sandbox.
         if request['op'] == 'largest':

@@ -396,6 +396,16 @@ class ChannelTest(unittest.TestCase):
         self.send(61, launcher.CONTROL, {'op': 'wait', 'pid': 999999, 'timeoutMs': 10})
         self.assertEqual(self.reply(61)['error'], 'not_found')
 
+    def test_an_environment_set_later_reaches_the_programs_started_after_it(self):
+        self.send(65, launcher.CONTROL, {'op': 'environment', 'env': {'AGENT_TOKEN': 's3cret', 'GREETING': 'from the agent'}})
+        self.assertEqual(self.reply(65), {'environment': 2})
+        self.exec(66, ['bash', '-c', 'echo "$AGENT_TOKEN $GREETING"'], env={'GREETING': 'from the exec'})
+        out, _, outcome = self.result(66)
+        self.assertEqual((out, outcome['exitCode']), (b's3cret from the exec\n', 0))  # the exec's own env still wins
+        for bad in ({'A=B': 'x'}, {'': 'x'}, {'A': 1}, ['A'], {'A': 'x\0y'}):
+            self.send(67, launcher.CONTROL, {'op': 'environment', 'env': bad})
+            self.assertEqual(self.reply(67)['error'], 'bad_request')
+
     def test_the_largest_program_is_found_and_killed(self):
         hog = subprocess.Popen([sys.executable, '-c', 'x = bytearray(64 << 20); import time; time.sleep(60)'])
         self.addCleanup(hog.kill)

@@ -12,7 +12,9 @@
  *   - pause then resume at native level (ADR 38: the node agent checkpoints the pod's sandbox with
  *     runsc and stages it for the new pod, which runsc restores), against the same floor, with
  *     pause and resume also apart. The filesystem rows run before the node agent starts (the
- *     operator falls back to them where no node agent answers), the native rows after.
+ *     operator falls back to them where no node agent answers), the native rows after;
+ *   - create with a warm claim (ADR 53): an agent with a secret from POST until idle, adopting a
+ *     running pod of a warm pool of 2, against the cold create -> idle of the same run.
  * Medians of BENCH_RUNS (default 10). Numbers from a shared two-core machine are noisy.
  */
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
@@ -59,6 +61,10 @@ function startProcess(command: 'apiserver' | 'operator' | 'node', env: Record<st
     child.stderr!.on('data', onData);
     child.once('exit', (code) => reject(new Error(`berth ${command} exited with ${code}:\n${output.slice(-2000)}`)));
   });
+}
+
+function expect201(response: { status: number; body: unknown }): void {
+  if (response.status !== 200 && response.status !== 201) throw new Error(`answered ${response.status}: ${JSON.stringify(response.body)}`);
 }
 
 async function main(): Promise<void> {
@@ -194,6 +200,24 @@ async function main(): Promise<void> {
       await core.deleteNamespacedPod({ name: floorName, namespace: NAMESPACE, gracePeriodSeconds: 0 });
       progress(`run ${run + 1}/${RUNS}`);
     }
+    // Warm claims: a pool of 2 python pods, full before each create, so that each claims a running pod.
+    expect201(await api.post('/v1/secrets', { BENCH_TOKEN: 'bench-secret' }));
+    const pool = (await api.post('/v1/warm-pools', { compute: 'python', size: 2 })).body;
+    const warmIdle: number[] = [];
+    for (let run = 0; run < RUNS; run++) {
+      await waitUntil(async () => (await api.get(`/v1/warm-pools/${pool.id}`)).body.ready === 2, `warm pool ${pool.id} full`);
+      const started = performance.now();
+      const agent = (await api.post(`/v1/sessions/${sessionId}/agents`, { timeout: '30m', secrets: ['BENCH_TOKEN'] })).body;
+      await waitUntil(async () => (await api.get(`/v1/agents/${agent.id}`)).body.status === 'idle', `agent ${agent.id} idle`);
+      warmIdle.push(performance.now() - started);
+      const view = (await api.get(`/v1/agents/${agent.id}`)).body;
+      if (!/claimed from warm pool/.test(view.conditions[0]?.message ?? '')) throw new Error(`agent ${agent.id} did not claim: ${JSON.stringify(view.conditions)}`);
+      const secret = await api.post(`/v1/agents/${agent.id}/exec`, { language: 'bash', code: 'printf %s "$BENCH_TOKEN"' });
+      if (secret.body.stdout !== 'bench-secret') throw new Error(`the claimed pod answered ${JSON.stringify(secret.body)}`);
+      await api.post(`/v1/agents/${agent.id}/terminate`);
+      progress(`warm run ${run + 1}/${RUNS}`);
+    }
+    await api.raw(`/v1/warm-pools/${pool.id}`, { method: 'DELETE' });
     // Native level: the node agent on the node (a host process here, as the DaemonSet runs on the host network).
     const nodeAgent = await startProcess('node', {
       ...env,
@@ -232,13 +256,15 @@ async function main(): Promise<void> {
     console.log(`${'what'.padEnd(34)}${'ms'.padStart(10)}${'floor ms'.padStart(10)}${'ratio'.padStart(9)}`);
     console.log(row('agent create -> pod Running', median(agentRunning), median(floorCreate)));
     console.log(row('agent create -> idle', median(agentIdle), median(floorCreate)));
+    console.log(row('agent create -> idle, warm claim', median(warmIdle), median(agentIdle)));
     console.log(row('exec python print(42)', median(berthExec), median(kubectlExec)));
     console.log(row('pause + resume (filesystem level)', median(pauseResume), median(recreate)));
     console.log(row('pause + resume (native level)', median(nativePause.map((pause, i) => pause + nativeResume[i]!)), median(recreate)));
     console.log(row('  native pause', median(nativePause), median(recreate)));
     console.log(row('  native resume', median(nativeResume), median(recreate)));
     console.log(
-      '\nfloor: create = a bare pod of the same spec created directly until Running; exec = `kubectl exec` of the same command into the same pod;\n' +
+      '\nfloor: create = a bare pod of the same spec created directly until Running; warm claim = the cold agent create -> idle above;\n' +
+        'exec = `kubectl exec` of the same command into the same pod;\n' +
         'pause + resume (both levels, and native pause and resume apart) = that bare pod deleted until gone and created again until Running.',
     );
   } finally {

@@ -438,7 +438,8 @@ describe('RBAC', () => {
       expect(allows(rules, 'update', 'berth.dev', `${resource}/status`)).toBe(true);
       expect(allows(rules, 'update', 'berth.dev', `${resource}/finalizers`)).toBe(true);
     }
-    for (const verb of ['get', 'list', 'watch', 'create', 'delete']) expect(allows(rules, verb, '', 'pods')).toBe(true);
+    for (const verb of ['get', 'list', 'watch', 'create', 'delete', 'patch']) expect(allows(rules, verb, '', 'pods')).toBe(true);
+    expect(allows(rules, 'update', '', 'pods')).toBe(false);
     expect(allows(rules, 'create', '', 'pods/exec')).toBe(true);
     expect(allows(rules, 'get', '', 'pods/exec')).toBe(true);
     expect(allows(rules, 'create', 'coordination.k8s.io', 'leases')).toBe(true);

@@ -30,7 +30,7 @@ const createBody = z
     browser: z.boolean().default(false).describe('browser sandboxes, for browser agents'),
     definition: z.string().min(1).max(200).optional().describe('agent definition name or id: only its agents claim from this pool (they take it before a pool without definition)'),
     size: sizeSchema.describe(`sandboxes to keep started, 0–${MAX_WARM_POOL_SIZE}`),
-    provider: z.string().min(1).max(64).optional().describe("one of this install's providers that can keep warm sandboxes (local); the default provider when omitted"),
+    provider: z.string().min(1).max(64).optional().describe("one of this install's providers that can keep warm sandboxes (local, kubernetes); the default provider when omitted"),
   })
   .strict();
 
@@ -59,7 +59,7 @@ export function warmPoolRoutes(table: RouteTable, pools: WarmPoolService): void 
       tag: TAG,
       summary: 'Create a warm pool',
       description:
-        "Keeps `size` sandboxes of the organization started ahead of the agents that will take them. A new agent of the same provider, compute and browser (and definition, for a pool of one) claims a ready sandbox instead of starting one: it is `idle` within milliseconds, and gets its secrets and environment through the sandbox's launcher after the claim (the pool's sandbox never holds them before). An agent that finds none ready starts cold, as without a pool. The operator starts a new sandbox for each one claimed. One pool per shape: a second is 409 `conflict`. The sizes of an organization's pools add up to at most the install's `BERTH_WARM_SANDBOXES_MAX` (20 by default): past it, 422 naming `size`. A provider that cannot keep warm sandboxes (Kubernetes today), a compute or browser it cannot run, or an unknown definition is 422. Test keys' pools are kept but hold no sandboxes (their agents run on the mock provider).",
+        "Keeps `size` sandboxes of the organization started ahead of the agents that will take them. A new agent of the same provider, compute and browser (and definition, for a pool of one) claims a ready sandbox instead of starting one: it is `idle` within milliseconds on the local provider, a few hundred on Kubernetes (where it adopts a running pod), and gets its secrets and environment through the sandbox's launcher after the claim (the pool's sandbox never holds them before). An agent that finds none ready starts cold, as without a pool. The operator starts a new sandbox for each one claimed. One pool per shape: a second is 409 `conflict`. The sizes of an organization's pools add up to at most the install's `BERTH_WARM_SANDBOXES_MAX` (20 by default): past it, 422 naming `size`. A provider that cannot keep warm sandboxes (the local and Kubernetes providers can; on Kubernetes a pool's sandboxes are pods that the agent adopts), a compute or browser it cannot run, or an unknown definition is 422. Test keys' pools are kept but hold no sandboxes (their agents run on the mock provider).",
       body: createBody,
       requestExample: { compute: 'python', size: 4 },
       responses: { 201: { description: 'the pool; its sandboxes start within a moment', schema: warmPoolSchema, example: { ...example, ready: 0, starting: 0, claims: 0, conditions: [] } } },

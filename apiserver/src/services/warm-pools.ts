@@ -67,7 +67,7 @@ export function createWarmPoolService(deps: { store: ResourceStore; pool: Pool; 
         });
       }
       if (principal.mode === 'live' && !provider.startWarm) {
-        throw new ApiError('unprocessable_entity', `provider: provider "${providerName}" cannot keep warm sandboxes (the local provider can)`, {
+        throw new ApiError('unprocessable_entity', `provider: provider "${providerName}" cannot keep warm sandboxes (the local and Kubernetes providers can)`, {
           fields: { provider: ['cannot keep warm sandboxes'] },
         });
       }

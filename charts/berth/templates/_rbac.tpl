@@ -90,12 +90,14 @@ namespace or the sandbox namespace. The resource list is Berth's CRDs in templat
 {{- end }}
 
 {{- define "berth.rbac.operatorSandboxRules" -}}
-# Sandbox pods, one per agent.
+# Sandbox pods, one per agent, and a warm pool's pods (ADR 53).
 #   get, list, watch: find an agent's pod and follow its phase;
-#   create: provision a sandbox; delete: terminate it, or replace a pod that ended.
+#   create: provision a sandbox; delete: terminate it, or replace a pod that ended;
+#   patch: an agent adopts a warm pod (its labels, owner and deadline), and a restored pod is
+#   released from its scheduling gate and marked restored.
 - apiGroups: [""]
   resources: ["pods"]
-  verbs: ["get", "list", "watch", "create", "delete"]
+  verbs: ["get", "list", "watch", "create", "delete", "patch"]
 # create: run agent tool calls in the sandbox; get: the same call over a websocket, which starts as a GET.
 - apiGroups: [""]
   resources: ["pods/exec"]

@@ -518,10 +518,13 @@ export function createAgentReconciler(deps: AgentReconcilerDeps): Reconciler {
     const { agent } = step;
     const warmPools = deps.warmPools;
     if (!warmPools || !provider.claimWarm || agent.spec.gpu !== undefined || agent.spec.storage !== undefined) return undefined;
+    // A provider that applies an egress policy where it makes the sandbox (a pod's spec, ADR 52)
+    // cannot give it to a warm one: such an agent starts cold.
+    if (request.egress && !provider.capabilities.egressOnClaim) return undefined;
     const started = performance.now();
     const labels = { provider: provider.name, compute: agent.spec.compute };
     const shape = { organizationId: agent.spec.organizationId, mode: agent.spec.mode, provider: provider.name, compute: agent.spec.compute, browser: agent.spec.browser, definition: agent.spec.definition };
-    const { sandbox: warm, pooled } = await claimWarmSandbox(deps.db, shape, request.agentId, step.now);
+    const { sandbox: warm, pooled, fresh } = await claimWarmSandbox(deps.db, shape, request.agentId, step.now);
     const claimedAt = performance.now();
     if (!warm) {
       if (pooled) warmPools.metrics.misses.inc(labels);
@@ -532,11 +535,15 @@ export function createAgentReconciler(deps: AgentReconcilerDeps): Reconciler {
       // Refilled once this reconcile wrote the agent idle: the new sandbox's start (a burst of CPU)
       // does not compete with the claim.
       step.refillPool = warm.pool;
-      warmPools.metrics.claims.inc(labels);
-      warmPools.metrics.claimDuration.observe({ provider: provider.name }, (performance.now() - started) / 1000);
+      // A reconcile that ran again before it saw its own status write (a pod watch's event) gets the
+      // same sandbox back: one claim, counted once.
+      if (fresh) {
+        warmPools.metrics.claims.inc(labels);
+        warmPools.metrics.claimDuration.observe({ provider: provider.name }, (performance.now() - started) / 1000);
+      }
       const handedAt = performance.now();
       log.info(
-        { warmSandbox: warm.id, pool: objectNameToId(warm.pool), claimMs: Math.round((claimedAt - started) * 10) / 10, handOverMs: Math.round((handedAt - claimedAt) * 10) / 10 },
+        { warmSandbox: warm.id, pool: objectNameToId(warm.pool), again: !fresh, claimMs: Math.round((claimedAt - started) * 10) / 10, handOverMs: Math.round((handedAt - claimedAt) * 10) / 10 },
         'claimed a warm sandbox',
       );
       return { sandbox, pool: warm.pool };

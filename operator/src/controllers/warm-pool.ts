@@ -8,6 +8,7 @@ import {
   markWarmSandboxReady,
   newId,
   objectNameToId,
+  SandboxNotReadyError,
   warmSandboxesOf,
   type Clock,
   type Logger,
@@ -134,10 +135,11 @@ export function createWarmPoolReconciler(deps: WarmPoolReconcilerDeps): Reconcil
 
     const now = clock.now();
     let problem: { reason: string; message: string } | undefined;
+    let retryAfterMs: number | undefined;
     if (!provider?.startWarm) {
       problem = { reason: WarmPoolReason.Unsupported, message: `provider "${pool.spec.provider}" cannot keep warm sandboxes on this install` };
     } else {
-      problem = await fill(pool, provider, unclaimed, log);
+      ({ problem, retryAfterMs } = await fill(pool, provider, unclaimed, log));
     }
 
     const after = await warmSandboxesOf(db, name);
@@ -165,14 +167,21 @@ export function createWarmPoolReconciler(deps: WarmPoolReconcilerDeps): Reconcil
       });
     }
     metrics.pools.set(objectNameToId(name), { compute: pool.spec.compute, size: pool.spec.size, ready });
-    return { requeueAfterMs: problem?.reason === WarmPoolReason.StartFailed ? WARM_POOL_RETRY_MS : WARM_POOL_CHECK_MS };
+    return { requeueAfterMs: Math.min(retryAfterMs ?? Infinity, problem?.reason === WarmPoolReason.StartFailed ? WARM_POOL_RETRY_MS : WARM_POOL_CHECK_MS) };
   };
 
   /**
    * Ends the pool's dead and surplus sandboxes and starts what is missing; the problem that kept it
-   * from being full, if any.
+   * from being full, if any, and how soon to look again at sandboxes still on their way (a
+   * provider whose start returns before the sandbox runs, as a pod's, says SandboxNotReadyError:
+   * the row stays `starting` and the next reconcile asks again).
    */
-  async function fill(pool: Pool, provider: SandboxProvider, unclaimed: WarmSandbox[], log: Logger): Promise<{ reason: string; message: string } | undefined> {
+  async function fill(
+    pool: Pool,
+    provider: SandboxProvider,
+    unclaimed: WarmSandbox[],
+    log: Logger,
+  ): Promise<{ problem?: { reason: string; message: string }; retryAfterMs?: number }> {
     const name = pool.metadata.name;
     const live: WarmSandbox[] = [];
     for (const row of unclaimed) {
@@ -192,6 +201,7 @@ export function createWarmPoolReconciler(deps: WarmPoolReconcilerDeps): Reconcil
       ...Array.from({ length: Math.max(0, pool.spec.size - live.length) }, () => newId('wsb', clock.now())),
     ];
     const failures: string[] = [];
+    let retryAfterMs: number | undefined;
     for (let at = 0; at < toStart.length; at += STARTS_AT_ONCE) {
       await Promise.all(
         toStart.slice(at, at + STARTS_AT_ONCE).map(async (id) => {
@@ -204,6 +214,10 @@ export function createWarmPoolReconciler(deps: WarmPoolReconcilerDeps): Reconcil
             await markWarmSandboxReady(db, id, clock.now());
             metrics.starts.inc({ provider: provider.name, result: 'started' });
           } catch (error) {
+            if (error instanceof SandboxNotReadyError) {
+              retryAfterMs = Math.min(retryAfterMs ?? Infinity, error.retryAfterMs);
+              return;
+            }
             metrics.starts.inc({ provider: provider.name, result: 'failed' });
             failures.push((error as Error).message);
             log.warn({ sandbox: id, err: error }, 'starting a warm sandbox failed; retrying');
@@ -213,8 +227,9 @@ export function createWarmPoolReconciler(deps: WarmPoolReconcilerDeps): Reconcil
         }),
       );
     }
-    if (failures.length > 0) return { reason: WarmPoolReason.StartFailed, message: `${failures.length} sandboxes failed to start: ${failures[0]}` };
-    return undefined;
+    const waiting = retryAfterMs === undefined ? {} : { retryAfterMs };
+    if (failures.length > 0) return { problem: { reason: WarmPoolReason.StartFailed, message: `${failures.length} sandboxes failed to start: ${failures[0]}` }, ...waiting };
+    return waiting;
   }
 
   async function endSandbox(provider: SandboxProvider, row: WarmSandbox): Promise<void> {

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { DEFAULT_GPU_TABLE } from '@berth/common';
-import { desiredPod, type PodRequest, type PodSettings } from './pod.js';
+import { adoptionPatch, desiredPod, desiredWarmPod, podNameOf, type PodAdoption, type PodRequest, type PodSettings } from './pod.js';
 import { podState } from './provider.js';
 import { exitCodeOf } from './exec.js';
 
@@ -152,6 +152,80 @@ describe('desiredPod', () => {
 
   it('is pure', () => {
     expect(desiredPod(request, settings)).toEqual(desiredPod(request, settings));
+  });
+});
+
+describe('desiredWarmPod', () => {
+  const warm = { name: 'wsb-01warm', compute: 'python', browser: false, guestConfigMap: 'berth-guest-abc' } as const;
+
+  it('is a sandbox pod with the launcher, labelled warm, with no agent, session, secrets, deadline or owner', () => {
+    const pod = desiredWarmPod(warm, settings);
+    expect(pod.metadata).toEqual({
+      name: 'wsb-01warm',
+      namespace: 'berth',
+      labels: { 'app.kubernetes.io/name': 'berth-sandbox', 'app.kubernetes.io/managed-by': 'berth', 'berth.dev/sandbox': 'true', 'berth.dev/warm': 'true' },
+    });
+    expect(pod.spec!.activeDeadlineSeconds).toBeUndefined();
+    const [container] = pod.spec!.containers;
+    expect(container!.envFrom).toBeUndefined();
+    expect(container!.env).toBeUndefined();
+    expect(container!.command?.[2]).toMatch(/launcher\.py/);
+    // Everything else is an agent's pod: the chart's NetworkPolicy and the pod's limits hold alike.
+    const agents = desiredPod({ name: 'wsb-01warm', compute: 'python', browser: false, guestConfigMap: 'berth-guest-abc', sessionName: 's', timeoutSeconds: 60 }, settings);
+    expect(pod.spec!.containers).toEqual(agents.spec!.containers);
+    expect({ ...pod.spec, activeDeadlineSeconds: 60 }).toEqual(agents.spec);
+  });
+
+  it('takes the image of its compute, or the browser image', () => {
+    expect(desiredWarmPod({ ...warm, compute: 'go' }, settings).spec!.containers[0]!.image).toBe('berth/sandbox-go:1');
+    expect(desiredWarmPod({ ...warm, browser: true }, settings).spec!.containers[0]!.image).toBe('berth/sandbox-browser:1');
+  });
+});
+
+describe('adoptionPatch', () => {
+  const adoption: PodAdoption = {
+    agentName: 'agt-01abc',
+    sessionName: 'ses-01xyz',
+    warmId: 'wsb_01warm',
+    timeoutSeconds: 900,
+    owner: { apiVersion: 'berth.dev/v1alpha1', kind: 'Agent', name: 'agt-01abc', uid: 'u-1' },
+  };
+  const warmPod = { ...desiredWarmPod({ name: 'wsb-01warm', compute: 'python', browser: false, guestConfigMap: 'g' }, settings), status: { startTime: new Date('2026-11-28T02:00:00Z') } };
+
+  it("gives the pod the agent's labels, owner and a deadline counted from the pod's start", () => {
+    expect(adoptionPatch(warmPod, adoption, new Date('2026-11-28T02:05:00.200Z'))).toEqual({
+      metadata: {
+        labels: { 'berth.dev/agent': 'agt-01abc', 'berth.dev/session': 'ses-01xyz', 'berth.dev/warm': null },
+        annotations: { 'berth.dev/warm-sandbox': 'wsb_01warm' },
+        ownerReferences: [{ apiVersion: 'berth.dev/v1alpha1', kind: 'Agent', name: 'agt-01abc', uid: 'u-1', controller: true, blockOwnerDeletion: true }],
+      },
+      spec: { activeDeadlineSeconds: 301 + 900 },
+    });
+  });
+
+  it('keeps a deadline already set (Kubernetes only lets it decrease) and leaves out an owner in another namespace', () => {
+    const adopted = { ...warmPod, spec: { ...warmPod.spec!, activeDeadlineSeconds: 1_000 } };
+    const patch = adoptionPatch(adopted, { ...adoption, owner: undefined }, new Date('2026-11-28T03:00:00Z'));
+    expect(patch.spec).toBeUndefined();
+    expect(patch.metadata.ownerReferences).toBeUndefined();
+  });
+
+  it('counts from the creation when the pod has no start time yet, and holds no secret', () => {
+    const created = { ...warmPod, status: {}, metadata: { ...warmPod.metadata, creationTimestamp: new Date('2026-11-28T02:00:00Z') } };
+    const patch = adoptionPatch(created, adoption, new Date('2026-11-28T02:00:10Z'));
+    expect(patch.spec).toEqual({ activeDeadlineSeconds: 910 });
+    expect(JSON.stringify(patch)).not.toMatch(/env/i);
+  });
+});
+
+describe('podNameOf', () => {
+  it.each([
+    [{ id: 'agt_01abc', details: { namespace: 'berth', pod: 'wsb-01warm' } }, 'wsb-01warm'],
+    [{ id: 'agt_01abc', details: { namespace: 'berth', pod: 'agt-01abc' } }, 'agt-01abc'],
+    [{ id: 'agt_01abc' }, 'agt-01abc'],
+    [{ id: 'wsb_01warm', details: { agentId: 'agt_01abc' } }, 'wsb-01warm'],
+  ])('finds the pod of %j', (ref, pod) => {
+    expect(podNameOf(ref)).toBe(pod);
   });
 });
 

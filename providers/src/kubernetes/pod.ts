@@ -1,5 +1,6 @@
-import type { V1Pod, V1Toleration } from '@kubernetes/client-node';
-import type { Compute } from '@berth/crds';
+import type { V1OwnerReference, V1Pod, V1Toleration } from '@kubernetes/client-node';
+import type { Compute, SandboxRef } from '@berth/crds';
+import { idToObjectName } from '@berth/common';
 import type { GpuTable } from '@berth/common';
 import { GUEST_MOUNT } from '../local/launcher.js';
 import { BUNDLE_FILE, CA_FILE, EGRESS_MOUNT, egressEnv } from '../local/egress/sandbox.js';
@@ -14,10 +15,15 @@ export const SandboxLabels = {
   session: 'berth.dev/session',
   /** `gateway` on the pod of an agent with an egress policy: its only way out is the egress gateway (ADR 52). */
   egress: 'berth.dev/egress',
+  /** A warm pool's pod that no agent has claimed yet (ADR 53): it has no agent and session labels. */
+  warm: 'berth.dev/warm',
 } as const;
 
 /** The value of SandboxLabels.egress on a pod whose only way out is the egress gateway. */
 export const EGRESS_GATEWAY = 'gateway';
+
+/** On a pod an agent adopted from a warm pool: the warm sandbox's id (`wsb_…`) it was started as. */
+export const WARM_SANDBOX_ANNOTATION = 'berth.dev/warm-sandbox';
 
 export interface PodSettings {
   namespace: string;
@@ -33,13 +39,19 @@ export interface PodSettings {
 }
 
 export interface PodRequest {
-  /** Object name of the Agent (`agt-…`); the pod has the same name. */
+  /** Object name of the Agent (`agt-…`), or of the warm sandbox (`wsb-…`); the pod has the same name. */
   name: string;
-  sessionName: string;
+  /**
+   * A warm pool's pod (ADR 53): labelled as a sandbox and warm, with no agent, session, deadline
+   * or secrets until an agent claims it (adoptionPatch).
+   */
+  warm?: true | undefined;
+  sessionName?: string | undefined;
   compute: Compute;
   browser: boolean;
   gpu?: string | undefined;
-  timeoutSeconds: number;
+  /** The kubelet's backstop (activeDeadlineSeconds); a warm pod gets it at its claim. */
+  timeoutSeconds?: number | undefined;
   /** A Secret (in the pod's namespace) whose keys become the sandbox's environment: the agent's secrets, never in the pod spec. */
   envSecret?: string | undefined;
   /**
@@ -105,8 +117,7 @@ export function desiredPod(request: PodRequest, settings: PodSettings): V1Pod {
         'app.kubernetes.io/name': 'berth-sandbox',
         'app.kubernetes.io/managed-by': 'berth',
         [SandboxLabels.sandbox]: 'true',
-        [SandboxLabels.agent]: request.name,
-        [SandboxLabels.session]: request.sessionName,
+        ...(request.warm ? { [SandboxLabels.warm]: 'true' } : { [SandboxLabels.agent]: request.name, [SandboxLabels.session]: request.sessionName ?? '' }),
         ...(request.egress ? { [SandboxLabels.egress]: EGRESS_GATEWAY } : {}),
       },
       ...(request.nativeRestore
@@ -120,7 +131,7 @@ export function desiredPod(request: PodRequest, settings: PodSettings): V1Pod {
       ...(settings.runtimeClassName ? { runtimeClassName: settings.runtimeClassName } : {}),
       restartPolicy: 'Never',
       // A backstop: the operator ends the agent at its timeout, the kubelet at the latest then.
-      activeDeadlineSeconds: request.timeoutSeconds,
+      ...(request.timeoutSeconds !== undefined ? { activeDeadlineSeconds: request.timeoutSeconds } : {}),
       automountServiceAccountToken: false,
       enableServiceLinks: false,
       terminationGracePeriodSeconds: 5,
@@ -196,3 +207,55 @@ export const EGRESS_CA_ITEMS = [
   { key: CA_FILE, path: CA_FILE },
   { key: BUNDLE_FILE, path: BUNDLE_FILE },
 ] as const;
+
+/** A warm pool's pod (ADR 53): an agent's pod without the agent, its secrets or its deadline. */
+export function desiredWarmPod(request: Pick<PodRequest, 'name' | 'compute' | 'browser' | 'guestConfigMap'>, settings: PodSettings): V1Pod {
+  return desiredPod({ ...request, warm: true }, settings);
+}
+
+/** What an agent that claims a warm pod needs of it (ADR 53). */
+export interface PodAdoption {
+  /** Object names of the Agent and its Session. */
+  agentName: string;
+  sessionName: string;
+  /** The warm sandbox's id (`wsb_…`). */
+  warmId: string;
+  timeoutSeconds: number;
+  /** The Agent custom resource, when it lives in the pod's namespace. */
+  owner?: { apiVersion: string; kind: string; name: string; uid: string } | undefined;
+}
+
+/** A JSON merge patch of a pod: a null label is removed. */
+export interface AdoptionPatch {
+  metadata: { labels: Record<string, string | null>; annotations: Record<string, string>; ownerReferences?: V1OwnerReference[] };
+  spec?: { activeDeadlineSeconds: number };
+}
+
+/**
+ * The merge patch by which an agent adopts a warm pod: the agent's labels (the provider's watch
+ * maps the pod to the agent from then on) instead of the warm one, its owner reference (deleting
+ * the Agent, or its Session, deletes the pod), and the kubelet's deadline, counted from the pod's
+ * start as Kubernetes counts it. Pure, and the same when applied twice: a deadline already set is
+ * kept (Kubernetes lets it decrease only), and labels and owner are the agent's already.
+ */
+export function adoptionPatch(pod: V1Pod, adoption: PodAdoption, now: Date): AdoptionPatch {
+  const startedAt = pod.status?.startTime ?? pod.metadata?.creationTimestamp;
+  const runningSeconds = startedAt ? Math.max(0, Math.ceil((now.getTime() - new Date(startedAt).getTime()) / 1000)) : 0;
+  return {
+    metadata: {
+      labels: { [SandboxLabels.agent]: adoption.agentName, [SandboxLabels.session]: adoption.sessionName, [SandboxLabels.warm]: null },
+      annotations: { [WARM_SANDBOX_ANNOTATION]: adoption.warmId },
+      ...(adoption.owner ? { ownerReferences: [{ ...adoption.owner, controller: true, blockOwnerDeletion: true }] } : {}),
+    },
+    ...(pod.spec?.activeDeadlineSeconds === undefined ? { spec: { activeDeadlineSeconds: runningSeconds + adoption.timeoutSeconds } } : {}),
+  };
+}
+
+/**
+ * The pod of a sandbox: the one its ref names (an adopted warm pod keeps its `wsb-…` name, ADR 53),
+ * else the one named after its id (an agent's own pod, or a warm sandbox's before its claim).
+ */
+export function podNameOf(ref: Pick<SandboxRef, 'id' | 'details'>): string {
+  const pod = ref.details?.['pod'];
+  return typeof pod === 'string' && pod.length > 0 ? pod : idToObjectName(ref.id);
+}

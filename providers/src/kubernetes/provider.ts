@@ -15,6 +15,7 @@ import {
   UnsupportedRequestError,
   detectCompression,
   idToObjectName,
+  isId,
   objectNameToId,
   unsupportedReason,
   egressAllowsAnything,
@@ -43,6 +44,7 @@ import {
   type ProcessSignal,
   type TerminalHandle,
   type TerminalRequest,
+  type WarmSandboxRequest,
 } from '@berth/common';
 import { z } from 'zod';
 import { INTERPRETERS } from '../program.js';
@@ -54,7 +56,18 @@ import { CANCEL_SCRIPT, EXEC_SCRIPT, execNonce, execStdin, takeTimeoutLine, time
 import { execInPod, streamInPod } from './exec.js';
 import { NodeAgentClient, NodeAgentRefusal, readArchiveManifest, type NodeAgentSettings } from './node-agent.js';
 import { podFiles, podTunnel } from './files.js';
-import { EGRESS_GATEWAY, NATIVE_RESTORE_GATE, RestoreAnnotations, SANDBOX_CONTAINER, SandboxLabels, desiredPod, type PodSettings } from './pod.js';
+import {
+  EGRESS_GATEWAY,
+  NATIVE_RESTORE_GATE,
+  RestoreAnnotations,
+  SANDBOX_CONTAINER,
+  SandboxLabels,
+  adoptionPatch,
+  desiredPod,
+  desiredWarmPod,
+  podNameOf,
+  type PodSettings,
+} from './pod.js';
 import { egressCaSecret, egressCaSecretName } from './egress.js';
 import { createCertificateAuthority } from '../local/egress/certificates.js';
 import { parseAuthority } from '../local/egress/proxy.js';
@@ -132,7 +145,7 @@ export class KubernetesProvider implements SandboxProvider {
     this.core = options.kubeConfig.makeApiClient(CoreV1Api);
     this.nodeAgents = options.nodeAgents?.token ? new NodeAgentClient(options.nodeAgents) : undefined;
     this.files = {
-      ...podFiles(this.name, options.kubeConfig, (ref) => ({ namespace: this.namespace, pod: idToObjectName(ref.id), container: SANDBOX_CONTAINER })),
+      ...podFiles(this.name, options.kubeConfig, (ref) => ({ namespace: this.namespace, pod: podNameOf(ref), container: SANDBOX_CONTAINER })),
       // A watch is the pod launcher's (ADR 51), over a connection of its own, closed with it.
       watch: async (ref, path, options) => {
         const connection = await this.requireLauncher(ref, 'files.watch');
@@ -237,8 +250,85 @@ export class KubernetesProvider implements SandboxProvider {
     throw new SandboxNotReadyError(this.name, `pod ${name} created; waiting for it to run`, 1_000);
   }
 
+  /**
+   * A warm pool's pod (ADR 53): an agent's pod with no agent yet, named after the warm sandbox's
+   * id, without secrets, deadline or owner; its launcher is its main process. Idempotent on the
+   * id: a running pod of that name is adopted, one that ended is replaced. Throws
+   * SandboxNotReadyError until the pod runs (the pool's reconciler asks again).
+   */
+  async startWarm(request: WarmSandboxRequest): Promise<SandboxRef> {
+    const unsupported = unsupportedReason(this, request);
+    if (unsupported) throw new UnsupportedRequestError(this.name, `${unsupported.field}: ${unsupported.message}`);
+    const name = idToObjectName(request.id);
+    const existing = await this.readPod(name);
+    const state = existing ? podState(existing) : 'missing';
+    if (state === 'running') return { provider: this.name, id: request.id, details: { namespace: this.namespace, pod: name } };
+    if (state === 'pending') throw new SandboxNotReadyError(this.name, `pod ${name} is ${describePending(existing!)}`, 1_000);
+    if (existing) await this.deletePod(name);
+    const pod = desiredWarmPod({ name, compute: request.compute, browser: request.browser, guestConfigMap: await this.ensureGuestConfigMap() }, this.options.pods);
+    try {
+      await this.core.createNamespacedPod({ namespace: this.namespace, body: pod });
+    } catch (error) {
+      if (!isApiError(error, 409)) throw new ProviderError(this.name, `creating pod ${name}: ${(error as Error).message}`);
+    }
+    throw new SandboxNotReadyError(this.name, `pod ${name} created; waiting for it to run`, 1_000);
+  }
+
+  /**
+   * The agent adopts the warm pod (ADR 53). Its environment (its secrets) goes to the pod's launcher,
+   * which gives it to every program it starts from then on, in its memory only: the pod spec never
+   * holds it. Then the pod takes the agent's labels, owner and deadline (adoptionPatch). The pod
+   * keeps its name, which the returned ref carries (`details.pod`) for every later operation.
+   * Idempotent: both steps may run again.
+   */
+  async claimWarm(warm: SandboxRef, request: ProvisionRequest): Promise<SandboxRef> {
+    const name = podNameOf(warm);
+    const pod = await this.readPod(name);
+    if (!pod || podState(pod) !== 'running') throw new ProviderError(this.name, `warm pod ${name} is ${pod ? podState(pod) : 'gone'}`, { sandbox: warm.id });
+    const ref: SandboxRef = { provider: this.name, id: request.agentId, details: { namespace: this.namespace, pod: name } };
+    // Adopted already (the patch comes after the environment): a reconcile that ran again.
+    if (pod.metadata?.labels?.[SandboxLabels.agent] === idToObjectName(request.agentId)) return ref;
+    if (Object.keys(request.env).length > 0) await this.setLauncherEnvironment(warm, request.env);
+    const owned = this.options.resourceNamespace === this.namespace ? request.owner : undefined;
+    const patch = adoptionPatch(
+      pod,
+      { agentName: idToObjectName(request.agentId), sessionName: idToObjectName(request.sessionId), warmId: warm.id, timeoutSeconds: request.timeoutSeconds, owner: owned },
+      new Date(),
+    );
+    try {
+      await this.core.patchNamespacedPod({ name, namespace: this.namespace, body: patch }, setHeaderOptions('Content-Type', PatchStrategy.MergePatch));
+    } catch (error) {
+      throw new ProviderError(this.name, `adopting pod ${name}: ${(error as Error).message}`, { sandbox: warm.id });
+    }
+    return ref;
+  }
+
+  /**
+   * Sets the launcher's base environment. A warm pod claimed right after its container started may
+   * not have its channel listening yet (the relay client then finds none): asked again for a while.
+   */
+  private async setLauncherEnvironment(ref: SandboxRef, env: Record<string, string>): Promise<void> {
+    const deadline = Date.now() + CONTROL_WAIT_MS;
+    for (;;) {
+      const link = await this.launcherOf(ref);
+      try {
+        if (await this.launcherAnswered(ref, link)) {
+          await link.connection.control({ op: 'environment', env }, CONTROL_WAIT_MS);
+          return;
+        }
+      } catch (error) {
+        if (error instanceof ProviderError) throw error;
+        throw new ProviderError(this.name, `giving the agent's environment to the launcher of pod ${podNameOf(ref)}: ${(error as Error).message}`, { sandbox: ref.id });
+      } finally {
+        link.connection.close();
+      }
+      if (Date.now() >= deadline) throw new ProviderError(this.name, `pod ${podNameOf(ref)} has no launcher answering: the agent's environment cannot reach it`, { sandbox: ref.id });
+      await new Promise((resolve) => setTimeout(resolve, 250));
+    }
+  }
+
   async state(ref: SandboxRef): Promise<SandboxState> {
-    const pod = await this.readPod(idToObjectName(ref.id));
+    const pod = await this.readPod(podNameOf(ref));
     return pod ? podState(pod) : 'missing';
   }
 
@@ -290,19 +380,19 @@ export class KubernetesProvider implements SandboxProvider {
       ...(signal ? { signal } : {}),
     });
     if (result.kind === 'timedOut') throw new ExecTimeoutError(request.timeoutMs);
-    if (result.kind === 'lost') throw new ProviderError(this.name, `exec in pod ${idToObjectName(ref.id)}: the connection to its launcher ended during the exec`, { sandbox: ref.id });
+    if (result.kind === 'lost') throw new ProviderError(this.name, `exec in pod ${podNameOf(ref)}: the connection to its launcher ended during the exec`, { sandbox: ref.id });
     const { outcome } = result;
     if (outcome.outcome === 'timedOut') throw new ExecTimeoutError(request.timeoutMs);
-    if (outcome.outcome === 'failed') throw new ProviderError(this.name, `exec in pod ${idToObjectName(ref.id)}: ${outcome.error}`, { sandbox: ref.id });
+    if (outcome.outcome === 'failed') throw new ProviderError(this.name, `exec in pod ${podNameOf(ref)}: ${outcome.error}`, { sandbox: ref.id });
     return { stdout: result.stdout, stderr: result.stderr, exitCode: outcome.exitCode, durationMs: result.durationMs };
   }
 
   /** A connection to the pod's launcher (launcher.ts), open at once. */
   private async launcherOf(ref: SandboxRef): Promise<PodLauncherLink> {
     try {
-      return await openPodLauncher(this.options.kubeConfig, { namespace: this.namespace, pod: idToObjectName(ref.id), container: SANDBOX_CONTAINER }, this.options.log);
+      return await openPodLauncher(this.options.kubeConfig, { namespace: this.namespace, pod: podNameOf(ref), container: SANDBOX_CONTAINER }, this.options.log);
     } catch (error) {
-      throw new ProviderError(this.name, `reaching the launcher of pod ${idToObjectName(ref.id)}: ${(error as Error).message}`, { sandbox: ref.id });
+      throw new ProviderError(this.name, `reaching the launcher of pod ${podNameOf(ref)}: ${(error as Error).message}`, { sandbox: ref.id });
     }
   }
 
@@ -314,7 +404,7 @@ export class KubernetesProvider implements SandboxProvider {
     try {
       return await link.ready;
     } catch (error) {
-      throw new ProviderError(this.name, `reaching the launcher of pod ${idToObjectName(ref.id)}: ${(error as Error).message}`, { sandbox: ref.id });
+      throw new ProviderError(this.name, `reaching the launcher of pod ${podNameOf(ref)}: ${(error as Error).message}`, { sandbox: ref.id });
     }
   }
 
@@ -449,7 +539,7 @@ export class KubernetesProvider implements SandboxProvider {
     const interpreter = INTERPRETERS[request.language];
     const nonce = execNonce();
     const limitSeconds = String(Math.max(1, Math.ceil(request.timeoutMs / 1000)));
-    const target = { namespace: this.namespace, pod: idToObjectName(ref.id), container: SANDBOX_CONTAINER };
+    const target = { namespace: this.namespace, pod: podNameOf(ref), container: SANDBOX_CONTAINER };
     let heldBack = Buffer.alloc(0);
     const hold = timeoutLineBytes(nonce);
     const forward =
@@ -486,7 +576,7 @@ export class KubernetesProvider implements SandboxProvider {
         },
       );
     } catch (error) {
-      throw new ProviderError(this.name, `exec in pod ${idToObjectName(ref.id)}: ${(error as Error).message}`, { sandbox: ref.id });
+      throw new ProviderError(this.name, `exec in pod ${podNameOf(ref)}: ${(error as Error).message}`, { sandbox: ref.id });
     } finally {
       signal?.removeEventListener('abort', cancel);
     }
@@ -503,14 +593,26 @@ export class KubernetesProvider implements SandboxProvider {
 
   /** A TCP connection to `port` on the pod's loopback, relayed by an exec (the pod needs no Service or network policy for it). */
   openPort(ref: SandboxRef, port: number): Promise<Duplex> {
-    return podTunnel(this.name, this.options.kubeConfig, { namespace: this.namespace, pod: idToObjectName(ref.id), container: SANDBOX_CONTAINER }, ref, port);
+    return podTunnel(this.name, this.options.kubeConfig, { namespace: this.namespace, pod: podNameOf(ref), container: SANDBOX_CONTAINER }, ref, port);
   }
 
   async terminate(ref: SandboxRef): Promise<void> {
-    const name = idToObjectName(ref.id);
-    await this.deletePod(name);
+    await this.deletePod(podNameOf(ref));
+    // A ref the operator did not record (a claim whose status write was lost) names the agent
+    // alone: a warm pod it adopted carries its label.
+    if (ref.details?.pod === undefined && isId(ref.id, 'agt')) {
+      const labelSelector = `${SandboxLabels.agent}=${idToObjectName(ref.id)}`;
+      let adopted: V1Pod[];
+      try {
+        adopted = (await this.core.listNamespacedPod({ namespace: this.namespace, labelSelector })).items;
+      } catch (error) {
+        throw new ProviderError(this.name, `listing the pods of agent ${ref.id}: ${(error as Error).message}`);
+      }
+      for (const pod of adopted) await this.deletePod(pod.metadata!.name!);
+    }
     // Kept by a pause (checkpoint), so that the resumed pod trusts the same CA; gone with the sandbox.
-    await this.deleteSecret(egressCaSecretName(name));
+    // Named after the agent (its pod is never a warm one: agents with a policy start cold).
+    await this.deleteSecret(egressCaSecretName(idToObjectName(ref.id)));
   }
 
   /**
@@ -522,7 +624,7 @@ export class KubernetesProvider implements SandboxProvider {
   async checkpoint(ref: SandboxRef, target: CheckpointTarget): Promise<CheckpointResult> {
     if (await target.storage.exists(target.key)) {
       // A checkpoint that stored its archive and then crashed before deleting the pod.
-      await this.deletePod(idToObjectName(ref.id));
+      await this.deletePod(podNameOf(ref));
       const manifest = await readArchiveManifest(await target.storage.get(target.key));
       return { ...(await describeStored(target)), level: manifest?.level === 'native' ? 'native' : 'filesystem' };
     }
@@ -534,7 +636,7 @@ export class KubernetesProvider implements SandboxProvider {
     const stored = target.storage.put(target.key, body);
     const run = streamInPod(
       this.options.kubeConfig,
-      { namespace: this.namespace, pod: idToObjectName(ref.id), container: SANDBOX_CONTAINER },
+      { namespace: this.namespace, pod: podNameOf(ref), container: SANDBOX_CONTAINER },
       ['sh', '-c', 'cd "${BERTH_WORKSPACE:-/workspace}" && tar -czf - --transform "s,^\\.,workspace," .'],
       { stdout: body, timeoutMs: 30 * 60_000 },
     );
@@ -544,7 +646,7 @@ export class KubernetesProvider implements SandboxProvider {
     } catch (error) {
       body.destroy(error as Error);
       await stored.catch(() => undefined);
-      throw new ProviderError(this.name, `archiving the workspace of pod ${idToObjectName(ref.id)}: ${(error as Error).message}`);
+      throw new ProviderError(this.name, `archiving the workspace of pod ${podNameOf(ref)}: ${(error as Error).message}`);
     }
     if (result.exitCode !== 0) {
       body.destroy(new Error(result.stderr));
@@ -553,7 +655,7 @@ export class KubernetesProvider implements SandboxProvider {
       throw new ProviderError(this.name, `archiving the workspace failed (exit ${result.exitCode}): ${result.stderr.trim()}`);
     }
     const archive = await stored;
-    await this.deletePod(idToObjectName(ref.id));
+    await this.deletePod(podNameOf(ref));
     return { ...archive, level: 'filesystem' };
   }
 
@@ -586,7 +688,7 @@ export class KubernetesProvider implements SandboxProvider {
    * Undefined when no node agent answers there: the caller archives the files instead.
    */
   private async checkpointNatively(ref: SandboxRef, target: CheckpointTarget): Promise<CheckpointResult | undefined> {
-    const name = idToObjectName(ref.id);
+    const name = podNameOf(ref);
     const pod = await this.readPod(name);
     const agent = await this.nodeAgentOn(pod?.spec?.nodeName);
     if (!pod?.metadata?.uid || !agent) {
@@ -784,7 +886,7 @@ export class KubernetesProvider implements SandboxProvider {
    */
   async setEgress(ref: SandboxRef, egress: SandboxEgress): Promise<void> {
     if (!egressAllowsAnything(egress)) return;
-    const pod = await this.readPod(idToObjectName(ref.id));
+    const pod = await this.readPod(podNameOf(ref));
     if (!pod || pod.metadata?.labels?.[SandboxLabels.egress] === EGRESS_GATEWAY) return;
     throw new ProviderError(this.name, 'this sandbox pod was made without the egress gateway: terminate the agent and create it again to give it an egress policy', {
       sandbox: ref.id,

@@ -230,7 +230,9 @@ export type ControlRequest =
   | { op: 'wait'; pid: number; timeoutMs: number }
   /** Out of memory (memory.ts): the sandbox's program with the most resident memory, and its kill. */
   | { op: 'largest' }
-  | { op: 'kill'; pid: number };
+  | { op: 'kill'; pid: number }
+  /** A claimed warm pod (ADR 53): the agent's environment, for every program the launcher starts from then on. */
+  | { op: 'environment'; env: Record<string, string> };
 
 /**
  * Raised for a CONTROL the launcher refused: `not_found` (no such process), `bad_request`, and for

@@ -224,6 +224,7 @@ export class LocalProvider implements SandboxProvider {
       checkpoint: 'native',
       sandboxSize: { cpus: options.cpus, memoryBytes: options.memoryBytes, diskBytes: options.workspaceBytes },
       egress: options.egress !== undefined,
+      egressOnClaim: options.egress !== undefined,
     };
   }
 

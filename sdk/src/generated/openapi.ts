@@ -4753,7 +4753,7 @@ export interface paths {
         definition?: string;
         /** sandboxes to keep started, 0–50 */
         size: number;
-        /** one of this install's providers that can keep warm sandboxes (local); the default provider when omitted */
+        /** one of this install's providers that can keep warm sandboxes (local, kubernetes); the default provider when omitted */
         provider?: string;
       };
       responses: {
