@@ -414,7 +414,9 @@ describe('calls in flight hold an idle agent awake (leases)', () => {
     const made = await create({ lifecycle: { idle: { pauseAfter: '1h' } } });
     await until(made.body.id, (current) => current.status === 'idle', 'the agent to be idle');
     expect((await exec(made.body.id, 'echo 1 > /workspace/marker')).status).toBe(200);
-    const running = exec(made.body.id, 'sleep 3; cat /workspace/marker', { timeout: 30 });
+    // The exec ends only when the test lets it (the file go), after the pause was called off: on a
+    // loaded machine the reconcile may come later than any fixed sleep would last.
+    const running = exec(made.body.id, 'until [ -e /workspace/go ]; do sleep 0.05; done; cat /workspace/marker', { timeout: 90 });
     // The exec is in its sandbox when the idle pause arrives as the reconciler writes it after a look
     // at the traffic that came before the exec.
     await eventually(async () => {
@@ -426,6 +428,11 @@ describe('calls in flight hold an idle agent awake (leases)', () => {
        WHERE kind = 'Agent' AND name = $1`,
       [made.body.id.replace('_', '-')],
     );
+    await eventually(async () => {
+      const { rows } = await db.query("SELECT spec->>'desiredState' AS state FROM resources WHERE kind = 'Agent' AND name = $1", [made.body.id.replace('_', '-')]);
+      return rows[0].state === 'active' ? true : undefined;
+    }, { what: 'the idle pause to be called off while the exec holds its lease', timeoutMs: 60_000, intervalMs: 20 });
+    expect((await exec(made.body.id, 'touch /workspace/go')).status).toBe(200);
     const answered = await running;
     expect(answered.status, JSON.stringify(answered.body)).toBe(200);
     expect(answered.body.stdout).toBe('1\n');
