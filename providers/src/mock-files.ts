@@ -1,10 +1,18 @@
 import { Readable } from 'node:stream';
 import { posix } from 'node:path';
 import type { SandboxRef } from '@berth/crds';
-import { SandboxFileError, WORKSPACE_ROOT, type FileInfo, type SandboxFiles } from '@berth/common';
+import { ProviderError, SandboxFileError, WORKSPACE_ROOT, type FileChange, type FileChangeType, type FileInfo, type FileWatch, type SandboxFiles } from '@berth/common';
 
 /** What a test key's sandbox holds at most, as a real workspace volume would refuse more. */
 export const MOCK_WORKSPACE_BYTES = 64 * 1024 * 1024;
+
+/** A watch of a test key's directory: told of the changes made through the files API. */
+interface Watcher {
+  dir: string;
+  recursive: boolean;
+  push(change: FileChange): void;
+  fail(error: Error): void;
+}
 
 interface Entry {
   type: 'file' | 'directory';
@@ -21,12 +29,30 @@ interface Entry {
  */
 export class MockFiles implements SandboxFiles {
   private readonly trees = new Map<string, Map<string, Entry>>();
+  private readonly watchers = new Map<string, Set<Watcher>>();
 
   constructor(private readonly clock: () => Date = () => new Date()) {}
 
-  /** Forgets a sandbox's files (it ended). */
+  /** Forgets a sandbox's files (it ended); its watches end with it. */
   drop(agentId: string): void {
     this.trees.delete(agentId);
+    for (const watcher of this.watchers.get(agentId) ?? []) watcher.fail(new ProviderError('mock', `sandbox ${agentId} ended`, { sandbox: agentId }));
+    this.watchers.delete(agentId);
+  }
+
+  /**
+   * Tells the sandbox's watches of a change at `path`, as inotify would: a watch hears of its
+   * directory's entries (and, recursive, of everything below); one whose directory itself was
+   * removed or moved away ends with `not_found`.
+   */
+  private tell(ref: SandboxRef, path: string, type: FileChangeType): void {
+    for (const watcher of this.watchers.get(ref.id) ?? []) {
+      if (watcher.dir === path || watcher.dir.startsWith(`${path}/`)) {
+        if (type === 'remove' || type === 'rename') watcher.fail(new SandboxFileError('not_found', `${watcher.dir}: the watched directory was removed or moved`, watcher.dir));
+        continue;
+      }
+      if (posix.dirname(path) === watcher.dir || (watcher.recursive && path.startsWith(`${watcher.dir}/`))) watcher.push({ name: path.slice(watcher.dir.length + 1), type });
+    }
   }
 
   private tree(ref: SandboxRef): Map<string, Entry> {
@@ -61,6 +87,7 @@ export class MockFiles implements SandboxFiles {
     if (!parents) throw new SandboxFileError('not_found', `${parent}: No such file or directory`, path);
     this.parentDirectory(ref, parent, true);
     tree.set(parent, { type: 'directory', data: Buffer.alloc(0), mode: 0o755, modifiedAt: this.clock() });
+    this.tell(ref, parent, 'create');
   }
 
   async stat(ref: SandboxRef, path: string): Promise<FileInfo> {
@@ -91,7 +118,10 @@ export class MockFiles implements SandboxFiles {
       chunks.push(chunk as Buffer);
     }
     const entry: Entry = { type: 'file', data: Buffer.concat(chunks), mode: options.mode ?? 0o644, modifiedAt: this.clock() };
+    const created = !this.tree(ref).has(path);
     this.tree(ref).set(path, entry);
+    if (created) this.tell(ref, path, 'create');
+    this.tell(ref, path, 'write');
     return this.info(path, entry);
   }
 
@@ -101,6 +131,7 @@ export class MockFiles implements SandboxFiles {
     if (!existing) {
       this.parentDirectory(ref, path, options.parents ?? false);
       this.tree(ref).set(path, { type: 'directory', data: Buffer.alloc(0), mode: 0o755, modifiedAt: this.clock() });
+      this.tell(ref, path, 'create');
     }
     return this.info(path, this.entry(ref, path));
   }
@@ -112,6 +143,8 @@ export class MockFiles implements SandboxFiles {
     const below = [...tree.keys()].filter((key) => key.startsWith(`${path}/`));
     if (entry.type === 'directory' && below.length > 0 && !options.recursive) throw new SandboxFileError('not_empty', `${path}: Directory not empty`, path);
     for (const key of [path, ...below]) tree.delete(key);
+    for (const key of [...below].reverse()) this.tell(ref, key, 'remove');
+    this.tell(ref, path, 'remove');
   }
 
   async move(ref: SandboxRef, from: string, to: string, options: { overwrite?: boolean }): Promise<FileInfo> {
@@ -124,7 +157,59 @@ export class MockFiles implements SandboxFiles {
       tree.delete(key);
       tree.set(to + key.slice(from.length), moved);
     }
+    // As envd tells a rename: the old name's rename, then the new name's create.
+    this.tell(ref, from, 'rename');
+    this.tell(ref, to, 'create');
     return this.info(to, entry);
+  }
+
+  async watch(ref: SandboxRef, path: string, options: { recursive?: boolean }): Promise<FileWatch> {
+    const entry = this.entry(ref, path);
+    if (entry.type !== 'directory') throw new SandboxFileError('not_directory', `${path} is not a directory`, path);
+    const queue: FileChange[] = [];
+    let failure: Error | undefined;
+    let closed = false;
+    let wake: (() => void) | undefined;
+    const watcher: Watcher = {
+      dir: path,
+      recursive: options.recursive ?? false,
+      push: (change) => {
+        queue.push(change);
+        wake?.();
+      },
+      fail: (error) => {
+        failure ??= error;
+        wake?.();
+      },
+    };
+    const watchers = this.watchers.get(ref.id) ?? new Set<Watcher>();
+    this.watchers.set(ref.id, watchers.add(watcher));
+    const stop = () => {
+      watchers.delete(watcher);
+      if (watchers.size === 0 && this.watchers.get(ref.id) === watchers) this.watchers.delete(ref.id);
+    };
+    async function* changes(): AsyncGenerator<FileChange> {
+      try {
+        for (;;) {
+          while (queue.length > 0) yield queue.shift()!;
+          if (failure) throw failure;
+          if (closed) return;
+          await new Promise<void>((resolve) => (wake = resolve));
+          wake = undefined;
+        }
+      } finally {
+        stop();
+      }
+    }
+    return {
+      info: this.info(path, entry),
+      changes: changes(),
+      close: () => {
+        closed = true;
+        stop();
+        wake?.();
+      },
+    };
   }
 
   async archive(ref: SandboxRef, path: string): Promise<{ info: FileInfo; body: Readable }> {

@@ -164,23 +164,7 @@ describe('files', () => {
 
   it('watches a directory over SSE: changes by name and type as they happen, until the client closes it', async () => {
     await exec('mkdir -p /workspace/w/sub');
-    const abort = new AbortController();
-    const response = await fetch(`${berth.baseUrl}/v1/agents/${agentId}/files/watch?path=w&recursive=true`, { headers: { authorization: `Bearer ${berth.liveKey}` }, signal: abort.signal });
-    expect(response.status).toBe(200);
-    expect(response.headers.get('content-type')).toMatch(/^text\/event-stream/);
-    const changes: { seq: number; name: string; type: string }[] = [];
-    const read = (async () => {
-      const decoder = new TextDecoder();
-      let text = '';
-      for await (const chunk of response.body as unknown as AsyncIterable<Uint8Array>) {
-        text += decoder.decode(chunk, { stream: true });
-        const events = text.split('\n\n');
-        text = events.pop()!;
-        for (const event of events) {
-          if (event.includes('event: change\n')) changes.push(JSON.parse(/^data: (.*)$/m.exec(event)![1]!));
-        }
-      }
-    })().catch(() => undefined);
+    const { abort, changes, read } = await watchChanges(berth.liveKey!, agentId, 'path=w&recursive=true');
     const put = await live.raw(`/v1/agents/${agentId}/files?path=w/sub/a.txt`, { method: 'PUT', body: 'a', headers: { 'content-type': 'application/octet-stream' } });
     expect(put.status, JSON.stringify(put.body)).toBe(201);
     await exec('mv /workspace/w/sub/a.txt /workspace/w/b.txt && chmod 600 /workspace/w/b.txt && rm /workspace/w/b.txt');
@@ -215,12 +199,43 @@ describe('files', () => {
     expect((await test.get(`/v1/agents/${agent.id}/files/list?path=notes`)).body.data).toMatchObject([{ name: 'a.txt', size: 5, type: 'file' }]);
     expectError(await test.raw(`/v1/agents/${agent.id}/files?path=notes`, { method: 'DELETE' }), 409, 'conflict');
     expectError(await test.get(`/v1/agents/${agent.id}/files?path=../x`), 422, 'unprocessable_entity');
-    // The in-memory tree cannot watch: 501 naming it, rather than a stream that never tells anything.
-    const watch = await test.get(`/v1/agents/${agent.id}/files/watch`);
-    expectError(watch, 501, 'not_implemented');
-    expect(watch.body.error.details).toMatchObject({ field: 'files.watch' });
+    // A watch of the in-memory tree hears what the files API changes in it, as inotify would.
+    const { abort, changes, read } = await watchChanges(berth.testKey!, agent.id, 'path=notes&recursive=true');
+    expect((await test.raw(`/v1/agents/${agent.id}/files?path=notes/deep/b.txt&parents=true`, { method: 'PUT', body: 'b', headers: { 'content-type': 'application/octet-stream' } })).status).toBe(201);
+    expect((await test.raw(`/v1/agents/${agent.id}/files?path=notes/a.txt`, { method: 'DELETE' })).status).toBe(204);
+    await eventually(async () => (changes.some((change) => change.type === 'remove') ? true : undefined), { timeoutMs: 10_000, what: 'the removal told' });
+    expect(changes).toEqual([
+      { seq: 1, name: 'deep', type: 'create' },
+      { seq: 2, name: 'deep/b.txt', type: 'create' },
+      { seq: 3, name: 'deep/b.txt', type: 'write' },
+      { seq: 4, name: 'a.txt', type: 'remove' },
+    ]);
+    abort.abort();
+    await read;
   }, 60_000);
 });
+
+/** `GET /v1/agents/{id}/files/watch?<query>` opened, and its change events collected as they come until `abort`. */
+async function watchChanges(key: string, agentId: string, query: string) {
+  const abort = new AbortController();
+  const response = await fetch(`${berth.baseUrl}/v1/agents/${agentId}/files/watch?${query}`, { headers: { authorization: `Bearer ${key}` }, signal: abort.signal });
+  expect(response.status).toBe(200);
+  expect(response.headers.get('content-type')).toMatch(/^text\/event-stream/);
+  const changes: { seq: number; name: string; type: string }[] = [];
+  const read = (async () => {
+    const decoder = new TextDecoder();
+    let text = '';
+    for await (const chunk of response.body as unknown as AsyncIterable<Uint8Array>) {
+      text += decoder.decode(chunk, { stream: true });
+      const events = text.split('\n\n');
+      text = events.pop()!;
+      for (const event of events) {
+        if (event.includes('event: change\n')) changes.push(JSON.parse(/^data: (.*)$/m.exec(event)![1]!));
+      }
+    }
+  })().catch(() => undefined);
+  return { abort, changes, read };
+}
 
 describe('ports', () => {
   const port = 8000;
