@@ -145,7 +145,7 @@ export class KubernetesProvider implements SandboxProvider {
     this.core = options.kubeConfig.makeApiClient(CoreV1Api);
     this.nodeAgents = options.nodeAgents?.token ? new NodeAgentClient(options.nodeAgents) : undefined;
     this.files = {
-      ...podFiles(this.name, options.kubeConfig, (ref) => ({ namespace: this.namespace, pod: podNameOf(ref), container: SANDBOX_CONTAINER })),
+      ...podFiles(this.name, options.kubeConfig, (ref) => this.podTarget(ref)),
       // A watch is the pod launcher's (ADR 51), over a connection of its own, closed with it.
       watch: async (ref, path, options) => {
         const connection = await this.requireLauncher(ref, 'files.watch');
@@ -289,10 +289,9 @@ export class KubernetesProvider implements SandboxProvider {
     // Adopted already (the patch comes after the environment): a reconcile that ran again.
     if (pod.metadata?.labels?.[SandboxLabels.agent] === idToObjectName(request.agentId)) return ref;
     if (Object.keys(request.env).length > 0) await this.setLauncherEnvironment(warm, request.env);
-    const owned = this.options.resourceNamespace === this.namespace ? request.owner : undefined;
     const patch = adoptionPatch(
       pod,
-      { agentName: idToObjectName(request.agentId), sessionName: idToObjectName(request.sessionId), warmId: warm.id, timeoutSeconds: request.timeoutSeconds, owner: owned },
+      { agentName: idToObjectName(request.agentId), sessionName: idToObjectName(request.sessionId), warmId: warm.id, timeoutSeconds: request.timeoutSeconds, owner: this.ownerOf(request) },
       new Date(),
     );
     try {
@@ -390,7 +389,7 @@ export class KubernetesProvider implements SandboxProvider {
   /** A connection to the pod's launcher (launcher.ts), open at once. */
   private async launcherOf(ref: SandboxRef): Promise<PodLauncherLink> {
     try {
-      return await openPodLauncher(this.options.kubeConfig, { namespace: this.namespace, pod: podNameOf(ref), container: SANDBOX_CONTAINER }, this.options.log);
+      return await openPodLauncher(this.options.kubeConfig, this.podTarget(ref), this.options.log);
     } catch (error) {
       throw new ProviderError(this.name, `reaching the launcher of pod ${podNameOf(ref)}: ${(error as Error).message}`, { sandbox: ref.id });
     }
@@ -539,7 +538,7 @@ export class KubernetesProvider implements SandboxProvider {
     const interpreter = INTERPRETERS[request.language];
     const nonce = execNonce();
     const limitSeconds = String(Math.max(1, Math.ceil(request.timeoutMs / 1000)));
-    const target = { namespace: this.namespace, pod: podNameOf(ref), container: SANDBOX_CONTAINER };
+    const target = this.podTarget(ref);
     let heldBack = Buffer.alloc(0);
     const hold = timeoutLineBytes(nonce);
     const forward =
@@ -593,7 +592,7 @@ export class KubernetesProvider implements SandboxProvider {
 
   /** A TCP connection to `port` on the pod's loopback, relayed by an exec (the pod needs no Service or network policy for it). */
   openPort(ref: SandboxRef, port: number): Promise<Duplex> {
-    return podTunnel(this.name, this.options.kubeConfig, { namespace: this.namespace, pod: podNameOf(ref), container: SANDBOX_CONTAINER }, ref, port);
+    return podTunnel(this.name, this.options.kubeConfig, this.podTarget(ref), ref, port);
   }
 
   async terminate(ref: SandboxRef): Promise<void> {
@@ -636,7 +635,7 @@ export class KubernetesProvider implements SandboxProvider {
     const stored = target.storage.put(target.key, body);
     const run = streamInPod(
       this.options.kubeConfig,
-      { namespace: this.namespace, pod: podNameOf(ref), container: SANDBOX_CONTAINER },
+      this.podTarget(ref),
       ['sh', '-c', 'cd "${BERTH_WORKSPACE:-/workspace}" && tar -czf - --transform "s,^\\.,workspace," .'],
       { stdout: body, timeoutMs: 30 * 60_000 },
     );
@@ -872,6 +871,11 @@ export class KubernetesProvider implements SandboxProvider {
       throw new ProviderError(this.name, `resolving the egress gateway ${gateway}: ${(error as Error).message}`);
     }
     return { proxyUrl: `http://${address}`, caSecret: body.metadata!.name! };
+  }
+
+  /** The sandbox container of the sandbox's pod, for exec and streams through the API server. */
+  private podTarget(ref: SandboxRef): { namespace: string; pod: string; container: string } {
+    return { namespace: this.namespace, pod: podNameOf(ref), container: SANDBOX_CONTAINER };
   }
 
   /** The Agent as owner of a sandbox's objects; owner references cannot cross namespaces. */

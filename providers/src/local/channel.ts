@@ -524,9 +524,10 @@ export class Connection {
     }
   }
 
-  private requireProtocol(protocol: number, what: string): void {
+  /** 501 naming `field` unless the launcher speaks `protocol` or later: `what` needs a newer launcher. */
+  requireProtocol(protocol: number, what: string, field = 'launcher'): void {
     if (this.protocol < protocol) {
-      throw new ApiError('not_implemented', `${what}: this sandbox's launcher is from an older Berth; terminate the agent and create it again`, { field: 'launcher' });
+      throw new ApiError('not_implemented', `${what}: this sandbox's launcher is from an older Berth; terminate the agent and create it again`, { field });
     }
   }
 

@@ -9,7 +9,6 @@ import { pipeline } from 'node:stream/promises';
 import type { SandboxRef } from '@berth/crds';
 import { z } from 'zod';
 import {
-  ApiError,
   FILE_CHANGE_TYPES,
   FILE_ERROR_CODES,
   PortClosedError,
@@ -60,9 +59,7 @@ function launcherFailure(provider: string, error: unknown, ref: SandboxRef, path
  * the stream. `onEnd` is called once when the watch ends, by close or not.
  */
 export async function launcherWatch(provider: string, connection: Connection, ref: SandboxRef, path: string, options: { recursive?: boolean }, onEnd = () => undefined as void): Promise<FileWatch> {
-  if (connection.protocol < PROTOCOL_WITH_ADR_51) {
-    throw new ApiError('not_implemented', "files.watch: this sandbox's launcher is from an older Berth and cannot watch directories; terminate and create the agent again", { field: 'files.watch' });
-  }
+  connection.requireProtocol(PROTOCOL_WITH_ADR_51, 'files.watch (watching a directory)', 'files.watch');
   let opened: { reply: Record<string, unknown>; stream: ChannelStream };
   try {
     opened = await connection.openStream('file', { op: 'watch', path, recursive: options.recursive ?? false }, FILE_WAIT_MS);
