@@ -239,15 +239,22 @@ export class KubernetesProvider implements SandboxProvider {
       },
       this.options.pods,
     );
-    let created: V1Pod | undefined;
-    try {
-      created = await this.core.createNamespacedPod({ namespace: this.namespace, body: pod });
-    } catch (error) {
-      // Created by a reconcile that lost its status write, or deleted a moment ago and still terminating.
-      if (!isApiError(error, 409)) throw new ProviderError(this.name, `creating pod ${name}: ${(error as Error).message}`);
-    }
+    const created = await this.createPod(name, pod);
     if (created && restoreNode && request.restore) await this.stageAndRelease(created, request.restore);
     throw new SandboxNotReadyError(this.name, `pod ${name} created; waiting for it to run`, 1_000);
+  }
+
+  /**
+   * Creates the pod; undefined when one of its name exists already (created by a reconcile that
+   * lost its status write, or deleted a moment ago and still terminating).
+   */
+  private async createPod(name: string, body: V1Pod): Promise<V1Pod | undefined> {
+    try {
+      return await this.core.createNamespacedPod({ namespace: this.namespace, body });
+    } catch (error) {
+      if (!isApiError(error, 409)) throw new ProviderError(this.name, `creating pod ${name}: ${(error as Error).message}`);
+      return undefined;
+    }
   }
 
   /**
@@ -265,12 +272,7 @@ export class KubernetesProvider implements SandboxProvider {
     if (state === 'running') return { provider: this.name, id: request.id, details: { namespace: this.namespace, pod: name } };
     if (state === 'pending') throw new SandboxNotReadyError(this.name, `pod ${name} is ${describePending(existing!)}`, 1_000);
     if (existing) await this.deletePod(name);
-    const pod = desiredWarmPod({ name, compute: request.compute, browser: request.browser, guestConfigMap: await this.ensureGuestConfigMap() }, this.options.pods);
-    try {
-      await this.core.createNamespacedPod({ namespace: this.namespace, body: pod });
-    } catch (error) {
-      if (!isApiError(error, 409)) throw new ProviderError(this.name, `creating pod ${name}: ${(error as Error).message}`);
-    }
+    await this.createPod(name, desiredWarmPod({ name, compute: request.compute, browser: request.browser, guestConfigMap: await this.ensureGuestConfigMap() }, this.options.pods));
     throw new SandboxNotReadyError(this.name, `pod ${name} created; waiting for it to run`, 1_000);
   }
 
