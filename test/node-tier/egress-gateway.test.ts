@@ -12,6 +12,7 @@ import { kubectl, kubectlJson, startBerthInCluster, waitForAgent, type BerthInCl
 import { startNetworkPolicyEnforcer, type NetworkPolicyEnforcer } from '../node/netpol.js';
 import { NODE_IP } from '../node/node.js';
 import { freePort } from '../node/node-agent-settings.js';
+import { serverPodManifest } from '../node/sandbox-images.js';
 
 /**
  * Egress policies on Kubernetes (ADR 52) on the real node: an agent's gVisor pod whose only way
@@ -29,7 +30,6 @@ import { freePort } from '../node/node-agent-settings.js';
  * bridge, where the NetworkPolicy holds.
  */
 const unavailable = inject('realNodeUnavailable');
-const IMAGE = 'berth/sandbox-python:0.1.0';
 const PORTS = { 'allowed.egress.test': 8443, 'other.egress.test': 8444 } as const;
 // The outside: each name on its port with its certificate; it checks the credential itself and never echoes it.
 const UPSTREAM = [
@@ -100,23 +100,12 @@ describe.skipIf(unavailable !== '')('egress policies on a real node (the egress 
       const issued = issueServerCertificate(upstreamCa, name, newServerKey());
       return { name: `PEM_${port}`, value: issued.certificatePem + issued.keyPem };
     });
-    const upstream = JSON.stringify({
-      apiVersion: 'v1',
-      kind: 'Pod',
-      metadata: { name: 'upstream', labels: { app: 'upstream' } },
-      spec: {
-        runtimeClassName: 'gvisor',
-        containers: [
-          {
-            name: 'main',
-            image: IMAGE,
-            imagePullPolicy: 'Never',
-            command: ['python3', '-c', UPSTREAM],
-            env: [{ name: 'TOKEN', value: TOKEN }, ...pems],
-            readinessProbe: { tcpSocket: { port: PORTS['other.egress.test'] }, periodSeconds: 1 },
-          },
-        ],
-      },
+    const upstream = serverPodManifest({
+      name: 'upstream',
+      labels: { app: 'upstream' },
+      command: ['python3', '-c', UPSTREAM],
+      env: [{ name: 'TOKEN', value: TOKEN }, ...pems],
+      readyPort: PORTS['other.egress.test'],
     });
     const applied = await kubectl(['apply', '-n', berth.namespace, '-f', '-'], upstream);
     expect(applied.code, applied.stderr).toBe(0);

@@ -4,6 +4,7 @@ import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { eventually } from '../helpers/http.js';
 import { createNamespace, kubectl, kubectlJson } from '../cluster-tier/helpers.js';
 import { startNetworkPolicyEnforcer, type NetworkPolicyEnforcer } from '../node/netpol.js';
+import { serverPodManifest } from '../node/sandbox-images.js';
 
 /**
  * The chart's sandbox NetworkPolicy enforced on the real node (kube-network-policies, see
@@ -15,7 +16,6 @@ import { startNetworkPolicyEnforcer, type NetworkPolicyEnforcer } from '../node/
  */
 const unavailable = inject('realNodeUnavailable');
 const CHART = join(import.meta.dirname, '..', '..', 'charts', 'berth');
-const IMAGE = 'berth/sandbox-python:0.1.0';
 const PORT = 8080;
 // Connects, sends a request and prints the status line; exits non-zero when it cannot connect.
 const PROBE = [
@@ -40,23 +40,7 @@ function helmTemplate(args: string[]): Promise<string> {
 }
 
 function servingPod(name: string, labels: Record<string, string>) {
-  return JSON.stringify({
-    apiVersion: 'v1',
-    kind: 'Pod',
-    metadata: { name, labels },
-    spec: {
-      runtimeClassName: 'gvisor',
-      containers: [
-        {
-          name: 'main',
-          image: IMAGE,
-          imagePullPolicy: 'Never',
-          command: ['python3', '-m', 'http.server', String(PORT), '--bind', '0.0.0.0', '--directory', '/tmp'],
-          readinessProbe: { tcpSocket: { port: PORT }, periodSeconds: 1 },
-        },
-      ],
-    },
-  });
+  return serverPodManifest({ name, labels, command: ['python3', '-m', 'http.server', String(PORT), '--bind', '0.0.0.0', '--directory', '/tmp'], readyPort: PORT });
 }
 
 describe.skipIf(unavailable !== '')('the sandbox NetworkPolicy on a real node', () => {

@@ -17,3 +17,28 @@ export async function sandboxNodeImages(names: ImageName[]): Promise<NodeImage[]
   const store = new ImageStore(process.env.BERTH_IMAGE_DIR ?? '/var/cache/berth/images', createLogger({ level: 'warn', name: 'node-images' }));
   return Promise.all(names.map(async (name) => ({ reference: sandboxImageReference(name), rootfs: await store.ensure(name) })));
 }
+
+/**
+ * A bare gVisor pod of the python sandbox image running `command`, Ready once `readyPort` accepts
+ * connections: the kubectl manifest (JSON) of a server a node test puts beside Berth's pods.
+ */
+export function serverPodManifest(pod: { name: string; labels: Record<string, string>; command: string[]; readyPort: number; env?: { name: string; value: string }[] }): string {
+  return JSON.stringify({
+    apiVersion: 'v1',
+    kind: 'Pod',
+    metadata: { name: pod.name, labels: pod.labels },
+    spec: {
+      runtimeClassName: 'gvisor',
+      containers: [
+        {
+          name: 'main',
+          image: sandboxImageReference('python'),
+          imagePullPolicy: 'Never',
+          command: pod.command,
+          ...(pod.env ? { env: pod.env } : {}),
+          readinessProbe: { tcpSocket: { port: pod.readyPort }, periodSeconds: 1 },
+        },
+      ],
+    },
+  });
+}
