@@ -120,11 +120,11 @@ describe.skipIf(unavailable !== '')('warm pools on a real node', () => {
     const agent = (await berth.live.post(`/v1/sessions/${session}/agents`, { secrets: ['WARM_TOKEN'], timeout: '30m' })).body;
     const idle = (await berth.live.get(`/v1/agents/${agent.id}?waitFor=idle&waitSeconds=60`)).body;
     expect(idle.conditions[0].message).toMatch(/claimed from warm pool/);
-    // Python, which reads its program and closes it: a bash script stays open in the pod's /tmp
-    // (an emptyDir), which the restored pod does not have.
+    // A bash script stays open for as long as it runs (bash reads it as it goes) in /tmp, where the
+    // launcher writes exec'd programs: the restore must find it there.
     const counter = await berth.live.post(`/v1/agents/${agent.id}/exec`, {
-      language: 'python',
-      code: 'import time\nopen("/dev/shm/mark", "w").write("started\\n")\ntime.sleep(600)',
+      language: 'bash',
+      code: 'echo started >/dev/shm/mark\nwhile sleep 0.2; do n=$((n + 1)); echo "$n" >/dev/shm/count; done',
       background: true,
     });
     expect(counter.status, JSON.stringify(counter.body)).toBe(202);
@@ -152,6 +152,10 @@ describe.skipIf(unavailable !== '')('warm pools on a real node', () => {
     expect(after.body, JSON.stringify(after.body)).toMatchObject({ exitCode: 0, stdout: `started\n${secret}` });
     const listed = await berth.live.get(`/v1/agents/${agent.id}/processes`);
     expect(listed.body.data.find((process: { pid: number }) => process.pid === counter.body.pid), JSON.stringify(listed.body)).toMatchObject({ status: 'running' });
+    // And it still counts, its script read on from the restored /tmp.
+    const count = async () => Number((await berth.live.post(`/v1/agents/${agent.id}/exec`, { language: 'bash', code: 'cat /dev/shm/count' })).body.stdout);
+    const before = await count();
+    await eventually(async () => ((await count()) > before ? true : undefined), { what: 'the restored script to count on', timeoutMs: 10_000 });
     await berth.live.post(`/v1/agents/${agent.id}/terminate`);
   });
 });

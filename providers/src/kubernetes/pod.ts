@@ -174,7 +174,6 @@ export function desiredPod(request: PodRequest, settings: PodSettings): V1Pod {
           },
           volumeMounts: [
             { name: 'workspace', mountPath: '/workspace' },
-            { name: 'tmp', mountPath: '/tmp' },
             ...(request.guestConfigMap
               ? [
                   { name: 'guest', mountPath: GUEST_MOUNT, readOnly: true },
@@ -187,7 +186,6 @@ export function desiredPod(request: PodRequest, settings: PodSettings): V1Pod {
       ],
       volumes: [
         { name: 'workspace', emptyDir: { sizeLimit: mebibytes(settings.workspaceSizeBytes) } },
-        { name: 'tmp', emptyDir: { sizeLimit: '1Gi' } },
         ...(request.guestConfigMap
           ? [
               { name: 'guest', configMap: { name: request.guestConfigMap, defaultMode: 0o444 } },
