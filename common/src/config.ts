@@ -716,6 +716,13 @@ export const SETTINGS = {
     defaultText: '120s',
     schema: durationMs('120s'),
   },
+  warmStartTimeout: {
+    env: 'BERTH_WARM_START_TIMEOUT',
+    description:
+      'longest a warm-pool sandbox may take to start (on Kubernetes: its pod Pending, e.g. unschedulable) before it is ended and another started; the pool\'s Filled condition says why',
+    defaultText: '5m',
+    schema: durationMs('5m'),
+  },
   warmSandboxesMax: {
     env: 'BERTH_WARM_SANDBOXES_MAX',
     description: 'most warm-pool sandboxes one organization may keep started (the sum of its pools\' sizes, per key mode); 0 turns warm pools off',

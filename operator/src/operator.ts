@@ -41,6 +41,8 @@ export interface OperatorDeps {
   jobPollMs?: number;
   /** Decrypts the secrets agents name; without it, agents get none. */
   secretBox?: SecretBox;
+  /** Longest a warm sandbox may take to start before it is ended and replaced (default 5 min). */
+  warmStartTimeoutMs?: number;
   billing: {
     computePrices: ComputePrices;
     /** Dollars per GB-hour. */
@@ -141,7 +143,14 @@ export function createOperator(deps: OperatorDeps): Operator {
   const warmPools = controllerOf(
     'WarmPool',
     2,
-    createWarmPoolReconciler({ store: deps.store, db: deps.db, providers: deps.providers, clock: deps.clock, metrics: warmPoolMetrics }),
+    createWarmPoolReconciler({
+      store: deps.store,
+      db: deps.db,
+      providers: deps.providers,
+      clock: deps.clock,
+      metrics: warmPoolMetrics,
+      ...(deps.warmStartTimeoutMs !== undefined ? { startTimeoutMs: deps.warmStartTimeoutMs } : {}),
+    }),
   );
   const schedules = controllerOf('Schedule', 2, createScheduleReconciler({ store: deps.store, db: deps.db, clock: deps.clock, metrics: createScheduleMetrics(deps.metrics) }));
   const fleets = controllerOf(

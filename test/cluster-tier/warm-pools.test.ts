@@ -136,4 +136,59 @@ describe('warm pools on the Kubernetes provider', () => {
     expect((await kubectl(['get', 'warmpool', name, '-n', berth.namespace])).code).not.toBe(0);
     await eventually(async () => ((await warmPods()).length === 0 ? true : undefined), { what: 'the pool\'s pods to be deleted', timeoutMs: 60_000 });
   });
+
+  it('ends a warm pod that cannot be scheduled at its start deadline, says why on the pool, and starts another', async () => {
+    // Sandbox pods asking for more memory than any node has (kwok's nodes hold 1Ti): each stays Pending (Unschedulable).
+    const greedy = await startBerthInCluster({
+      prefix: 'warm-pending',
+      env: { BERTH_SANDBOX_MEMORY: '2048Gi', BERTH_SANDBOX_MEMORY_REQUEST: '2048Gi', BERTH_WARM_START_TIMEOUT: '4s' },
+    });
+    try {
+      const pool = (await greedy.live.post('/v1/warm-pools', { compute: 'python', size: 1 })).body;
+      let seen: unknown;
+      const pending = await eventually(
+        async () => {
+          const view = (await greedy.live.get(`/v1/warm-pools/${pool.id}`)).body;
+          seen = view;
+          return /not scheduled/.test(view.conditions[0]?.message ?? '') ? view : undefined;
+        },
+        { what: 'the pool to say its pod is not scheduled', timeoutMs: 30_000, intervalMs: 250 },
+      ).catch((error: Error) => {
+        throw new Error(`${error.message}; the pool said ${JSON.stringify(seen)}`);
+      });
+      expect(pending).toMatchObject({ ready: 0, starting: 1 });
+      expect(pending.conditions[0]).toMatchObject({ type: 'Filled', status: 'False', reason: 'Filling' });
+      expect(pending.conditions[0].message).toMatch(/^0 of 1 sandboxes ready; pod wsb-\S+ is not scheduled: .*Insufficient memory/);
+      const podsOfPool = async () => (await kubectlJson<{ items: Pod[] }>(['get', 'pods', '-n', greedy.namespace, '-l', 'berth.dev/warm=true'])).items;
+      const [first] = await podsOfPool();
+      expect(first).toBeDefined();
+
+      // Past the deadline: ended, counted as a failed start, the reason on the pool.
+      const failed = await eventually(
+        async () => {
+          const view = (await greedy.live.get(`/v1/warm-pools/${pool.id}`)).body;
+          seen = view;
+          return view.conditions[0]?.reason === 'StartFailed' ? view : undefined;
+        },
+        { what: 'the pool to give up on its pod', timeoutMs: 30_000, intervalMs: 250 },
+      ).catch((error: Error) => {
+        throw new Error(`${error.message}; the pool said ${JSON.stringify(seen)}\n${greedy.operators[0]!.output().split('\n').filter((line) => /warm/i.test(line)).slice(-20).join('\n')}`);
+      });
+      expect(failed.conditions[0].message).toMatch(/^1 sandboxes failed to start: not started within 4s: pod wsb-\S+ is not scheduled: .*Insufficient memory/);
+      const samples = parsePrometheus(await (await fetch(`${greedy.operators[0]!.url}/metrics`)).text());
+      expect(metricValue(samples, 'berth_warm_pool_sandbox_starts_total', { provider: 'kubernetes', result: 'failed' })).toBeGreaterThanOrEqual(1);
+      // And another pod takes its place, after the pool's retry delay.
+      await eventually(
+        async () => {
+          const pods = await podsOfPool();
+          return pods.length === 1 && pods[0]!.metadata.name !== first!.metadata.name ? true : undefined;
+        },
+        { what: 'a new pod in place of the unschedulable one', timeoutMs: 30_000, intervalMs: 250 },
+      );
+      expect((await greedy.live.raw(`/v1/warm-pools/${pool.id}`, { method: 'DELETE' })).status).toBe(200);
+      await eventually(async () => ((await podsOfPool()).length === 0 ? true : undefined), { what: 'the pool\'s pods to be deleted', timeoutMs: 60_000 });
+    } finally {
+      await greedy.stop();
+    }
+  });
 });

@@ -84,6 +84,7 @@ export function configuredOperator(config: BerthConfig, deps: Deps & { connectio
     identity: deps.identity,
     snapshots: createSnapshotStorage(config),
     secretBox: deps.secretBox,
+    warmStartTimeoutMs: config.warmStartTimeout,
     billing: {
       computePrices: config.computePrices,
       storagePrice: config.storagePrice,

@@ -1,5 +1,5 @@
 import { isDeepStrictEqual } from 'node:util';
-import { WARM_SANDBOXES_FINALIZER, WarmPoolCondition, WarmPoolReason, type WarmPoolStatus } from '@berth/crds';
+import { formatDuration, WARM_SANDBOXES_FINALIZER, WarmPoolCondition, WarmPoolReason, type WarmPoolStatus } from '@berth/crds';
 import {
   deleteWarmSandbox,
   deleteWarmSandboxesOf,
@@ -27,6 +27,8 @@ import { setCondition } from './conditions.js';
 export const WARM_POOL_CHECK_MS = 30_000;
 /** How soon a pool whose sandboxes failed to start tries again. */
 export const WARM_POOL_RETRY_MS = 5_000;
+/** How long a warm sandbox may take to start (a pod Pending) before it is ended and another started. */
+export const WARM_START_TIMEOUT_MS = 5 * 60_000;
 /** How many of one pool's sandboxes start at once. */
 const STARTS_AT_ONCE = 2;
 
@@ -97,6 +99,8 @@ export interface WarmPoolReconcilerDeps {
   providers: ProviderRegistry;
   clock: Clock;
   metrics: WarmPoolMetrics;
+  /** WARM_START_TIMEOUT_MS unless given (BERTH_WARM_START_TIMEOUT). */
+  startTimeoutMs?: number;
 }
 
 type Pool = Resource<'WarmPool'>;
@@ -109,11 +113,18 @@ type Pool = Resource<'WarmPool'>;
  */
 export function createWarmPoolReconciler(deps: WarmPoolReconcilerDeps): Reconciler {
   const { store, db, providers, clock, metrics } = deps;
+  const startTimeoutMs = deps.startTimeoutMs ?? WARM_START_TIMEOUT_MS;
+  /**
+   * Pools whose starts failed, until when they wait and why: a reconcile that an event brings
+   * sooner (the pool's own status write is one) starts nothing before WARM_POOL_RETRY_MS.
+   */
+  const backoff = new Map<string, { until: number; problem: { reason: string; message: string } }>();
 
   return async function reconcileWarmPool(name: string, log: Logger): Promise<ReconcileResult> {
     const pool = await store.get('WarmPool', name);
     if (!pool) {
       metrics.pools.delete(name);
+      backoff.delete(name);
       return {};
     }
     const provider = providers.get(pool.spec.provider);
@@ -129,6 +140,7 @@ export function createWarmPoolReconciler(deps: WarmPoolReconcilerDeps): Reconcil
       await deleteWarmSandboxesOf(db, name);
       if (pool.metadata.finalizers.includes(WARM_SANDBOXES_FINALIZER)) await store.removeFinalizer('WarmPool', name, WARM_SANDBOXES_FINALIZER);
       metrics.pools.delete(name);
+      backoff.delete(name);
       log.info({ ended: unclaimed.length }, 'warm pool deleted; its sandboxes ended');
       return {};
     }
@@ -136,10 +148,17 @@ export function createWarmPoolReconciler(deps: WarmPoolReconcilerDeps): Reconcil
     const now = clock.now();
     let problem: { reason: string; message: string } | undefined;
     let retryAfterMs: number | undefined;
+    let waiting: string | undefined;
+    const held = backoff.get(name);
     if (!provider?.startWarm) {
       problem = { reason: WarmPoolReason.Unsupported, message: `provider "${pool.spec.provider}" cannot keep warm sandboxes on this install` };
+    } else if (held && held.until > now.getTime()) {
+      ({ problem } = held);
+      retryAfterMs = held.until - now.getTime();
     } else {
-      ({ problem, retryAfterMs } = await fill(pool, provider, unclaimed, log));
+      ({ problem, retryAfterMs, waiting } = await fill(pool, provider, unclaimed, log));
+      if (problem?.reason === WarmPoolReason.StartFailed) backoff.set(name, { until: now.getTime() + WARM_POOL_RETRY_MS, problem });
+      else backoff.delete(name);
     }
 
     const after = await warmSandboxesOf(db, name);
@@ -156,7 +175,13 @@ export function createWarmPoolReconciler(deps: WarmPoolReconcilerDeps): Reconcil
           ? { type: WarmPoolCondition.Filled, status: 'False', observedGeneration: pool.metadata.generation, ...problem }
           : ready >= pool.spec.size
             ? { type: WarmPoolCondition.Filled, status: 'True', reason: WarmPoolReason.Filled, message: `${ready} sandboxes ready`, observedGeneration: pool.metadata.generation }
-            : { type: WarmPoolCondition.Filled, status: 'False', reason: WarmPoolReason.Filling, message: `${ready} of ${pool.spec.size} sandboxes ready`, observedGeneration: pool.metadata.generation },
+            : {
+                type: WarmPoolCondition.Filled,
+                status: 'False',
+                reason: WarmPoolReason.Filling,
+                message: `${ready} of ${pool.spec.size} sandboxes ready${waiting ? `; ${waiting}` : ''}`,
+                observedGeneration: pool.metadata.generation,
+              },
         now,
       ),
     };
@@ -181,7 +206,7 @@ export function createWarmPoolReconciler(deps: WarmPoolReconcilerDeps): Reconcil
     provider: SandboxProvider,
     unclaimed: WarmSandbox[],
     log: Logger,
-  ): Promise<{ problem?: { reason: string; message: string }; retryAfterMs?: number }> {
+  ): Promise<{ problem?: { reason: string; message: string }; retryAfterMs?: number; waiting?: string }> {
     const name = pool.metadata.name;
     const live: WarmSandbox[] = [];
     for (const row of unclaimed) {
@@ -201,6 +226,8 @@ export function createWarmPoolReconciler(deps: WarmPoolReconcilerDeps): Reconcil
       ...Array.from({ length: Math.max(0, pool.spec.size - live.length) }, () => newId('wsb', clock.now())),
     ];
     const failures: string[] = [];
+    /** Why sandboxes still on their way are not running yet (a pod Pending, and its reason). */
+    const waiting: string[] = [];
     let retryAfterMs: number | undefined;
     for (let at = 0; at < toStart.length; at += STARTS_AT_ONCE) {
       await Promise.all(
@@ -214,12 +241,17 @@ export function createWarmPoolReconciler(deps: WarmPoolReconcilerDeps): Reconcil
             await markWarmSandboxReady(db, id, clock.now());
             metrics.starts.inc({ provider: provider.name, result: 'started' });
           } catch (error) {
-            if (error instanceof SandboxNotReadyError) {
+            const since = live.find((row) => row.id === id)?.createdAt.getTime();
+            const late = since !== undefined && clock.now().getTime() - since >= startTimeoutMs;
+            if (error instanceof SandboxNotReadyError && !late) {
               retryAfterMs = Math.min(retryAfterMs ?? Infinity, error.retryAfterMs);
+              waiting.push(error.message);
               return;
             }
             metrics.starts.inc({ provider: provider.name, result: 'failed' });
-            failures.push((error as Error).message);
+            // Still not running at its deadline (a pod unschedulable, an image never pulled): ended, and
+            // another started after WARM_POOL_RETRY_MS, so a cluster that changes gets its pool filled.
+            failures.push(late ? `not started within ${formatDuration(Math.round(startTimeoutMs / 1000))}: ${(error as Error).message}` : (error as Error).message);
             log.warn({ sandbox: id, err: error }, 'starting a warm sandbox failed; retrying');
             await provider.terminate({ provider: provider.name, id }).catch(() => undefined);
             await deleteWarmSandbox(db, id);
@@ -227,9 +259,9 @@ export function createWarmPoolReconciler(deps: WarmPoolReconcilerDeps): Reconcil
         }),
       );
     }
-    const waiting = retryAfterMs === undefined ? {} : { retryAfterMs };
-    if (failures.length > 0) return { problem: { reason: WarmPoolReason.StartFailed, message: `${failures.length} sandboxes failed to start: ${failures[0]}` }, ...waiting };
-    return waiting;
+    const later = retryAfterMs === undefined ? {} : { retryAfterMs };
+    if (failures.length > 0) return { problem: { reason: WarmPoolReason.StartFailed, message: `${failures.length} sandboxes failed to start: ${failures[0]}` }, ...later };
+    return { ...later, ...(waiting.length > 0 ? { waiting: waiting[0] } : {}) };
   }
 
   async function endSandbox(provider: SandboxProvider, row: WarmSandbox): Promise<void> {
