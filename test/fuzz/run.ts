@@ -1,6 +1,7 @@
 /**
  * The fuzz tier: schemathesis against the OpenAPI document of a real `berth up`, once with
- * the test key and once with the live key (real gVisor sandboxes, so a smaller budget), then
+ * the test key and once with the live key (real gVisor sandboxes, so a smaller budget), the two
+ * side by side, then
  * against the management document (`/api/openapi.json`) with the owner's sign-in cookie and
  * CSRF token (signed in with the one-time link the first start prints).
  *
@@ -162,23 +163,35 @@ async function main(): Promise<number> {
         BERTH_BYOI_ALLOW_PRIVATE: 'false',
       },
     });
-    for (const pass of PASSES) {
-      if (pass.key === 'management') {
-        summaries.push(await managementPass(st, berth, pass, join(reportRoot, 'management')));
-        continue;
-      }
-      const key = pass.key === 'live' ? berth.liveKey : berth.testKey;
-      if (!key) throw new Error(`berth up printed no ${pass.key} key`);
-      const dictionaries = await seed(berth.api(key), pass);
-      const dir = join(reportRoot, pass.key);
-      mkdirSync(dir, { recursive: true });
-      // The operations that pause, end or change the seeded resources go last, so the others meet them ready.
-      const disruptive = [...DISRUPTIVE_SESSION_OPERATIONS, ...DISRUPTIVE_AGENT_OPERATIONS];
-      const target = { document: '/v1/openapi.json', headers: [`Authorization: Bearer ${key}`] };
-      const first = await runSchemathesis(st, berth.baseUrl, target, pass, dictionaries, join(dir, 'most'), disruptive.flatMap((id) => ['--exclude-operation-id', id]));
-      const last = await runSchemathesis(st, berth.baseUrl, target, pass, dictionaries, join(dir, 'disruptive'), disruptive.flatMap((id) => ['--include-operation-id', id]));
-      summaries.push(merge(first, last));
+    const server = berth;
+    // The two keys' passes run side by side: each is mostly schemathesis generating cases (one
+    // Python process, one core) and waiting on answers, and they share nothing but the server
+    // (their own key, mode, seeded resources and limits). Their output lines carry the key.
+    const dataPlane = PASSES.filter((pass) => pass.key !== 'management');
+    const concurrent = dataPlane.length > 1;
+    const settled = await Promise.allSettled(
+      dataPlane.map(async (pass) => {
+        const key = pass.key === 'live' ? server.liveKey : server.testKey;
+        if (!key) throw new Error(`berth up printed no ${pass.key} key`);
+        const dictionaries = await seed(server.api(key), pass);
+        const dir = join(reportRoot, pass.key);
+        mkdirSync(dir, { recursive: true });
+        // The operations that pause, end or change the seeded resources go last, so the others meet them ready.
+        const disruptive = [...DISRUPTIVE_SESSION_OPERATIONS, ...DISRUPTIVE_AGENT_OPERATIONS];
+        const target = { document: '/v1/openapi.json', headers: [`Authorization: Bearer ${key}`] };
+        const label = concurrent ? `[${pass.key}] ` : '';
+        const first = await runSchemathesis(st, server.baseUrl, target, pass, dictionaries, join(dir, 'most'), disruptive.flatMap((id) => ['--exclude-operation-id', id]), label);
+        const last = await runSchemathesis(st, server.baseUrl, target, pass, dictionaries, join(dir, 'disruptive'), disruptive.flatMap((id) => ['--include-operation-id', id]), label);
+        return merge(first, last);
+      }),
+    );
+    // Both end before the server stops, a pass that threw or not.
+    for (const result of settled) {
+      if (result.status === 'rejected') throw result.reason;
+      summaries.push(result.value);
     }
+    const management = PASSES.find((pass) => pass.key === 'management');
+    if (management) summaries.push(await managementPass(st, berth, management, join(reportRoot, 'management')));
   } finally {
     serverErrors = berth ? unhandledErrors(berth.stdout() + berth.stderr()) : [];
     if (berth) {
@@ -368,13 +381,15 @@ async function runSchemathesis(
   dictionaries: Record<string, (string | number)[]>,
   dir: string,
   filters: string[],
+  /** Put before each line of its output (the pass's key, while two passes run at once). */
+  label = '',
 ): Promise<Summary> {
   mkdirSync(dir, { recursive: true });
   const config = join(dir, 'schemathesis.toml');
   const document = (await (await fetch(`${baseUrl}${target.document}`)).json()) as Parameters<typeof bindings>[0];
   writeFileSync(config, schemathesisConfig(pass, dictionaries, bindings(document)));
   const started = Date.now();
-  console.log(`\n=== fuzz: ${passLabel(pass.key)}, ${pass.examples} cases per operation and phase, ${filters.join(' ')} ===`);
+  console.log(`\n${label}=== fuzz: ${passLabel(pass.key)}, ${pass.examples} cases per operation and phase, ${filters.join(' ')} ===`);
   const exitCode = await new Promise<number | null>((resolve) => {
     const child = spawn(
       st,
@@ -403,8 +418,8 @@ async function runSchemathesis(
       ],
       { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, NO_COLOR: '1', SCHEMATHESIS_TELEMETRY: 'false', SCHEMATHESIS_HOOKS: join(ROOT, 'test', 'fuzz', 'hooks.py') } },
     );
-    relay(child.stdout, process.stdout);
-    relay(child.stderr, process.stderr);
+    relay(child.stdout, process.stdout, label);
+    relay(child.stderr, process.stderr, label);
     child.on('close', resolve);
   });
   return { key: pass.key, exitCode, seconds: Math.round((Date.now() - started) / 1000), ...readEvents(dir) };
@@ -415,9 +430,9 @@ async function runSchemathesis(
  * line (`=== 2 warnings in 3.1s ===`) has pytest's shape, and a reader of the run's last lines
  * would take it for a test run that ran nothing. The counts that matter are the summary's.
  */
-function relay(from: NodeJS.ReadableStream, to: NodeJS.WritableStream): void {
+function relay(from: NodeJS.ReadableStream, to: NodeJS.WritableStream, label: string): void {
   createInterface({ input: from, crlfDelay: Infinity }).on('line', (line) => {
-    to.write(`${line.replace(/^=+( .* )=+$/, '---$1---')}\n`);
+    to.write(`${label}${line.replace(/^=+( .* )=+$/, '---$1---')}\n`);
   });
 }
 
