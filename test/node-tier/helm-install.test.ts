@@ -33,9 +33,9 @@ import { DIRECT_CONNECT, startUpstreamPod, UPSTREAM_PORTS } from '../node/upstre
  * with certificates of a CA the operator trusts (BERTH_EGRESS_CA_FILE, a ConfigMap mounted through
  * operator.extraVolumes) and the sandbox does not.
  *
- * What the test cluster lacks and a customer's has (ADR 48): no kube-proxy, so the `kubernetes`
- * Service does not route and the pods are pointed at the API server on the node IP through
- * KUBERNETES_SERVICE_HOST/PORT (extraEnv); no cluster DNS, so the database is an external
+ * What the test cluster lacks and a customer's has (ADR 48): a `kubernetes` Service that routes
+ * from pods (its endpoint is the API server on loopback), so the pods are pointed at the API server
+ * on the node IP through KUBERNETES_SERVICE_HOST/PORT (extraEnv); cluster DNS, so the database is an external
  * DATABASE_URL naming the node IP. Both servers listen on loopback; relays on the node IP reach them.
  */
 const unavailable = inject('realNodeUnavailable');
