@@ -360,9 +360,12 @@ function kubeletConfiguration(options: RealNodeOptions, socket: string) {
 }
 
 /**
- * kube-proxy's mode on this machine. nftables: kube-network-policies keeps its own nftables table
- * beside kube-proxy's (`ip kube-proxy`), each with its own chains at their own priorities, and
- * nftables mode is what Kubernetes recommends for new nodes.
+ * kube-proxy's mode on this machine. Both modes work here beside kube-network-policies (the node
+ * tier's helm install with the egress gateway passes with either; a TCP connect from a gVisor pod
+ * costs the same through a ClusterIP as to the pod IP in both, see ADR 52): nftables, because
+ * kube-proxy's table (`ip kube-proxy`) then sits beside the enforcer's as a table of its own, with
+ * no rules in the iptables-nft tables the kubelet and others share, and it is the mode Kubernetes
+ * recommends for new nodes.
  */
 const KUBE_PROXY_MODE = 'nftables';
 
