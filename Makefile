@@ -28,7 +28,7 @@ images: build ## build the local sandbox images (python, node, go) if missing; b
 cluster-binaries: ## build the test control plane (etcd, kube-apiserver, ..., KWOK) from the Go module proxy, cached
 	@test/cluster/build.sh >/dev/null
 
-node-binaries: cluster-binaries ## build the test node (kubelet, containerd, gVisor's containerd shim, pause) from the Go module proxy, cached
+node-binaries: cluster-binaries ## build the test node (kubelet, kube-proxy, containerd, gVisor's containerd shim, pause) from the Go module proxy, cached
 	@test/node/build.sh >/dev/null
 
 sdk-types: deps ## regenerate the SDK's types (sdk/src/generated/openapi.ts) from the API's OpenAPI document

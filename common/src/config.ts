@@ -266,7 +266,7 @@ export const SETTINGS = {
   egressGateway: {
     env: 'BERTH_EGRESS_GATEWAY',
     description:
-      'host:port of the egress gateway (the operator\'s, ADR 52) that sandbox pods of agents with an egress policy use as their proxy; set, the kubernetes provider enforces egress policies (the chart sets it with egressGateway.enabled)',
+      'host:port of the egress gateway (the operator\'s, ADR 52) that sandbox pods of agents with an egress policy use as their proxy; a Service name (<name>.<namespace>.svc) is given to the pods as its ClusterIP, read from the API server, another name resolved; set, the kubernetes provider enforces egress policies (the chart sets it with egressGateway.enabled)',
     schema: z
       .string()
       .regex(/^(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9.-]+):\d{1,5}$/, 'must be host:port')

@@ -568,6 +568,13 @@ describe('the egress gateway', () => {
     for (const component of ['apiserver', 'operator'] as const) {
       expect(rendered.env(component).get('BERTH_EGRESS_GATEWAY')!.value).toBe(`${FULLNAME}-egress.${NAMESPACE}.svc:3128`);
     }
+    // The operator reads that Service's ClusterIP (for the pods' proxy variables), and no other Service.
+    const serviceRules = (args: string[]) =>
+      render(args).then((output) => output.get('Role', `${FULLNAME}-operator`).rules!.filter((rule) => rule.resources?.includes('services')));
+    expect(await serviceRules([...ENABLED, '--set', 'sandbox.namespace=sandboxes'])).toEqual([
+      { apiGroups: [''], resources: ['services'], resourceNames: [`${FULLNAME}-egress`], verbs: ['get'] },
+    ]);
+    expect(await serviceRules(WITH_URL)).toEqual([]);
   });
 
   it('leaves the pods bound to it to a policy of their own, whose only way out is the gateway', async () => {

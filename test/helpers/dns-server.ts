@@ -2,16 +2,16 @@ import { createSocket, type Socket } from 'node:dgram';
 import { once } from 'node:events';
 
 /**
- * A DNS server on a loopback UDP port standing in for the outside's DNS: it answers A queries for
+ * A DNS server on a UDP port of `host` (loopback unless told) standing in for the outside's DNS: it answers A queries for
  * the names in `records` with their address, with no answer (NOERROR) for other types of those
  * names, and NXDOMAIN for any other name.
  */
-export async function startDnsServer(records: Record<string, string>): Promise<{ address: string; close(): void }> {
+export async function startDnsServer(records: Record<string, string>, host = '127.0.0.1'): Promise<{ address: string; close(): void }> {
   const socket: Socket = createSocket('udp4');
   socket.on('message', (query, peer) => socket.send(answer(query, records), peer.port, peer.address));
-  socket.bind(0, '127.0.0.1');
+  socket.bind(0, host);
   await once(socket, 'listening');
-  return { address: `127.0.0.1:${socket.address().port}`, close: () => socket.close() };
+  return { address: `${host}:${socket.address().port}`, close: () => socket.close() };
 }
 
 function answer(query: Buffer, records: Record<string, string>): Buffer {

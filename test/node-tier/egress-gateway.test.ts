@@ -4,7 +4,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { createCertificateAuthority, issueServerCertificate, newServerKey } from '../../providers/src/local/index.js';
+import { createCertificateAuthority } from '../../providers/src/local/index.js';
 import { eventually } from '../helpers/http.js';
 import { startDnsServer } from '../helpers/dns-server.js';
 import { fetchInSandbox } from '../helpers/sandbox-fetch.js';
@@ -12,7 +12,7 @@ import { kubectl, kubectlJson, startBerthInCluster, waitForAgent, type BerthInCl
 import { startNetworkPolicyEnforcer, type NetworkPolicyEnforcer } from '../node/netpol.js';
 import { NODE_IP } from '../node/node.js';
 import { freePort } from '../node/node-agent-settings.js';
-import { serverPodManifest } from '../node/sandbox-images.js';
+import { DIRECT_CONNECT, startUpstreamPod, UPSTREAM_PORTS } from '../node/upstream.js';
 
 /**
  * Egress policies on Kubernetes (ADR 52) on the real node: an agent's gVisor pod whose only way
@@ -22,47 +22,15 @@ import { serverPodManifest } from '../node/sandbox-images.js';
  * that stands in for the chart's rule to the operator pods: it lets the gateway-bound pods reach
  * the gateway's host port (connections to the host's own address may not pass the enforcer's
  * forward and postrouting chains at all; the rule keeps the test from depending on that). The
- * chart's rule to the operator pods and its Service are not exercised here: this node has no
- * kube-proxy and no cluster DNS. The outside is a plain pod (no sandbox label, under gVisor too) serving
- * HTTPS as two names on two ports, which a DNS server of the test's gives the gateway, with
- * certificates of a CA the gateway is told to trust (BERTH_EGRESS_CA_FILE) and the sandbox is not.
- * It is a pod, not a host process, so that the sandbox's direct connection to it crosses the
- * bridge, where the NetworkPolicy holds.
+ * chart's rule to the operator pods and its Service are exercised by helm-install.test.ts, which
+ * installs the chart with the gateway. The outside is the upstream pod (../node/upstream.ts),
+ * whose names a DNS server of the test's gives the gateway, with certificates of a CA the gateway
+ * is told to trust (BERTH_EGRESS_CA_FILE) and the sandbox is not.
  */
 const unavailable = inject('realNodeUnavailable');
-const PORTS = { 'allowed.egress.test': 8443, 'other.egress.test': 8444 } as const;
-// The outside: each name on its port with its certificate; it checks the credential itself and never echoes it.
-const UPSTREAM = [
-  'import http.server, os, ssl, threading',
-  'class Answer(http.server.BaseHTTPRequestHandler):',
-  '    def do_GET(self):',
-  "        authorized = self.headers.get('Authorization') == 'Bearer ' + os.environ['TOKEN']",
-  "        body = ('%s %s' % (self.server.name, 'authorized' if authorized else 'anonymous')).encode()",
-  '        self.send_response(200)',
-  "        self.send_header('Content-Length', str(len(body)))",
-  '        self.end_headers()',
-  '        self.wfile.write(body)',
-  'def serve(name, port, variable):',
-  "    path = '/tmp/%d.pem' % port",
-  "    open(path, 'w').write(os.environ[variable])",
-  "    server = http.server.ThreadingHTTPServer(('0.0.0.0', port), Answer)",
-  '    server.name = name',
-  '    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)',
-  '    context.load_cert_chain(path)',
-  '    server.socket = context.wrap_socket(server.socket, server_side=True)',
-  '    threading.Thread(target=server.serve_forever).start()',
-  ...Object.entries(PORTS).map(([name, port]) => `serve('${name}', ${port}, 'PEM_${port}')`),
-].join('\n');
 const CHART = join(import.meta.dirname, '..', '..', 'charts', 'berth');
 const TOKEN = `tok_${randomBytes(20).toString('hex')}`;
 const podName = (agentId: string) => agentId.replace('_', '-');
-// Connects straight to host:port from the sandbox, without the proxy; exits non-zero when it cannot.
-const DIRECT = [
-  'import socket, sys',
-  's = socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=3)',
-  'print("connected")',
-].join('\n');
-
 function helmTemplate(args: string[]): Promise<string> {
   return new Promise((resolve, reject) =>
     execFile(inject('helm'), ['template', 'berth', CHART, ...args], (error, stdout, stderr) => (error ? reject(new Error(stderr)) : resolve(stdout))),
@@ -96,23 +64,8 @@ describe.skipIf(unavailable !== '')('egress policies on a real node (the egress 
         BERTH_EGRESS_CA_FILE: caFile,
       },
     });
-    const pems = Object.entries(PORTS).map(([name, port]) => {
-      const issued = issueServerCertificate(upstreamCa, name, newServerKey());
-      return { name: `PEM_${port}`, value: issued.certificatePem + issued.keyPem };
-    });
-    const upstream = serverPodManifest({
-      name: 'upstream',
-      labels: { app: 'upstream' },
-      command: ['python3', '-c', UPSTREAM],
-      env: [{ name: 'TOKEN', value: TOKEN }, ...pems],
-      readyPort: PORTS['other.egress.test'],
-    });
-    const applied = await kubectl(['apply', '-n', berth.namespace, '-f', '-'], upstream);
-    expect(applied.code, applied.stderr).toBe(0);
-    const ready = await kubectl(['wait', '-n', berth.namespace, '--for=condition=Ready', '--timeout=120s', 'pod/upstream']);
-    expect(ready.code, ready.stderr).toBe(0);
-    upstreamIp = (await kubectlJson(['get', 'pod', 'upstream', '-n', berth.namespace])).status.podIP;
-    for (const name of Object.keys(PORTS)) records[name] = upstreamIp;
+    upstreamIp = await startUpstreamPod(berth.namespace, upstreamCa, TOKEN);
+    for (const name of Object.keys(UPSTREAM_PORTS)) records[name] = upstreamIp;
     sessionId = (await berth.live.post('/v1/sessions', { userId: 'egress-user' })).body.id;
     const secret = await berth.live.post('/v1/secrets', { API_TOKEN: TOKEN });
     expect(secret.status, JSON.stringify(secret.body)).toBeLessThan(300);
@@ -125,8 +78,8 @@ describe.skipIf(unavailable !== '')('egress policies on a real node (the egress 
   });
 
   it('lets the pod reach what its policy allows through the gateway alone, with the credential added outside it, and follows a PATCH', async () => {
-    const allowed = `https://allowed.egress.test:${PORTS['allowed.egress.test']}/`;
-    const other = `https://other.egress.test:${PORTS['other.egress.test']}/`;
+    const allowed = `https://allowed.egress.test:${UPSTREAM_PORTS['allowed.egress.test']}/`;
+    const other = `https://other.egress.test:${UPSTREAM_PORTS['other.egress.test']}/`;
     const created = await berth.live.post(`/v1/sessions/${sessionId}/agents`, {
       timeout: '30m',
       // The names resolve to the upstream pod's private address, which must be in cidrs as well.
@@ -143,7 +96,7 @@ describe.skipIf(unavailable !== '')('egress policies on a real node (the egress 
     expect(JSON.stringify(pod)).not.toContain(TOKEN);
 
     // No policy applies yet: the pod reaches the upstream pod straight, so what follows is the policies' doing.
-    const direct = () => kubectl(['exec', '-n', berth.namespace, podName(agentId), '--', 'python3', '-c', DIRECT, upstreamIp, String(PORTS['allowed.egress.test'])]);
+    const direct = () => kubectl(['exec', '-n', berth.namespace, podName(agentId), '--', 'python3', '-c', DIRECT_CONNECT, upstreamIp, String(UPSTREAM_PORTS['allowed.egress.test'])]);
     expect((await direct()).stdout.trim()).toBe('connected');
 
     // The chart's policies with the gateway, and the test's rule to the gateway on the host.

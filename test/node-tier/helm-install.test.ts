@@ -1,17 +1,23 @@
+import { randomBytes } from 'node:crypto';
 import { execFile } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parse, stringify } from 'yaml';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { createCertificateAuthority } from '../../providers/src/local/index.js';
+import { startDnsServer } from '../helpers/dns-server.js';
 import { apiClient, eventually, type ApiClient } from '../helpers/http.js';
+import { fetchInSandbox } from '../helpers/sandbox-fetch.js';
 import { createTestDatabase } from '../helpers/postgres.js';
 import { createNamespace, kubectl, kubectlJson, waitForAgent } from '../cluster-tier/helpers.js';
 import { berthImage } from '../node/berth-image.js';
 import { importImage, ociLayout } from '../node/images.js';
+import { startNetworkPolicyEnforcer } from '../node/netpol.js';
 import { NODE_IP, NODE_NAME } from '../node/node.js';
 import { relayFromNodeIp, type NodeRelay } from '../node/relay.js';
 import { sandboxNodeImages } from '../node/sandbox-images.js';
+import { DIRECT_CONNECT, startUpstreamPod, UPSTREAM_PORTS } from '../node/upstream.js';
 
 /**
  * The chart installed onto the real node as a customer installs it: `helm install` with Berth's own
@@ -19,9 +25,17 @@ import { sandboxNodeImages } from '../node/sandbox-images.js';
  * Never), the API server and operator as gVisor pods, an agent created through the installed API
  * server becoming a gVisor pod that runs python, and `helm uninstall` removing Berth's pods.
  *
- * What the test cluster lacks and a customer's has (ADR 48): no kube-proxy, so the `kubernetes`
- * Service does not route and the pods are pointed at the API server on the node IP through
- * KUBERNETES_SERVICE_HOST/PORT (extraEnv); no cluster DNS, so the database is an external
+ * With the egress gateway (egressGateway.enabled, ADR 52): an agent with an egress policy reaches
+ * the outside through the operator pod behind the Service `<release>-berth-egress`, whose ClusterIP
+ * kube-proxy routes on the node, with the chart's NetworkPolicies enforced (kube-network-policies);
+ * the gateway names the sandbox by the connection's source pod IP. The outside is the upstream pod
+ * (../node/upstream.ts), whose names a DNS server of the test's on the node IP gives the operator,
+ * with certificates of a CA the operator trusts (BERTH_EGRESS_CA_FILE, a ConfigMap mounted through
+ * operator.extraVolumes) and the sandbox does not.
+ *
+ * What the test cluster lacks and a customer's has (ADR 48): a `kubernetes` Service that routes
+ * from pods (its endpoint is the API server on loopback), so the pods are pointed at the API server
+ * on the node IP through KUBERNETES_SERVICE_HOST/PORT (extraEnv); cluster DNS, so the database is an external
  * DATABASE_URL naming the node IP. Both servers listen on loopback; relays on the node IP reach them.
  */
 const unavailable = inject('realNodeUnavailable');
@@ -30,6 +44,8 @@ const FULLNAME = `${RELEASE}-berth`;
 const IMAGE = 'docker.io/berth/berth:0.1.0';
 const CHART = join(import.meta.dirname, '..', '..', 'charts', 'berth');
 const NODE_IMAGE_CACHE = join(process.env.BERTH_NODE_CACHE ?? '/var/cache/berth/node', 'images');
+const TOKEN = `tok_${randomBytes(20).toString('hex')}`;
+const UPSTREAM_CA_DIR = '/etc/berth-test';
 
 function helm(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
   return new Promise((resolve) =>
@@ -63,6 +79,10 @@ describe.skipIf(unavailable !== '')('helm install of the chart on the real node'
   const relays: NodeRelay[] = [];
   let installed = false;
   let api: ApiClient;
+  const upstreamCa = createCertificateAuthority('helm install test upstream CA');
+  const records: Record<string, string> = {};
+  let dns: { address: string; close(): void } | undefined;
+  let upstreamIp: string;
 
   beforeAll(async () => {
     workDir = mkdtempSync(join(tmpdir(), 'berth-helm-node-'));
@@ -82,6 +102,14 @@ describe.skipIf(unavailable !== '')('helm install of the chart on the real node'
     namespace = await createNamespace('helm');
     const secret = await kubectl(['create', 'secret', 'generic', 'berth-database', '-n', namespace, `--from-literal=DATABASE_URL=${database.toString()}`]);
     expect(secret.code, secret.stderr).toBe(0);
+    // The outside of the egress test: its pod, its names on a DNS server the operator pod reaches,
+    // its CA in a ConfigMap the operator mounts.
+    upstreamIp = await startUpstreamPod(namespace, upstreamCa, TOKEN);
+    for (const name of Object.keys(UPSTREAM_PORTS)) records[name] = upstreamIp;
+    dns = await startDnsServer(records, NODE_IP);
+    writeFileSync(join(workDir, 'ca.pem'), upstreamCa.certificatePem);
+    const caMap = await kubectl(['create', 'configmap', 'upstream-ca', '-n', namespace, `--from-file=ca.pem=${join(workDir, 'ca.pem')}`]);
+    expect(caMap.code, caMap.stderr).toBe(0);
     const toApiServer = [
       { name: 'KUBERNETES_SERVICE_HOST', value: NODE_IP },
       { name: 'KUBERNETES_SERVICE_PORT', value: String(apiRelay.port) },
@@ -92,7 +120,28 @@ describe.skipIf(unavailable !== '')('helm install of the chart on the real node'
       crds: { enabled: false },
       postgresql: { existingSecret: 'berth-database' },
       apiserver: { replicas: 1, extraEnv: toApiServer },
-      operator: { extraEnv: toApiServer },
+      operator: {
+        extraEnv: [
+          ...toApiServer,
+          { name: 'BERTH_EGRESS_DNS_SERVERS', value: dns.address },
+          { name: 'BERTH_EGRESS_CA_FILE', value: `${UPSTREAM_CA_DIR}/ca.pem` },
+        ],
+        extraVolumes: [{ name: 'upstream-ca', configMap: { name: 'upstream-ca' } }],
+        extraVolumeMounts: [{ name: 'upstream-ca', mountPath: UPSTREAM_CA_DIR, readOnly: true }],
+      },
+      egressGateway: { enabled: true },
+      // The chart's NetworkPolicies, told where this cluster's API server and database are (the
+      // relays on the node IP) and letting the operator reach the test's DNS server and upstream pod.
+      networkPolicy: {
+        kubeApiServer: { cidrs: [`${NODE_IP}/32`], ports: [apiRelay.port] },
+        externalDatabase: { cidrs: [`${NODE_IP}/32`], port: databaseRelay.port },
+        operator: {
+          extraEgress: [
+            { to: [{ ipBlock: { cidr: `${NODE_IP}/32` } }], ports: [{ protocol: 'UDP', port: Number(dns.address.split(':')[1]) }] },
+            { to: [{ podSelector: { matchLabels: { app: 'upstream' } } }], ports: Object.values(UPSTREAM_PORTS).map((port) => ({ protocol: 'TCP', port })) },
+          ],
+        },
+      },
     };
     writeFileSync(join(workDir, 'values.yaml'), stringify(values));
     const install = await helm(['install', RELEASE, CHART, '-n', namespace, '-f', join(workDir, 'values.yaml'), '--wait', '--timeout', '5m']);
@@ -108,6 +157,7 @@ describe.skipIf(unavailable !== '')('helm install of the chart on the real node'
     if (installed) await helm(['uninstall', RELEASE, '-n', namespace, '--wait', '--timeout', '2m']);
     if (namespace) await kubectl(['delete', 'namespace', namespace, '--wait=false']);
     await Promise.all(relays.map((relay) => relay.close()));
+    dns?.close();
     if (workDir) rmSync(workDir, { recursive: true, force: true });
   }, 180_000);
 
@@ -164,6 +214,47 @@ describe.skipIf(unavailable !== '')('helm install of the chart on the real node'
       what: 'the sandbox pod to be deleted',
       timeoutMs: 60_000,
     });
+  }, 300_000);
+
+  it('carries an egress policy through the operator pod behind its Service: the allowed host with the credential added, another refused, no way around it', async () => {
+    const secret = await api.post('/v1/secrets', { API_TOKEN: TOKEN });
+    expect(secret.status, JSON.stringify(secret.body)).toBeLessThan(300);
+    const session = await api.post('/v1/sessions', { userId: 'helm-egress-user' });
+    const created = await api.post(`/v1/sessions/${session.body.id}/agents`, {
+      // The names resolve to the upstream pod's private address, which must be in cidrs as well.
+      egress: { hosts: ['allowed.egress.test'], cidrs: [`${upstreamIp}/32`], credentials: [{ host: 'allowed.egress.test', secret: 'API_TOKEN' }] },
+    });
+    expect(created.status, JSON.stringify(created.body)).toBe(201);
+    const agentId = created.body.id as string;
+    await waitForAgent(api, agentId, 'idle', 180_000);
+    const podName = agentId.replace('_', '-');
+    const pod = await kubectlJson<Pod & { spec: { containers: { env?: { name: string; value?: string }[] }[] } }>(['get', 'pod', podName, '-n', namespace]);
+    // The proxy is the Service's ClusterIP, which the operator read from the API server: no DNS anywhere.
+    const service = await kubectlJson<{ spec: { clusterIP: string } }>(['get', 'service', `${FULLNAME}-egress`, '-n', namespace]);
+    expect(pod.spec.containers[0]!.env).toContainEqual({ name: 'HTTPS_PROXY', value: `http://${service.spec.clusterIP}:3128` });
+    const operatorPod = (await releasePods(namespace)).find((candidate) => candidate.metadata.labels['app.kubernetes.io/component'] === 'operator')!;
+    expect(service.spec.clusterIP).not.toBe(operatorPod.status.podIP);
+
+    const direct = () => kubectl(['exec', '-n', namespace, podName, '--', 'python3', '-c', DIRECT_CONNECT, upstreamIp, String(UPSTREAM_PORTS['allowed.egress.test'])]);
+    const enforcer = await startNetworkPolicyEnforcer(inject('kubeconfig'));
+    try {
+      // The chart's policies hold: the pod cannot go around the gateway to the very server it reaches through it.
+      await eventually(async () => ((await direct()).code !== 0 ? true : undefined), { what: 'the direct connection refused', timeoutMs: 60_000, intervalMs: 500 });
+      // Through kube-proxy's ClusterIP to the operator pod, which knows the sandbox by its pod IP:
+      // the allowed host, TLS terminated with the sandbox's CA, the bound credential added there.
+      expect(await fetchInSandbox(api, agentId, `https://allowed.egress.test:${UPSTREAM_PORTS['allowed.egress.test']}/`)).toBe('200 allowed.egress.test authorized');
+      expect(await fetchInSandbox(api, agentId, `https://other.egress.test:${UPSTREAM_PORTS['other.egress.test']}/`)).toMatch(
+        /^error .*403 berth egress: other\.egress\.test is not in the agent's egress hosts/,
+      );
+      // The enforcer decided on the pod's connection to the operator pod behind the ClusterIP.
+      expect(enforcer.output()).toContain(pod.status.podIP);
+    } finally {
+      await enforcer.stop();
+    }
+    const look = await api.post(`/v1/agents/${agentId}/exec`, { language: 'bash', code: 'env; echo scanned' });
+    expect(look.body.stdout).toContain('scanned');
+    expect(look.body.stdout).not.toContain(TOKEN);
+    expect((await api.post(`/v1/agents/${agentId}/terminate`)).status).toBeLessThan(300);
   }, 300_000);
 
   it('converges after the operator pod is killed: its Deployment replaces it, and an agent created meanwhile becomes a gVisor pod', async () => {

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the binaries of the test cluster's real node from the Go module proxy into a cache
 # outside the repository, and prints the directory that holds them:
-#   kubelet (the same Kubernetes version and wrapper module as test/cluster/build.sh)
+#   kubelet and kube-proxy (the same Kubernetes version and wrapper module as test/cluster/build.sh)
 #   containerd, ctr, containerd-shim-runc-v2 (containerd $CONTAINERD_VERSION)
 #   containerd-shim-runsc-v1 (gVisor's shim, at the version of runsc that install-runsc.sh pins)
 #   pause (test/node/pause: the static program the pods' pause image runs)
@@ -26,8 +26,10 @@ export GOCACHE="$CLUSTER_CACHE/gocache"
 log() { printf '[node-build] %s\n' "$*" >&2; }
 mkdir -p "$BIN"
 
-build_kubelet() {
-  [ -x "$BIN/kubelet" ] && return
+# kubelet and kube-proxy: the same wrapper module, version and flags.
+build_kube_command() {
+  local cmd=$1
+  [ -x "$BIN/$cmd" ] && return
   # test/cluster/build.sh writes the wrapper module (staging modules replaced by their releases).
   bash "$ROOT/test/cluster/build.sh" >/dev/null
   local src="$CLUSTER_CACHE/src/kubernetes-$K8S_VERSION" minor=${K8S_VERSION#v1.}
@@ -36,8 +38,8 @@ build_kubelet() {
   for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
     ldflags+=" -X $pkg.gitVersion=$K8S_VERSION -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor"
   done
-  log "building kubelet $K8S_VERSION"
-  (cd "$src" && go build -ldflags "$ldflags" -o "$BIN/kubelet.tmp" k8s.io/kubernetes/cmd/kubelet && mv "$BIN/kubelet.tmp" "$BIN/kubelet")
+  log "building $cmd $K8S_VERSION"
+  (cd "$src" && go build -ldflags "$ldflags" -o "$BIN/$cmd.tmp" "k8s.io/kubernetes/cmd/$cmd" && mv "$BIN/$cmd.tmp" "$BIN/$cmd")
 }
 
 # `go install` refuses containerd's module (it has exclude directives): a wrapper module builds it.
@@ -116,5 +118,6 @@ build_pause
 build_netpol
 build_runsc_shim
 build_containerd
-build_kubelet
+build_kube_command kubelet
+build_kube_command kube-proxy
 echo "$BIN"

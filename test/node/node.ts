@@ -37,6 +37,7 @@ export interface NodeBinaries {
   containerd: string;
   ctr: string;
   pause: string;
+  kubeProxy: string;
 }
 
 export interface NodeImage {
@@ -69,7 +70,7 @@ export async function realNodeSupport(): Promise<{ ok: true } | { ok: false; rea
 /** Runs test/node/build.sh (at once when the binaries are built). */
 export async function buildNodeBinaries(log: (line: string) => void): Promise<NodeBinaries> {
   const dir = (await run('bash', [join(import.meta.dirname, 'build.sh')], log)).trim();
-  return { dir, kubelet: join(dir, 'kubelet'), containerd: join(dir, 'containerd'), ctr: join(dir, 'ctr'), pause: join(dir, 'pause') };
+  return { dir, kubelet: join(dir, 'kubelet'), containerd: join(dir, 'containerd'), ctr: join(dir, 'ctr'), pause: join(dir, 'pause'), kubeProxy: join(dir, 'kube-proxy') };
 }
 
 export interface NodeProcessStarter {
@@ -187,6 +188,13 @@ async function startHeldNode(options: RealNodeOptions, lock: { release(): void }
     '--v=1',
   ]);
 
+  // Services route on the node: kube-proxy programs the ClusterIPs (and the node's NodePorts) into
+  // netfilter, so a pod reaches a Service's endpoints as on any cluster (not the `kubernetes`
+  // Service, whose endpoint is the API server on loopback: the relay stands in for it).
+  const kubeProxyConfig = join(nodeDir, 'kube-proxy.yaml');
+  await writeFile(kubeProxyConfig, stringify(kubeProxyConfiguration(options.kubeconfig)));
+  const kubeProxy = options.start('kube-proxy', binaries.kubeProxy, [`--config=${kubeProxyConfig}`, '--v=1']);
+
   const stopProcess = async (proc: ReturnType<NodeProcessStarter>) => {
     if (proc.status() !== undefined) return;
     proc.kill('SIGTERM');
@@ -199,6 +207,9 @@ async function startHeldNode(options: RealNodeOptions, lock: { release(): void }
     runscRoot: join(runscRoot, 'k8s.io'),
     ctr,
     async stop() {
+      await stopProcess(kubeProxy);
+      // Its rules outlive it: a ClusterIP would keep routing to the pods' old addresses.
+      await run(binaries.kubeProxy, ['--cleanup', `--proxy-mode=${KUBE_PROXY_MODE}`], undefined, 30_000).catch((error: Error) => options.log(`[node] kube-proxy --cleanup: ${error.message}`));
       await stopProcess(kubelet);
       if (containerd.status() === undefined) {
         // Without the kubelet nothing restarts them: kill and remove every task and container,
@@ -345,6 +356,35 @@ function kubeletConfiguration(options: RealNodeOptions, socket: string) {
     resolvConf: '/etc/resolv.conf',
     registerNode: true,
     maxPods: 50,
+  };
+}
+
+/**
+ * kube-proxy's mode on this machine. Both modes work here beside kube-network-policies (the node
+ * tier's helm install with the egress gateway passes with either; a TCP connect from a gVisor pod
+ * costs the same through a ClusterIP as to the pod IP in both, see ADR 52): nftables, because
+ * kube-proxy's table (`ip kube-proxy`) then sits beside the enforcer's as a table of its own, with
+ * no rules in the iptables-nft tables the kubelet and others share, and it is the mode Kubernetes
+ * recommends for new nodes.
+ */
+const KUBE_PROXY_MODE = 'nftables';
+
+function kubeProxyConfiguration(kubeconfig: string) {
+  return {
+    apiVersion: 'kubeproxy.config.k8s.io/v1alpha1',
+    kind: 'KubeProxyConfiguration',
+    mode: KUBE_PROXY_MODE,
+    clientConnection: { kubeconfig },
+    hostnameOverride: NODE_NAME,
+    // Traffic from the pods' subnet to a ClusterIP is not masqueraded: the endpoint sees the
+    // client pod's own address, as on a cluster whose CNI does not masquerade pod traffic.
+    clusterCIDR: POD_SUBNET,
+    bindAddress: NODE_IP,
+    healthzBindAddress: `${NODE_IP}:10256`,
+    metricsBindAddress: `${NODE_IP}:10249`,
+    nodePortAddresses: [`${NODE_IP}/32`],
+    // A shared machine: leave the host's conntrack table size and timeouts as they are.
+    conntrack: { maxPerCore: 0, min: 0, tcpEstablishedTimeout: '0s', tcpCloseWaitTimeout: '0s' },
   };
 }
 

@@ -254,7 +254,7 @@ them (a gpu type must be in the table) and execs into sandbox pods.
 - name: BERTH_EXEC_TIMEOUT
   value: {{ .Values.sandbox.execTimeout | quote }}
 {{- if .Values.egressGateway.enabled }}
-# Where sandbox pods find the egress gateway; the operator resolves the name when it makes a pod.
+# Where sandbox pods find the egress gateway: the operator reads the Service's ClusterIP when it makes a pod.
 - name: BERTH_EGRESS_GATEWAY
   value: {{ printf "%s-egress.%s.svc:%d" (include "berth.fullname" .) .Release.Namespace (int .Values.egressGateway.port) | quote }}
 {{- end }}

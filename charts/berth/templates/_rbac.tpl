@@ -87,6 +87,14 @@ namespace or the sandbox namespace. The resource list is Berth's CRDs in templat
 - apiGroups: [""]
   resources: ["events"]
   verbs: ["create", "patch"]
+{{- if .Values.egressGateway.enabled }}
+# get: the egress gateway's own Service, whose ClusterIP the operator gives the pods bound to it
+# as their proxy (ADR 52), so that neither it nor they need cluster DNS.
+- apiGroups: [""]
+  resources: ["services"]
+  resourceNames: [{{ printf "%s-egress" (include "berth.fullname" .) | quote }}]
+  verbs: ["get"]
+{{- end }}
 {{- end }}
 
 {{- define "berth.rbac.operatorSandboxRules" -}}

@@ -1,7 +1,7 @@
 import type { V1Pod } from '@kubernetes/client-node';
 import { describe, expect, it } from 'vitest';
 import { createCertificateAuthority } from '../local/egress/certificates.js';
-import { caOfSecret, egressCaSecret, sandboxOfAddress } from './egress.js';
+import { caOfSecret, egressCaSecret, sandboxOfAddress, serviceOfGatewayHost } from './egress.js';
 
 function pod(name: string, ip: string, options: { labels?: Record<string, string>; phase?: string; deleting?: boolean; ips?: string[] } = {}): V1Pod {
   return {
@@ -54,5 +54,20 @@ describe('the egress CA Secret', () => {
     const read = { data: Object.fromEntries(Object.entries(secret.stringData!).map(([key, value]) => [key, Buffer.from(value).toString('base64')])) };
     expect(caOfSecret(read)).toEqual(ca);
     expect(caOfSecret({ data: { 'ca.pem': read.data['ca.pem']! } })).toBeUndefined();
+  });
+});
+
+describe('serviceOfGatewayHost', () => {
+  it.each([
+    ['berth-egress.berth.svc', { name: 'berth-egress', namespace: 'berth' }],
+    ['berth-egress.berth.svc.cluster.local', { name: 'berth-egress', namespace: 'berth' }],
+    ['berth-egress.berth.svc.cluster.local.', { name: 'berth-egress', namespace: 'berth' }],
+    ['berth-egress.berth', undefined],
+    ['gateway.example.com', undefined],
+    ['10.0.0.5', undefined],
+    ['Berth-Egress.berth.svc', undefined],
+    ['a.b.c.svc', undefined],
+  ])('%s names %o', (host, service) => {
+    expect(serviceOfGatewayHost(host)).toEqual(service);
   });
 });

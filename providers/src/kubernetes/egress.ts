@@ -15,6 +15,17 @@ import { EGRESS_GATEWAY, SandboxLabels } from './pod.js';
  * its source address, with the policy its Agent has now and the CA in its Secret.
  */
 
+/**
+ * The Service a gateway host names, when it names one: `<service>.<namespace>.svc`, with or without
+ * the cluster domain after it (as the chart writes it). Its ClusterIP is read from the API server
+ * rather than resolved, so the operator needs no cluster DNS either (a pod given it needs none).
+ */
+export function serviceOfGatewayHost(host: string): { name: string; namespace: string } | undefined {
+  const label = '[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?';
+  const match = new RegExp(`^(${label})\\.(${label})\\.svc(\\.[A-Za-z0-9.-]+)?\\.?$`).exec(host);
+  return match ? { name: match[1]!, namespace: match[3]! } : undefined;
+}
+
 /** Keys of the CA Secret: the pod mounts the first two only; the key stays with the gateway. */
 const CA_KEY_FILE = 'ca-key.pem';
 

@@ -68,7 +68,7 @@ import {
   podNameOf,
   type PodSettings,
 } from './pod.js';
-import { egressCaSecret, egressCaSecretName } from './egress.js';
+import { egressCaSecret, egressCaSecretName, serviceOfGatewayHost } from './egress.js';
 import { createCertificateAuthority } from '../local/egress/certificates.js';
 import { parseAuthority } from '../local/egress/proxy.js';
 
@@ -121,8 +121,8 @@ export interface KubernetesProviderOptions {
   nodeAgents?: NodeAgentSettings | undefined;
   /**
    * The egress gateway (`host:port`, ADR 52) the pods of agents with an egress policy use as their
-   * proxy; with it the provider enforces egress policies. The host is resolved when a pod is made,
-   * so that the pod needs no DNS.
+   * proxy; with it the provider enforces egress policies. The host is made an address when a pod is
+   * made (a Service's name its ClusterIP), so that the pod needs no DNS.
    */
   egressGateway?: string | undefined;
 }
@@ -868,11 +868,31 @@ export class KubernetesProvider implements SandboxProvider {
     }
     let address: string;
     try {
-      address = await gatewayAddress(gateway);
+      address = await this.gatewayAddress(gateway);
     } catch (error) {
       throw new ProviderError(this.name, `resolving the egress gateway ${gateway}: ${(error as Error).message}`);
     }
     return { proxyUrl: `http://${address}`, caSecret: body.metadata!.name! };
+  }
+
+  /**
+   * `host:port` with the host made an address, so that a pod given it needs no DNS: a Service's name
+   * (`<name>.<namespace>.svc…`, the chart's) becomes its ClusterIP, read from the API server; another
+   * name is resolved; an address is kept as it is.
+   */
+  private async gatewayAddress(gateway: string): Promise<string> {
+    const authority = parseAuthority(gateway);
+    if (!authority) throw new Error(`the egress gateway must be host:port, not "${gateway}"`);
+    const service = serviceOfGatewayHost(authority.host);
+    let address = authority.host;
+    if (service) {
+      const clusterIp = (await this.core.readNamespacedService(service)).spec?.clusterIP;
+      if (!clusterIp || isIP(clusterIp) === 0) throw new Error(`service ${service.namespace}/${service.name} has no cluster IP`);
+      address = clusterIp;
+    } else if (isIP(address) === 0) {
+      address = (await lookup(address)).address;
+    }
+    return isIP(address) === 6 ? `[${address}]:${authority.port}` : `${address}:${authority.port}`;
   }
 
   /** The sandbox container of the sandbox's pod, for exec and streams through the API server. */
@@ -921,14 +941,6 @@ export class KubernetesProvider implements SandboxProvider {
       },
     };
   }
-}
-
-/** `host:port` with the host resolved to an address (a pod given it needs no DNS); an address is kept as it is. */
-async function gatewayAddress(gateway: string): Promise<string> {
-  const authority = parseAuthority(gateway);
-  if (!authority) throw new Error(`the egress gateway must be host:port, not "${gateway}"`);
-  const address = isIP(authority.host) === 0 ? (await lookup(authority.host)).address : authority.host;
-  return isIP(address) === 6 ? `[${address}]:${authority.port}` : `${address}:${authority.port}`;
 }
 
 /** Pod phase to sandbox state: ready means the container runs; a deadline kill is the timeout. */
