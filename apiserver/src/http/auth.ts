@@ -53,7 +53,8 @@ export async function findBearerKeyCounted(
   const key = bearerKeyOf(header);
   if (!rateLimiter) return { record: validKey(await findKeyOf(db, key)), admit: () => undefined };
   const found = KEY_PATTERN.test(key) ? await rateLimiter.findKey(key) : undefined;
-  return { record: validKey(found?.record), admit: found!.admit };
+  const record = validKey(found?.record);
+  return { record, admit: found?.admit ?? (() => undefined) };
 }
 
 /** The token of an `Authorization: Bearer <token>` header, or the 401 `unauthorized` it deserves. */

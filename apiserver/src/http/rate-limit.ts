@@ -87,7 +87,12 @@ export function createRateLimiter(deps: { db: Queryable; clock: Clock; plans: Pl
       stop();
       if (!found) return undefined;
       const { record, decision } = found;
-      return { record, admit: (res) => decision && apply(decision, res) };
+      return {
+        record,
+        admit: (res) => {
+          if (decision) apply(decision, res);
+        },
+      };
     },
   };
 }
