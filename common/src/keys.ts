@@ -2,6 +2,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import type { Mode } from '@berth/crds';
 import type { Queryable } from './db/index.js';
 import { newId } from './ids.js';
+import { RATE_LIMIT_COLUMNS, rateLimitTakeArguments, toRateLimitDecision, type RateLimitDecision, type RateLimitRow, type RateLimitTake } from './plans.js';
 
 const BASE62 = '0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz';
 const SECRET_LENGTH = 40; // ~238 bits
@@ -90,6 +91,33 @@ export async function createApiKey(
 export async function findApiKey(db: Queryable, key: string): Promise<ApiKeyRecord | undefined> {
   const { rows } = await db.query<KeyRow>(`SELECT ${KEY_COLUMNS} FROM api_keys WHERE secret_hash = $1`, [hashKey(key)]);
   return rows[0] ? toRecord(rows[0]) : undefined;
+}
+
+/**
+ * The key's record and, when it is not revoked, its request counted in its rate-limit window
+ * (`rate_limit_take`), in one statement: the round trip of the lookup and the one of the take
+ * become one. A revoked key's request is not counted (the take is joined to the key only when
+ * `revoked_at` is null, so the function is not called for it); an unknown key finds nothing.
+ */
+export async function findApiKeyTakingRateLimit(
+  db: Queryable,
+  key: string,
+  take: RateLimitTake,
+): Promise<{ record: ApiKeyRecord; decision: RateLimitDecision | undefined } | undefined> {
+  const { rows } = await db.query<KeyRow & { [column in keyof RateLimitRow as `take_${column}`]: RateLimitRow[column] | null }>({
+    name: 'berth_api_key_take',
+    text: `WITH found AS MATERIALIZED (SELECT ${KEY_COLUMNS} FROM api_keys WHERE secret_hash = $1),
+       taken AS (SELECT take.* FROM found, rate_limit_take(found.id, found.organization_id, $2, $3, $4, $5) AS take WHERE found.revoked_at IS NULL)
+       SELECT found.*, ${RATE_LIMIT_COLUMNS.split(', ').map((column) => `taken.${column} AS take_${column}`).join(', ')} FROM found LEFT JOIN taken ON true`,
+    values: [hashKey(key), ...rateLimitTakeArguments(take)],
+  });
+  const row = rows[0];
+  if (!row) return undefined;
+  const decision =
+    row.take_plan === null
+      ? undefined
+      : toRateLimitDecision({ plan: row.take_plan, lim: row.take_lim!, allowed: row.take_allowed!, used: row.take_used!, reset_ms: row.take_reset_ms!, retry_ms: row.take_retry_ms! });
+  return { record: toRecord(row), decision };
 }
 
 export async function listApiKeys(db: Queryable, organizationId?: string): Promise<ApiKeyRecord[]> {

@@ -65,13 +65,40 @@ export interface RateLimitDecision {
  */
 export async function takeRateLimit(
   db: Queryable,
-  input: { keyId: string; organizationId: string; now: Date; settings: PlanSettings },
+  input: { keyId: string; organizationId: string } & RateLimitTake,
 ): Promise<RateLimitDecision> {
-  const { rows } = await db.query<{ plan: Plan; lim: number; allowed: boolean; used: number; reset_ms: string; retry_ms: string }>(
-    'SELECT plan, lim, allowed, used, reset_ms, retry_ms FROM rate_limit_take($1, $2, $3, $4, $5, $6)',
-    [input.keyId, input.organizationId, input.now, JSON.stringify(planRateLimits(input.settings)), input.settings.defaultPlan, RATE_LIMIT_WINDOW_SECONDS],
-  );
-  const row = rows[0]!;
+  const { rows } = await db.query<RateLimitRow>(`SELECT ${RATE_LIMIT_COLUMNS} FROM rate_limit_take($1, $2, $3, $4, $5, $6)`, [
+    input.keyId,
+    input.organizationId,
+    ...rateLimitTakeArguments(input),
+  ]);
+  return toRateLimitDecision(rows[0]!);
+}
+
+/** When a request is counted, and under which settings: the arguments of `rate_limit_take` after the key and its organization. */
+export interface RateLimitTake {
+  now: Date;
+  settings: PlanSettings;
+}
+
+/** The columns `rate_limit_take` answers, as `toRateLimitDecision` reads them. */
+export const RATE_LIMIT_COLUMNS = 'plan, lim, allowed, used, reset_ms, retry_ms';
+
+export interface RateLimitRow {
+  plan: Plan;
+  lim: number;
+  allowed: boolean;
+  used: number;
+  reset_ms: string;
+  retry_ms: string;
+}
+
+/** The four arguments of `rate_limit_take` after the key and its organization (`$3`…`$6` of a statement that gives those first). */
+export function rateLimitTakeArguments(take: RateLimitTake): unknown[] {
+  return [take.now, JSON.stringify(planRateLimits(take.settings)), take.settings.defaultPlan, RATE_LIMIT_WINDOW_SECONDS];
+}
+
+export function toRateLimitDecision(row: RateLimitRow): RateLimitDecision {
   return {
     plan: row.plan,
     limit: row.lim,

@@ -187,6 +187,28 @@ export function resourceStoreContract(name: string, setup: () => Promise<StoreUn
       await expect(store.delete('Session', 'ses-owner')).rejects.toSatisfy((error) => isStoreError(error, 'NotFound'));
     });
 
+    it('reads an object with its owner of a kind in one call; without an owner, or an object, they are left out', async () => {
+      const owner = await store.create('Session', { name: 'ses-with-owner', spec: sessionSpec('wo') });
+      const snapshotSpec = { organizationId: 'org_1', mode: 'live' as const, agentId: 'agt_1', sessionId: 'ses_with-owner', provider: 'local', type: 'manual' as const };
+      await store.create('Snapshot', {
+        name: 'snp-owned',
+        ownerReferences: [{ kind: 'Session', name: 'ses-with-owner', uid: owner.metadata.uid, controller: true }],
+        spec: snapshotSpec,
+      });
+      await store.create('Snapshot', { name: 'snp-unowned', spec: snapshotSpec });
+      await settled('both snapshots readable', async () => (await store.get('Snapshot', 'snp-owned')) !== undefined && (await store.get('Snapshot', 'snp-unowned')) !== undefined);
+
+      const both = await store.getWithOwner('Snapshot', 'snp-owned', 'Session');
+      expect(both.resource?.metadata.name).toBe('snp-owned');
+      expect(both.resource?.spec).toEqual(snapshotSpec);
+      expect(both.owner?.metadata).toMatchObject({ name: 'ses-with-owner', uid: owner.metadata.uid });
+      expect(both.owner?.spec).toEqual(owner.spec);
+      const alone = await store.getWithOwner('Snapshot', 'snp-unowned', 'Session');
+      expect(alone.resource?.metadata.name).toBe('snp-unowned');
+      expect(alone.owner).toBeUndefined();
+      expect(await store.getWithOwner('Snapshot', 'snp-none', 'Session')).toEqual({});
+    });
+
     it('removes only the finalizer named, and deletes nothing that is not being deleted', async () => {
       await store.create('Session', { name: 'ses-f', finalizers: ['berth.dev/a', 'berth.dev/b'], spec: sessionSpec('f') });
       await store.removeFinalizer('Session', 'ses-f', 'berth.dev/a');

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ManualClock, createApiKey, createOrganization, createPool, setOrganizationPlan, type Plan, type Pool } from '../../common/src/index.js';
+import { ManualClock, createApiKey, createOrganization, createPool, revokeApiKey, setOrganizationPlan, type Plan, type Pool } from '../../common/src/index.js';
 import { MockProvider } from '../../providers/src/mock.js';
 import { ProviderRegistry } from '../../providers/src/registry.js';
 import { startTestApi, type TestApi } from '../helpers/app.js';
@@ -131,6 +131,20 @@ describe('in process, on a moved clock', () => {
     const response = await apiClient(api.baseUrl, 'svc_live_0000000000000000000000000000000000000000').get('/v1/sessions');
     expect(response.status).toBe(401);
     expect(response.headers.get('ratelimit-limit')).toBeNull();
+  });
+
+  it('counts the request of a key found in the same statement, and not that of a revoked key', async () => {
+    clock.set('2026-05-01T14:00:00.000Z');
+    const { api: client, keyId } = await api.client(organizationId, 'live');
+    const window = async () => (await api.pool.query<{ counts: number[] }>('SELECT counts FROM rate_limit_windows WHERE key_id = $1', [keyId])).rows[0]?.counts;
+    expect((await client.get('/v1/sessions')).headers.get('ratelimit-remaining')).toBe('59');
+    expect(await window()).toEqual([1]);
+    await revokeApiKey(api.pool, keyId, clock.now());
+    const refused = await client.get('/v1/sessions');
+    expect(refused.status).toBe(401);
+    expect(refused.body.error.code).toBe('auth/key_revoked');
+    expect(refused.headers.get('ratelimit-limit')).toBeNull();
+    expect(await window()).toEqual([1]);
   });
 
   it('counts limited and admitted requests by plan', async () => {

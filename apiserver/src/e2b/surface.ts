@@ -4,7 +4,7 @@ import { ApiError, findApiKeysByIdOrPrefix, type Logger, type Principal, type Qu
 import type { NextFunction, Request, Response } from 'express';
 import { Counter, type Registry } from 'prom-client';
 import type { RateLimiter } from '../http/rate-limit.js';
-import { verifyBearerKey } from '../http/auth.js';
+import { findBearerKeyCounted } from '../http/auth.js';
 import { toApiError } from '../http/errors.js';
 import type { AgentService } from '../services/agents.js';
 import { ConnectError, isStreamingRequest, parseEnvelopes, parseJson, readBody, sendStreamError, sendUnaryError, toConnectError } from './connect.js';
@@ -89,16 +89,16 @@ export function createE2bSurface(deps: SurfaceDeps) {
   async function principalOfKey(req: IncomingMessage, res: ServerResponse): Promise<Principal> {
     const key = berthKeyOf(req.headers['x-api-key'] as string | undefined);
     if (!key) throw new E2bError(401, 'missing API key: send X-API-Key with a Berth API key');
-    let record;
+    let found;
     try {
-      record = await verifyBearerKey(deps.db, `Bearer ${key}`);
+      found = await findBearerKeyCounted(deps.db, deps.rateLimiter, `Bearer ${key}`);
     } catch (error) {
       if (error instanceof ApiError) throw new E2bError(401, error.message);
       throw error;
     }
-    const principal = { organizationId: record.organizationId, mode: record.mode, keyId: record.id };
-    await deps.rateLimiter?.admit(principal, res as Response);
-    return principal;
+    const { record, admit } = found;
+    admit(res as Response);
+    return { organizationId: record.organizationId, mode: record.mode, keyId: record.id };
   }
 
   function e2bFailure(error: unknown, log: Logger): E2bError {

@@ -32,7 +32,7 @@ import { Gauge, Histogram, type Registry } from 'prom-client';
 import type { Principal } from '../http/context.js';
 import { listPage, type CursorCodec, type PageRequest } from './pagination.js';
 import { resumeLevel } from './snapshots.js';
-import { findOwned } from './scope.js';
+import { findOwned, findOwnedWithOwner } from './scope.js';
 import type { SessionService } from './sessions.js';
 
 /** Longest wait of exec and run for a booting agent (or the exec timeout, when shorter). */
@@ -262,9 +262,12 @@ export function createAgentService(deps: AgentServiceDeps) {
 
   const bootWaitMs = Math.min(BOOT_WAIT_MS, deps.execTimeoutMs);
 
-  /** The agent's sandbox and the provider holding it, for `what`; 409 when it has no ready sandbox, 502 when its provider is gone. */
-  async function sandboxOf(agent: Resource<'Agent'>, id: string, what: string): Promise<{ sandbox: SandboxRef; provider: SandboxProvider }> {
-    await deps.runs.assertWithinLimits(agent, what);
+  /**
+   * The agent's sandbox and the provider holding it, for `what`; 409 when it has no ready sandbox, 502 when its provider is gone.
+   * `session`: the agent's session read with it, when it was (its limits are checked; without it, the session is read).
+   */
+  async function sandboxOf(agent: Resource<'Agent'>, id: string, what: string, session?: Resource<'Session'>): Promise<{ sandbox: SandboxRef; provider: SandboxProvider }> {
+    await deps.runs.assertWithinLimits(agent, what, session);
     const phase = agent.status?.phase ?? 'booting';
     const sandbox = agent.status?.sandbox;
     if (agent.spec.desiredState !== 'active' || (phase !== 'idle' && phase !== 'running') || !sandbox) {
@@ -346,8 +349,11 @@ export function createAgentService(deps: AgentServiceDeps) {
      */
     async ready(principal: Principal, id: string, what = 'exec'): Promise<ReadyAgent> {
       for (let attempt = 1; ; attempt++) {
-        const agent = await whenBooted(await ensureAwake(await find(principal, id)));
-        const { sandbox, provider } = await sandboxOf(agent, id, what);
+        // The agent and its session in one read of the store: an exec's limits check costs no round trip of its own.
+        const { resource: found, owner: session } = await findOwnedWithOwner(store, 'Agent', 'agt', principal, id, 'Session');
+        const agent = await whenBooted(await ensureAwake(found));
+        // A session read before a wait (a boot, a wake) is read again: its limits are checked as they are now.
+        const { sandbox, provider } = await sandboxOf(agent, id, what, agent === found ? session : undefined);
         const release = await holdCall(agent);
         if (!idlePolicy(agent)) return { agent, sandbox, provider, release };
         const current = await store.get('Agent', agent.metadata.name);

@@ -12,7 +12,23 @@ export async function findOwned<K extends Kind>(
   principal: Principal,
   id: string,
 ): Promise<Resource<K>> {
-  const resource = isId(id, prefix) ? await store.get(kind, idToObjectName(id)) : undefined;
+  return owned(kind, principal, id, isId(id, prefix) ? await store.get(kind, idToObjectName(id)) : undefined);
+}
+
+/** `findOwned`, and in the same read of the store the resource's owner of `ownerKind` (undefined when it has none). */
+export async function findOwnedWithOwner<K extends Kind, O extends Kind>(
+  store: ResourceStore,
+  kind: K,
+  prefix: IdPrefix,
+  principal: Principal,
+  id: string,
+  ownerKind: O,
+): Promise<{ resource: Resource<K>; owner: Resource<O> | undefined }> {
+  const found = isId(id, prefix) ? await store.getWithOwner(kind, idToObjectName(id), ownerKind) : {};
+  return { resource: owned(kind, principal, id, found.resource), owner: found.owner };
+}
+
+function owned<K extends Kind>(kind: K, principal: Principal, id: string, resource: Resource<K> | undefined): Resource<K> {
   const spec = resource?.spec as { organizationId?: string; mode?: string } | undefined;
   if (!resource || spec?.organizationId !== principal.organizationId || spec.mode !== principal.mode) {
     throw new ApiError('not_found', `${kind.toLowerCase()} ${id} does not exist`, { id });

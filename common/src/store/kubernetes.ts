@@ -154,6 +154,14 @@ export class KubernetesResourceStore implements ResourceStore {
     return this.getLive(kind, name);
   }
 
+  async getWithOwner<K extends Kind, O extends Kind>(kind: K, name: string, ownerKind: O): Promise<{ resource?: Resource<K>; owner?: Resource<O> }> {
+    // Both come from the informers' caches: nothing to save by reading them together.
+    const resource = await this.get(kind, name);
+    const ownerName = resource?.metadata.ownerReferences?.find((reference) => reference.kind === ownerKind)?.name;
+    const owner = ownerName === undefined ? undefined : await this.get(ownerKind, ownerName);
+    return { ...(resource ? { resource } : {}), ...(owner ? { owner } : {}) };
+  }
+
   private async getLive<K extends Kind>(kind: K, name: string): Promise<Resource<K> | undefined> {
     try {
       const object = (await this.api.getNamespacedCustomObject({ ...this.coordinates(kind), name })) as CustomObject;

@@ -98,6 +98,23 @@ export class PostgresResourceStore implements ResourceStore {
     return rows[0] ? toResource<K>(rows[0]) : undefined;
   }
 
+  async getWithOwner<K extends Kind, O extends Kind>(kind: K, name: string, ownerKind: O): Promise<{ resource?: Resource<K>; owner?: Resource<O> }> {
+    if ((ownerKind as Kind) === kind) throw new Error(`getWithOwner: an owner of the same kind (${kind}) cannot be told from its object`);
+    // One statement, one snapshot: the owner as it was when the object was read.
+    const { rows } = await this.pool.query<ResourceRow>({
+      name: 'berth_resource_get_with_owner',
+      text: `SELECT ${COLUMNS} FROM resources WHERE kind = $1 AND name = $2
+        UNION ALL
+        SELECT ${COLUMNS} FROM resources WHERE kind = $3 AND name = (
+          SELECT reference ->> 'name' FROM resources object, jsonb_array_elements(object.owner_references) reference
+          WHERE object.kind = $1 AND object.name = $2 AND reference ->> 'kind' = $3 LIMIT 1)`,
+      values: [kind, name, ownerKind],
+    });
+    const resource = rows.find((row) => row.kind === kind);
+    const owner = rows.find((row) => row.kind === ownerKind);
+    return { ...(resource ? { resource: toResource<K>(resource) } : {}), ...(owner ? { owner: toResource<O>(owner) } : {}) };
+  }
+
   async list<K extends Kind>(kind: K, options: ListOptions = {}): Promise<ListResult<K>> {
     const params: unknown[] = [kind];
     const where = ['kind = $1'];

@@ -91,6 +91,12 @@ export interface WriteOptions {
  */
 export interface ResourceStore {
   get<K extends Kind>(kind: K, name: string): Promise<Resource<K> | undefined>;
+  /**
+   * The object and its owner of `ownerKind` (the first owner reference of that kind), read
+   * together: the hot path that needs both (an exec reads its agent and the agent's session)
+   * pays one read of the store, not two. The owner is undefined when there is none, or it is gone.
+   */
+  getWithOwner<K extends Kind, O extends Kind>(kind: K, name: string, ownerKind: O): Promise<{ resource?: Resource<K>; owner?: Resource<O> }>;
   list<K extends Kind>(kind: K, options?: ListOptions): Promise<ListResult<K>>;
   create<K extends Kind>(kind: K, input: CreateInput<K>): Promise<Resource<K>>;
   /**

@@ -31,9 +31,10 @@ import type { ModelRouter } from '../runner/models/router.js';
 export function createRunStarter(deps: { pool: Pool; store: ResourceStore; limits: LimitGuard; models: Pick<ModelRouter, 'unusableReason'>; clock: Clock }) {
   const { pool, store, limits, clock } = deps;
 
-  /** 402 while the agent's session has reached a limit. */
-  async function assertWithinLimits(agent: Resource<'Agent'>, action: string): Promise<void> {
-    const session = await store.get('Session', idToObjectName(agent.spec.sessionId));
+  /** 402 while the agent's session has reached a limit. `read`: the session, read with the agent (else it is read here). */
+  async function assertWithinLimits(agent: Resource<'Agent'>, action: string, read?: Resource<'Session'>): Promise<void> {
+    const name = idToObjectName(agent.spec.sessionId);
+    const session = read?.metadata.name === name ? read : await store.get('Session', name);
     if (session) await limits.assertWithin(session, action);
   }
 
