@@ -1,6 +1,6 @@
 import { closeSync, openSync } from 'node:fs';
 import { readdir, readFile } from 'node:fs/promises';
-import { runProcess, type RunResult } from './process.js';
+import { armProcess, runProcess, type RunResult } from './process.js';
 
 export type ContainerStatus = 'creating' | 'created' | 'running' | 'stopped' | 'paused';
 
@@ -159,10 +159,17 @@ export class Runsc {
 
   /** Deletes the container and its runsc state; a container that is already gone is fine. */
   async delete(containerId: string): Promise<void> {
-    const result = await runProcess(this.options.binary, [...this.globalFlags(), 'delete', '--force', containerId], {
-      timeoutMs: 30_000,
-    });
-    if (result.exitCode !== 0 && !/does not exist|not found/i.test(result.stderr)) throw new RunscError('delete', result);
+    deleted(await runProcess(this.options.binary, this.deleteArgs(containerId), { timeoutMs: DELETE_TIMEOUT_MS }));
+  }
+
+  /** `delete`, its process created now (while a checkpoint runs) to run once the checkpoint is done; see `armProcess`. */
+  armDelete(containerId: string): { run(): Promise<void>; cancel(): void } {
+    const armed = armProcess(this.options.binary, this.deleteArgs(containerId), { timeoutMs: DELETE_TIMEOUT_MS });
+    return { run: async () => deleted(await armed.run()), cancel: () => armed.cancel() };
+  }
+
+  private deleteArgs(containerId: string): string[] {
+    return [...this.globalFlags(), 'delete', '--force', containerId];
   }
 
   async version(): Promise<string> {
@@ -170,6 +177,12 @@ export class Runsc {
     if (result.exitCode !== 0) throw new RunscError('--version', result);
     return result.stdout.split('\n')[0]?.trim() ?? '';
   }
+}
+
+const DELETE_TIMEOUT_MS = 30_000;
+
+function deleted(result: RunResult): void {
+  if (result.exitCode !== 0 && !/does not exist|not found/i.test(result.stderr)) throw new RunscError('delete', result);
 }
 
 /** Whether the process exists and is not a zombie, from its /proc/<pid>/stat. */
