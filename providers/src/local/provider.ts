@@ -1038,7 +1038,8 @@ export class LocalProvider implements SandboxProvider {
       const armedSync = isMountPoint(paths.workspace).then((mounted) => (mounted ? armFilesystemSync(paths.workspace) : undefined));
       let level: SnapshotLevel;
       try {
-        const [reached, workspaceSync] = await Promise.all([checkpointed, armedSync, this.writeManifest(agentId, partial, asked)]);
+        // Settled all, so that a failure of one does not leave the checkpoint running behind the retry.
+        const [reached, workspaceSync] = await allOrFirstFailure([checkpointed, armedSync, this.writeManifest(agentId, partial, asked)] as const);
         level = reached;
         // The checkpoint stopped the sandbox; its container's record goes in the background, and
         // whatever starts this agent again waits for it (`released`). After a crash, provision
@@ -1274,4 +1275,12 @@ function channelSpecOf(spec: Record<string, unknown>): { env: Record<string, str
 
 function lastLine(text: string): string {
   return text.trimEnd().split('\n').at(-1) ?? '';
+}
+
+/** Waits for every promise to settle; the values if all were fulfilled, else the first rejection. */
+async function allOrFirstFailure<T extends readonly unknown[]>(promises: T): Promise<{ -readonly [K in keyof T]: Awaited<T[K]> }> {
+  const settled = await Promise.allSettled(promises);
+  const failed = settled.find((result) => result.status === 'rejected');
+  if (failed) throw failed.reason;
+  return settled.map((result) => (result as PromiseFulfilledResult<unknown>).value) as { -readonly [K in keyof T]: Awaited<T[K]> };
 }
