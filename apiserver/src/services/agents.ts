@@ -295,8 +295,7 @@ export function createAgentService(deps: AgentServiceDeps) {
     const booting = (current: Resource<'Agent'> | undefined) =>
       current !== undefined && current.spec.desiredState === 'active' && (current.status?.phase ?? 'booting') === 'booting' && !current.metadata.deletionTimestamp;
     if (!booting(agent)) return agent;
-    await waitForAgent(store, agent.metadata.name, bootWaitMs, (current) => !booting(current));
-    return (await store.get('Agent', agent.metadata.name)) ?? agent;
+    return (await waitForAgent(store, agent.metadata.name, bootWaitMs, (current) => !booting(current))) ?? agent;
   }
 
   return {
@@ -323,8 +322,7 @@ export function createAgentService(deps: AgentServiceDeps) {
           return current === undefined || phase === wait.status || phase === 'terminated' || phase === 'failed';
         };
         if (!reached(agent)) {
-          await waitForAgent(store, agent.metadata.name, wait.timeoutMs, reached);
-          agent = (await store.get('Agent', agent.metadata.name)) ?? agent;
+          agent = (await waitForAgent(store, agent.metadata.name, wait.timeoutMs, reached)) ?? agent;
         }
       }
       const view = agentView(agent);
@@ -627,11 +625,11 @@ export function createAgentService(deps: AgentServiceDeps) {
         }
         return { ...current.spec, desiredState: 'paused', pauseReason: reason };
       });
-      await waitForAgent(store, agent.metadata.name, waitMs, (current) => {
+      const paused = await waitForAgent(store, agent.metadata.name, waitMs, (current) => {
         const phase = current?.status?.phase;
         return phase === undefined || phase === 'paused' || phase === 'failed' || phase === 'terminated';
       });
-      return agentView((await store.get('Agent', agent.metadata.name)) ?? agent);
+      return agentView(paused ?? agent);
     },
 
     /**
@@ -652,11 +650,11 @@ export function createAgentService(deps: AgentServiceDeps) {
         const { restoreFrom: _previous, pauseReason: _reason, ...rest } = current.spec;
         return { ...rest, desiredState: 'active', ...(restoreFrom ? { restoreFrom } : {}) };
       });
-      await waitForAgent(store, agent.metadata.name, waitMs, (current) => {
+      const resumed = await waitForAgent(store, agent.metadata.name, waitMs, (current) => {
         const now = current?.status?.phase;
         return now === undefined || now === 'idle' || now === 'running' || now === 'failed' || now === 'terminated';
       });
-      return agentView((await store.get('Agent', agent.metadata.name)) ?? agent);
+      return agentView(resumed ?? agent);
     },
 
     /** Asks for the end of the agent; answers once its sandbox is gone, or after `waitMs` regardless. */

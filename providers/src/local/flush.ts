@@ -1,6 +1,8 @@
 import { open, readdir } from 'node:fs/promises';
 import { join } from 'node:path';
-import { runProcess } from './process.js';
+import { armProcess, runProcess, type RunResult } from './process.js';
+
+const LONGEST_MS = 10 * 60_000;
 
 /**
  * Making a checkpoint kept on the host durable: a pause answers once the image is on disk, not in
@@ -38,12 +40,21 @@ export async function syncFilesystem(mountPoint: string): Promise<void> {
   await run('sync', ['-f', mountPoint]);
 }
 
+/** A `syncFilesystem` armed (its process created) to run later; see `armProcess`. */
+export function armFilesystemSync(mountPoint: string): { run(): Promise<void>; cancel(): void } {
+  const armed = armProcess('sync', ['-f', mountPoint], { timeoutMs: LONGEST_MS });
+  return { run: async () => succeeded('sync', ['-f', mountPoint], await armed.run()), cancel: () => armed.cancel() };
+}
+
 /** Copies a filesystem image as a sparse file (or a reflink where the host's filesystem can). */
 export async function copyImage(source: string, target: string): Promise<void> {
   await run('cp', ['--sparse=always', '--reflink=auto', source, target]);
 }
 
 async function run(command: string, args: string[]): Promise<void> {
-  const result = await runProcess(command, args, { timeoutMs: 10 * 60_000 });
+  succeeded(command, args, await runProcess(command, args, { timeoutMs: LONGEST_MS }));
+}
+
+function succeeded(command: string, args: string[], result: RunResult): void {
   if (result.exitCode !== 0) throw new Error(`${command} ${args.join(' ')} failed (exit ${result.exitCode}): ${result.stderr.trim()}`);
 }

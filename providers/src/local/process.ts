@@ -31,6 +31,41 @@ const MAX_CHANNEL_BYTES = 64 * 1024;
 
 /** Runs a program to completion, with its output bounded and a hard time limit. */
 export function runProcess(command: string, args: readonly string[], options: RunOptions = {}): Promise<RunResult> {
+  return launch(command, args, options);
+}
+
+/** A program whose process exists already and which runs on `run()`; see `armProcess`. */
+export interface ArmedProcess {
+  /** Runs the program now; resolves as `runProcess` does. */
+  run(): Promise<RunResult>;
+  /** Lets the waiting process go without running the program (its result: exit 1). */
+  cancel(): void;
+}
+
+/**
+ * Creates the process of a program now, to run it later: a shell waits for the go-ahead on its
+ * stdin, then execs the program. Creating a process forks this one, which holds the event loop
+ * for milliseconds (the more, the larger the process is); a pause arms what has to follow its
+ * checkpoint while runsc writes it, so that only the programs themselves follow. The time limit
+ * counts from `run()`. Every armed process must be run or cancelled.
+ */
+export function armProcess(command: string, args: readonly string[], options: Omit<RunOptions, 'stdin'> = {}): ArmedProcess {
+  let decide: (run: boolean) => void = () => undefined;
+  const goAhead = new Promise<boolean>((resolve) => (decide = resolve));
+  const result = launch('sh', ['-c', 'read -r go && [ "$go" = run ] && exec "$@"', 'sh', command, ...args], options, goAhead);
+  result.catch(() => undefined); // reported by run(); a cancelled program's failure matters to no one
+  return {
+    run() {
+      decide(true);
+      return result;
+    },
+    cancel() {
+      decide(false);
+    },
+  };
+}
+
+function launch(command: string, args: readonly string[], options: RunOptions, goAhead?: Promise<boolean>): Promise<RunResult> {
   const started = performance.now();
   return new Promise((resolve, reject) => {
     const child = spawn(command, args, {
@@ -58,20 +93,21 @@ export function runProcess(command: string, args: readonly string[], options: Ru
       });
     }
     let timedOut = false;
-    const timer =
-      options.timeoutMs === undefined
-        ? undefined
-        : setTimeout(() => {
-            timedOut = true;
-            child.kill('SIGKILL');
-          }, options.timeoutMs);
+    let timer: NodeJS.Timeout | undefined;
+    let settled = false;
+    const startTimer = () => {
+      if (options.timeoutMs === undefined || settled) return;
+      timer = setTimeout(() => {
+        timedOut = true;
+        child.kill('SIGKILL');
+      }, options.timeoutMs);
+    };
     child.on('error', (error) => {
       clearTimeout(timer);
       reject(error);
     });
     // Resolve when the program exits, not when its output pipes close: a background process it
     // started may hold them open for hours. Output already written is drained for a moment first.
-    let settled = false;
     const finish = (code: number | null, signal: NodeJS.Signals | null) => {
       if (settled) return;
       settled = true;
@@ -91,9 +127,15 @@ export function runProcess(command: string, args: readonly string[], options: Ru
     };
     child.on('close', finish);
     child.on('exit', (code, signal) => setTimeout(() => finish(code, signal), DRAIN_AFTER_EXIT_MS).unref());
-    if (child.stdin) {
-      child.stdin.on('error', () => undefined); // a program that exits without reading its input
-      child.stdin.end(options.stdin ?? '');
+    if (child.stdin) child.stdin.on('error', () => undefined); // a program that exits without reading its input
+    if (goAhead === undefined) {
+      startTimer();
+      child.stdin?.end(options.stdin ?? '');
+    } else {
+      void goAhead.then((run) => {
+        if (run) startTimer();
+        child.stdin?.end(run ? 'run\n' : '');
+      });
     }
   });
 }

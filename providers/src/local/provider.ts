@@ -74,7 +74,7 @@ import {
 import { MemoryGuard } from './memory.js';
 import { Runsc, RunscError } from './runsc.js';
 import { ensureVolume, isMountPoint, SpareVolumes, unmountVolume } from './volume.js';
-import { copyImage, flushDirectory, flushFile, flushTree, syncFilesystem } from './flush.js';
+import { armFilesystemSync, copyImage, flushDirectory, flushFile, flushTree, syncFilesystem } from './flush.js';
 
 export interface LocalProviderOptions {
   runsc: Runsc;
@@ -620,10 +620,10 @@ export class LocalProvider implements SandboxProvider {
     await this.launch(agentId, spec, (bundle) => this.options.runsc.restore(agentId, bundle, imageDir, paths.console));
   }
 
-  /** Deletes a checkpointed sandbox's container without waiting for it; see `released`. */
-  private releaseInBackground(agentId: string): void {
-    const deleting = this.options.runsc
-      .delete(agentId)
+  /** Deletes a checkpointed sandbox's container (by its delete armed during the checkpoint) without waiting for it; see `released`. */
+  private releaseInBackground(agentId: string, armedDelete: { run(): Promise<void> }): void {
+    const deleting = armedDelete
+      .run()
       .catch((error: unknown) => this.options.log.warn({ agentId, err: error }, 'deleting a checkpointed sandbox failed; the next start of it retries'))
       .finally(() => {
         if (this.releasing.get(agentId) === deleting) this.releasing.delete(agentId);
@@ -1036,45 +1036,43 @@ export class LocalProvider implements SandboxProvider {
       const partial = `${kept}.partial`;
       await rm(partial, { recursive: true, force: true });
       await mkdir(partial, { mode: 0o700 });
-      let level: SnapshotLevel = 'filesystem';
-      if (native) {
-        try {
-          await runsc.checkpoint(agentId, join(partial, CHECKPOINT_DIR));
-          level = 'native';
-        } catch (error) {
-          // Not running (ended, or stopped), or runsc refused: the files are what is left to keep.
-          await rm(join(partial, CHECKPOINT_DIR), { recursive: true, force: true });
-          log.warn({ agentId, error: (error as Error).message }, 'checkpoint failed: the snapshot keeps the files only');
-        }
+      // Everything that does not need the checkpoint's result is done while runsc writes it: the
+      // manifest, written and flushed at the level asked for (written again in the rare case the
+      // checkpoint fails), and the processes that follow the checkpoint (the workspace's sync, the
+      // container's delete) created, ready to run.
+      const asked: SnapshotLevel = native ? 'native' : 'filesystem';
+      const checkpointed = native ? this.checkpointInto(agentId, partial) : Promise.resolve(asked);
+      const armedDelete = runsc.armDelete(agentId);
+      const armedSync = isMountPoint(paths.workspace).then((mounted) => (mounted ? armFilesystemSync(paths.workspace) : undefined));
+      let level: SnapshotLevel;
+      try {
+        // Settled all, so that a failure of one does not leave the checkpoint running behind the retry.
+        const [reached, workspaceSync] = await allOrFirstFailure([checkpointed, armedSync, this.writeManifest(agentId, partial, asked)] as const);
+        level = reached;
+        // The checkpoint stopped the sandbox; its container's record goes in the background, and
+        // whatever starts this agent again waits for it (`released`). After a crash, provision
+        // finds the stopped container and deletes it then.
+        this.releaseInBackground(agentId, armedDelete);
+        if (level !== asked) await this.writeManifest(agentId, partial, level);
+        // A claimed warm sandbox is restored under its agent's id, whose listener takes the channel.
+        if (ref.details?.agentId !== undefined && ref.details.agentId !== agentId) await this.channels.close(agentId);
+        // The workspace's filesystem is written out to its image file, and that to disk, as the
+        // archive in storage was before the pause answered; the image's files and directories
+        // are flushed meanwhile.
+        await Promise.all([
+          workspaceSync &&
+            (async () => {
+              await workspaceSync.run();
+              await flushFile(paths.workspaceImage);
+            })(),
+          level === 'native' && flushTree(join(partial, CHECKPOINT_DIR)),
+          flushDirectory(partial),
+        ]);
+      } finally {
+        // Whatever was armed and not run goes (a failure before the checkpoint's end).
+        armedDelete.cancel();
+        (await armedSync.catch(() => undefined))?.cancel();
       }
-      // The compute goes while the image and the workspace are flushed: after a checkpoint runsc
-      // still says running for a moment. The workspace's filesystem is written out to its image
-      // file, and that to disk, as the archive in storage was before the pause answered.
-      // The checkpoint stopped the sandbox; its container's record goes in the background (a
-      // process of its own, as long as the checkpoint's flush), and whatever starts this agent
-      // again waits for it (`released`). After a crash, provision finds the stopped container and
-      // deletes it then.
-      this.releaseInBackground(agentId);
-      // A claimed warm sandbox is restored under its agent's id, whose listener takes the channel.
-      if (ref.details?.agentId !== undefined && ref.details.agentId !== agentId) await this.channels.close(agentId);
-      await Promise.all([
-        (async () => {
-          if (!(await isMountPoint(paths.workspace))) return;
-          await syncFilesystem(paths.workspace);
-          await flushFile(paths.workspaceImage);
-        })(),
-        (async () => {
-          const manifest = localManifest({
-            level,
-            agentId,
-            spec: JSON.parse(await readFile(join(paths.bundle, 'config.json'), 'utf8')) as Record<string, unknown>,
-            runtime: await this.runtime(),
-            createdAt: new Date(),
-          });
-          await writeFile(join(partial, MANIFEST_FILE), JSON.stringify(manifest, null, 2), { mode: 0o600 });
-          await flushTree(partial);
-        })(),
-      ]);
       await rename(partial, kept);
       await flushDirectory(paths.root);
       log.info({ agentId, key, level, ms: Math.round(performance.now() - started) }, 'sandbox checkpointed to disk');
@@ -1083,6 +1081,33 @@ export class LocalProvider implements SandboxProvider {
       if (error instanceof ProviderError) throw error;
       throw new ProviderError(this.name, `checkpointing the sandbox failed: ${(error as Error).message}`, { sandbox: agentId, key });
     }
+  }
+
+  /** `runsc checkpoint` into `partial`: the level reached ('filesystem' when runsc could not checkpoint the sandbox). */
+  private async checkpointInto(agentId: string, partial: string): Promise<SnapshotLevel> {
+    try {
+      await this.options.runsc.checkpoint(agentId, join(partial, CHECKPOINT_DIR));
+      return 'native';
+    } catch (error) {
+      // Not running (ended, or stopped), or runsc refused: the files are what is left to keep.
+      await rm(join(partial, CHECKPOINT_DIR), { recursive: true, force: true });
+      this.options.log.warn({ agentId, error: (error as Error).message }, 'checkpoint failed: the snapshot keeps the files only');
+      return 'filesystem';
+    }
+  }
+
+  /** Writes the manifest of a checkpoint kept in `partial`, flushed to disk. */
+  private async writeManifest(agentId: string, partial: string, level: SnapshotLevel): Promise<void> {
+    const manifest = localManifest({
+      level,
+      agentId,
+      spec: JSON.parse(await readFile(join(this.paths(agentId).bundle, 'config.json'), 'utf8')) as Record<string, unknown>,
+      runtime: await this.runtime(),
+      createdAt: new Date(),
+    });
+    const file = join(partial, MANIFEST_FILE);
+    await writeFile(file, JSON.stringify(manifest, null, 2), { mode: 0o600 });
+    await flushFile(file);
   }
 
   /**
@@ -1258,4 +1283,12 @@ function channelSpecOf(spec: Record<string, unknown>): { env: Record<string, str
 
 function lastLine(text: string): string {
   return text.trimEnd().split('\n').at(-1) ?? '';
+}
+
+/** Waits for every promise to settle; the values if all were fulfilled, else the first rejection. */
+async function allOrFirstFailure<T extends readonly unknown[]>(promises: T): Promise<{ -readonly [K in keyof T]: Awaited<T[K]> }> {
+  const settled = await Promise.allSettled(promises);
+  const failed = settled.find((result) => result.status === 'rejected');
+  if (failed) throw failed.reason;
+  return settled.map((result) => (result as PromiseFulfilledResult<unknown>).value) as { -readonly [K in keyof T]: Awaited<T[K]> };
 }

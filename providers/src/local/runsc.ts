@@ -1,6 +1,7 @@
 import { closeSync, openSync } from 'node:fs';
 import { readdir, readFile } from 'node:fs/promises';
-import { runProcess, type RunResult } from './process.js';
+import { join } from 'node:path';
+import { armProcess, runProcess, type RunResult } from './process.js';
 
 export type ContainerStatus = 'creating' | 'created' | 'running' | 'stopped' | 'paused';
 
@@ -77,28 +78,39 @@ export class Runsc {
    * The container's status, or `undefined` when runsc does not know it. A sandbox whose process
    * has died is `stopped`, whatever runsc says: runsc asks with signal 0, which a zombie answers,
    * and a detached sandbox's parent is the host's init, which may reap it only many seconds later.
+   * Read from runsc's state file, as `runsc state` reads it: asking runsc costs a process (about
+   * 10 ms, and a fork of this process) in every reconcile of a running agent, which a pause or
+   * resume asked meanwhile waits for. `runsc state` answers when the file cannot be read whole
+   * (runsc was writing it).
    */
   async state(containerId: string): Promise<ContainerStatus | undefined> {
-    // runsc keeps one state file per container in its root: without one, runsc does not know it,
-    // and asking costs a process (about 10 ms) on the path of every provision and restore.
-    if (!(await this.hasStateFile(containerId))) return undefined;
+    // runsc keeps one state file per container in its root: without one, runsc does not know it.
+    const file = await this.stateFile(containerId);
+    if (file === undefined) return undefined;
+    const recorded = await readStateFile(join(this.options.stateDir, file));
+    if (recorded === 'gone') return undefined;
+    const { status, pid } = recorded ?? (await this.askState(containerId)) ?? {};
+    if (status === undefined) return undefined;
+    if ((status === 'running' || status === 'created') && pid !== undefined && !(await isAlive(pid))) return 'stopped';
+    return status;
+  }
+
+  private async askState(containerId: string): Promise<RecordedState | undefined> {
     const result = await runProcess(this.options.binary, [...this.globalFlags(), 'state', containerId], { timeoutMs: 30_000 });
     if (result.exitCode !== 0) {
       if (/does not exist|not found/i.test(result.stderr)) return undefined;
       throw new RunscError('state', result);
     }
-    const { status, pid } = JSON.parse(result.stdout) as { status: ContainerStatus; pid?: number };
-    if (status === 'running' && pid !== undefined && !(await isAlive(pid))) return 'stopped';
-    return status;
+    return JSON.parse(result.stdout) as RecordedState;
   }
 
-  private async hasStateFile(containerId: string): Promise<boolean> {
+  private async stateFile(containerId: string): Promise<string | undefined> {
     const names = await readdir(this.options.stateDir).catch((error: NodeJS.ErrnoException) => {
       if (error.code === 'ENOENT') return [];
       throw error;
     });
     // `<sandbox id>_sandbox:<container id>.state`; its sandbox is named after the container.
-    return names.some((name) => name.endsWith(`_sandbox:${containerId}.state`));
+    return names.find((name) => name.endsWith(`_sandbox:${containerId}.state`));
   }
 
   exec(
@@ -159,10 +171,17 @@ export class Runsc {
 
   /** Deletes the container and its runsc state; a container that is already gone is fine. */
   async delete(containerId: string): Promise<void> {
-    const result = await runProcess(this.options.binary, [...this.globalFlags(), 'delete', '--force', containerId], {
-      timeoutMs: 30_000,
-    });
-    if (result.exitCode !== 0 && !/does not exist|not found/i.test(result.stderr)) throw new RunscError('delete', result);
+    deleted(await runProcess(this.options.binary, this.deleteArgs(containerId), { timeoutMs: DELETE_TIMEOUT_MS }));
+  }
+
+  /** `delete`, its process created now (while a checkpoint runs) to run once the checkpoint is done; see `armProcess`. */
+  armDelete(containerId: string): { run(): Promise<void>; cancel(): void } {
+    const armed = armProcess(this.options.binary, this.deleteArgs(containerId), { timeoutMs: DELETE_TIMEOUT_MS });
+    return { run: async () => deleted(await armed.run()), cancel: () => armed.cancel() };
+  }
+
+  private deleteArgs(containerId: string): string[] {
+    return [...this.globalFlags(), 'delete', '--force', containerId];
   }
 
   async version(): Promise<string> {
@@ -170,6 +189,43 @@ export class Runsc {
     if (result.exitCode !== 0) throw new RunscError('--version', result);
     return result.stdout.split('\n')[0]?.trim() ?? '';
   }
+}
+
+const DELETE_TIMEOUT_MS = 30_000;
+
+interface RecordedState {
+  status: ContainerStatus;
+  /** The sandbox's process. */
+  pid?: number;
+}
+
+const STATUSES: readonly string[] = ['creating', 'created', 'running', 'stopped', 'paused'] satisfies ContainerStatus[];
+
+/**
+ * A container's status and its sandbox's process from runsc's state file (`{ status, sandbox: {
+ * pid } }`); 'gone' when the file went meanwhile, undefined when it cannot be read whole or holds
+ * something else (runsc rewrites it in place).
+ */
+export async function readStateFile(path: string): Promise<RecordedState | 'gone' | undefined> {
+  let text: string;
+  try {
+    text = await readFile(path, 'utf8');
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return 'gone';
+    throw error;
+  }
+  try {
+    const state = JSON.parse(text) as { status?: unknown; sandbox?: { pid?: unknown } };
+    if (typeof state.status !== 'string' || !STATUSES.includes(state.status)) return undefined;
+    const pid = state.sandbox?.pid;
+    return { status: state.status as ContainerStatus, ...(typeof pid === 'number' && pid > 0 ? { pid } : {}) };
+  } catch {
+    return undefined;
+  }
+}
+
+function deleted(result: RunResult): void {
+  if (result.exitCode !== 0 && !/does not exist|not found/i.test(result.stderr)) throw new RunscError('delete', result);
 }
 
 /** Whether the process exists and is not a zombie, from its /proc/<pid>/stat. */
