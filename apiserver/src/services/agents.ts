@@ -314,14 +314,17 @@ export function createAgentService(deps: AgentServiceDeps) {
     ): Promise<AgentView & { awaitingApproval?: { approvalId: string; taskId: string; action: string; expiresAt: string } }> {
       let agent = await find(principal, id);
       if (wait) {
-        // Watched, not polled: the answer goes out as soon as the reconciler writes the status.
+        // Watched, not polled: the answer goes out as soon as the reconciler writes the status, and
+        // is the agent as the wait last read it (no read more).
+        let latest: Resource<'Agent'> = agent;
         const reached = (current: Resource<'Agent'> | undefined) => {
+          latest = current ?? latest;
           const phase = current?.status?.phase ?? 'booting';
           return current === undefined || phase === wait.status || phase === 'terminated' || phase === 'failed';
         };
         if (!reached(agent)) {
           await waitForAgent(store, agent.metadata.name, wait.timeoutMs, reached);
-          agent = (await store.get('Agent', agent.metadata.name)) ?? agent;
+          agent = latest;
         }
       }
       const view = agentView(agent);

@@ -223,8 +223,9 @@ export function createAgentReconciler(deps: AgentReconcilerDeps): Reconciler {
     }
     step.settle();
     for (const event of step.events) await recordEvent(deps.db, event, step.now);
+    let wroteVersion: string | undefined;
     if (!isDeepStrictEqual(step.status, previous)) {
-      await store.updateStatus('Agent', name, step.status, { resourceVersion: agent.metadata.resourceVersion });
+      wroteVersion = (await store.updateStatus('Agent', name, step.status, { resourceVersion: agent.metadata.resourceVersion })).metadata.resourceVersion;
       if (previous.sandbox && !step.status.sandbox) await settleCompute(agent, step.status, step.now, log);
     }
     // After the status write: the Snapshot reconciler reads the agent's status to know what to do.
@@ -235,7 +236,7 @@ export function createAgentReconciler(deps: AgentReconcilerDeps): Reconciler {
     // Test keys' agents run on a mock and use no compute: counting them would inflate capacity dashboards.
     if (agent.spec.mode === 'live') metrics.phases.set(name, { provider: agent.spec.provider, phase: step.status.phase });
     if (failure) throw failure;
-    return untilLeaseEnds(result, task);
+    return { ...untilLeaseEnds(result, task), ...(wroteVersion ? { wroteVersion } : {}) };
   };
 
   /**
