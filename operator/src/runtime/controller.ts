@@ -113,6 +113,11 @@ export class Controller {
     this.queue.add(name);
   }
 
+  /** Asks for a reconcile of one object in `delayMs` (an earlier request for it wins). */
+  enqueueAfter(name: string, delayMs: number): void {
+    this.queue.addAfter(name, delayMs);
+  }
+
   /** Asks for a reconcile of every object, e.g. after notifications about them may have been missed. */
   resync(): void {
     void this.enqueueAll();
