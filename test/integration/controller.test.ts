@@ -35,13 +35,14 @@ async function until(check: () => boolean, what: string): Promise<void> {
  * A controller of Sessions whose reconcile writes the status once (a counter of its reconciles)
  * and reports that write as its own when `report` says so.
  */
-async function startCounting(report: boolean): Promise<{ controller: Controller; reconciled: Map<string, number> }> {
+async function startCounting(report: boolean): Promise<{ controller: Controller; reconciled: Map<string, number>; registry: Registry }> {
   const reconciled = new Map<string, number>();
+  const registry = new Registry();
   const controller = new Controller({
     kind: 'Session',
     store,
     log: silentLogger,
-    metrics: createControllerMetrics(new Registry()),
+    metrics: createControllerMetrics(registry),
     reconcile: async (name): Promise<ReconcileResult> => {
       const count = (reconciled.get(name) ?? 0) + 1;
       reconciled.set(name, count);
@@ -51,7 +52,7 @@ async function startCounting(report: boolean): Promise<{ controller: Controller;
     },
   });
   await controller.start();
-  return { controller, reconciled };
+  return { controller, reconciled, registry };
 }
 
 async function newSession(name: string): Promise<void> {
@@ -60,13 +61,14 @@ async function newSession(name: string): Promise<void> {
 
 describe('a reconcile that writes its object', () => {
   it('is not run again for its own write, and is for any other change', async () => {
-    const { controller, reconciled } = await startCounting(true);
+    const { controller, reconciled, registry } = await startCounting(true);
     try {
       await newSession('ses-own-write');
       await until(() => reconciled.get('ses-own-write') === 1, 'the first reconcile');
       // Its own status write was heard during the reconcile: no second one comes of it.
       await new Promise((resolve) => setTimeout(resolve, 300));
       expect(reconciled.get('ses-own-write')).toBe(1);
+      expect((await registry.getSingleMetric('berth_reconcile_own_writes_total')!.get()).values).toEqual([{ labels: { kind: 'Session' }, value: 1 }]);
 
       // A write by anyone else is a change: reconciled again.
       await store.updateSpec('Session', 'ses-own-write', (current) => ({ ...current.spec, userId: 'u2' }));

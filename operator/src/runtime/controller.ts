@@ -31,6 +31,8 @@ export interface ControllerMetrics {
   reconciles: Counter<'kind' | 'result'>;
   duration: Histogram<'kind'>;
   depth: Gauge<'kind'>;
+  /** Watch events of a reconcile's own write, which did not reconcile the object again. */
+  ownWrites: Counter<'kind'>;
 }
 
 export function createControllerMetrics(registry: Registry): ControllerMetrics {
@@ -51,6 +53,12 @@ export function createControllerMetrics(registry: Registry): ControllerMetrics {
     depth: new Gauge({
       name: 'berth_workqueue_depth',
       help: 'Keys waiting in a controller work queue',
+      labelNames: ['kind'],
+      registers: [registry],
+    }),
+    ownWrites: new Counter({
+      name: 'berth_reconcile_own_writes_total',
+      help: "Watch events of a reconcile's own status write, heard while it ran, that did not reconcile the object again",
       labelNames: ['kind'],
       registers: [registry],
     }),
@@ -105,7 +113,9 @@ export class Controller {
   private afterReconcile(name: string, wroteVersion: string | undefined): void {
     const heard = this.heardDuring.get(name) ?? [];
     this.heardDuring.delete(name);
-    if (heard.some((event) => event.type !== 'MODIFIED' || event.resourceVersion !== wroteVersion)) this.queue.add(name);
+    const own = (event: WatchEvent) => event.type === 'MODIFIED' && event.resourceVersion === wroteVersion;
+    if (heard.some((event) => !own(event))) this.queue.add(name);
+    else if (heard.length > 0) this.options.metrics.ownWrites.inc({ kind: this.options.kind });
   }
 
   /** Asks for a reconcile of one object, e.g. when something it owns outside the store changed. */
