@@ -5,7 +5,7 @@ import { createAgentMetrics, createAgentReconciler } from './controllers/agent.j
 import { createSnapshotMetrics, createSnapshotReconciler } from './controllers/snapshot.js';
 import { createScheduleMetrics, createScheduleReconciler } from './controllers/schedule.js';
 import { createFleetMetrics, createFleetReconciler } from './controllers/fleet.js';
-import { createWarmPoolMetrics, createWarmPoolReconciler } from './controllers/warm-pool.js';
+import { WARM_REFILL_DELAY_MS, createWarmPoolMetrics, createWarmPoolReconciler } from './controllers/warm-pool.js';
 import type { ProviderRegistry } from '@berth/providers';
 import { Controller, createControllerMetrics, type Reconciler } from './runtime/controller.js';
 import { createAgentFactory } from './agents/create.js';
@@ -90,7 +90,7 @@ export function createOperator(deps: OperatorDeps): Operator {
       meter: billing.compute,
       onSnapshotChange: (snapshotName) => snapshots.enqueue(snapshotName),
       currency: deps.billing.currency,
-      warmPools: { metrics: warmPoolMetrics, onPoolChange: (poolName) => warmPools.enqueue(poolName) },
+      warmPools: { metrics: warmPoolMetrics, onPoolChange: (poolName) => warmPools.enqueueAfter(poolName, WARM_REFILL_DELAY_MS) },
       ...(deps.secretBox ? { secrets: agentSecrets(deps.db, deps.secretBox) } : {}),
     }),
   );

@@ -72,12 +72,17 @@ async function main(): Promise<void> {
 
     const size = 2;
     const pool = (await api.post('/v1/warm-pools', { compute: 'python', size })).body;
-    const refilled = () => until(async () => ((await api.get(`/v1/warm-pools/${pool.id}`)).body.ready === size ? true : undefined), 'the pool to refill');
+    // Refilled: the pool's reconcile after the latest claim (its status counts the claim) has started the replacement.
+    const refilled = (claims: number) =>
+      until(async () => {
+        const { ready, claims: counted } = (await api.get(`/v1/warm-pools/${pool.id}`)).body;
+        return ready === size && counted >= claims ? true : undefined;
+      }, 'the pool to refill');
     const warm: number[] = [];
     const warmPolled: number[] = [];
     const roundTrip: number[] = [];
     for (let i = 0; i < 2 * RUNS + 1; i++) {
-      await refilled();
+      await refilled(i);
       // Alternately waited for and polled, so that both see the same machine.
       const how = i % 2 === 1 ? 'poll' : 'waitFor';
       const { ms, id, message } = await createToIdle(api, sessionId, {}, how);

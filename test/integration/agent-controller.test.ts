@@ -133,7 +133,7 @@ describe('the Agent reconciler', () => {
   it('reports a sandbox that is on its way as Provisioning and asks to be called again', async () => {
     const { id, name } = await newAgent();
     provider.nextProvisionError = new SandboxNotReadyError('scripted', 'building sandbox image base', 3_000);
-    expect(await reconcile(name, silentLogger)).toEqual({ requeueAfterMs: 3_000 });
+    expect(await reconcile(name, silentLogger)).toMatchObject({ requeueAfterMs: 3_000 });
     const agent = (await api.get(`/v1/agents/${id}`)).body;
     expect(agent.status).toBe('booting');
     expect(agent.conditions[0]).toMatchObject({ reason: 'Provisioning', status: 'False', message: 'building sandbox image base' });
@@ -155,7 +155,7 @@ describe('the Agent reconciler', () => {
     });
     await store.updateSpec('Agent', name, (current) => ({ ...current.spec, restoreFrom: { snapshotId, level: 'filesystem' } }));
 
-    expect(await reconcile(name, silentLogger)).toEqual({ requeueAfterMs: 1_000 });
+    expect(await reconcile(name, silentLogger)).toMatchObject({ requeueAfterMs: 1_000 });
     const waiting = (await api.get(`/v1/agents/${id}`)).body;
     expect(waiting.status).toBe('booting');
     expect(waiting.conditions[0]).toMatchObject({ reason: 'Provisioning', message: `waiting for the archive of snapshot ${snapshotId}` });

@@ -1,7 +1,7 @@
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ManualClock } from '../../common/src/clock.js';
-import { createPool, migrate } from '../../common/src/index.js';
+import { createPool, migrate, type Queryable } from '../../common/src/index.js';
 import { silentLogger } from '../../common/src/log.js';
 import { PostgresResourceStore } from '../../common/src/store/postgres.js';
 import { resourceStoreContract, sessionSpec } from '../contracts/resource-store.js';
@@ -56,5 +56,30 @@ describe('PostgresResourceStore', () => {
     expect(BigInt(status.metadata.resourceVersion)).toBeGreaterThan(BigInt(created.metadata.resourceVersion));
     const updated = await store.updateSpec('Session', 'ses-g', (current) => ({ ...current.spec, userId: 'g2' }));
     expect(BigInt(updated.metadata.resourceVersion)).toBeGreaterThan(BigInt(status.metadata.resourceVersion));
+  });
+
+  it('commits the rows written alongside a status write with it, and none of them when the write loses a race', async () => {
+    await pool.query('CREATE TABLE alongside_rows (note text NOT NULL)');
+    const created = await store.create('Session', { name: 'ses-alongside', spec: sessionSpec('alongside') });
+    const notes = async () => (await pool.query<{ note: string }>('SELECT note FROM alongside_rows ORDER BY note')).rows.map((row) => row.note);
+    const inTransaction: boolean[] = [];
+    const alongside = (note: string) => async (db: Queryable | undefined) => {
+      inTransaction.push(db !== undefined && db !== pool);
+      await db!.query('INSERT INTO alongside_rows (note) VALUES ($1)', [note]);
+      // Inside the transaction: another connection does not see the row yet.
+      expect(await notes()).not.toContain(note);
+    };
+
+    const written = await store.updateStatus('Session', 'ses-alongside', { phase: 'active' }, { resourceVersion: created.metadata.resourceVersion, alongside: alongside('first') });
+    expect(written.status).toEqual({ phase: 'active' });
+    expect(await notes()).toEqual(['first']);
+
+    // The version it names is gone: Conflict, and the row written alongside is rolled back.
+    await expect(
+      store.updateStatus('Session', 'ses-alongside', { phase: 'ended' }, { resourceVersion: created.metadata.resourceVersion, alongside: alongside('second') }),
+    ).rejects.toMatchObject({ reason: 'Conflict' });
+    expect(await notes()).toEqual(['first']);
+    expect((await store.get('Session', 'ses-alongside'))!.status).toEqual({ phase: 'active' });
+    expect(inTransaction).toEqual([true, true]);
   });
 });

@@ -316,7 +316,8 @@ export function createAgentService(deps: AgentServiceDeps) {
     ): Promise<AgentView & { awaitingApproval?: { approvalId: string; taskId: string; action: string; expiresAt: string } }> {
       let agent = await find(principal, id);
       if (wait) {
-        // Watched, not polled: the answer goes out as soon as the reconciler writes the status.
+        // Watched, not polled: the answer goes out as soon as the reconciler writes the status, and
+        // is the agent as the wait last read it (no read more).
         const reached = (current: Resource<'Agent'> | undefined) => {
           const phase = current?.status?.phase ?? 'booting';
           return current === undefined || phase === wait.status || phase === 'terminated' || phase === 'failed';

@@ -247,6 +247,8 @@ export class KubernetesResourceStore implements ResourceStore {
     status: StatusOf<K>,
     options: WriteOptions = {},
   ): Promise<Resource<K>> {
+    // No database transaction spans a write to the API server: the rows go first, on their own.
+    await options.alongside?.(undefined);
     const current = options.resourceVersion === undefined ? await this.getObject(kind, name) : undefined;
     const resourceVersion = options.resourceVersion ?? current!.metadata.resourceVersion;
     try {

@@ -56,6 +56,9 @@ function toResource<K extends Kind>(row: ResourceRow): Resource<K> {
   return resource;
 }
 
+/** A status write inside a transaction that matched no row: the transaction is rolled back. */
+class NotWritten extends Error {}
+
 /** Writes remembered as told to this process's watchers, so that the second way of telling is dropped. */
 const TOLD_MAX = 10_000;
 
@@ -200,13 +203,30 @@ export class PostgresResourceStore implements ResourceStore {
     status: StatusOf<K>,
     options: WriteOptions = {},
   ): Promise<Resource<K>> {
-    const { rows } = await this.pool.query<ResourceRow>(
-      `UPDATE resources SET status = $3, resource_version = nextval('resource_version_seq')
-       WHERE kind = $1 AND name = $2 AND ($4::bigint IS NULL OR resource_version = $4::bigint)
-       RETURNING ${COLUMNS}`,
-      [kind, name, JSON.stringify(status), options.resourceVersion ?? null],
-    );
-    if (rows[0]) return this.tellLocally('MODIFIED', toResource<K>(rows[0]));
+    const update = async (db: Queryable): Promise<ResourceRow | undefined> => {
+      const { rows } = await db.query<ResourceRow>(
+        `UPDATE resources SET status = $3, resource_version = nextval('resource_version_seq')
+         WHERE kind = $1 AND name = $2 AND ($4::bigint IS NULL OR resource_version = $4::bigint)
+         RETURNING ${COLUMNS}`,
+        [kind, name, JSON.stringify(status), options.resourceVersion ?? null],
+      );
+      return rows[0];
+    };
+    const { alongside } = options;
+    const row = alongside
+      ? await withTransaction(this.pool, async (tx) => {
+          await alongside(tx);
+          const written = await update(tx);
+          // Not written: what went alongside is rolled back with it.
+          if (!written) throw new NotWritten();
+          return written;
+        }).catch((error: unknown) => {
+          if (error instanceof NotWritten) return undefined;
+          throw error;
+        })
+      : await update(this.pool);
+    // After the commit: a watcher that reads the object now sees the change.
+    if (row) return this.tellLocally('MODIFIED', toResource<K>(row));
     const exists = await this.get(kind, name);
     throw new StoreError(exists ? 'Conflict' : 'NotFound', kind, name);
   }

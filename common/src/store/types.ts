@@ -1,3 +1,4 @@
+import type { Queryable } from '../db/index.js';
 import type { AgentSpec, AgentStatus, FleetSpec, FleetStatus, ScheduleSpec, ScheduleStatus, SessionSpec, SessionStatus, SnapshotSpec, SnapshotStatus, WarmPoolSpec, WarmPoolStatus } from '@berth/crds';
 
 /** Spec and status of each kind the stores hold. */
@@ -83,6 +84,13 @@ export interface Watch {
 export interface WriteOptions {
   /** Optimistic concurrency: fail with `Conflict` unless the stored object is at this version. */
   resourceVersion?: string;
+  /**
+   * Rows of the database that go with the write (the events a reconcile records), written before
+   * it. Where the store keeps its objects in PostgreSQL they are written in the write's own
+   * transaction (`db`), so both take one commit, and a write that fails (Conflict, NotFound) leaves
+   * none of them; elsewhere (Kubernetes) `db` is undefined and they are written on their own, first.
+   */
+  alongside?: (db: Queryable | undefined) => Promise<void>;
 }
 
 /**

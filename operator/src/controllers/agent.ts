@@ -222,11 +222,17 @@ export function createAgentReconciler(deps: AgentReconcilerDeps): Reconciler {
       failure = error;
     }
     step.settle();
-    for (const event of step.events) await recordEvent(deps.db, event, step.now);
+    const recordEvents = async (db: Queryable) => {
+      for (const event of step.events) await recordEvent(db, event, step.now);
+    };
+    let wroteVersion: string | undefined;
     if (!isDeepStrictEqual(step.status, previous)) {
-      await store.updateStatus('Agent', name, step.status, { resourceVersion: agent.metadata.resourceVersion });
+      // The events commit with the status (one commit, not one each: each is an fsync on the way
+      // to the agent's answer), and not at all when the status write loses a race.
+      const alongside = step.events.length > 0 ? { alongside: (tx: Queryable | undefined) => recordEvents(tx ?? deps.db) } : {};
+      wroteVersion = (await store.updateStatus('Agent', name, step.status, { resourceVersion: agent.metadata.resourceVersion, ...alongside })).metadata.resourceVersion;
       if (previous.sandbox && !step.status.sandbox) await settleCompute(agent, step.status, step.now, log);
-    }
+    } else await recordEvents(deps.db);
     // After the status write: the Snapshot reconciler reads the agent's status to know what to do.
     for (const snapshotId of step.snapshotsToWake) deps.onSnapshotChange?.(idToObjectName(snapshotId));
     if (step.refillPool) deps.warmPools?.onPoolChange(step.refillPool);
@@ -235,7 +241,7 @@ export function createAgentReconciler(deps: AgentReconcilerDeps): Reconciler {
     // Test keys' agents run on a mock and use no compute: counting them would inflate capacity dashboards.
     if (agent.spec.mode === 'live') metrics.phases.set(name, { provider: agent.spec.provider, phase: step.status.phase });
     if (failure) throw failure;
-    return untilLeaseEnds(result, task);
+    return { ...untilLeaseEnds(result, task), ...(wroteVersion ? { wroteVersion } : {}) };
   };
 
   /**

@@ -1,11 +1,17 @@
 import { randomUUID } from 'node:crypto';
-import { LATENCY_BUCKETS, type Kind, type Logger, type ResourceStore, type Watch } from '@berth/common';
+import { LATENCY_BUCKETS, type Kind, type Logger, type ResourceStore, type Watch, type WatchEvent } from '@berth/common';
 import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
 import { WorkQueue } from './workqueue.js';
 
 export interface ReconcileResult {
   /** Reconcile again after this long even if nothing changes (deadlines, health checks). */
   requeueAfterMs?: number;
+  /**
+   * The resourceVersion of the object as this reconcile's own write left it: the watch's event of
+   * that write does not reconcile the object again (what it would read is what this reconcile
+   * decided). Any other change heard meanwhile does.
+   */
+  wroteVersion?: string;
 }
 
 export type Reconciler = (name: string, log: Logger) => Promise<ReconcileResult>;
@@ -25,6 +31,8 @@ export interface ControllerMetrics {
   reconciles: Counter<'kind' | 'result'>;
   duration: Histogram<'kind'>;
   depth: Gauge<'kind'>;
+  /** Watch events of a reconcile's own write, which did not reconcile the object again. */
+  ownWrites: Counter<'kind'>;
 }
 
 export function createControllerMetrics(registry: Registry): ControllerMetrics {
@@ -48,6 +56,12 @@ export function createControllerMetrics(registry: Registry): ControllerMetrics {
       labelNames: ['kind'],
       registers: [registry],
     }),
+    ownWrites: new Counter({
+      name: 'berth_reconcile_own_writes_total',
+      help: "Watch events of a reconcile's own status write, heard while it ran, that did not reconcile the object again",
+      labelNames: ['kind'],
+      registers: [registry],
+    }),
   };
 }
 
@@ -61,6 +75,8 @@ export class Controller {
   private resyncTimer: NodeJS.Timeout | undefined;
   private workers: Promise<void>[] = [];
   private stopped = false;
+  /** The watch's events heard for each key while it is being reconciled, looked at when its reconcile ends. */
+  private readonly heardDuring = new Map<string, WatchEvent[]>();
 
   constructor(private readonly options: ControllerOptions) {
     this.queue = new WorkQueue({ onDepthChange: (depth) => options.metrics.depth.set({ kind: options.kind }, depth) });
@@ -70,7 +86,7 @@ export class Controller {
   async start(): Promise<void> {
     const { store, kind } = this.options;
     this.watch = store.watch(kind, {
-      onEvent: (event) => this.queue.add(event.name),
+      onEvent: (event) => this.heard(event),
       onResync: () => void this.enqueueAll(),
     });
     await this.watch.ready;
@@ -82,9 +98,34 @@ export class Controller {
     this.options.log.info({ kind, workers: this.workers.length }, 'controller started');
   }
 
+  private heard(event: WatchEvent): void {
+    const during = this.heardDuring.get(event.name);
+    if (during) during.push(event);
+    else this.queue.add(event.name);
+  }
+
+  /**
+   * After a reconcile: the key runs again if a change was heard during it, unless the only
+   * change was the reconcile's own write (`wroteVersion`). Skipping that one saves a reconcile
+   * per status write, which would otherwise start right when the write is answered to whoever
+   * waits for it (a `GET ?waitFor=`), and compete with that answer for the CPU.
+   */
+  private afterReconcile(name: string, wroteVersion: string | undefined): void {
+    const heard = this.heardDuring.get(name) ?? [];
+    this.heardDuring.delete(name);
+    const own = (event: WatchEvent) => event.type === 'MODIFIED' && event.resourceVersion === wroteVersion;
+    if (heard.some((event) => !own(event))) this.queue.add(name);
+    else if (heard.length > 0) this.options.metrics.ownWrites.inc({ kind: this.options.kind });
+  }
+
   /** Asks for a reconcile of one object, e.g. when something it owns outside the store changed. */
   enqueue(name: string): void {
     this.queue.add(name);
+  }
+
+  /** Asks for a reconcile of one object in `delayMs` (an earlier request for it wins). */
+  enqueueAfter(name: string, delayMs: number): void {
+    this.queue.addAfter(name, delayMs);
   }
 
   /** Asks for a reconcile of every object, e.g. after notifications about them may have been missed. */
@@ -108,8 +149,11 @@ export class Controller {
       if (name === undefined) return;
       const log = this.options.log.child({ kind, name, reconcileId: randomUUID() });
       const stopTimer = metrics.duration.startTimer({ kind });
+      this.heardDuring.set(name, []);
+      let wroteVersion: string | undefined;
       try {
         const result = await this.options.reconcile(name, log);
+        wroteVersion = result.wroteVersion;
         this.queue.forget(name);
         if (result.requeueAfterMs !== undefined && !this.stopped) this.queue.addAfter(name, result.requeueAfterMs);
         metrics.reconciles.inc({ kind, result: result.requeueAfterMs !== undefined ? 'requeue' : 'success' });
@@ -119,6 +163,7 @@ export class Controller {
         log.warn({ err: error, retryInMs, failures: this.queue.failureCount(name) }, 'reconcile failed');
       } finally {
         stopTimer();
+        this.afterReconcile(name, wroteVersion);
         this.queue.done(name);
       }
     }

@@ -957,6 +957,11 @@ export class LocalProvider implements SandboxProvider {
    */
   async setEgress(ref: SandboxRef, egress: SandboxEgress): Promise<void> {
     const proxy = this.options.egress;
+    // This process listens for the sandbox already (its bundle has the egress folder): no need to read the bundle again.
+    if (proxy?.isListening(ref.id)) {
+      proxy.setPolicy(ref.id, egress);
+      return;
+    }
     const spec = await readFile(join(this.paths(ref.id).bundle, 'config.json'), 'utf8')
       .then((text) => JSON.parse(text) as Record<string, unknown>)
       .catch(() => undefined);
