@@ -1,6 +1,6 @@
 import { open, readdir } from 'node:fs/promises';
 import { join } from 'node:path';
-import { armProcess, runProcess, type RunResult } from './process.js';
+import { armChecked, runProcess, type ArmedStep, type RunResult } from './process.js';
 
 const LONGEST_MS = 10 * 60_000;
 
@@ -41,9 +41,8 @@ export async function syncFilesystem(mountPoint: string): Promise<void> {
 }
 
 /** A `syncFilesystem` armed (its process created) to run later; see `armProcess`. */
-export function armFilesystemSync(mountPoint: string): { run(): Promise<void>; cancel(): void } {
-  const armed = armProcess('sync', ['-f', mountPoint], { timeoutMs: LONGEST_MS });
-  return { run: async () => succeeded('sync', ['-f', mountPoint], await armed.run()), cancel: () => armed.cancel() };
+export function armFilesystemSync(mountPoint: string): ArmedStep {
+  return armChecked('sync', ['-f', mountPoint], { timeoutMs: LONGEST_MS }, (result) => succeeded('sync', ['-f', mountPoint], result));
 }
 
 /** Copies a filesystem image as a sparse file (or a reflink where the host's filesystem can). */

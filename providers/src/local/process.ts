@@ -65,6 +65,18 @@ export function armProcess(command: string, args: readonly string[], options: Om
   };
 }
 
+/** An armed program whose result is judged: `run()` throws for what `check` calls a failure. */
+export interface ArmedStep {
+  run(): Promise<void>;
+  cancel(): void;
+}
+
+/** `armProcess`, its result judged by `check` (which throws for a failure). */
+export function armChecked(command: string, args: readonly string[], options: Omit<RunOptions, 'stdin'>, check: (result: RunResult) => void): ArmedStep {
+  const armed = armProcess(command, args, options);
+  return { run: async () => check(await armed.run()), cancel: () => armed.cancel() };
+}
+
 function launch(command: string, args: readonly string[], options: RunOptions, goAhead?: Promise<boolean>): Promise<RunResult> {
   const started = performance.now();
   return new Promise((resolve, reject) => {

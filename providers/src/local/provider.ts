@@ -75,6 +75,7 @@ import { MemoryGuard } from './memory.js';
 import { Runsc, RunscError } from './runsc.js';
 import { ensureVolume, isMountPoint, SpareVolumes, unmountVolume } from './volume.js';
 import { armFilesystemSync, copyImage, flushDirectory, flushFile, flushTree, syncFilesystem } from './flush.js';
+import type { ArmedStep } from './process.js';
 
 export interface LocalProviderOptions {
   runsc: Runsc;
@@ -136,7 +137,6 @@ const EXEC_ENV = { PYTHONUNBUFFERED: '1', PYTHONDONTWRITEBYTECODE: '1', PYTHONPA
 const SYNC_PROGRAM_MAX_CHARS = 16 * 1024;
 
 /** Sandboxes on this host in gVisor: one long-lived `runsc` container per agent. */
-
 export class LocalProvider implements SandboxProvider {
   readonly name = 'local';
   readonly capabilities: ProviderCapabilities;
@@ -621,7 +621,7 @@ export class LocalProvider implements SandboxProvider {
   }
 
   /** Deletes a checkpointed sandbox's container (by its delete armed during the checkpoint) without waiting for it; see `released`. */
-  private releaseInBackground(agentId: string, armedDelete: { run(): Promise<void> }): void {
+  private releaseInBackground(agentId: string, armedDelete: Pick<ArmedStep, 'run'>): void {
     const deleting = armedDelete
       .run()
       .catch((error: unknown) => this.options.log.warn({ agentId, err: error }, 'deleting a checkpointed sandbox failed; the next start of it retries'))

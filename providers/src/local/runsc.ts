@@ -1,7 +1,7 @@
 import { closeSync, openSync } from 'node:fs';
 import { readdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { armProcess, runProcess, type RunResult } from './process.js';
+import { armChecked, runProcess, type ArmedStep, type RunResult } from './process.js';
 
 export type ContainerStatus = 'creating' | 'created' | 'running' | 'stopped' | 'paused';
 
@@ -175,9 +175,8 @@ export class Runsc {
   }
 
   /** `delete`, its process created now (while a checkpoint runs) to run once the checkpoint is done; see `armProcess`. */
-  armDelete(containerId: string): { run(): Promise<void>; cancel(): void } {
-    const armed = armProcess(this.options.binary, this.deleteArgs(containerId), { timeoutMs: DELETE_TIMEOUT_MS });
-    return { run: async () => deleted(await armed.run()), cancel: () => armed.cancel() };
+  armDelete(containerId: string): ArmedStep {
+    return armChecked(this.options.binary, this.deleteArgs(containerId), { timeoutMs: DELETE_TIMEOUT_MS }, deleted);
   }
 
   private deleteArgs(containerId: string): string[] {
