@@ -14,6 +14,9 @@ export interface LeaderElectionOptions {
   retryPeriodMs?: number;
 }
 
+/** How often a stopping leader tries to hand its Lease back when a renewal of its own wrote it meanwhile. */
+const RELEASE_ATTEMPTS = 3;
+
 /**
  * Leader election over a coordination.k8s.io Lease, as client-go does it: a replica takes the
  * Lease when it is free or its holder has not renewed it within the lease duration, renews it
@@ -73,17 +76,24 @@ export class LeaderElector {
     this.wake?.();
     if (!this.leading) return;
     this.leading = false;
-    try {
-      const lease = await this.read();
-      if (lease?.spec?.holderIdentity !== this.options.identity) return;
-      await this.api.replaceNamespacedLease({
-        name: this.options.name,
-        namespace: this.options.namespace,
-        body: { ...lease, spec: { ...lease.spec, holderIdentity: undefined, leaseDurationSeconds: 1, renewTime: new V1MicroTime() } },
-      });
-      this.options.log.info({ lease: this.options.name }, 'released the lease');
-    } catch (error) {
-      this.options.log.warn({ err: error }, 'could not release the lease; it expires by itself');
+    for (let attempt = 1; ; attempt++) {
+      try {
+        const lease = await this.read();
+        if (lease?.spec?.holderIdentity !== this.options.identity) return;
+        await this.api.replaceNamespacedLease({
+          name: this.options.name,
+          namespace: this.options.namespace,
+          body: { ...lease, spec: { ...lease.spec, holderIdentity: undefined, leaseDurationSeconds: 1, renewTime: new V1MicroTime() } },
+        });
+        this.options.log.info({ lease: this.options.name }, 'released the lease');
+        return;
+      } catch (error) {
+        // 409: a renewal that was on its way when the stop came wrote the Lease after it was read
+        // here; read it again, or the other replicas wait out the whole lease duration.
+        if (attempt < RELEASE_ATTEMPTS && error instanceof ApiException && error.code === 409) continue;
+        this.options.log.warn({ err: error }, 'could not release the lease; it expires by itself');
+        return;
+      }
     }
   }
 
