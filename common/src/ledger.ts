@@ -91,8 +91,3 @@ export async function taskCost(db: Queryable, taskId: string, currency: string):
   return { model, compute, total: model + compute, currency };
 }
 
-/** An agent's spend so far (models, compute, storage), exact, from the ledger. */
-export async function agentSpendNanocents(db: Queryable, agentId: string): Promise<bigint> {
-  const { rows } = await db.query<{ nanocents: string | null }>('SELECT sum(amount_nanocents)::text AS nanocents FROM usage_ledger WHERE agent_id = $1', [agentId]);
-  return BigInt(rows[0]?.nanocents ?? '0');
-}

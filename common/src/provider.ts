@@ -321,6 +321,13 @@ export interface ProviderCapabilities {
    * policy where it makes the sandbox (the Kubernetes pod's spec, ADR 52), which a claim skips.
    */
   egressOnClaim?: boolean;
+  /**
+   * Its hand-over of a warm sandbox (`claimWarm`) is quick work on this host (a link and a file
+   * write), so the reconciler holds the claim's transaction open across it and commits the claim
+   * with the agent's status, one commit for both (ADR 45). Without it (a pod's launcher reached
+   * over the network, ADR 53) the claim commits on its own before the hand-over.
+   */
+  handOverInTransaction?: boolean;
 }
 
 /**

@@ -254,12 +254,26 @@ export interface TaskHold {
 }
 
 export async function taskHoldOf(db: Queryable, agentId: string): Promise<TaskHold | undefined> {
-  const { rows } = await db.query<{ id: string; state: 'queued' | 'running'; held: boolean; lease_remaining_ms: string }>(
-    `SELECT id, state, coalesce(state = 'running' AND lease_expires_at > now(), false) AS held,
-       greatest(0, coalesce(ceil(extract(epoch FROM lease_expires_at - now()) * 1000), 0))::bigint AS lease_remaining_ms
-     FROM tasks WHERE agent_id = $1 AND state IN ('queued', 'running')`,
-    [agentId],
-  );
-  const row = rows[0];
-  return row ? { id: row.id, state: row.state, held: row.held, leaseRemainingMs: row.held ? Number(row.lease_remaining_ms) : 0 } : undefined;
+  return (await taskHoldAndSpendOf(db, agentId)).task;
+}
+
+/**
+ * An agent's task hold (`taskHoldOf`) and its spend so far (models, compute, storage, exact, from
+ * the ledger), in one statement: what the agent's reconcile reads beside the agent.
+ */
+export async function taskHoldAndSpendOf(db: Queryable, agentId: string): Promise<{ task: TaskHold | undefined; spentNanocents: bigint }> {
+  const { rows } = await db.query<{ id: string | null; state: 'queued' | 'running'; held: boolean; lease_remaining_ms: string; nanocents: string | null }>({
+    name: 'berth_task_hold_and_spend',
+    text: `SELECT task.id, task.state, task.held, task.lease_remaining_ms,
+         (SELECT sum(amount_nanocents)::text FROM usage_ledger WHERE agent_id = $1) AS nanocents
+       FROM (SELECT 1) one LEFT JOIN LATERAL (
+         SELECT id, state, coalesce(state = 'running' AND lease_expires_at > now(), false) AS held,
+           greatest(0, coalesce(ceil(extract(epoch FROM lease_expires_at - now()) * 1000), 0))::bigint AS lease_remaining_ms
+         FROM tasks WHERE agent_id = $1 AND state IN ('queued', 'running') LIMIT 1
+       ) task ON true`,
+    values: [agentId],
+  });
+  const row = rows[0]!;
+  const task = row.id ? { id: row.id, state: row.state, held: row.held, leaseRemainingMs: row.held ? Number(row.lease_remaining_ms) : 0 } : undefined;
+  return { task, spentNanocents: BigInt(row.nanocents ?? '0') };
 }

@@ -68,6 +68,17 @@ export async function deleteWarmSandbox(db: Queryable, id: string): Promise<bool
   return (rowCount ?? 0) > 0;
 }
 
+/**
+ * Forgets a sandbox whose claim by `agentId` is being abandoned (its hand-over failed, or the
+ * claim's transaction rolled back): the row goes whether it is still claimed in that transaction or
+ * ready again after it, so that no other agent claims a sandbox that is being ended. False when
+ * another agent's claim of it committed meanwhile: it is theirs, and must not be ended.
+ */
+export async function abandonWarmClaim(db: Queryable, id: string, agentId: string): Promise<boolean> {
+  const { rowCount } = await db.query("DELETE FROM warm_sandboxes WHERE id = $1 AND (state <> 'claimed' OR agent_id = $2)", [id, agentId]);
+  return (rowCount ?? 0) > 0;
+}
+
 /** Forgets every row of a pool that is gone (its record of claims with it). */
 export async function deleteWarmSandboxesOf(db: Queryable, pool: string): Promise<void> {
   await db.query('DELETE FROM warm_sandboxes WHERE pool = $1', [pool]);

@@ -248,6 +248,7 @@ export class KubernetesResourceStore implements ResourceStore {
     options: WriteOptions = {},
   ): Promise<Resource<K>> {
     // No database transaction spans a write to the API server: the rows go first, on their own.
+    if (options.within) throw new Error('the Kubernetes store cannot write within a database transaction');
     await options.alongside?.(undefined);
     const current = options.resourceVersion === undefined ? await this.getObject(kind, name) : undefined;
     const resourceVersion = options.resourceVersion ?? current!.metadata.resourceVersion;

@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import pg from 'pg';
 import type { Registry } from 'prom-client';
 import type { Clock } from '../clock.js';
-import { isUniqueViolation, withTransaction, type Queryable } from '../db/index.js';
+import { beginTransaction, isUniqueViolation, withTransaction, type OpenTransaction, type Queryable } from '../db/index.js';
 import { NotificationListener } from '../db/listener.js';
 import type { Logger } from '../log.js';
 import {
@@ -212,23 +212,49 @@ export class PostgresResourceStore implements ResourceStore {
       );
       return rows[0];
     };
-    const { alongside } = options;
-    const row = alongside
-      ? await withTransaction(this.pool, async (tx) => {
-          await alongside(tx);
-          const written = await update(tx);
-          // Not written: what went alongside is rolled back with it.
-          if (!written) throw new NotWritten();
-          return written;
-        }).catch((error: unknown) => {
-          if (error instanceof NotWritten) return undefined;
-          throw error;
+    const { alongside, within } = options;
+    const row = within
+      ? await this.writeWithin(within, async (tx) => {
+          await alongside?.(tx);
+          return update(tx);
         })
-      : await update(this.pool);
+      : alongside
+        ? await withTransaction(this.pool, async (tx) => {
+            await alongside(tx);
+            const written = await update(tx);
+            // Not written: what went alongside is rolled back with it.
+            if (!written) throw new NotWritten();
+            return written;
+          }).catch((error: unknown) => {
+            if (error instanceof NotWritten) return undefined;
+            throw error;
+          })
+        : await update(this.pool);
     // After the commit: a watcher that reads the object now sees the change.
     if (row) return this.tellLocally('MODIFIED', toResource<K>(row));
     const exists = await this.get(kind, name);
     throw new StoreError(exists ? 'Conflict' : 'NotFound', kind, name);
+  }
+
+  beginTransaction(): Promise<OpenTransaction> {
+    return beginTransaction(this.pool);
+  }
+
+  /** Writes in a transaction begun earlier and ends it: committed when the write matched, else rolled back. */
+  private async writeWithin(tx: OpenTransaction, write: (db: Queryable) => Promise<ResourceRow | undefined>): Promise<ResourceRow | undefined> {
+    if (tx.ended) throw new Error('updateStatus: the transaction to write within has ended');
+    try {
+      const written = await write(tx.client);
+      if (!written) {
+        await tx.rollback();
+        return undefined;
+      }
+      await tx.commit();
+      return written;
+    } catch (error) {
+      await tx.rollback();
+      throw error;
+    }
   }
 
   async delete(kind: Kind, name: string): Promise<void> {

@@ -1,4 +1,4 @@
-import type { Queryable } from '../db/index.js';
+import type { OpenTransaction, Queryable } from '../db/index.js';
 import type { AgentSpec, AgentStatus, FleetSpec, FleetStatus, ScheduleSpec, ScheduleStatus, SessionSpec, SessionStatus, SnapshotSpec, SnapshotStatus, WarmPoolSpec, WarmPoolStatus } from '@berth/crds';
 
 /** Spec and status of each kind the stores hold. */
@@ -91,6 +91,12 @@ export interface WriteOptions {
    * none of them; elsewhere (Kubernetes) `db` is undefined and they are written on their own, first.
    */
   alongside?: (db: Queryable | undefined) => Promise<void>;
+  /**
+   * A transaction begun by the store's `beginTransaction` that the write joins and ends: committed
+   * with the write (and what goes alongside), rolled back when the write fails. What the caller
+   * wrote in it before (a warm claim, ADR 45) commits with the write, or not at all.
+   */
+  within?: OpenTransaction;
 }
 
 /**
@@ -118,6 +124,12 @@ export interface ResourceStore {
   ): Promise<Resource<K>>;
   /** Replaces the status; the spec is untouched and `generation` does not move. */
   updateStatus<K extends Kind>(kind: K, name: string, status: StatusOf<K>, options?: WriteOptions): Promise<Resource<K>>;
+  /**
+   * A transaction of the database this store keeps its objects in, for rows that must commit with
+   * a status write (`WriteOptions.within`). Only a store whose objects are rows of that database
+   * has it (PostgreSQL); the Kubernetes store has no transaction to share.
+   */
+  beginTransaction?(): Promise<OpenTransaction>;
   /** Marks for deletion when finalizers remain, removes otherwise (and cascades to owned objects). */
   delete(kind: Kind, name: string): Promise<void>;
   removeFinalizer(kind: Kind, name: string, finalizer: string): Promise<void>;

@@ -11,9 +11,9 @@ import {
   isStoreError,
   objectNameToId,
   recordEvent,
-  taskHoldOf,
-  agentSpendNanocents,
+  taskHoldAndSpendOf,
   claimWarmSandbox,
+  abandonWarmClaim,
   agentActivity,
   forgetAgentActivity,
   nanocentsToCents,
@@ -23,6 +23,7 @@ import {
   type EventInput,
   type AgentActivity,
   type Logger,
+  type OpenTransaction,
   type Queryable,
   type Resource,
   type ResourceStore,
@@ -181,11 +182,11 @@ export function createAgentReconciler(deps: AgentReconcilerDeps): Reconciler {
   const { store, providers, clock, metrics } = deps;
 
   return async function reconcileAgent(name: string, log: Logger): Promise<ReconcileResult> {
-    // The agent's task and its spend so far are read beside the agent (one round trip's wait, not
-    // three), and before anything else of this reconcile: the reconciler alone writes what they
+    // The agent's task and its spend so far are read beside the agent (in one statement, one round
+    // trip's wait), and before anything else of this reconcile: the reconciler alone writes what they
     // make of the status (its run, status.cost, BudgetOK).
     const agentId = objectNameToId(name);
-    const [agent, task, spent] = await Promise.all([store.get('Agent', name), taskHoldOf(deps.db, agentId), agentSpendNanocents(deps.db, agentId)]);
+    const [agent, { task, spentNanocents: spent }] = await Promise.all([store.get('Agent', name), taskHoldAndSpendOf(deps.db, agentId)]);
     if (!agent) {
       metrics.phases.delete(name);
       return {};
@@ -226,13 +227,24 @@ export function createAgentReconciler(deps: AgentReconcilerDeps): Reconciler {
       for (const event of step.events) await recordEvent(db, event, step.now);
     };
     let wroteVersion: string | undefined;
+    const { claim } = step;
     if (!isDeepStrictEqual(step.status, previous)) {
       // The events commit with the status (one commit, not one each: each is an fsync on the way
-      // to the agent's answer), and not at all when the status write loses a race.
+      // to the agent's answer), and not at all when the status write loses a race. So does a warm
+      // claim made in the status write's transaction.
       const alongside = step.events.length > 0 ? { alongside: (tx: Queryable | undefined) => recordEvents(tx ?? deps.db) } : {};
-      wroteVersion = (await store.updateStatus('Agent', name, step.status, { resourceVersion: agent.metadata.resourceVersion, ...alongside })).metadata.resourceVersion;
+      const within = claim ? { within: claim.tx } : {};
+      try {
+        wroteVersion = (await store.updateStatus('Agent', name, step.status, { resourceVersion: agent.metadata.resourceVersion, ...alongside, ...within })).metadata.resourceVersion;
+      } catch (error) {
+        if (claim) await abandonClaim(claim, log);
+        throw error;
+      }
+      claim?.committed();
       if (previous.sandbox && !step.status.sandbox) await settleCompute(agent, step.status, step.now, log);
     } else await recordEvents(deps.db);
+    // Not written with a status (none to write): the claim cannot stand alone.
+    if (claim && !claim.tx.ended) await abandonClaim(claim, log);
     // After the status write: the Snapshot reconciler reads the agent's status to know what to do.
     for (const snapshotId of step.snapshotsToWake) deps.onSnapshotChange?.(idToObjectName(snapshotId));
     if (step.refillPool) deps.warmPools?.onPoolChange(step.refillPool);
@@ -530,35 +542,82 @@ export function createAgentReconciler(deps: AgentReconcilerDeps): Reconciler {
     const started = performance.now();
     const labels = { provider: provider.name, compute: agent.spec.compute };
     const shape = { organizationId: agent.spec.organizationId, mode: agent.spec.mode, provider: provider.name, compute: agent.spec.compute, browser: agent.spec.browser, definition: agent.spec.definition };
-    const { sandbox: warm, pooled, fresh } = await claimWarmSandbox(deps.db, shape, request.agentId, step.now);
+    // Where the hand-over is quick work on this host and the agent's status is a row of the same
+    // database, the claim commits with the status write: one commit for both (ADR 45). Until then
+    // the row is locked by this transaction, and others' claims skip it.
+    const tx = provider.capabilities.handOverInTransaction && store.beginTransaction ? await store.beginTransaction() : undefined;
+    let claimed: Awaited<ReturnType<typeof claimWarmSandbox>>;
+    try {
+      claimed = await claimWarmSandbox(tx?.client ?? deps.db, shape, request.agentId, step.now);
+    } catch (error) {
+      await tx?.rollback();
+      throw error;
+    }
+    const { sandbox: warm, pooled, fresh } = claimed;
     const claimedAt = performance.now();
     if (!warm) {
+      await tx?.rollback();
       if (pooled) warmPools.metrics.misses.inc(labels);
       return undefined;
     }
-    try {
-      const sandbox = await provider.claimWarm({ provider: provider.name, id: warm.id }, request);
-      // Refilled once this reconcile wrote the agent idle: the new sandbox's start (a burst of CPU)
-      // does not compete with the claim.
-      step.refillPool = warm.pool;
+    const counted = () => {
       // A reconcile that ran again before it saw its own status write (a pod watch's event) gets the
       // same sandbox back: one claim, counted once.
-      if (fresh) {
-        warmPools.metrics.claims.inc(labels);
-        warmPools.metrics.claimDuration.observe({ provider: provider.name }, (performance.now() - started) / 1000);
-      }
-      const handedAt = performance.now();
-      log.info(
-        { warmSandbox: warm.id, pool: objectNameToId(warm.pool), again: !fresh, claimMs: Math.round((claimedAt - started) * 10) / 10, handOverMs: Math.round((handedAt - claimedAt) * 10) / 10 },
-        'claimed a warm sandbox',
-      );
-      return { sandbox, pool: warm.pool };
+      if (!fresh) return;
+      warmPools.metrics.claims.inc(labels);
+      warmPools.metrics.claimDuration.observe({ provider: provider.name }, (performance.now() - started) / 1000);
+    };
+    const ref = { provider: provider.name, id: warm.id, details: { agentId: request.agentId } };
+    let sandbox: SandboxRef;
+    try {
+      sandbox = await provider.claimWarm({ provider: provider.name, id: warm.id }, request);
     } catch (error) {
       log.warn({ warmSandbox: warm.id, err: error }, 'the claimed warm sandbox could not be handed over; ending it and starting cold');
-      warmPools.onPoolChange(warm.pool);
-      await provider.terminate({ provider: provider.name, id: warm.id, details: { agentId: request.agentId } }).catch(() => undefined);
+      if (tx) await abandonClaim({ tx, pool: warm.pool, provider, ref, committed: counted }, log);
+      else {
+        warmPools.onPoolChange(warm.pool);
+        await provider.terminate(ref).catch(() => undefined);
+      }
       return undefined;
     }
+    // Refilled once this reconcile wrote the agent idle: the new sandbox's start (a burst of CPU)
+    // does not compete with the claim.
+    step.refillPool = warm.pool;
+    if (tx) step.claim = { tx, pool: warm.pool, provider, ref, committed: counted };
+    else counted();
+    const handedAt = performance.now();
+    log.info(
+      { warmSandbox: warm.id, pool: objectNameToId(warm.pool), again: !fresh, claimMs: Math.round((claimedAt - started) * 10) / 10, handOverMs: Math.round((handedAt - claimedAt) * 10) / 10 },
+      'claimed a warm sandbox',
+    );
+    return { sandbox, pool: warm.pool };
+  }
+
+  /**
+   * A claim that will not commit (its hand-over failed, or the status write it was to commit with
+   * did not happen): rolled back, and the sandbox ended, as it may hold the agent's secrets now; its
+   * row goes first, so that no other agent claims it meanwhile, and the pool starts a replacement.
+   */
+  async function abandonClaim(claim: WarmClaim, log: Logger): Promise<void> {
+    const agentId = claim.ref.details!.agentId as string;
+    let forgotten = false;
+    if (!claim.tx.ended) {
+      // Still open: the row goes in the claim's own transaction (it holds its lock), then commits.
+      try {
+        forgotten = await abandonWarmClaim(claim.tx.client, claim.ref.id, agentId);
+        await claim.tx.commit();
+      } catch (error) {
+        forgotten = false;
+        await claim.tx.rollback();
+        log.warn({ warmSandbox: claim.ref.id, err: error }, 'forgetting an abandoned warm claim in its transaction failed');
+      }
+    }
+    if (!forgotten) forgotten = await abandonWarmClaim(deps.db, claim.ref.id, agentId);
+    deps.warmPools?.onPoolChange(claim.pool);
+    // Another agent's claim of it committed meanwhile (its hand-over never reached this one): theirs.
+    if (!forgotten) return;
+    log.info({ warmSandbox: claim.ref.id }, 'a warm claim did not commit; its sandbox is ended');
+    await claim.provider.terminate(claim.ref).catch((error: unknown) => log.warn({ warmSandbox: claim.ref.id, err: error }, 'ending the sandbox of an abandoned warm claim failed'));
   }
 
   async function converge(step: ReconcileStep, provider: SandboxProvider, log: Logger): Promise<ReconcileResult> {
@@ -826,6 +885,8 @@ class ReconcileStep {
   pauseAtTimeout = false;
   /** The warm pool this reconcile claimed a sandbox from, to refill after the status write. */
   refillPool: string | undefined;
+  /** A warm claim whose transaction is still open: it commits with the status write. */
+  claim: WarmClaim | undefined;
 
   constructor(
     readonly agent: AgentResource,
@@ -913,6 +974,17 @@ class ReconcileStep {
     if (this.status.sandbox) this.status.computeEndedAt = this.now.toISOString();
     delete this.status.sandbox;
   }
+}
+
+/** A warm sandbox claimed and handed over in a transaction not yet committed (ADR 45). */
+interface WarmClaim {
+  tx: OpenTransaction;
+  pool: string;
+  provider: SandboxProvider;
+  /** The claimed sandbox, with its agent's id: what ends both its names if the claim does not commit. */
+  ref: SandboxRef;
+  /** Counts the claim, once it has committed. */
+  committed: () => void;
 }
 
 /** What an agent's idle policy does now: pause or end it, idle since `since`. */

@@ -229,6 +229,7 @@ export class LocalProvider implements SandboxProvider {
       sandboxSize: { cpus: options.cpus, memoryBytes: options.memoryBytes, diskBytes: options.workspaceBytes },
       egress: options.egress !== undefined,
       egressOnClaim: options.egress !== undefined,
+      handOverInTransaction: true,
     };
   }
 
@@ -344,6 +345,19 @@ export class LocalProvider implements SandboxProvider {
    */
   async claimWarm(warm: SandboxRef, request: ProvisionRequest): Promise<SandboxRef> {
     const agentId = request.agentId;
+    // A hand-over whose claim never committed (the process ended between the two, ADR 45) leaves
+    // its link behind, read back at start. The sandbox may hold that agent's secrets: no other
+    // agent gets it (the reconciler ends it), and that agent's next claim replaces it.
+    const handedTo = [...this.aliases].find(([agent, sandbox]) => sandbox === warm.id && agent !== agentId)?.[0];
+    if (handedTo !== undefined) {
+      throw new ProviderError(this.name, `warm sandbox ${warm.id} was handed to agent ${handedTo} by a claim that did not commit`, { sandbox: warm.id });
+    }
+    const earlier = this.aliases.get(agentId);
+    if (earlier !== undefined && earlier !== warm.id) {
+      this.options.log.warn({ agentId, earlier, warmSandbox: warm.id }, 'ending the warm sandbox of an earlier hand-over to this agent whose claim did not commit');
+      await this.terminate({ provider: this.name, id: earlier, details: { agentId } });
+    }
+    if (!existsSync(this.paths(warm.id).root)) throw new ProviderError(this.name, `warm sandbox ${warm.id} is gone`, { sandbox: warm.id });
     if (this.aliases.get(agentId) !== warm.id) {
       const link = join(this.options.sandboxDir, agentId);
       try {
