@@ -73,7 +73,7 @@ import {
 } from './manifest.js';
 import { MemoryGuard } from './memory.js';
 import { Runsc, RunscError } from './runsc.js';
-import { ensureVolume, isMountPoint, SpareVolumes, unmountVolume } from './volume.js';
+import { ensureVolume, isMountPoint, SpareVolumes, unmountVolume, VOLUME_IMAGE } from './volume.js';
 import { armFilesystemSync, copyImage, flushDirectory, flushFile, flushTree, syncFilesystem } from './flush.js';
 import type { ArmedStep } from './process.js';
 
@@ -103,7 +103,7 @@ export interface LocalProviderOptions {
 /** The policy of a sandbox whose agent has none: nothing may be reached. */
 const NO_EGRESS: SandboxEgress = { hosts: [], cidrs: [], credentials: [] };
 
-/** Where the spare workspace filesystems wait, beside the sandboxes' directories (same filesystem: taking one is a rename). */
+/** Where the spare workspace filesystems wait, mounted, beside the sandboxes' directories (same filesystem: taking one is a rename). */
 const SPARE_VOLUME_DIR = '.spare-volumes';
 
 /** How long a sandbox that stopped answering gets to end before it is reported anyway. */
@@ -232,9 +232,13 @@ export class LocalProvider implements SandboxProvider {
     };
   }
 
-  /** Stops the egress proxy's listeners (the sandboxes stay; a new process adopts them and listens again). */
+  /**
+   * Stops the egress proxy's listeners (the sandboxes stay; a new process adopts them and listens
+   * again) and unmounts the spare workspaces (their files stay for the next process).
+   */
   async close(): Promise<void> {
     await this.options.egress?.closeAll();
+    await this.spares?.close();
   }
 
   /** The runsc version line; fails when runsc cannot be run. */
@@ -255,7 +259,7 @@ export class LocalProvider implements SandboxProvider {
       bundle: join(root, 'bundle'),
       workspace: join(root, WORKSPACE_DIR),
       /** The filesystem mounted at `workspace`. */
-      workspaceImage: join(root, 'workspace.ext4'),
+      workspaceImage: join(root, VOLUME_IMAGE),
       exec: join(root, 'exec'),
       /** The host's end of the launcher's channel (channel.ts): a unix socket in a directory of its own. */
       channel: join(root, 'channel'),
@@ -387,8 +391,11 @@ export class LocalProvider implements SandboxProvider {
   private async start(request: ProvisionRequest, image: ImageName, rootfs: string): Promise<void> {
     const paths = this.paths(request.agentId);
     // The workspace outlives the container: a sandbox recreated after a host restart finds its files.
-    await this.makeRoot(request.agentId);
-    await this.mountWorkspace(paths.workspaceImage, paths.workspace, request.agentId);
+    // A new sandbox's directory is a spare, its workspace mounted already.
+    if (!(await this.takeSpare(paths.root, request.agentId))) {
+      await this.makeRoot(request.agentId);
+      await this.mountWorkspace(paths.workspaceImage, paths.workspace, request.agentId);
+    }
     const spec = sandboxSpec({
       containerId: request.agentId,
       image,
@@ -411,10 +418,25 @@ export class LocalProvider implements SandboxProvider {
 
   private async mountWorkspace(image: string, mountPoint: string, agentId: string): Promise<void> {
     try {
-      await ensureVolume(image, mountPoint, this.options.workspaceBytes, this.spares);
+      await ensureVolume(image, mountPoint, this.options.workspaceBytes);
     } catch (error) {
       throw new ProviderError(this.name, `could not mount the sandbox's workspace: ${(error as Error).message}`, { sandbox: agentId });
     }
+  }
+
+  /**
+   * Makes `directory` (not there yet) a spare workspace's directory: `workspace.ext4` mounted at
+   * `workspace`, readable by root only. False when it is there already or no spare is ready.
+   */
+  private async takeSpare(directory: string, agentId: string): Promise<boolean> {
+    if (this.spares === undefined || existsSync(directory)) return false;
+    try {
+      if (!(await this.spares.take(directory))) return false;
+    } catch (error) {
+      throw new ProviderError(this.name, `could not mount the sandbox's workspace: ${(error as Error).message}`, { sandbox: agentId });
+    }
+    await chmod(this.options.sandboxDir, 0o700);
+    return true;
   }
 
   /** Writes the bundle and starts the container with `start`; a container that failed to start is removed. */
@@ -575,10 +597,14 @@ export class LocalProvider implements SandboxProvider {
     await this.discardRestoring(agentId); // a crash's leftovers
     try {
       await this.makeRoot(agentId);
-      await mkdir(paths.restoring, { mode: 0o700 });
       // The workspace is extracted straight into a new filesystem of the workspace's size: an
       // archive too large for it fails here, with the host disk untouched.
-      await ensureVolume(paths.restoringImage, join(paths.restoring, WORKSPACE_DIR), this.options.workspaceBytes, this.spares);
+      if (await this.takeSpare(paths.restoring, agentId)) {
+        await rename(join(paths.restoring, VOLUME_IMAGE), paths.restoringImage);
+      } else {
+        await mkdir(paths.restoring, { mode: 0o700 });
+        await ensureVolume(paths.restoringImage, join(paths.restoring, WORKSPACE_DIR), this.options.workspaceBytes);
+      }
       await extractArchive(await storage.get(archive.key), verifyArchive(archive.key, archive.sha256), paths.restoring);
       const manifest = join(paths.restoring, MANIFEST_FILE);
       return existsSync(manifest) ? parseManifest(await readFile(manifest, 'utf8')) : undefined;
