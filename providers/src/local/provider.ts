@@ -310,7 +310,6 @@ export class LocalProvider implements SandboxProvider {
     if (request.restore) await this.restore(request, request.restore, image);
     else await this.start(request, image, await this.options.images.ready(image));
     await this.setEgress(ref, request.egress ?? NO_EGRESS);
-    await this.guardMemory(containerId);
     // The sandbox is up: the spare workspace it may have taken is made again, after its start.
     this.spares?.fill();
     return ref;
@@ -334,7 +333,6 @@ export class LocalProvider implements SandboxProvider {
     if (status !== undefined) await this.options.runsc.delete(request.id);
     const rootfs = await this.options.images.ready(image);
     await this.start({ agentId: request.id, sessionId: '', timeoutSeconds: 1, compute: request.compute, browser: request.browser, env: {} }, image, rootfs);
-    await this.guardMemory(request.id);
     this.spares?.fill();
     return ref;
   }
@@ -378,11 +376,15 @@ export class LocalProvider implements SandboxProvider {
    * memory.ts), at the limit the sandbox was started with (a restored one keeps its own).
    */
   private async guardMemory(containerId: string): Promise<void> {
-    type Spec = { linux?: { resources?: { memory?: { limit?: number } } } };
     const spec = await readFile(join(this.paths(containerId).bundle, 'config.json'), 'utf8')
-      .then((text) => JSON.parse(text) as Spec)
+      .then((text) => JSON.parse(text) as Record<string, unknown>)
       .catch(() => undefined);
-    const limit = spec?.linux?.resources?.memory?.limit;
+    this.guardMemoryOf(containerId, spec);
+  }
+
+  /** `guardMemory` with the bundle's spec at hand (the one a sandbox was just launched with). */
+  private guardMemoryOf(containerId: string, spec: Record<string, unknown> | undefined): void {
+    const limit = (spec as { linux?: { resources?: { memory?: { limit?: number } } } } | undefined)?.linux?.resources?.memory?.limit;
     if (limit === undefined) this.options.log.warn({ agentId: containerId }, 'no memory limit in the sandbox\'s bundle: its memory is not guarded');
     else this.memory.watch(containerId, limit);
   }
@@ -439,24 +441,30 @@ export class LocalProvider implements SandboxProvider {
     return true;
   }
 
-  /** Writes the bundle and starts the container with `start`; a container that failed to start is removed. */
+  /**
+   * Writes the bundle and starts the container with `start`, then guards its memory; a container
+   * that failed to start is removed.
+   */
   private async launch(containerId: string, spec: Record<string, unknown>, start: (bundle: string) => Promise<void>): Promise<void> {
     const paths = this.paths(containerId);
-    await mkdir(paths.bundle, { recursive: true });
-    await mkdir(paths.exec, { recursive: true });
-    // Only root reads it: the process environment in it holds the agent's secrets.
-    await writeFile(join(paths.bundle, 'config.json'), JSON.stringify(spec, null, 2), { mode: 0o600 });
     this.channelSpec.set(containerId, channelSpecOf(spec));
     this.channelLate.delete(containerId);
     try {
+      // The bundle, the exec folder and the listeners are made at once: none waits for another.
       // Listening before the sandbox starts: its launcher connects as soon as it runs.
-      if (hasChannel(spec)) await this.listenOrWarn(containerId);
-      if (hasEgress(spec)) await this.openEgress(containerId);
+      await allOrFirstFailure([
+        // Only root reads it: the process environment in it holds the agent's secrets.
+        mkdir(paths.bundle, { recursive: true }).then(() => writeFile(join(paths.bundle, 'config.json'), JSON.stringify(spec, null, 2), { mode: 0o600 })),
+        mkdir(paths.exec, { recursive: true }),
+        hasChannel(spec) ? this.listenOrWarn(containerId) : undefined,
+        hasEgress(spec) ? this.openEgress(containerId) : undefined,
+      ] as const);
       await start(paths.bundle);
     } catch (error) {
       await this.options.runsc.delete(containerId).catch(() => undefined);
       throw new ProviderError(this.name, `could not start the sandbox: ${(error as Error).message}`, { sandbox: containerId });
     }
+    this.guardMemoryOf(containerId, spec);
   }
 
   /**
