@@ -1,5 +1,5 @@
 import { createHash, randomUUID } from 'node:crypto';
-import { existsSync, readdirSync, readlinkSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, readdirSync, readlinkSync, writeFileSync } from 'node:fs';
 import { chmod, mkdir, readFile, readlink, rename, rm, rmdir, symlink, writeFile } from 'node:fs/promises';
 import { basename, join } from 'node:path';
 import type { Duplex } from 'node:stream';
@@ -437,7 +437,7 @@ export class LocalProvider implements SandboxProvider {
     } catch (error) {
       throw new ProviderError(this.name, `could not mount the sandbox's workspace: ${(error as Error).message}`, { sandbox: agentId });
     }
-    await chmod(this.options.sandboxDir, 0o700);
+    chmodSync(this.options.sandboxDir, 0o700);
     return true;
   }
 
