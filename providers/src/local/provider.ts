@@ -1,5 +1,5 @@
 import { createHash, randomUUID } from 'node:crypto';
-import { existsSync, readdirSync, readlinkSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, readdirSync, readlinkSync, writeFileSync } from 'node:fs';
 import { chmod, mkdir, readFile, readlink, rename, rm, rmdir, symlink, writeFile } from 'node:fs/promises';
 import { basename, join } from 'node:path';
 import type { Duplex } from 'node:stream';
@@ -73,7 +73,7 @@ import {
 } from './manifest.js';
 import { MemoryGuard } from './memory.js';
 import { Runsc, RunscError } from './runsc.js';
-import { ensureVolume, isMountPoint, SpareVolumes, unmountVolume } from './volume.js';
+import { ensureVolume, isMountPoint, SpareVolumes, unmountVolume, VOLUME_IMAGE } from './volume.js';
 import { armFilesystemSync, copyImage, flushDirectory, flushFile, flushTree, syncFilesystem } from './flush.js';
 import type { ArmedStep } from './process.js';
 
@@ -103,7 +103,7 @@ export interface LocalProviderOptions {
 /** The policy of a sandbox whose agent has none: nothing may be reached. */
 const NO_EGRESS: SandboxEgress = { hosts: [], cidrs: [], credentials: [] };
 
-/** Where the spare workspace filesystems wait, beside the sandboxes' directories (same filesystem: taking one is a rename). */
+/** Where the spare workspace filesystems wait, mounted, beside the sandboxes' directories (same filesystem: taking one is a rename). */
 const SPARE_VOLUME_DIR = '.spare-volumes';
 
 /** How long a sandbox that stopped answering gets to end before it is reported anyway. */
@@ -233,9 +233,13 @@ export class LocalProvider implements SandboxProvider {
     };
   }
 
-  /** Stops the egress proxy's listeners (the sandboxes stay; a new process adopts them and listens again). */
+  /**
+   * Stops the egress proxy's listeners (the sandboxes stay; a new process adopts them and listens
+   * again) and unmounts the spare workspaces (their files stay for the next process).
+   */
   async close(): Promise<void> {
     await this.options.egress?.closeAll();
+    await this.spares?.close();
   }
 
   /** The runsc version line; fails when runsc cannot be run. */
@@ -256,7 +260,7 @@ export class LocalProvider implements SandboxProvider {
       bundle: join(root, 'bundle'),
       workspace: join(root, WORKSPACE_DIR),
       /** The filesystem mounted at `workspace`. */
-      workspaceImage: join(root, 'workspace.ext4'),
+      workspaceImage: join(root, VOLUME_IMAGE),
       exec: join(root, 'exec'),
       /** The host's end of the launcher's channel (channel.ts): a unix socket in a directory of its own. */
       channel: join(root, 'channel'),
@@ -307,7 +311,6 @@ export class LocalProvider implements SandboxProvider {
     if (request.restore) await this.restore(request, request.restore, image);
     else await this.start(request, image, await this.options.images.ready(image));
     await this.setEgress(ref, request.egress ?? NO_EGRESS);
-    await this.guardMemory(containerId);
     // The sandbox is up: the spare workspace it may have taken is made again, after its start.
     this.spares?.fill();
     return ref;
@@ -331,7 +334,6 @@ export class LocalProvider implements SandboxProvider {
     if (status !== undefined) await this.options.runsc.delete(request.id);
     const rootfs = await this.options.images.ready(image);
     await this.start({ agentId: request.id, sessionId: '', timeoutSeconds: 1, compute: request.compute, browser: request.browser, env: {} }, image, rootfs);
-    await this.guardMemory(request.id);
     this.spares?.fill();
     return ref;
   }
@@ -388,11 +390,15 @@ export class LocalProvider implements SandboxProvider {
    * memory.ts), at the limit the sandbox was started with (a restored one keeps its own).
    */
   private async guardMemory(containerId: string): Promise<void> {
-    type Spec = { linux?: { resources?: { memory?: { limit?: number } } } };
     const spec = await readFile(join(this.paths(containerId).bundle, 'config.json'), 'utf8')
-      .then((text) => JSON.parse(text) as Spec)
+      .then((text) => JSON.parse(text) as Record<string, unknown>)
       .catch(() => undefined);
-    const limit = spec?.linux?.resources?.memory?.limit;
+    this.guardMemoryOf(containerId, spec);
+  }
+
+  /** `guardMemory` with the bundle's spec at hand (the one a sandbox was just launched with). */
+  private guardMemoryOf(containerId: string, spec: Record<string, unknown> | undefined): void {
+    const limit = (spec as { linux?: { resources?: { memory?: { limit?: number } } } } | undefined)?.linux?.resources?.memory?.limit;
     if (limit === undefined) this.options.log.warn({ agentId: containerId }, 'no memory limit in the sandbox\'s bundle: its memory is not guarded');
     else this.memory.watch(containerId, limit);
   }
@@ -401,8 +407,11 @@ export class LocalProvider implements SandboxProvider {
   private async start(request: ProvisionRequest, image: ImageName, rootfs: string): Promise<void> {
     const paths = this.paths(request.agentId);
     // The workspace outlives the container: a sandbox recreated after a host restart finds its files.
-    await this.makeRoot(request.agentId);
-    await this.mountWorkspace(paths.workspaceImage, paths.workspace, request.agentId);
+    // A new sandbox's directory is a spare, its workspace mounted already.
+    if (!(await this.takeSpare(paths.root, request.agentId))) {
+      await this.makeRoot(request.agentId);
+      await this.mountWorkspace(paths.workspaceImage, paths.workspace, request.agentId);
+    }
     const spec = sandboxSpec({
       containerId: request.agentId,
       image,
@@ -425,30 +434,51 @@ export class LocalProvider implements SandboxProvider {
 
   private async mountWorkspace(image: string, mountPoint: string, agentId: string): Promise<void> {
     try {
-      await ensureVolume(image, mountPoint, this.options.workspaceBytes, this.spares);
+      await ensureVolume(image, mountPoint, this.options.workspaceBytes);
     } catch (error) {
       throw new ProviderError(this.name, `could not mount the sandbox's workspace: ${(error as Error).message}`, { sandbox: agentId });
     }
   }
 
-  /** Writes the bundle and starts the container with `start`; a container that failed to start is removed. */
+  /**
+   * Makes `directory` (not there yet) a spare workspace's directory: `workspace.ext4` mounted at
+   * `workspace`, readable by root only. False when it is there already or no spare is ready.
+   */
+  private async takeSpare(directory: string, agentId: string): Promise<boolean> {
+    if (this.spares === undefined || existsSync(directory)) return false;
+    try {
+      if (!(await this.spares.take(directory))) return false;
+    } catch (error) {
+      throw new ProviderError(this.name, `could not mount the sandbox's workspace: ${(error as Error).message}`, { sandbox: agentId });
+    }
+    chmodSync(this.options.sandboxDir, 0o700);
+    return true;
+  }
+
+  /**
+   * Writes the bundle and starts the container with `start`, then guards its memory; a container
+   * that failed to start is removed.
+   */
   private async launch(containerId: string, spec: Record<string, unknown>, start: (bundle: string) => Promise<void>): Promise<void> {
     const paths = this.paths(containerId);
-    await mkdir(paths.bundle, { recursive: true });
-    await mkdir(paths.exec, { recursive: true });
-    // Only root reads it: the process environment in it holds the agent's secrets.
-    await writeFile(join(paths.bundle, 'config.json'), JSON.stringify(spec, null, 2), { mode: 0o600 });
     this.channelSpec.set(containerId, channelSpecOf(spec));
     this.channelLate.delete(containerId);
     try {
+      // The bundle, the exec folder and the listeners are made at once: none waits for another.
       // Listening before the sandbox starts: its launcher connects as soon as it runs.
-      if (hasChannel(spec)) await this.listenOrWarn(containerId);
-      if (hasEgress(spec)) await this.openEgress(containerId);
+      await allOrFirstFailure([
+        // Only root reads it: the process environment in it holds the agent's secrets.
+        mkdir(paths.bundle, { recursive: true }).then(() => writeFile(join(paths.bundle, 'config.json'), JSON.stringify(spec, null, 2), { mode: 0o600 })),
+        mkdir(paths.exec, { recursive: true }),
+        hasChannel(spec) ? this.listenOrWarn(containerId) : undefined,
+        hasEgress(spec) ? this.openEgress(containerId) : undefined,
+      ] as const);
       await start(paths.bundle);
     } catch (error) {
       await this.options.runsc.delete(containerId).catch(() => undefined);
       throw new ProviderError(this.name, `could not start the sandbox: ${(error as Error).message}`, { sandbox: containerId });
     }
+    this.guardMemoryOf(containerId, spec);
   }
 
   /**
@@ -589,10 +619,14 @@ export class LocalProvider implements SandboxProvider {
     await this.discardRestoring(agentId); // a crash's leftovers
     try {
       await this.makeRoot(agentId);
-      await mkdir(paths.restoring, { mode: 0o700 });
       // The workspace is extracted straight into a new filesystem of the workspace's size: an
       // archive too large for it fails here, with the host disk untouched.
-      await ensureVolume(paths.restoringImage, join(paths.restoring, WORKSPACE_DIR), this.options.workspaceBytes, this.spares);
+      if (await this.takeSpare(paths.restoring, agentId)) {
+        await rename(join(paths.restoring, VOLUME_IMAGE), paths.restoringImage);
+      } else {
+        await mkdir(paths.restoring, { mode: 0o700 });
+        await ensureVolume(paths.restoringImage, join(paths.restoring, WORKSPACE_DIR), this.options.workspaceBytes);
+      }
       await extractArchive(await storage.get(archive.key), verifyArchive(archive.key, archive.sha256), paths.restoring);
       const manifest = join(paths.restoring, MANIFEST_FILE);
       return existsSync(manifest) ? parseManifest(await readFile(manifest, 'utf8')) : undefined;

@@ -1,7 +1,8 @@
 import { randomUUID } from 'node:crypto';
-import { existsSync } from 'node:fs';
+import { existsSync, renameSync } from 'node:fs';
 import { mkdir, readdir, readFile, rename, rm, rmdir } from 'node:fs/promises';
 import { join } from 'node:path';
+import { WORKSPACE_DIR } from './manifest.js';
 import { runProcess, type RunResult } from './process.js';
 
 /**
@@ -30,17 +31,16 @@ async function run(command: string, args: string[], operation: string): Promise<
 }
 
 /**
- * Makes sure the filesystem in `image` exists (an empty one of `sizeBytes` when it does not: a
- * spare one when `spares` has one of that size) and is mounted at `mountPoint`. Idempotent. A
- * `mountPoint` that is a plain directory holding files (a workspace from before volumes) has its
- * files moved into the new filesystem.
+ * Makes sure the filesystem in `image` exists (an empty one of `sizeBytes` when it does not) and
+ * is mounted at `mountPoint`. Idempotent. A `mountPoint` that is a plain directory holding files
+ * (a workspace from before volumes) has its files moved into the new filesystem. A new sandbox's
+ * workspace comes ready mounted from `SpareVolumes.take` instead.
  */
-export async function ensureVolume(image: string, mountPoint: string, sizeBytes: number, spares?: SpareVolumes): Promise<void> {
+export async function ensureVolume(image: string, mountPoint: string, sizeBytes: number): Promise<void> {
   if (await isMountPoint(mountPoint)) return;
   await mkdir(mountPoint, { recursive: true });
   if (!existsSync(image)) {
-    const taken = spares?.sizeBytes === sizeBytes && (await spares.take(image));
-    if (!taken) await createFilesystem(image, sizeBytes);
+    await createFilesystem(image, sizeBytes);
     if ((await readdir(mountPoint)).length > 0) await adoptDirectory(image, mountPoint);
   }
   await mount(image, mountPoint);
@@ -49,30 +49,51 @@ export async function ensureVolume(image: string, mountPoint: string, sizeBytes:
 /** With `niced`, its programs yield the CPU to everything else (a spare is made while sandboxes start). */
 async function createFilesystem(image: string, sizeBytes: number, niced = false): Promise<void> {
   const partial = `${image}.partial`;
-  const program = (command: string, args: string[]): [string, string[]] => (niced ? ['nice', ['-n', '19', command, ...args]] : [command, args]);
   await rm(partial, { force: true });
   await run('truncate', ['-s', String(sizeBytes), partial], 'truncate');
-  await run(...program('mkfs.ext4', [...MKFS_ARGS, partial]), 'mkfs.ext4');
+  await run(...program('mkfs.ext4', [...MKFS_ARGS, partial], niced), 'mkfs.ext4');
   // lost+found would show in every /workspace and snapshot; e2fsck makes it again when it needs
   // it. debugfs removes it from the unmounted image: no mount and unmount of a scratch directory.
-  await run(...program('debugfs', ['-w', '-R', 'rmdir lost+found', partial]), 'removing lost+found');
+  await run(...program('debugfs', ['-w', '-R', 'rmdir lost+found', partial], niced), 'removing lost+found');
   await rename(partial, image);
 }
 
+function program(command: string, args: string[], niced: boolean): [string, string[]] {
+  return niced ? ['nice', ['-n', '19', command, ...args]] : [command, args];
+}
+
+/** A sandbox's workspace filesystem in its directory (mounted at `workspace/` there): the layout of a spare, which becomes one. */
+export const VOLUME_IMAGE = 'workspace.ext4';
+const SPARE_MOUNT = WORKSPACE_DIR;
+
 /**
- * Empty workspace filesystems made ahead of need, so that a new sandbox's workspace costs a
- * rename and a mount rather than a truncate, a mkfs and a debugfs on the way to its start. Each
- * spare is complete when it has its name (`<size>-<uuid>.ext4`, renamed from a partial file);
- * what else is in the directory (a partial file of a process that stopped, spares of another
- * size) is removed when the stock is first used. The owner calls `fill` when the host has a
- * moment (the local provider: once a sandbox has started), and spares are made one at a time,
- * niced, so that they do not slow the starts they are for. A spare is a sparse file: it holds a
- * few megabytes of the host's disk (4.3 MB for 10 GiB).
+ * Empty workspace filesystems made and mounted ahead of need, so that a new sandbox's workspace
+ * costs one rename on its way to its start: no truncate, mkfs and debugfs, and no mount either.
+ * Each spare is a directory `<size>-<uuid>` holding `workspace.ext4` and, mounted from it,
+ * `workspace/`: the layout of a sandbox's own directory, which `take` renames the spare to. A
+ * directory that holds a mount point can be renamed and the mount goes with it (the mount point
+ * itself cannot be: EBUSY), and a rename is no mount operation, so it works whatever the
+ * propagation of the parent mount (`mount --move` fails under a shared one, as `/` is on systemd
+ * hosts).
+ *
+ * A spare is complete when it has its name (renamed from `<name>.partial` once mounted); what else
+ * is in the directory (a partial spare of a process that stopped, spares of another size, the
+ * unmounted image files of the stock before spares were mounted) is unmounted and removed when the
+ * stock is first used. Complete spares a stopped process left are used again: still mounted after
+ * a crash, or mounted again by `fill` (after `close` or a reboot). The owner calls `fill` when the
+ * host has a moment (the local provider: once a sandbox has started), and spares are made one at
+ * a time, niced, so that they do not slow the starts they are for; `close` unmounts every spare,
+ * so a stopped process holds no mount and no loop device. A spare is a sparse file: it holds a few
+ * megabytes of the host's disk (4.3 MB for 10 GiB).
  */
 export class SpareVolumes {
-  private readonly ready: string[] = [];
+  /** Complete spares whose workspace is mounted. */
+  private readonly mounted: string[] = [];
+  /** Complete spares whose workspace is not mounted (left by `close` or a reboot). */
+  private readonly unmounted: string[] = [];
   private scanned: Promise<void> | undefined;
   private filling: Promise<void> | undefined;
+  private closed = false;
 
   constructor(
     private readonly options: {
@@ -89,30 +110,42 @@ export class SpareVolumes {
     return this.options.sizeBytes;
   }
 
-  /** Moves a spare filesystem to `image` (on the same filesystem) and says whether there was one. */
-  async take(image: string): Promise<boolean> {
+  /**
+   * Renames a spare to `directory` (on the same filesystem, not there yet or empty), which then
+   * holds `workspace.ext4` mounted at `workspace/`, and says whether there was one. A spare that
+   * is not mounted yet (after a restart) is mounted there.
+   */
+  async take(directory: string): Promise<boolean> {
+    if (this.closed) return false;
     const scanned = await this.scan().then(
       () => true,
       () => false, // the fill reports it
     );
-    const spare = scanned ? this.ready.shift() : undefined;
+    if (!scanned) return false;
+    const wasMounted = this.mounted.length > 0;
+    const spare = this.mounted.shift() ?? this.unmounted.shift();
     if (spare === undefined) return false;
     try {
-      await rename(spare, image);
-      return true;
+      // Synchronous: a rename takes microseconds, and on a loaded host a round through the
+      // thread pool on the way to the sandbox's start took milliseconds.
+      renameSync(spare, directory);
     } catch {
-      return false; // gone from under us: made afresh by the caller
+      // `directory` holds files already, or the spare went from under us: the caller makes its own.
+      if (existsSync(spare)) (wasMounted ? this.mounted : this.unmounted).push(spare);
+      return false;
     }
+    if (!wasMounted) await mount(join(directory, VOLUME_IMAGE), join(directory, SPARE_MOUNT));
+    return true;
   }
 
-  /** Makes spares until there are `count`, unless that is under way; the first take starts it too. */
+  /** Makes and mounts spares until there are `count` mounted, unless that is under way; the first take starts it too. */
   fill(): void {
+    if (this.closed) return;
     this.filling ??= (async () => {
       await this.scan();
-      while (this.ready.length < this.options.count) {
-        const spare = join(this.options.dir, `${this.options.sizeBytes}-${randomUUID()}.ext4`);
-        await createFilesystem(spare, this.options.sizeBytes, true);
-        this.ready.push(spare);
+      while (!this.closed && this.mounted.length < this.options.count) {
+        const left = this.unmounted.shift();
+        this.mounted.push(left !== undefined ? await this.mountSpare(left) : await this.makeSpare());
       }
     })()
       .catch((error: unknown) => this.options.onError?.(error as Error))
@@ -126,6 +159,42 @@ export class SpareVolumes {
     await this.filling;
   }
 
+  /** Stops making spares and unmounts every spare; their files stay, to be mounted again by the next process. */
+  async close(): Promise<void> {
+    this.closed = true;
+    await this.filling;
+    while (this.mounted.length > 0) {
+      const spare = this.mounted.shift()!;
+      await unmountVolume(join(spare, SPARE_MOUNT));
+      this.unmounted.push(spare);
+    }
+  }
+
+  private async makeSpare(): Promise<string> {
+    const spare = join(this.options.dir, `${this.options.sizeBytes}-${randomUUID()}`);
+    const partial = `${spare}.partial`;
+    await rm(partial, { recursive: true, force: true });
+    // Readable by root only, as a sandbox's directory is: the spare becomes one.
+    await mkdir(partial, { mode: 0o700 });
+    await mkdir(join(partial, SPARE_MOUNT));
+    try {
+      await createFilesystem(join(partial, VOLUME_IMAGE), this.options.sizeBytes, true);
+      await mount(join(partial, VOLUME_IMAGE), join(partial, SPARE_MOUNT), true);
+      await rename(partial, spare);
+      return spare;
+    } catch (error) {
+      await unmountVolume(join(partial, SPARE_MOUNT)).catch(() => undefined); // the first error is the one to report
+      await rm(partial, { recursive: true, force: true }).catch(() => undefined);
+      throw error;
+    }
+  }
+
+  private async mountSpare(spare: string): Promise<string> {
+    const mountPoint = join(spare, SPARE_MOUNT);
+    if (!(await isMountPoint(mountPoint))) await mount(join(spare, VOLUME_IMAGE), mountPoint, true);
+    return spare;
+  }
+
   /** Reads the directory once (again after a failure). */
   private scan(): Promise<void> {
     this.scanned ??= this.readDirectory().catch((error: unknown) => {
@@ -137,10 +206,16 @@ export class SpareVolumes {
 
   private async readDirectory(): Promise<void> {
     await mkdir(this.options.dir, { recursive: true, mode: 0o700 });
-    const complete = new RegExp(`^${this.options.sizeBytes}-[0-9a-f-]{36}\\.ext4$`);
-    for (const name of (await readdir(this.options.dir)).sort()) {
-      if (complete.test(name)) this.ready.push(join(this.options.dir, name));
-      else await rm(join(this.options.dir, name), { force: true });
+    const complete = new RegExp(`^${this.options.sizeBytes}-[0-9a-f-]{36}$`);
+    const mounts = await mountTable();
+    for (const entry of (await readdir(this.options.dir, { withFileTypes: true })).sort((a, b) => a.name.localeCompare(b.name))) {
+      const path = join(this.options.dir, entry.name);
+      if (entry.isDirectory() && complete.test(entry.name) && existsSync(join(path, VOLUME_IMAGE))) {
+        (mounts.has(join(path, SPARE_MOUNT)) ? this.mounted : this.unmounted).push(path);
+        continue;
+      }
+      if (mounts.has(join(path, SPARE_MOUNT))) await unmountVolume(join(path, SPARE_MOUNT));
+      await rm(path, { recursive: true, force: true });
     }
   }
 }
@@ -160,8 +235,8 @@ async function adoptDirectory(image: string, directory: string): Promise<void> {
   await mkdir(directory);
 }
 
-function mount(image: string, mountPoint: string): Promise<void> {
-  return run('mount', ['-t', 'ext4', '-o', MOUNT_OPTIONS, image, mountPoint], 'mount');
+function mount(image: string, mountPoint: string, niced = false): Promise<void> {
+  return run(...program('mount', ['-t', 'ext4', '-o', MOUNT_OPTIONS, image, mountPoint], niced), 'mount');
 }
 
 /** Unmounts the volume at `mountPoint`, if one is mounted there; the loop device goes with it. */
@@ -175,8 +250,13 @@ export async function unmountVolume(mountPoint: string): Promise<void> {
 
 /** Whether something is mounted at `path` (an absolute path), from this process's mount table. */
 export async function isMountPoint(path: string): Promise<boolean> {
+  return (await mountTable()).has(path);
+}
+
+/** The mount points of this process's mount table. */
+async function mountTable(): Promise<Set<string>> {
   const table = await readFile('/proc/self/mountinfo', 'utf8');
-  return table.split('\n').some((line) => unescapeMountPath(line.split(' ')[4] ?? '') === path);
+  return new Set(table.split('\n').map((line) => unescapeMountPath(line.split(' ')[4] ?? '')));
 }
 
 /** mountinfo writes space, tab, newline and backslash in paths as octal escapes. */
