@@ -104,6 +104,21 @@ EGRESS_LISTEN_FD = 3
 UPLOAD_PREFIX = '.berth-upload-'
 # Directories one recursive watch follows at most (each is an inotify watch of the sandbox's kernel).
 MAX_WATCHED_DIRS = 8192
+# Spare interpreters (ADR 56): after an exec of `bash FILE` or `python3 -u FILE`, one process of that
+# interpreter is started ahead of need, past its start-up, blocked on its descriptor 3 until the
+# next such exec hands it FILE's path; that exec skips the interpreter's start (most of its cost in
+# gVisor). The argv prefixes that have one, and how each spare is started: bash from a one-line
+# script given with -c (a script file would be in the program's BASH_SOURCE), python from spare.py.
+SPARE_PYTHON = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'spare.py').encode()
+# SECONDS counts from the shell's start; BASH_EXECUTION_STRING would say this script.
+SPARE_BASH = (b'IFS= read -r BERTH_SPARE_FILE <&3 || exit 0; exec 3<&-; BASH_ARGV0=$BERTH_SPARE_FILE; '
+              b'unset BERTH_SPARE_FILE BASH_EXECUTION_STRING; SECONDS=0; . "$0"')
+SPARES = {
+    (b'bash',): [b'bash', b'-c', SPARE_BASH],
+    (b'python3', b'-u'): [b'python3', b'-u', SPARE_PYTHON],
+}
+# The variable that turns spares off for an exec (in the sandbox's or the exec's environment): `0`.
+SPARES_SETTING = b'BERTH_SPARE_INTERPRETERS'
 
 
 def outcome(status, stopped_with=None):
@@ -191,6 +206,19 @@ def parse_exec(payload):
         'background': background,
         'keep_stdin': keep_stdin,
     }
+
+
+def spare_key(request, env):
+    """What a spare must have been started with to serve this exec, or None when none may: the
+    argv's interpreter (a prefix of SPARES, then one absolute file), the whole environment (the
+    interpreters read variables at their start: PYTHON*, LC_*, BASH_ENV, ...; equal in every one,
+    none can differ) and the working directory. Never for a terminal, stdin, or a background exec."""
+    argv = request['argv']
+    prefix = tuple(argv[:-1])
+    if (prefix not in SPARES or not argv[-1].startswith(b'/') or b'\n' in argv[-1] or request['pty'] is not None
+            or request['stdin'] is not None or request['keep_stdin'] or request['background'] or env.get(SPARES_SETTING) == b'0'):
+        return None
+    return prefix, env, request['cwd']
 
 
 def parse_size(value):
@@ -327,8 +355,22 @@ class Output:
 
 
 class Exec:
-    def __init__(self, exec_id, pid, outputs, stdin=None, terminal=None):
+    def __init__(self, exec_id, pid, outputs, stdin=None, terminal=None, spare_key=None):
         self.id, self.pid, self.outputs, self.stdin, self.terminal = exec_id, pid, outputs, stdin, terminal
+        # What a spare for the next exec of its kind is started with once it ends (spare_key).
+        self.spare_key = spare_key
+
+
+class Spare:
+    """An interpreter started ahead of need: its pid (a session of its own), the pipe it waits on
+    for a program's path, the read ends of its stdout and stderr, and what it was started with."""
+
+    def __init__(self, key, pid, control, stdout, stderr):
+        self.key, self.pid, self.control, self.stdout, self.stderr = key, pid, control, stdout, stderr
+
+    def close(self):
+        for fd in (self.control, self.stdout, self.stderr):
+            os.close(fd)
 
 
 class Background:
@@ -707,6 +749,8 @@ class Launcher:
         self.stream_pids = {}
         self.reconnect_at = time.monotonic()
         self.reconnect_wait = RECONNECT_S[0]
+        # Spare interpreters by argv prefix (ADR 56): one for each that was execed.
+        self.spares = {}
         # The egress relay's port while no relay has taken it (start_egress_relay).
         self.egress = egress
         self.egress_relay = None
@@ -800,6 +844,10 @@ class Launcher:
                 self.selector.unregister(conn)
                 del self.clients[conn]
                 self.answer(conn, finished[program])
+        for prefix, spare in list(self.spares.items()):
+            if spare.pid in finished:  # killed before any exec took it: the next fitting exec starts cold
+                del self.spares[prefix]
+                spare.close()
         for pid, record in finished.items():
             if pid in self.execs:
                 self.finish(self.execs[pid], record)
@@ -935,17 +983,24 @@ class Launcher:
         env.update(request['env'])
         if request['pty'] is not None:
             return self.terminal_exec(exec_id, request, env)
-        out_read, out_write = os.pipe()
-        err_read, err_write = os.pipe()
-        if request['stdin'] is None and not request['keep_stdin']:
-            stdin, stdin_write = os.open('/dev/null', os.O_RDONLY), None
+        key = spare_key(request, env)
+        spare = None if key is None else self.take_spare(key, request['argv'][-1])
+        if spare is not None:
+            pid, out_read, err_read, stdin_write = spare.pid, spare.stdout, spare.stderr, None
+            if request['limit'] is not None:
+                self.deadlines[pid] = [time.monotonic() + request['limit'], signal.SIGTERM]
         else:
-            stdin, stdin_write = os.pipe()
-        try:
-            pid = self.start(request['argv'], env, request['cwd'], [stdin, out_write, err_write], request['limit'])
-        finally:
-            for fd in (stdin, out_write, err_write):
-                os.close(fd)
+            out_read, out_write = os.pipe()
+            err_read, err_write = os.pipe()
+            if request['stdin'] is None and not request['keep_stdin']:
+                stdin, stdin_write = os.open('/dev/null', os.O_RDONLY), None
+            else:
+                stdin, stdin_write = os.pipe()
+            try:
+                pid = self.start(request['argv'], env, request['cwd'], [stdin, out_write, err_write], request['limit'])
+            finally:
+                for fd in (stdin, out_write, err_write):
+                    os.close(fd)
         feed = None if stdin_write is None else Input(stdin_write, request['stdin'] or b'', close_after=not request['keep_stdin'])
         if request['background']:
             outputs = [Ring(out_read, STDOUT, BACKGROUND_KEEP_BYTES), Ring(err_read, STDERR, BACKGROUND_KEEP_BYTES)]
@@ -962,11 +1017,65 @@ class Launcher:
             self.background[pid] = process
             self.send(exec_id, REPLY, json.dumps(process.record()).encode())
         else:
-            running = Exec(exec_id, pid, outputs, feed)
+            running = Exec(exec_id, pid, outputs, feed, spare_key=key)
             self.execs[pid] = running
             self.exec_ids[exec_id] = running
         if feed is not None:
             self.write_input(feed)
+
+    # Spare interpreters (ADR 56).
+
+    def take_spare(self, key, path):
+        """The spare for `key`, handed the program at `path`, or None: none was started, it was
+        started for another environment or directory, or it died (its pipe is broken then)."""
+        spare = self.spares.get(key[0])
+        if spare is None or spare.key[1] != key[1] or spare.key[2] != key[2]:
+            return None
+        del self.spares[key[0]]
+        try:
+            os.write(spare.control, path + b'\n')
+        except OSError:
+            self.discard_spare(spare)
+            return None
+        os.close(spare.control)
+        return spare
+
+    def start_spare(self, key):
+        """After an exec that fits a spare: one is started for the next, unless one like it waits."""
+        prefix, env, cwd = key
+        spare = self.spares.get(prefix)
+        if spare is not None and spare.key[1] == env and spare.key[2] == cwd:
+            return
+        if spare is not None:
+            self.discard_spare(self.spares.pop(prefix))
+        control, control_write = os.pipe()
+        out_read, out_write = os.pipe()
+        err_read, err_write = os.pipe()
+        stdin = os.open('/dev/null', os.O_RDONLY)
+        try:
+            os.chdir(cwd)
+            argv = SPARES[prefix]
+            pid = os.posix_spawnp(argv[0], argv, env, setsid=True, setsigdef=DEFAULTS,
+                                  file_actions=[(os.POSIX_SPAWN_DUP2, fd, n) for n, fd in enumerate((stdin, out_write, err_write, control))])
+        except OSError as error:
+            log(f'no spare {prefix[0].decode()}: {error!r}')
+            for fd in (control_write, out_read, err_read):
+                os.close(fd)
+            return
+        finally:
+            os.chdir('/')
+            for fd in (stdin, out_write, err_write, control):
+                os.close(fd)
+        self.spares[prefix] = Spare(key, pid, control_write, out_read, err_read)
+
+    def discard_spare(self, spare):
+        self.kill(spare.pid)
+        spare.close()
+
+    def discard_spares(self):
+        for spare in self.spares.values():
+            self.discard_spare(spare)
+        self.spares.clear()
 
     def terminal_exec(self, exec_id, request, env):
         """Starts argv on a terminal of its own (a pty): its output comes as STDOUT, INPUT goes to it."""
@@ -1366,6 +1475,8 @@ class Launcher:
         # which every program it starts from now on gets; it lives in this process's memory only.
         if request['op'] == 'environment':
             os.environb.update((name.encode(), value.encode()) for name, value in request['env'].items())
+            # Spares were started with the environment before.
+            self.discard_spares()
             return self.reply(exec_id, {'environment': len(request['env'])})
         # Out of memory: the host's memory guard asks which program is largest, then has it killed
         # (one program, as Linux's OOM killer does), without starting a process in the sandbox.
@@ -1503,6 +1614,9 @@ class Launcher:
         dropped = [output.dropped for output in running.outputs]
         record = dict(record, dropped=dropped + [0] * (2 - len(dropped)))
         self.send(running.id, OUTCOME, json.dumps(record).encode())
+        # After the outcome is sent, so that its start does not delay this exec's answer.
+        if running.spare_key is not None and running.pid is not None:
+            self.start_spare(running.spare_key)
 
     def close_outputs(self, running):
         for output in running.outputs:

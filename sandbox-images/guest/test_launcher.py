@@ -107,7 +107,7 @@ class BackgroundOrderTest(unittest.TestCase):
         self.assertEqual(out.take(b'k'), [(7, b'k')])
 
 
-class ChannelTest(unittest.TestCase):
+class RunningLauncher(unittest.TestCase):
     """The launcher as a process on this host, connecting out to a channel this test listens on."""
 
     def setUp(self):
@@ -170,6 +170,19 @@ class ChannelTest(unittest.TestCase):
                 self.assertEqual(kind, launcher.OUTCOME)
                 return out, err, json.loads(payload)
 
+    def send(self, exec_id, kind, payload):
+        self.conn.sendall(launcher.frame(exec_id, kind, payload if isinstance(payload, bytes) else json.dumps(payload).encode()))
+
+    def request(self, exec_id, extra, argv):
+        self.send(exec_id, launcher.EXEC, dict({'argv': argv, 'env': {}, 'cwd': self.dir, 'maxOutputBytes': 1 << 20}, **extra))
+
+    def reply(self, exec_id):
+        (frame_id, kind, payload), = self.frames(1)
+        self.assertEqual((frame_id, kind), (exec_id, launcher.REPLY))
+        return json.loads(payload)
+
+
+class ChannelTest(RunningLauncher):
     def test_exit_status_and_output_never_mixed(self):
         self.exec(1, ['bash', '-c', 'echo out; echo "timeout: sending signal TERM to command x" >&2; pwd >&2; exit 124'])
         out, err, outcome = self.result(1)
@@ -241,17 +254,6 @@ class ChannelTest(unittest.TestCase):
         self.assertFalse(os.path.exists(f'/proc/{pid}'))
         self.exec(31, ['true'])
         self.assertEqual(self.result(31)[2]['exitCode'], 0)
-
-    def send(self, exec_id, kind, payload):
-        self.conn.sendall(launcher.frame(exec_id, kind, payload if isinstance(payload, bytes) else json.dumps(payload).encode()))
-
-    def request(self, exec_id, extra, argv):
-        self.send(exec_id, launcher.EXEC, dict({'argv': argv, 'env': {}, 'cwd': self.dir, 'maxOutputBytes': 1 << 20}, **extra))
-
-    def reply(self, exec_id):
-        (frame_id, kind, payload), = self.frames(1)
-        self.assertEqual((frame_id, kind), (exec_id, launcher.REPLY))
-        return json.loads(payload)
 
     def test_stdin_is_written_then_closed(self):
         data = b'line one\n' + b'x' * 300_000  # more than a pipe holds: written as the program reads
@@ -684,6 +686,252 @@ class ChannelTest(unittest.TestCase):
         with open(self.workspace + '/inside', 'w'):
             pass
         self.assertEqual(self.changes(112, lambda seen: ('inside', 'create') in seen), [('inside', 'create')])
+
+
+# What a python program sees of itself, its process and its environment; its pid on a line of its own.
+PYTHON_PROBE = """import json, os, signal, stat, sys
+main = sys.modules['__main__']
+print(json.dumps({
+    'argv': sys.argv, 'orig_argv': sys.orig_argv, 'name': __name__, 'file': __file__, 'path0': sys.path[0],
+    'main': sorted(vars(main)), 'env': {k: v for k, v in os.environ.items() if k != 'BERTH_SPARE_INTERPRETERS'},
+    'cwd': os.getcwd(), 'umask': os.umask(0o22),
+    'signals': [str(signal.getsignal(n)) for n in (signal.SIGTERM, signal.SIGINT, signal.SIGPIPE, signal.SIGHUP, signal.SIGUSR1, signal.SIGCHLD)],
+    'masks': [line for line in open('/proc/self/status') if line.startswith(('SigIgn', 'SigBlk'))],
+    'leader': [os.getsid(0) == os.getpid(), os.getpgid(0) == os.getpid()],
+    'fds': sorted(os.listdir('/proc/self/fd')), 'stdin': os.path.realpath('/proc/self/fd/0'),
+    'pipes': [stat.S_ISFIFO(os.fstat(fd).st_mode) for fd in (1, 2)], 'stdin_type': type(sys.stdin).__name__,
+    'modules': sorted(sys.modules), 'path': sys.path}))
+print(os.getpid())
+"""
+
+# The same for bash: `set` without what differs in a spare (BASH_LINENO, BASH_ARGV, BASH_ARGC: the `.` that runs
+# the program; SECONDS: listed once set; see ADR 56), env, traps, options.
+BASH_PROBE = """echo "0=$0 #=$# umask=$(umask) leader=$([ "$(ps -o sid= -p $$)" -eq $$ ] && [ "$(ps -o pgid= -p $$)" -eq $$ ] && echo yes)"
+set | grep -v -e '^_=' -e '^BASH_LINENO=' -e '^BASH_ARGV=' -e '^BASH_ARGC=' -e '^SECONDS=' -e '^BERTH_SPARE_INTERPRETERS='
+env | grep -v -e '^_=' -e '^BERTH_SPARE_INTERPRETERS=' | sort
+trap -p; shopt | tr -s ' \\t' ' '; set -o | tr -s ' \\t' ' '
+ls /proc/self/fd; readlink /proc/self/fd/0
+echo $$
+"""
+
+
+class SpareTest(RunningLauncher):
+    """Spare interpreters (ADR 56): an exec that fits one runs in it and sees what it would cold."""
+
+    def program(self, name, text):
+        path = os.path.join(self.dir, name)
+        with open(path, 'w') as file:
+            file.write(text)
+        return path
+
+    def run_exec(self, argv, env=None, limit_ms=10000, cap=1 << 20):
+        self.exec_id = getattr(self, 'exec_id', 100) + 1
+        self.exec(self.exec_id, argv, limit_ms=limit_ms, cap=cap, env=env)
+        return self.result(self.exec_id)
+
+    def results(self, exec_ids):
+        """The stdout of execs running at once, by id, once each one's outcome came."""
+        outs, ended = {exec_id: b'' for exec_id in exec_ids}, set()
+        while len(ended) < len(exec_ids):
+            (frame_id, kind, payload), = self.frames(1)
+            if kind == launcher.STDOUT:
+                outs[frame_id] += payload
+            elif kind == launcher.OUTCOME:
+                ended.add(frame_id)
+        return outs
+
+    def spares(self):
+        """The launcher's children that are spares, by pid: {pid: 'python' or 'bash'}."""
+        found = {}
+        for name in os.listdir('/proc'):
+            try:
+                with open(f'/proc/{name}/stat', 'rb') as file:
+                    ppid = int(file.read().rsplit(b')', 1)[1].split()[1])
+                args = launcher.strings(f'/proc/{name}/cmdline')
+            except (OSError, ValueError, IndexError):
+                continue
+            if ppid == self.process.pid and (launcher.SPARE_PYTHON in args or launcher.SPARE_BASH in args):
+                found[int(name)] = 'python' if launcher.SPARE_PYTHON in args else 'bash'
+        return found
+
+    def spare(self, kind, other_than=()):
+        """The pid of the spare of `kind` once one is waiting (other than `other_than`)."""
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            for pid, found in self.spares().items():
+                if found == kind and pid not in other_than:
+                    return pid
+            time.sleep(0.01)
+        self.fail(f'no spare {kind} was started')
+
+    def cold_and_spare(self, argv):
+        """The program run cold (spares off), then by the spare that is waiting: both results, and the spare's pid."""
+        spare = self.spare('python' if argv[0] == 'python3' else 'bash')
+        cold = self.run_exec(argv, env={'BERTH_SPARE_INTERPRETERS': '0'})
+        self.assertIn(spare, self.spares())  # a cold exec leaves the spare alone
+        return cold, self.run_exec(argv), spare
+
+    def warm(self, argv):
+        self.run_exec(argv)
+
+    def test_python_sees_what_it_would_cold(self):
+        probe = self.program('probe.py', PYTHON_PROBE)
+        self.warm(['python3', '-u', probe])
+        cold, spared, spare = self.cold_and_spare(['python3', '-u', probe])
+        cold_seen, cold_pid = cold[0].splitlines()
+        seen, pid = spared[0].splitlines()
+        self.assertEqual(int(pid), spare)  # run by the spare
+        self.assertNotEqual(int(cold_pid), spare)
+        self.assertEqual(json.loads(seen), json.loads(cold_seen))
+        self.assertEqual(json.loads(seen)['argv'], [probe])
+        self.assertEqual(json.loads(seen)['path0'], self.dir)
+        self.assertEqual((spared[1], spared[2]['exitCode']), (b'', 0))
+
+    def test_python_errors_and_exit_statuses_are_as_cold(self):
+        programs = {
+            'raises.py': 'def f():\n    raise ValueError("boom")\nprint("before", flush=True)\nf()\n',
+            'exits.py': 'raise SystemExit(5)\n',
+            'says.py': 'import sys\nsys.exit("a message")\n',
+            'syntax.py': 'print("never")\nx = (\n',
+            'interrupted.py': 'raise KeyboardInterrupt\n',
+            'stdin.py': 'import sys\nprint(repr(sys.stdin.read()), sys.stdin.name)\n',
+        }
+        self.warm(['python3', '-u', self.program('warm.py', '')])
+        for name, text in programs.items():
+            path = self.program(name, text)
+            cold, spared, spare = self.cold_and_spare(['python3', '-u', path])
+            self.assertEqual(spared, cold, name)
+            self.assertNotIn(b'spare.py', spared[1])
+            self.spare('python', other_than=(spare,))  # the next one, for the next program
+        self.assertEqual(spared[0], b"'' <stdin>\n")
+
+    def test_bash_sees_what_it_would_cold(self):
+        self.maxDiff = None
+        probe = self.program('probe.sh', BASH_PROBE)
+        self.warm(['bash', probe])
+        cold, spared, spare = self.cold_and_spare(['bash', probe])
+        *cold_lines, cold_pid = cold[0].splitlines()
+        *lines, pid = spared[0].splitlines()
+        self.assertEqual(int(pid), spare)
+        self.assertEqual(lines, cold_lines)
+        self.assertIn(f'0={probe} #=0'.encode(), lines[0])
+        self.assertFalse([line for line in lines if b'BERTH_SPARE' in line or b'BASH_EXECUTION_STRING' in line])
+        self.assertEqual((spared[1], spared[2]['exitCode']), (b'', 0))
+
+    def test_bash_exit_statuses_and_syntax_errors_are_as_cold(self):
+        self.warm(['bash', self.program('warm.sh', 'true\n')])
+        for name, text in {'exits.sh': 'echo a; exit 7\n', 'syntax.sh': 'echo before\nif then )\necho after\n',
+                           'seconds.sh': 'echo "$SECONDS ${BASH_SOURCE[*]}"\n', 'fails.sh': 'no-such-command-here\n'}.items():
+            path = self.program(name, text)
+            if name == 'seconds.sh':
+                time.sleep(1.1)  # the spare has waited a second: SECONDS still counts from the program's start
+            cold, spared, _ = self.cold_and_spare(['bash', path])
+            self.assertEqual(spared, cold, name)
+
+    def test_an_exec_that_does_not_fit_runs_cold_and_sees_its_own_environment(self):
+        probe = self.program('env.py', 'import os\nprint(os.environ.get("GREETING"), "HOME" in os.environ, os.getcwd(), os.getpid())\n')
+        self.warm(['python3', '-u', probe])
+        spare = self.spare('python')
+        # Another environment: cold, with the variable added; the spare stays for its own.
+        out, _, _ = self.run_exec(['python3', '-u', probe], env={'GREETING': 'hi'})
+        greeting, _, cwd, pid = out.split()
+        self.assertEqual((greeting, cwd), (b'hi', self.dir.encode()))
+        self.assertNotEqual(int(pid), spare)
+        # The next spare is started with that exec's environment: a variable removed does not reach it.
+        replaced = self.spare('python', other_than=(spare,))
+        out, _, _ = self.run_exec(['python3', '-u', probe], env={'GREETING': 'hi'})
+        self.assertEqual(out.split()[0::3], [b'hi', str(replaced).encode()])
+        out, _, _ = self.run_exec(['python3', '-u', probe])
+        self.assertEqual(out.split()[0], b'None')
+        self.assertNotEqual(int(out.split()[3]), self.spare('python'))
+        # Stdin, a terminal, arguments, another interpreter's flags: cold, and the spare stays.
+        spare = self.spare('python')
+        self.request(151, {'stdin': base64.b64encode(b'x').decode()}, ['python3', '-u', probe])
+        self.request(152, {}, ['python3', '-u', probe, 'argument'])
+        self.request(153, {}, ['python3', probe])
+        for exec_id, out in self.results((151, 152, 153)).items():
+            self.assertNotEqual(int(out.split()[3]), spare, exec_id)
+        self.request(154, {'pty': {'rows': 24, 'cols': 80}}, ['python3', '-u', probe])
+        self.assertNotIn(str(spare).encode(), self.result(154)[0])
+        self.assertIn(spare, self.spares())
+        # Another working directory: cold.
+        self.send(155, launcher.EXEC, {'argv': ['python3', '-u', probe], 'env': {}, 'cwd': self.workspace, 'maxOutputBytes': 1 << 20})
+        _, _, cwd, pid = self.result(155)[0].split()
+        self.assertEqual((cwd, int(pid) != spare), (self.workspace.encode(), True))
+
+    def test_an_environment_set_later_throws_the_spares_away(self):
+        self.warm(['bash', self.program('warm.sh', 'true\n')])
+        spare = self.spare('bash')
+        self.send(160, launcher.CONTROL, {'op': 'environment', 'env': {'AGENT_TOKEN': 's3cret'}})
+        self.reply(160)
+        deadline = time.monotonic() + 5
+        while spare in self.spares() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        self.assertNotIn(spare, self.spares())
+        out, _, _ = self.run_exec(['bash', self.program('token.sh', 'echo "$AGENT_TOKEN"\n')])
+        self.assertEqual(out, b's3cret\n')
+        out, _, _ = self.run_exec(['bash', self.program('token.sh', 'echo "$AGENT_TOKEN $$"\n')])
+        self.assertEqual(out.split()[0], b's3cret')
+
+    def test_a_spare_that_died_is_replaced_never_used(self):
+        probe = self.program('pid.sh', 'echo $$\n')
+        self.warm(['bash', probe])
+        spare = self.spare('bash')
+        os.kill(spare, signal.SIGKILL)
+        deadline = time.monotonic() + 5  # dead: reaped, or a zombie not reaped yet (its pipe broken)
+        while os.path.exists(f'/proc/{spare}') and not open(f'/proc/{spare}/stat').read().rsplit(')', 1)[1].split()[0] == 'Z':
+            self.assertLess(time.monotonic(), deadline)
+            time.sleep(0.005)
+        out, err, outcome = self.run_exec(['bash', probe])
+        self.assertEqual((err, outcome['exitCode']), (b'', 0))
+        self.assertNotEqual(int(out), spare)
+        self.assertNotEqual(self.spare('bash'), spare)
+
+    def test_the_limit_the_cap_and_a_cancel_reach_a_spares_program(self):
+        sleeper = self.program('sleeper.py', 'import subprocess, sys\nprint("out"); print("err", file=sys.stderr)\nsubprocess.run(["sleep", "30"])\n')
+        self.warm(['python3', '-u', self.program('warm.py', '')])
+        spare = self.spare('python')
+        started = time.monotonic()
+        out, err, outcome = self.run_exec(['python3', '-u', sleeper], limit_ms=500)
+        self.assertLess(time.monotonic() - started, 5)
+        self.assertEqual((out, err, outcome['outcome'], outcome['signal']), (b'out\n', b'err\n', 'timedOut', signal.SIGTERM))
+        self.assertNotIn(spare, self.spares())
+        spare = self.spare('python')
+        out, _, outcome = self.run_exec(['python3', '-u', self.program('loud.py', 'print("x" * 100000)\n')], cap=1000)
+        self.assertEqual((len(out), outcome['dropped']), (1000, [99001, 0]))
+        self.assertNotIn(spare, self.spares())  # it ran there
+        spare = self.spare('python')
+        self.exec(170, ['python3', '-u', sleeper])
+        self.assertEqual(self.frames(1)[0][:2], (170, launcher.STDOUT))
+        self.send(170, launcher.CANCEL, b'')
+        _, _, outcome = self.result(170)
+        self.assertEqual((outcome['outcome'], outcome['signal']), ('signaled', signal.SIGKILL))
+
+    def test_concurrent_execs_do_not_wait_for_the_spare(self):
+        self.warm(['bash', self.program('warm.sh', 'true\n')])
+        spare = self.spare('bash')
+        barrier = self.program('barrier.sh', f"touch {self.dir}/started-$$; for i in $(seq 200); do [ $(ls {self.dir} | grep -c '^started-') = 3 ] && {{ echo $$; exit 0; }}; sleep 0.05; done; exit 1\n")
+        for exec_id in (180, 181, 182):
+            self.exec(exec_id, ['bash', barrier])
+        pids = {}
+        while len(pids) < 3:
+            (frame_id, kind, payload), = self.frames(1)
+            if kind == launcher.STDOUT:
+                pids[frame_id] = int(payload)
+            elif kind == launcher.OUTCOME:
+                self.assertEqual(json.loads(payload)['exitCode'], 0)
+        self.assertEqual(sorted(pids.values()).count(spare), 1)  # one took the spare, the others were spawned
+
+    def test_no_spare_for_a_sandbox_that_never_execs_one_a_language_at_most(self):
+        self.assertEqual(self.spares(), {})
+        self.run_exec(['bash', '-c', 'true'])
+        self.assertEqual(self.spares(), {})
+        for _ in range(3):
+            self.run_exec(['bash', self.program('a.sh', 'true\n')])
+            self.run_exec(['python3', '-u', self.program('a.py', '')])
+        self.spare('bash')
+        self.spare('python')
+        self.assertEqual(sorted(self.spares().values()), ['bash', 'python'])
 
 
 class ImportTest(unittest.TestCase):

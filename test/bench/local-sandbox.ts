@@ -8,6 +8,9 @@
  *   create → first exec   the same, then POST /exec bash `true` answered: when the sandbox is of
  *                         use (its launcher up)                                floor: runsc do /bin/true
  *   exec round trip       POST /v1/agents/:id/exec (bash `true`, python `pass`), against two floors:
+ *                         (back to back, as a tight loop sends them; 100 ms apart, as an agent's execs come
+ *                         between model calls; and by the cold path, spares off with the exec's
+ *                         BERTH_SPARE_INTERPRETERS=0, ADR 56: the interpreter started on the request's path)
  *                         the same program started inside the same sandbox by a program there
  *                         (spawn-floor.py: what any exec must cost at least; in five rounds that
  *                         alternate with the execs), and a raw
@@ -181,6 +184,12 @@ async function main(): Promise<void> {
     // that alternate with the execs, so that a slow stretch of the machine falls on both.
     const execBash: number[] = [];
     const execPython: number[] = [];
+    const spacedBash: number[] = [];
+    const spacedPython: number[] = [];
+    const coldBash: number[] = [];
+    const coldPython: number[] = [];
+    const cold = { BERTH_SPARE_INTERPRETERS: '0' };
+    const pause = () => new Promise((resolve) => setTimeout(resolve, 100));
     const spawnBash: number[] = [];
     const spawnPython: number[] = [];
     await api.post(`/v1/agents/${warm}/exec`, { language: 'bash', code: 'true' });
@@ -192,6 +201,16 @@ async function main(): Promise<void> {
       for (let i = 0; i < runs; i++) {
         execBash.push(await timedAsync(() => api.post(`/v1/agents/${warm}/exec`, { language: 'bash', code: 'true' })));
         execPython.push(await timedAsync(() => api.post(`/v1/agents/${warm}/exec`, { language: 'python', code: 'pass' })));
+      }
+      for (let i = 0; i < runs; i++) {
+        await pause();
+        spacedBash.push(await timedAsync(() => api.post(`/v1/agents/${warm}/exec`, { language: 'bash', code: 'true' })));
+        await pause();
+        spacedPython.push(await timedAsync(() => api.post(`/v1/agents/${warm}/exec`, { language: 'python', code: 'pass' })));
+      }
+      for (let i = 0; i < runs; i++) {
+        coldBash.push(await timedAsync(() => api.post(`/v1/agents/${warm}/exec`, { language: 'bash', code: 'true', env: cold })));
+        coldPython.push(await timedAsync(() => api.post(`/v1/agents/${warm}/exec`, { language: 'python', code: 'pass', env: cold })));
       }
     }
     const floorPython = Array.from({ length: RUNS }, () => timed(() => runscOk([runscRoot, 'exec', warm!, 'python3', '-u', '-c', 'pass'])));
@@ -214,6 +233,10 @@ async function main(): Promise<void> {
       ['exec bash `true`', execBash, 'runsc exec bash -c true', floorExec],
       ['exec python `pass`', execPython, 'in-sandbox spawn python3 -c pass', spawnPython],
       ['exec python `pass`', execPython, 'runsc exec python3 -c pass', floorPython],
+      ['exec bash, 100 ms apart', spacedBash, 'in-sandbox spawn bash -c true', spawnBash],
+      ['exec python, 100 ms apart', spacedPython, 'in-sandbox spawn python3 -c pass', spawnPython],
+      ['exec bash, cold path', coldBash, 'in-sandbox spawn bash -c true', spawnBash],
+      ['exec python, cold path', coldPython, 'in-sandbox spawn python3 -c pass', spawnPython],
       ['4 execs `sleep 0.2` at once', fourSleeps, 'one exec `sleep 0.2`', oneSleep],
     ];
     // The burst: first the floor's, then Berth's.

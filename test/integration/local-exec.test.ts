@@ -56,12 +56,29 @@ const CONNECT_THROUGH_RELAY = [
 
 /**
  * The names of the sandbox's other processes while an exec runs (a python program): the launcher
- * alone over the channel; the launcher's client (perl) too through `runsc exec`.
+ * alone over the channel; the launcher's client (perl) too through `runsc exec`. A spare interpreter
+ * (ADR 56) is named spare-<its name>.
  */
 const OTHER_PROCESSES = [
   'import os',
-  "names = {open(f'/proc/{pid}/comm').read().strip() for pid in os.listdir('/proc') if pid.isdigit() and int(pid) != os.getpid()}",
+  'def name(pid):',
+  "    command = open(f'/proc/{pid}/cmdline', 'rb').read()",
+  "    comm = open(f'/proc/{pid}/comm').read().strip()",
+  "    return f'spare-{comm}' if b'spare.py' in command or b'BERTH_SPARE_FILE' in command else comm",
+  "names = {name(pid) for pid in os.listdir('/proc') if pid.isdigit() and int(pid) != os.getpid()}",
   "print(' '.join(sorted(names)))",
+].join('\n');
+
+/** The spares waiting in the sandbox (ADR 56) as `<name>:<pid>:<resident KiB>` lines, sorted by name. */
+const SPARES = [
+  'import os',
+  'found = []',
+  "for pid in [p for p in os.listdir('/proc') if p.isdigit() and int(p) != os.getpid()]:",
+  "    command = open(f'/proc/{pid}/cmdline', 'rb').read()",
+  "    if b'spare.py' in command or b'BERTH_SPARE_FILE' in command:",
+  "        rss = [line.split()[1] for line in open(f'/proc/{pid}/status') if line.startswith('VmRSS')]",
+  "        found.append(f\"{open(f'/proc/{pid}/comm').read().strip()}:{pid}:{rss[0] if rss else 0}\")",
+  "print('\\n'.join(sorted(found)))",
 ].join('\n');
 
 /** Four execs that each wait until all four have started: run one after another, the first would fail at its limit. */
@@ -102,7 +119,8 @@ describe('execs over the launcher channel', () => {
 
   it('start the egress relay at the first connection to its port, which it carries to the proxy (ADR 49)', async () => {
     expect(await run(sandbox, 'python', CONNECT_THROUGH_RELAY)).toMatch(/^HTTP\/1\.1 403 /);
-    expect(await run(sandbox, 'python', OTHER_PROCESSES)).toBe('berth-egress berth-launcher\n');
+    // The exec runs in the python spare; bash's waits since the exec of bash before.
+    expect(await run(sandbox, 'python', OTHER_PROCESSES)).toBe('berth-egress berth-launcher spare-bash\n');
     expect(await run(sandbox, 'python', CONNECT_THROUGH_RELAY)).toMatch(/^HTTP\/1\.1 403 /);
   });
 
@@ -126,7 +144,8 @@ describe('execs over the launcher channel', () => {
 
   it('go on after a native checkpoint and restore, over the channel again', async () => {
     sandbox = await restoredWithSleeper(agentId, sandbox);
-    expect(await run(sandbox, 'python', OTHER_PROCESSES)).toBe('berth-egress berth-launcher sleep\n');
+    // The spares were checkpointed and restored with the rest, and serve execs there.
+    expect(await run(sandbox, 'python', OTHER_PROCESSES)).toBe('berth-egress berth-launcher sleep spare-bash\n');
     expect(await barrier(sandbox, 'after-restore')).toEqual([0, 0, 0, 0]);
   });
 
@@ -138,6 +157,106 @@ describe('execs over the launcher channel', () => {
     expect(error).toBeInstanceOf(ProviderError);
     expect((error as ProviderError).message).toMatch(/the sandbox is (gone|not running|not answering)/);
     await provider.terminate(sandbox);
+  });
+});
+
+/** A program's pid, and what it sees of itself (PYTHON_PROBE / BASH_PROBE). */
+const PYTHON_PROBE = [
+  'import json, os, signal, sys',
+  "print(json.dumps({'argv': sys.argv, 'name': __name__, 'file': __file__, 'path0': sys.path[0], 'main': sorted(vars(sys.modules['__main__'])),",
+  "    'env': {k: v for k, v in os.environ.items() if k != 'BERTH_SPARE_INTERPRETERS'}, 'cwd': os.getcwd(), 'umask': os.umask(0o22),",
+  "    'leader': [os.getsid(0) == os.getpid(), os.getpgid(0) == os.getpid()], 'fds': sorted(os.listdir('/proc/self/fd')),",
+  "    'signals': [str(signal.getsignal(n)) for n in (signal.SIGTERM, signal.SIGINT, signal.SIGPIPE, signal.SIGHUP)], 'modules': sorted(sys.modules)}))",
+  'print(os.getpid())',
+].join('\n');
+const BASH_PROBE = [
+  `echo "$0 $# $(umask) $([ "$(ps -o sid= -p $$)" -eq $$ ] && echo leader)"`,
+  "set | grep -v -e '^_=' -e '^BASH_LINENO=' -e '^BASH_ARGV=' -e '^BASH_ARGC=' -e '^SECONDS=' -e '^BERTH_SPARE_INTERPRETERS=' | grep -v -e '^[A-Z_]*=\\$.*/run/berth/exec/'",
+  "env | grep -v -e '^_=' -e '^BERTH_SPARE_INTERPRETERS=' | sort; trap -p; ls /proc/self/fd",
+  'echo $$',
+].join('\n');
+
+describe('spare interpreters (ADR 56)', () => {
+  let sandbox: SandboxRef;
+  const cold = { BERTH_SPARE_INTERPRETERS: '0' };
+
+  beforeAll(async () => {
+    sandbox = await provision(newAgentId());
+  });
+
+  afterAll(async () => {
+    await provider.terminate(sandbox);
+  });
+
+  /** The spares waiting, by name: [pid, resident KiB]; once `names` are all there. */
+  async function spares(names: string[]): Promise<Map<string, [number, number]>> {
+    for (let attempt = 0; ; attempt++) {
+      const result = await provider.exec(sandbox, { language: 'bash', code: 'true', timeoutMs: 30_000, env: cold });
+      expect(result.exitCode).toBe(0);
+      const listed = await provider.exec(sandbox, { language: 'python', code: SPARES, timeoutMs: 30_000, env: cold });
+      const found = new Map(
+        listed.stdout
+          .split('\n')
+          .filter(Boolean)
+          .map((line) => line.split(':'))
+          .map(([name, pid, rss]) => [name!, [Number(pid), Number(rss)] as [number, number]]),
+      );
+      if (names.every((name) => found.has(name)) || attempt > 50) return found;
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+  }
+
+  it('none in a sandbox that never execed; then one per language, each run in the next exec as a cold start would be', async () => {
+    expect((await spares([])).size).toBe(0);
+    await run(sandbox, 'python', 'pass');
+    await run(sandbox, 'bash', 'true');
+    const waiting = await spares(['python3', 'bash']);
+    expect([...waiting.keys()].sort()).toEqual(['bash', 'python3']);
+    // Their memory, for docs/benchmarks.md.
+    console.log(`spare resident memory: ${[...waiting].map(([name, [, rss]]) => `${name} ${rss} KiB`).join(', ')}`);
+    for (const [language, probe, name] of [['python', PYTHON_PROBE, 'python3'], ['bash', BASH_PROBE, 'bash']] as const) {
+      const coldRun = await provider.exec(sandbox, { language, code: probe, timeoutMs: 30_000, env: cold });
+      const spareRun = await provider.exec(sandbox, { language, code: probe, timeoutMs: 30_000 });
+      const coldLines = coldRun.stdout.trimEnd().split('\n');
+      const spareLines = spareRun.stdout.trimEnd().split('\n');
+      expect(Number(spareLines.pop())).toBe(waiting.get(name)![0]);
+      expect(Number(coldLines.pop())).not.toBe(waiting.get(name)![0]);
+      // The program file's name differs from exec to exec.
+      const same = (lines: string[]) => lines.map((line) => line.replace(/\/run\/berth\/exec\/[0-9a-f-]+\.(py|sh)/g, 'FILE'));
+      expect(same(spareLines)).toEqual(same(coldLines));
+      expect([spareRun.stderr, spareRun.exitCode]).toEqual(['', 0]);
+    }
+  });
+
+  it('report errors, exit statuses and limits as a cold start would', async () => {
+    await spares(['python3', 'bash']);
+    for (const [language, code] of [
+      ['python', 'def f():\n    raise ValueError("boom")\nf()'],
+      ['python', 'raise SystemExit(5)'],
+      ['python', 'x = ('],
+      ['bash', 'echo a; exit 7'],
+      ['bash', 'if then )'],
+    ] as const) {
+      const coldRun = await provider.exec(sandbox, { language, code, timeoutMs: 30_000, env: cold });
+      const spareRun = await provider.exec(sandbox, { language, code, timeoutMs: 30_000 });
+      const same = (text: string) => text.replace(/\/run\/berth\/exec\/[0-9a-f-]+\.(py|sh)/g, 'FILE');
+      expect([same(spareRun.stdout), same(spareRun.stderr), spareRun.exitCode]).toEqual([same(coldRun.stdout), same(coldRun.stderr), coldRun.exitCode]);
+    }
+    await spares(['python3']);
+    await expect(provider.exec(sandbox, { language: 'python', code: 'import time\ntime.sleep(30)', timeoutMs: 500 })).rejects.toBeInstanceOf(ExecTimeoutError);
+    expect(await run(sandbox, 'bash', 'pgrep -f time.sleep || echo none')).toBe('none\n');
+  });
+
+  it('fall back to a cold start for another environment, and to a new spare after a spare died', async () => {
+    const waiting = await spares(['python3', 'bash']);
+    const result = await provider.exec(sandbox, { language: 'bash', code: 'echo "$GREETING $$"', timeoutMs: 30_000, env: { GREETING: 'hi' } });
+    const [greeting, pid] = result.stdout.split(' ');
+    expect(greeting).toBe('hi');
+    expect(Number(pid)).not.toBe(waiting.get('bash')![0]);
+    await run(sandbox, 'bash', `kill -KILL ${waiting.get('python3')![0]}`);
+    const after = await provider.exec(sandbox, { language: 'python', code: 'import os; print(os.getpid())', timeoutMs: 30_000 });
+    expect([after.exitCode, Number(after.stdout)]).not.toContain(waiting.get('python3')![0]);
+    expect(after.exitCode).toBe(0);
   });
 });
 
