@@ -159,6 +159,26 @@ export function resourceStoreContract(name: string, setup: () => Promise<StoreUn
       expect((await store.get('Session', 'ses-c'))!.status).toEqual({ phase: 'active' });
     });
 
+    it('creates the objects named with a status write, and leaves one that exists as it is', async () => {
+      const created = await store.create('Session', { name: 'ses-cw', spec: sessionSpec('cw') });
+      const existing = await store.create('Session', { name: 'ses-cw-there', spec: sessionSpec('there'), status: { phase: 'active' } });
+      const written = await store.updateStatus('Session', 'ses-cw', { phase: 'active' }, {
+        resourceVersion: created.metadata.resourceVersion,
+        creates: [
+          { kind: 'Session', input: { name: 'ses-cw-new', labels: { made: 'with-write' }, spec: sessionSpec('new'), status: { phase: 'active' } } },
+          { kind: 'Session', input: { name: 'ses-cw-there', spec: sessionSpec('replaced'), status: { phase: 'ended' } } },
+        ],
+      });
+      expect(written.status).toEqual({ phase: 'active' });
+      await settled('the created object in reads', async () => (await store.get('Session', 'ses-cw-new')) !== undefined);
+      expect(await store.get('Session', 'ses-cw-new')).toMatchObject({
+        metadata: { name: 'ses-cw-new', labels: { made: 'with-write' }, generation: 1 },
+        spec: { userId: 'new' },
+        status: { phase: 'active' },
+      });
+      expect(await store.get('Session', 'ses-cw-there')).toEqual(existing);
+    });
+
     it('keeps an object with finalizers until they are removed, and cascades to what it owns', async () => {
       const owner = await store.create('Session', { name: 'ses-owner', spec: sessionSpec('o') });
       const ownerRef = [{ kind: 'Session' as const, name: 'ses-owner', uid: owner.metadata.uid, controller: true }];

@@ -82,4 +82,38 @@ describe('PostgresResourceStore', () => {
     expect((await store.get('Session', 'ses-alongside'))!.status).toEqual({ phase: 'active' });
     expect(inTransaction).toEqual([true, true]);
   });
+
+  it('creates the objects named with a status write in its commit, told to watchers after it, and none when the write loses a race', async () => {
+    const created = await store.create('Session', { name: 'ses-creates', spec: sessionSpec('creates') });
+    const told: string[] = [];
+    const watch = store.watch('Session', { onEvent: (event) => told.push(`${event.type} ${event.name}`), onResync: () => undefined });
+    await watch.ready;
+    try {
+      // Inside the transaction, after the objects were inserted: another connection does not see them yet.
+      const seenMeanwhile: number[] = [];
+      const alongside = async () => {
+        seenMeanwhile.push((await pool.query("SELECT 1 FROM resources WHERE kind = 'Session' AND name LIKE 'ses-creates-%'")).rowCount ?? 0);
+      };
+      await store.updateStatus('Session', 'ses-creates', { phase: 'active' }, {
+        resourceVersion: created.metadata.resourceVersion,
+        alongside,
+        creates: [{ kind: 'Session', input: { name: 'ses-creates-one', spec: sessionSpec('one') } }],
+      });
+      expect(seenMeanwhile).toEqual([0]);
+      expect((await store.get('Session', 'ses-creates-one'))!.spec.userId).toBe('one');
+      expect(told.filter((event) => event.endsWith('ses-creates-one'))).toEqual(['ADDED ses-creates-one']);
+
+      // The version it names is gone: Conflict, and the object it would have created is not there.
+      await expect(
+        store.updateStatus('Session', 'ses-creates', { phase: 'ended' }, {
+          resourceVersion: created.metadata.resourceVersion,
+          creates: [{ kind: 'Session', input: { name: 'ses-creates-two', spec: sessionSpec('two') } }],
+        }),
+      ).rejects.toMatchObject({ reason: 'Conflict' });
+      expect(await store.get('Session', 'ses-creates-two')).toBeUndefined();
+      expect(told.some((event) => event.endsWith('ses-creates-two'))).toBe(false);
+    } finally {
+      watch.stop();
+    }
+  });
 });

@@ -247,9 +247,16 @@ export class KubernetesResourceStore implements ResourceStore {
     status: StatusOf<K>,
     options: WriteOptions = {},
   ): Promise<Resource<K>> {
-    // No database transaction spans a write to the API server: the rows go first, on their own.
+    // No database transaction spans a write to the API server: the rows and objects go first, on their own.
     if (options.within) throw new Error('the Kubernetes store cannot write within a database transaction');
     await options.alongside?.(undefined);
+    for (const { kind: createdKind, input } of options.creates ?? []) {
+      try {
+        await this.create(createdKind, input as CreateInput<typeof createdKind>);
+      } catch (error) {
+        if (!(error instanceof StoreError && error.reason === 'AlreadyExists')) throw error;
+      }
+    }
     const current = options.resourceVersion === undefined ? await this.getObject(kind, name) : undefined;
     const resourceVersion = options.resourceVersion ?? current!.metadata.resourceVersion;
     try {

@@ -147,11 +147,22 @@ export class PostgresResourceStore implements ResourceStore {
 
   async create<K extends Kind>(kind: K, input: CreateInput<K>): Promise<Resource<K>> {
     try {
-      const { rows } = await this.pool.query<ResourceRow>(
-        `INSERT INTO resources (kind, name, uid, resource_version, labels, owner_references, finalizers, spec, status, created_at)
-         VALUES ($1, $2, $3, nextval('resource_version_seq'), $4, $5, $6, $7, $8, $9)
-         RETURNING ${COLUMNS}`,
-        [
+      const created = await this.insert(this.pool, kind, input, false);
+      return this.tellLocally('ADDED', created!);
+    } catch (error) {
+      if (isUniqueViolation(error)) throw new StoreError('AlreadyExists', kind, input.name);
+      throw error;
+    }
+  }
+
+  /** Inserts the object; with `ifAbsent`, nothing (undefined) when one of its kind and name exists. */
+  private async insert<K extends Kind>(db: Queryable, kind: K, input: CreateInput<K>, ifAbsent: boolean): Promise<Resource<K> | undefined> {
+    const { rows } = await db.query<ResourceRow>(
+      `INSERT INTO resources (kind, name, uid, resource_version, labels, owner_references, finalizers, spec, status, created_at)
+       VALUES ($1, $2, $3, nextval('resource_version_seq'), $4, $5, $6, $7, $8, $9)
+       ${ifAbsent ? 'ON CONFLICT (kind, name) DO NOTHING' : ''}
+       RETURNING ${COLUMNS}`,
+      [
           kind,
           input.name,
           randomUUID(),
@@ -161,13 +172,9 @@ export class PostgresResourceStore implements ResourceStore {
           JSON.stringify(input.spec),
           input.status === undefined ? null : JSON.stringify(input.status),
           this.options.clock.now(),
-        ],
-      );
-      return this.tellLocally('ADDED', toResource<K>(rows[0]!));
-    } catch (error) {
-      if (isUniqueViolation(error)) throw new StoreError('AlreadyExists', kind, input.name);
-      throw error;
-    }
+      ],
+    );
+    return rows[0] ? toResource<K>(rows[0]) : undefined;
   }
 
   async updateSpec<K extends Kind>(
@@ -212,17 +219,23 @@ export class PostgresResourceStore implements ResourceStore {
       );
       return rows[0];
     };
-    const { alongside, within } = options;
+    const { alongside, within, creates = [] } = options;
+    const created: Resource[] = [];
+    // What goes with the write: the rows alongside, then the objects created with it.
+    const withWrite = async (tx: Queryable): Promise<ResourceRow | undefined> => {
+      await alongside?.(tx);
+      for (const { kind: createdKind, input } of creates) {
+        const object = await this.insert(tx, createdKind, input as CreateInput<typeof createdKind>, true);
+        if (object) created.push(object);
+      }
+      return update(tx);
+    };
     const row = within
-      ? await this.writeWithin(within, async (tx) => {
-          await alongside?.(tx);
-          return update(tx);
-        })
-      : alongside
+      ? await this.writeWithin(within, withWrite)
+      : alongside || creates.length > 0
         ? await withTransaction(this.pool, async (tx) => {
-            await alongside(tx);
-            const written = await update(tx);
-            // Not written: what went alongside is rolled back with it.
+            const written = await withWrite(tx);
+            // Not written: what went alongside, and what was created with it, is rolled back with it.
             if (!written) throw new NotWritten();
             return written;
           }).catch((error: unknown) => {
@@ -230,7 +243,9 @@ export class PostgresResourceStore implements ResourceStore {
             throw error;
           })
         : await update(this.pool);
-    // After the commit: a watcher that reads the object now sees the change.
+    // After the commit: a watcher that reads the object now sees the change. A write that did not
+    // match was rolled back with what it created.
+    if (row) for (const object of created) this.tellLocally('ADDED', object);
     if (row) return this.tellLocally('MODIFIED', toResource<K>(row));
     const exists = await this.get(kind, name);
     throw new StoreError(exists ? 'Conflict' : 'NotFound', kind, name);

@@ -97,7 +97,17 @@ export interface WriteOptions {
    * wrote in it before (a warm claim, ADR 45) commits with the write, or not at all.
    */
   within?: OpenTransaction;
+  /**
+   * Objects created with the write, each unless one of its kind and name exists already (taken as
+   * made by an earlier attempt). Where the store keeps its objects in PostgreSQL they are created
+   * in the write's own transaction, so the write and the objects take one commit, and a write that
+   * fails creates none of them; elsewhere (Kubernetes) they are created first, on their own.
+   */
+  creates?: readonly CreateRequest[];
 }
+
+/** An object to create, with its kind: `WriteOptions.creates`. */
+export type CreateRequest = { [K in Kind]: { kind: K; input: CreateInput<K> } }[Kind];
 
 /**
  * The one interface controllers and the API server see, whether the resources

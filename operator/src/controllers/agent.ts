@@ -18,6 +18,9 @@ import {
   forgetAgentActivity,
   nanocentsToCents,
   type CheckpointResult,
+  type CreateInput,
+  type CreateRequest,
+  type Kind,
   type ProvisionRequest,
   type Clock,
   type EventInput,
@@ -229,20 +232,25 @@ export function createAgentReconciler(deps: AgentReconcilerDeps): Reconciler {
     let wroteVersion: string | undefined;
     const { claim } = step;
     if (!isDeepStrictEqual(step.status, previous)) {
-      // The events commit with the status (one commit, not one each: each is an fsync on the way
-      // to the agent's answer), and not at all when the status write loses a race. So does a warm
-      // claim made in the status write's transaction.
+      // The events and the objects this reconcile made (a pause's Snapshot) commit with the status
+      // (one commit, not one each: each is an fsync on the way to the agent's answer), and not at
+      // all when the status write loses a race. So does a warm claim made in the status write's
+      // transaction.
       const alongside = step.events.length > 0 ? { alongside: (tx: Queryable | undefined) => recordEvents(tx ?? deps.db) } : {};
+      const creates = step.creates.length > 0 ? { creates: step.creates } : {};
       const within = claim ? { within: claim.tx } : {};
       try {
-        wroteVersion = (await store.updateStatus('Agent', name, step.status, { resourceVersion: agent.metadata.resourceVersion, ...alongside, ...within })).metadata.resourceVersion;
+        wroteVersion = (await store.updateStatus('Agent', name, step.status, { resourceVersion: agent.metadata.resourceVersion, ...alongside, ...creates, ...within })).metadata.resourceVersion;
       } catch (error) {
         if (claim) await abandonClaim(claim, log);
         throw error;
       }
       claim?.committed();
       if (previous.sandbox && !step.status.sandbox) await settleCompute(agent, step.status, step.now, log);
-    } else await recordEvents(deps.db);
+    } else {
+      for (const { kind, input } of step.creates) await createUnlessExists(kind, input as CreateInput<typeof kind>);
+      await recordEvents(deps.db);
+    }
     // Not written with a status (none to write): the claim cannot stand alone.
     if (claim && !claim.tx.ended) await abandonClaim(claim, log);
     // After the status write: the Snapshot reconciler reads the agent's status to know what to do.
@@ -418,7 +426,8 @@ export function createAgentReconciler(deps: AgentReconcilerDeps): Reconciler {
       const timer = metrics.checkpointDuration.startTimer({ provider: provider.name });
       const { level } = await provider.checkpointLocally(status.sandbox, { key: archiveKey(snapshotId), native });
       timer();
-      await ensureSnapshot(agent, snapshotId, provider, { state: 'creating', observedGeneration: 0, conditions: [], level });
+      // Created with the status that names it, in one commit (its first status is its creator's).
+      step.create({ kind: 'Snapshot', input: snapshotInput(agent, snapshotId, provider, { state: 'creating', observedGeneration: 0, conditions: [], level }) });
       paused(step, snapshotId, { level });
       step.wakeSnapshot(snapshotId);
       log.info({ snapshotId, level }, 'agent paused; its checkpoint is on disk, the archive follows');
@@ -452,37 +461,17 @@ export function createAgentReconciler(deps: AgentReconcilerDeps): Reconciler {
     step.emit('agent.paused', { snapshotId, reason: agent.spec.pauseReason ?? 'requested', ...saved }, String(agent.metadata.generation));
   }
 
-  async function ensureSnapshot(
-    agent: AgentResource,
-    snapshotId: string,
-    provider: SandboxProvider,
-    status: SnapshotStatus = { state: 'creating', observedGeneration: 0, conditions: [] },
-  ): Promise<Resource<'Snapshot'>> {
-    const name = idToObjectName(snapshotId);
+  async function ensureSnapshot(agent: AgentResource, snapshotId: string, provider: SandboxProvider): Promise<Resource<'Snapshot'>> {
+    return createUnlessExists('Snapshot', snapshotInput(agent, snapshotId, provider, { state: 'creating', observedGeneration: 0, conditions: [] }));
+  }
+
+  /** Creates the object, or reads the one of its kind and name that an earlier reconcile made. */
+  async function createUnlessExists<K extends Kind>(kind: K, input: CreateInput<K>): Promise<Resource<K>> {
     try {
-      return await store.create('Snapshot', {
-        name,
-        labels: {
-          [Labels.organization]: agent.spec.organizationId,
-          [Labels.mode]: agent.spec.mode,
-          [Labels.session]: idToObjectName(agent.spec.sessionId),
-          [Labels.agent]: agent.metadata.name,
-        },
-        ownerReferences: [{ kind: 'Agent', name: agent.metadata.name, uid: agent.metadata.uid, controller: true }],
-        finalizers: [ARCHIVE_FINALIZER],
-        spec: {
-          organizationId: agent.spec.organizationId,
-          mode: agent.spec.mode,
-          agentId: objectNameToId(agent.metadata.name),
-          sessionId: agent.spec.sessionId,
-          provider: provider.name === 'mock' ? agent.spec.provider : provider.name,
-          type: 'pause',
-        },
-        status,
-      });
+      return await store.create(kind, input);
     } catch (error) {
       if (!isStoreError(error, 'AlreadyExists')) throw error;
-      return (await store.get('Snapshot', name))!;
+      return (await store.get(kind, input.name))!;
     }
   }
 
@@ -872,6 +861,8 @@ class ReconcileStep {
   readonly events: EventInput[] = [];
   /** Snapshots whose reconcile this one's outcome concerns (a checkpoint to archive or to discard). */
   readonly snapshotsToWake: string[] = [];
+  /** Objects to create with the status write: `create`. */
+  readonly creates: CreateRequest[] = [];
   /** The phase the agent had when the reconcile began. */
   readonly previousPhase: AgentPhase;
   private sandboxWord: AgentObservation['sandbox'];
@@ -908,6 +899,11 @@ class ReconcileStep {
 
   wakeSnapshot(snapshotId: string): void {
     this.snapshotsToWake.push(snapshotId);
+  }
+
+  /** An object this reconcile made, created with its status write (unless it exists already). */
+  create(request: CreateRequest): void {
+    this.creates.push(request);
   }
 
   end(ending: AgentEnding): void {
@@ -991,6 +987,30 @@ interface WarmClaim {
 interface IdleAction {
   action: 'pause' | 'terminate';
   since: Date;
+}
+
+/** The Snapshot of a pause of `agent` into `snapshotId`, made by `provider`, with its first status. Pure. */
+export function snapshotInput(agent: Resource<'Agent'>, snapshotId: string, provider: Pick<SandboxProvider, 'name'>, status: SnapshotStatus): CreateInput<'Snapshot'> {
+  return {
+    name: idToObjectName(snapshotId),
+    labels: {
+      [Labels.organization]: agent.spec.organizationId,
+      [Labels.mode]: agent.spec.mode,
+      [Labels.session]: idToObjectName(agent.spec.sessionId),
+      [Labels.agent]: agent.metadata.name,
+    },
+    ownerReferences: [{ kind: 'Agent', name: agent.metadata.name, uid: agent.metadata.uid, controller: true }],
+    finalizers: [ARCHIVE_FINALIZER],
+    spec: {
+      organizationId: agent.spec.organizationId,
+      mode: agent.spec.mode,
+      agentId: objectNameToId(agent.metadata.name),
+      sessionId: agent.spec.sessionId,
+      provider: provider.name === 'mock' ? agent.spec.provider : provider.name,
+      type: 'pause',
+    },
+    status,
+  };
 }
 
 /** One snapshot per pause: its id comes from the agent and the spec generation that asked. */

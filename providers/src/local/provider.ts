@@ -1109,15 +1109,12 @@ export class LocalProvider implements SandboxProvider {
         if (level !== asked) await this.writeManifest(agentId, partial, level);
         // A claimed warm sandbox is restored under its agent's id, whose listener takes the channel.
         if (ref.details?.agentId !== undefined && ref.details.agentId !== agentId) await this.channels.close(agentId);
-        // The workspace's filesystem is written out to its image file, and that to disk, as the
-        // archive in storage was before the pause answered; the image's files and directories
-        // are flushed meanwhile.
+        // The workspace's filesystem is written out to disk, as the archive in storage was before
+        // the pause answered; the image's files and directories are flushed meanwhile. `sync -f`
+        // ends with a flush of the loop device, which the loop driver carries out as an fsync of
+        // its image file: the image file needs no fsync of its own after it (ADR 55).
         await Promise.all([
-          workspaceSync &&
-            (async () => {
-              await workspaceSync.run();
-              await flushFile(paths.workspaceImage);
-            })(),
+          workspaceSync?.run(),
           level === 'native' && flushTree(join(partial, CHECKPOINT_DIR)),
           flushDirectory(partial),
         ]);
