@@ -104,7 +104,7 @@ export async function claimWarmSandbox(
        SELECT id FROM warm_sandboxes
         WHERE organization_id = $2 AND mode = $3 AND provider = $4 AND compute = $5 AND browser = $6
           AND (definition IS NULL OR definition = $7) AND state = 'ready' AND NOT EXISTS (SELECT 1 FROM earlier)
-        ORDER BY definition IS NULL, created_at
+        ORDER BY definition IS NULL, created_at, id
         LIMIT 1 FOR UPDATE SKIP LOCKED
      ), taken AS (
        UPDATE warm_sandboxes SET state = 'claimed', agent_id = $1, claimed_at = $8
