@@ -432,7 +432,8 @@ describe('calls in flight hold an idle agent awake (leases)', () => {
       const { rows } = await db.query("SELECT spec->>'desiredState' AS state FROM resources WHERE kind = 'Agent' AND name = $1", [made.body.id.replace('_', '-')]);
       return rows[0].state === 'active' ? true : undefined;
     }, { what: 'the idle pause to be called off while the exec holds its lease', timeoutMs: 60_000, intervalMs: 20 });
-    expect((await exec(made.body.id, 'touch /workspace/go')).status).toBe(200);
+    const go = await exec(made.body.id, 'touch /workspace/go');
+    expect(go.status, JSON.stringify(go.body)).toBe(200);
     const answered = await running;
     expect(answered.status, JSON.stringify(answered.body)).toBe(200);
     expect(answered.body.stdout).toBe('1\n');
