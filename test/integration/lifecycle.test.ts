@@ -416,9 +416,14 @@ describe('calls in flight hold an idle agent awake (leases)', () => {
     expect((await exec(made.body.id, 'echo 1 > /workspace/marker')).status).toBe(200);
     // The exec ends only when the test lets it (the file go), after the pause was called off: on a
     // loaded machine the reconcile may come later than any fixed sleep would last.
-    const running = exec(made.body.id, 'until [ -e /workspace/go ]; do sleep 0.05; done; cat /workspace/marker', { timeout: 90 });
+    const running = exec(made.body.id, 'touch /workspace/started; until [ -e /workspace/go ]; do sleep 0.05; done; cat /workspace/marker', { timeout: 90 });
     // The exec is in its sandbox when the idle pause arrives as the reconciler writes it after a look
-    // at the traffic that came before the exec.
+    // at the traffic that came before the exec: its program runs (so the call read the agent again
+    // after taking its lease; a pause seen then is a wake instead, not this case) and its lease is held.
+    await eventually(async () => {
+      const probe = await exec(made.body.id, 'test -e /workspace/started');
+      return probe.status === 200 && probe.body.exitCode === 0 ? true : undefined;
+    }, { what: 'the exec to run in its sandbox', intervalMs: 50 });
     await eventually(async () => {
       const { rows } = await db.query('SELECT count(*)::int AS n FROM agent_call_leases WHERE agent_id = $1', [made.body.id]);
       return rows[0].n > 0 ? true : undefined;

@@ -287,13 +287,15 @@ export function createAgentService(deps: AgentServiceDeps) {
   }
 
   /**
-   * The agent once it is no longer booting: exec and run on an agent created a moment ago
-   * wait for its sandbox instead of answering 409. Waits by watching, at most `bootWaitMs`;
+   * The agent once it is no longer booting: exec and run on an agent created (or resumed) a moment
+   * ago wait for its sandbox instead of answering 409. Waits by watching, at most `bootWaitMs`;
    * whatever state it then has is the caller's to judge.
    */
   async function whenBooted(agent: Resource<'Agent'>): Promise<Resource<'Agent'>> {
+    // Paused with `active` asked: a resume (or another call's wake) that the reconciler has not
+    // taken up yet, which then boots the agent: the call waits for it as for a boot.
     const booting = (current: Resource<'Agent'> | undefined) =>
-      current !== undefined && current.spec.desiredState === 'active' && (current.status?.phase ?? 'booting') === 'booting' && !current.metadata.deletionTimestamp;
+      current !== undefined && current.spec.desiredState === 'active' && ['booting', 'paused'].includes(current.status?.phase ?? 'booting') && !current.metadata.deletionTimestamp;
     if (!booting(agent)) return agent;
     return (await waitForAgent(store, agent.metadata.name, bootWaitMs, (current) => !booting(current))) ?? agent;
   }
