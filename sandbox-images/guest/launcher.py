@@ -119,6 +119,12 @@ SPARES = {
 }
 # The variable that turns spares off for an exec (in the sandbox's or the exec's environment): `0`.
 SPARES_SETTING = b'BERTH_SPARE_INTERPRETERS'
+# A spare taken sooner than this after its start was likely still starting: execs of its kind come
+# faster than one spare is refilled (a tight loop), so two are kept, the next one started an exec
+# earlier. A spare that waited longer than SPARE_IDLE_S brings its kind back to one.
+SPARE_YOUNG_S = 0.1
+SPARE_IDLE_S = 1.0
+MAX_SPARES = 2
 
 
 def outcome(status, stopped_with=None):
@@ -367,6 +373,7 @@ class Spare:
 
     def __init__(self, key, pid, control, stdout, stderr):
         self.key, self.pid, self.control, self.stdout, self.stderr = key, pid, control, stdout, stderr
+        self.started = time.monotonic()
 
     def close(self):
         for fd in (self.control, self.stdout, self.stderr):
@@ -749,8 +756,10 @@ class Launcher:
         self.stream_pids = {}
         self.reconnect_at = time.monotonic()
         self.reconnect_wait = RECONNECT_S[0]
-        # Spare interpreters by argv prefix (ADR 56): one for each that was execed.
+        # Spare interpreters by argv prefix (ADR 56), oldest first, all started alike: one for each
+        # prefix that was execed, two while its execs come faster than a spare starts (spare_depth).
         self.spares = {}
+        self.spare_depth = {}
         # The egress relay's port while no relay has taken it (start_egress_relay).
         self.egress = egress
         self.egress_relay = None
@@ -844,9 +853,9 @@ class Launcher:
                 self.selector.unregister(conn)
                 del self.clients[conn]
                 self.answer(conn, finished[program])
-        for prefix, spare in list(self.spares.items()):
-            if spare.pid in finished:  # killed before any exec took it: the next fitting exec starts cold
-                del self.spares[prefix]
+        for spares in self.spares.values():
+            for spare in [spare for spare in spares if spare.pid in finished]:
+                spares.remove(spare)  # killed before any exec took it: the next fitting exec starts cold
                 spare.close()
         for pid, record in finished.items():
             if pid in self.execs:
@@ -1028,10 +1037,15 @@ class Launcher:
     def take_spare(self, key, path):
         """The spare for `key`, handed the program at `path`, or None: none was started, it was
         started for another environment or directory, or it died (its pipe is broken then)."""
-        spare = self.spares.get(key[0])
-        if spare is None or spare.key[1] != key[1] or spare.key[2] != key[2]:
+        spares = self.spares.get(key[0])
+        if not spares or spares[0].key[1] != key[1] or spares[0].key[2] != key[2]:
             return None
-        del self.spares[key[0]]
+        spare = spares.pop(0)
+        waited = time.monotonic() - spare.started
+        if waited < SPARE_YOUNG_S:
+            self.spare_depth[key[0]] = MAX_SPARES
+        elif waited > SPARE_IDLE_S:
+            self.spare_depth[key[0]] = 1
         try:
             os.write(spare.control, path + b'\n')
         except OSError:
@@ -1041,13 +1055,22 @@ class Launcher:
         return spare
 
     def start_spare(self, key):
-        """After an exec that fits a spare: one is started for the next, unless one like it waits."""
+        """After an exec that fits a spare: spares like it are started for the next execs, up to its
+        kind's depth; spares started alike for another environment or directory are ended."""
         prefix, env, cwd = key
-        spare = self.spares.get(prefix)
-        if spare is not None and spare.key[1] == env and spare.key[2] == cwd:
-            return
-        if spare is not None:
-            self.discard_spare(self.spares.pop(prefix))
+        spares = self.spares.setdefault(prefix, [])
+        if spares and (spares[0].key[1] != env or spares[0].key[2] != cwd):
+            for spare in spares:
+                self.discard_spare(spare)
+            spares.clear()
+        while len(spares) < self.spare_depth.get(prefix, 1):
+            spare = self.spawn_spare(key)
+            if spare is None:
+                return
+            spares.append(spare)
+
+    def spawn_spare(self, key):
+        prefix, env, cwd = key
         control, control_write = os.pipe()
         out_read, out_write = os.pipe()
         err_read, err_write = os.pipe()
@@ -1061,20 +1084,21 @@ class Launcher:
             log(f'no spare {prefix[0].decode()}: {error!r}')
             for fd in (control_write, out_read, err_read):
                 os.close(fd)
-            return
+            return None
         finally:
             os.chdir('/')
             for fd in (stdin, out_write, err_write, control):
                 os.close(fd)
-        self.spares[prefix] = Spare(key, pid, control_write, out_read, err_read)
+        return Spare(key, pid, control_write, out_read, err_read)
 
     def discard_spare(self, spare):
         self.kill(spare.pid)
         spare.close()
 
     def discard_spares(self):
-        for spare in self.spares.values():
-            self.discard_spare(spare)
+        for spares in self.spares.values():
+            for spare in spares:
+                self.discard_spare(spare)
         self.spares.clear()
 
     def terminal_exec(self, exec_id, request, env):

@@ -922,16 +922,37 @@ class SpareTest(RunningLauncher):
                 self.assertEqual(json.loads(payload)['exitCode'], 0)
         self.assertEqual(sorted(pids.values()).count(spare), 1)  # one took the spare, the others were spawned
 
-    def test_no_spare_for_a_sandbox_that_never_execs_one_a_language_at_most(self):
+    def test_no_spare_for_a_sandbox_that_never_execs_two_a_language_at_most(self):
         self.assertEqual(self.spares(), {})
         self.run_exec(['bash', '-c', 'true'])
         self.assertEqual(self.spares(), {})
-        for _ in range(3):
+        for _ in range(4):
             self.run_exec(['bash', self.program('a.sh', 'true\n')])
             self.run_exec(['python3', '-u', self.program('a.py', '')])
         self.spare('bash')
         self.spare('python')
-        self.assertEqual(sorted(self.spares().values()), ['bash', 'python'])
+        kinds = sorted(self.spares().values())
+        self.assertLessEqual(kinds.count('bash'), launcher.MAX_SPARES)
+        self.assertLessEqual(kinds.count('python'), launcher.MAX_SPARES)
+
+    def test_execs_faster_than_a_spare_starts_keep_two_and_a_slow_one_brings_back_one(self):
+        program = ['bash', self.program('a.sh', 'echo $$\n')]
+        cold = int(self.run_exec(program)[0])
+        # Taken at once, before it could have been waiting long: execs of its kind come fast.
+        first = int(self.run_exec(program)[0])
+        self.assertNotEqual(first, cold)
+        second = self.spare('bash', other_than=(first,))
+        third = self.spare('bash', other_than=(first, second))
+        self.assertEqual(sorted(self.spares()), sorted((second, third)))
+        # The oldest is handed the next exec, and the one that took its place is started behind it.
+        self.assertEqual(int(self.run_exec(program)[0]), second)
+        fourth = self.spare('bash', other_than=(first, second, third))
+        self.assertEqual(sorted(self.spares()), sorted((third, fourth)))
+        # A spare that waited past SPARE_IDLE_S: one is enough again, and the other stays for the next exec.
+        time.sleep(launcher.SPARE_IDLE_S + 0.2)
+        self.assertEqual(int(self.run_exec(program)[0]), third)
+        time.sleep(0.3)
+        self.assertEqual(list(self.spares()), [fourth])
 
 
 class ImportTest(unittest.TestCase):

@@ -119,8 +119,9 @@ describe('execs over the launcher channel', () => {
 
   it('start the egress relay at the first connection to its port, which it carries to the proxy (ADR 49)', async () => {
     expect(await run(sandbox, 'python', CONNECT_THROUGH_RELAY)).toMatch(/^HTTP\/1\.1 403 /);
-    // The exec runs in the python spare; bash's waits since the exec of bash before.
-    expect(await run(sandbox, 'python', OTHER_PROCESSES)).toBe('berth-egress berth-launcher spare-bash\n');
+    // The exec runs in the python spare; bash's waits since the exec of bash before. A second python
+    // spare waits when the one taken had only just started (execs back to back keep two).
+    expect(await run(sandbox, 'python', OTHER_PROCESSES)).toMatch(/^berth-egress berth-launcher spare-bash( spare-python3)?\n$/);
     expect(await run(sandbox, 'python', CONNECT_THROUGH_RELAY)).toMatch(/^HTTP\/1\.1 403 /);
   });
 
@@ -145,7 +146,7 @@ describe('execs over the launcher channel', () => {
   it('go on after a native checkpoint and restore, over the channel again', async () => {
     sandbox = await restoredWithSleeper(agentId, sandbox);
     // The spares were checkpointed and restored with the rest, and serve execs there.
-    expect(await run(sandbox, 'python', OTHER_PROCESSES)).toBe('berth-egress berth-launcher sleep spare-bash\n');
+    expect(await run(sandbox, 'python', OTHER_PROCESSES)).toMatch(/^berth-egress berth-launcher sleep spare-bash( spare-python3)?\n$/);
     expect(await barrier(sandbox, 'after-restore')).toEqual([0, 0, 0, 0]);
   });
 
