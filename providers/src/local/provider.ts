@@ -387,17 +387,16 @@ export class LocalProvider implements SandboxProvider {
 
   /**
    * Has a program that exhausts the sandbox's memory killed, rather than the sandbox (see
-   * memory.ts), at the limit the sandbox was started with (a restored one keeps its own).
+   * memory.ts), at the limit the sandbox was started with (a restored one keeps its own): that of
+   * `spec` when the caller has the bundle's spec at hand (it just launched the sandbox), else the
+   * one its bundle's file holds.
    */
-  private async guardMemory(containerId: string): Promise<void> {
-    const spec = await readFile(join(this.paths(containerId).bundle, 'config.json'), 'utf8')
-      .then((text) => JSON.parse(text) as Record<string, unknown>)
-      .catch(() => undefined);
-    this.guardMemoryOf(containerId, spec);
-  }
-
-  /** `guardMemory` with the bundle's spec at hand (the one a sandbox was just launched with). */
-  private guardMemoryOf(containerId: string, spec: Record<string, unknown> | undefined): void {
+  private async guardMemory(containerId: string, bundleSpec?: Record<string, unknown>): Promise<void> {
+    const spec =
+      bundleSpec ??
+      (await readFile(join(this.paths(containerId).bundle, 'config.json'), 'utf8')
+        .then((text) => JSON.parse(text) as Record<string, unknown>)
+        .catch(() => undefined));
     const limit = (spec as { linux?: { resources?: { memory?: { limit?: number } } } } | undefined)?.linux?.resources?.memory?.limit;
     if (limit === undefined) this.options.log.warn({ agentId: containerId }, 'no memory limit in the sandbox\'s bundle: its memory is not guarded');
     else this.memory.watch(containerId, limit);
@@ -478,7 +477,7 @@ export class LocalProvider implements SandboxProvider {
       await this.options.runsc.delete(containerId).catch(() => undefined);
       throw new ProviderError(this.name, `could not start the sandbox: ${(error as Error).message}`, { sandbox: containerId });
     }
-    this.guardMemoryOf(containerId, spec);
+    await this.guardMemory(containerId, spec);
   }
 
   /**
