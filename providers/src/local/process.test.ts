@@ -78,6 +78,22 @@ describe('SpareProcesses', () => {
     }
   });
 
+  it('runs nothing when handed fewer words than it was told (the writer ended half-way)', async () => {
+    const spares = new SpareProcesses(1);
+    spares.fill();
+    try {
+      const spare = spares.take()!;
+      let stdout = '';
+      spare.stdout!.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
+      const exited = new Promise<number | null>((resolve) => spare.once('exit', (code) => resolve(code)));
+      spare.stdin!.end('4\nsh\n-c\necho ran\n');
+      expect(await exited).toBe(1);
+      expect(stdout).toBe('');
+    } finally {
+      spares.stop();
+    }
+  });
+
   it('stops its idle spares, which end without running anything', async () => {
     const before = new Set(await waiting()); // other tests' spares, ending
     const spares = new SpareProcesses(2);

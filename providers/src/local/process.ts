@@ -41,11 +41,12 @@ export function runProcess(command: string, args: readonly string[], options: Ru
 }
 
 /**
- * The shell of a process made before its program is known: it reads the program and its
- * arguments from its stdin, one a line, until the stdin ends, then execs them; given none (a
- * cancel, or the end of this process), it exits 1 without running anything.
+ * The shell of a process made before its program is known: it reads from its stdin how many words
+ * follow, then the program and its arguments, one a line, and execs them. Given none (a cancel, or
+ * the end of this process) or fewer than it was told (this process ended while writing them), it
+ * exits 1 without running anything.
  */
-const EXEC_FROM_STDIN = 'while IFS= read -r arg; do set -- "$@" "$arg"; done; [ "$#" -gt 0 ] && exec "$@"';
+const EXEC_FROM_STDIN = 'IFS= read -r count || exit 1; while [ "$#" -lt "$count" ] && IFS= read -r arg; do set -- "$@" "$arg"; done; [ "$#" -gt 0 ] && [ "$#" -eq "$count" ] && exec "$@"';
 
 function execLater(): ChildProcess {
   return spawn('sh', ['-c', EXEC_FROM_STDIN, 'sh'], { stdio: ['pipe', 'pipe', 'pipe'] });
@@ -221,7 +222,7 @@ function launch(command: string, args: readonly string[], options: RunOptions, g
       startTimer();
       child.stdin?.end(options.stdin ?? '');
     } else {
-      const program = [command, ...args].map((word) => `${word}\n`).join('');
+      const program = [String(args.length + 1), command, ...args].map((word) => `${word}\n`).join('');
       void goAhead.then((run) => {
         if (run) startTimer();
         child.stdin?.end(run ? program : '');
