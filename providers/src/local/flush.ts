@@ -1,6 +1,6 @@
 import { open, readdir } from 'node:fs/promises';
 import { join } from 'node:path';
-import { armChecked, runProcess, type ArmedStep, type RunResult } from './process.js';
+import { armChecked, runProcess, type ArmedStep, type RunResult, type SpareProcesses } from './process.js';
 
 const LONGEST_MS = 10 * 60_000;
 
@@ -40,9 +40,9 @@ export async function syncFilesystem(mountPoint: string): Promise<void> {
   await run('sync', ['-f', mountPoint]);
 }
 
-/** A `syncFilesystem` armed (its process created) to run later; see `armProcess`. */
-export function armFilesystemSync(mountPoint: string): ArmedStep {
-  return armChecked('sync', ['-f', mountPoint], { timeoutMs: LONGEST_MS }, (result) => succeeded('sync', ['-f', mountPoint], result));
+/** A `syncFilesystem` armed (its process created, or taken from `spares`) to run later; see `armProcess`. */
+export function armFilesystemSync(mountPoint: string, spares?: SpareProcesses): ArmedStep {
+  return armChecked('sync', ['-f', mountPoint], { timeoutMs: LONGEST_MS, ...(spares ? { spares } : {}) }, (result) => succeeded('sync', ['-f', mountPoint], result));
 }
 
 /** Copies a filesystem image as a sparse file (or a reflink where the host's filesystem can). */

@@ -4,6 +4,7 @@ import { rootCertificates } from 'node:tls';
 import { ProviderError, type BerthConfig, type EgressMetrics, type Logger } from '@berth/common';
 import { EgressProxy, type EgressProxyOptions } from './egress/proxy.js';
 import { ImageStore } from './images.js';
+import { SpareProcesses } from './process.js';
 import { LocalProvider } from './provider.js';
 import { Runsc } from './runsc.js';
 
@@ -37,9 +38,12 @@ export function egressProxyOptions(config: BerthConfig, log: Logger, metrics?: E
 /** The local provider as embedded mode configures it: state and sandboxes under the data directory. */
 export function createLocalProvider(config: BerthConfig, log: Logger, options: { egressMetrics?: EgressMetrics } = {}): LocalProvider {
   const egress = new EgressProxy(egressProxyOptions(config, log, options.egressMetrics));
+  // One for each program a pause starts: its checkpoint, the workspace's sync, the container's delete.
+  const spareProcesses = new SpareProcesses(3);
   return new LocalProvider({
     egress,
-    runsc: new Runsc({ binary: config.runsc, stateDir: join(config.dataDir, 'runsc'), network: config.sandboxNetwork, overlayBytes: config.sandboxOverlaySize }),
+    runsc: new Runsc({ binary: config.runsc, stateDir: join(config.dataDir, 'runsc'), network: config.sandboxNetwork, overlayBytes: config.sandboxOverlaySize, spares: spareProcesses }),
+    spareProcesses,
     images: new ImageStore(config.imageDir, log),
     sandboxDir: join(config.dataDir, 'sandboxes'),
     cpus: config.sandboxCpus,

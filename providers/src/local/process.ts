@@ -1,4 +1,4 @@
-import { spawn, type SpawnOptions } from 'node:child_process';
+import { spawn, type ChildProcess, type SpawnOptions } from 'node:child_process';
 import { OutputLimit } from '../program.js';
 
 export interface RunOptions {
@@ -12,6 +12,11 @@ export interface RunOptions {
   channel?: boolean;
   /** Called with each complete line of stderr as it arrives (progress of long commands). */
   onStderrLine?: (line: string) => void;
+  /**
+   * Takes the program's process from these spares rather than forking this one for it (see
+   * `SpareProcesses`); only for a program with the default stdio and no input.
+   */
+  spares?: SpareProcesses;
 }
 
 export interface RunResult {
@@ -31,7 +36,72 @@ const MAX_CHANNEL_BYTES = 64 * 1024;
 
 /** Runs a program to completion, with its output bounded and a hard time limit. */
 export function runProcess(command: string, args: readonly string[], options: RunOptions = {}): Promise<RunResult> {
-  return launch(command, args, options);
+  const spare = canExecLater(command, args, options) ? options.spares?.take() : undefined;
+  return spare ? launch(command, args, options, Promise.resolve(true), spare) : launch(command, args, options);
+}
+
+/**
+ * The shell of a process made before its program is known: it reads from its stdin how many words
+ * follow, then the program and its arguments, one a line, and execs them. Given none (a cancel, or
+ * the end of this process) or fewer than it was told (this process ended while writing them), it
+ * exits 1 without running anything.
+ */
+const EXEC_FROM_STDIN = 'IFS= read -r count || exit 1; while [ "$#" -lt "$count" ] && IFS= read -r arg; do set -- "$@" "$arg"; done; [ "$#" -gt 0 ] && [ "$#" -eq "$count" ] && exec "$@"';
+
+function execLater(): ChildProcess {
+  return spawn('sh', ['-c', EXEC_FROM_STDIN, 'sh'], { stdio: ['pipe', 'pipe', 'pipe'] });
+}
+
+/** Whether the program can be handed to a shell of `EXEC_FROM_STDIN`: its stdin carries the program, so it gets none of its own. */
+function canExecLater(command: string, args: readonly string[], options: RunOptions): boolean {
+  return options.stdio === undefined && !options.channel && !options.detached && !options.stdin && ![command, ...args].some((word) => word.includes('\n'));
+}
+
+/**
+ * Processes made ahead of need, each a shell waiting to be handed a program (`EXEC_FROM_STDIN`).
+ * Creating a process forks this one, which holds the event loop for milliseconds, the more the
+ * larger this process is (10–25 ms for Berth's on a loaded two-core machine), and takes a core
+ * meanwhile: a program whose start is on a path that is timed (the pause's `runsc checkpoint`)
+ * takes a spare instead, and the owner makes the spares again (`fill`) when nothing timed runs.
+ * With none left, a program forks as it would without spares. Idle spares do not keep this process
+ * alive, and end when it does (their stdin closes).
+ */
+export class SpareProcesses {
+  private readonly idle: ChildProcess[] = [];
+  private stopped = false;
+
+  constructor(private readonly count: number) {}
+
+  /** Makes the missing spares (a fork of this process each). */
+  fill(): void {
+    while (!this.stopped && this.idle.length < this.count) {
+      const child = execLater();
+      child.on('error', () => undefined); // could not be made: it has no pid, and take() passes it by
+      child.unref();
+      for (const stream of [child.stdin, child.stdout, child.stderr]) (stream as unknown as { unref?: () => void } | null)?.unref?.();
+      this.idle.push(child);
+    }
+  }
+
+  /** A spare, alive, no longer idle; undefined when none is left. */
+  take(): ChildProcess | undefined {
+    let spare: ChildProcess | undefined;
+    while (spare === undefined && this.idle.length > 0) {
+      const child = this.idle.shift()!;
+      if (child.pid !== undefined && child.exitCode === null && child.signalCode === null) spare = child;
+    }
+    if (spare) {
+      spare.ref();
+      for (const stream of [spare.stdin, spare.stdout, spare.stderr]) (stream as unknown as { ref?: () => void } | null)?.ref?.();
+    }
+    return spare;
+  }
+
+  /** Ends the idle spares and makes no more. */
+  stop(): void {
+    this.stopped = true;
+    for (const child of this.idle.splice(0)) child.stdin?.end();
+  }
 }
 
 /** A program whose process exists already and which runs on `run()`; see `armProcess`. */
@@ -43,16 +113,18 @@ export interface ArmedProcess {
 }
 
 /**
- * Creates the process of a program now, to run it later: a shell waits for the go-ahead on its
- * stdin, then execs the program. Creating a process forks this one, which holds the event loop
- * for milliseconds (the more, the larger the process is); a pause arms what has to follow its
- * checkpoint while runsc writes it, so that only the programs themselves follow. The time limit
- * counts from `run()`. Every armed process must be run or cancelled.
+ * Creates the process of a program now, to run it later: a shell (`EXEC_FROM_STDIN`) that is
+ * handed the program on the go-ahead and execs it. Creating a process forks this one, which holds
+ * the event loop for milliseconds (the more, the larger the process is); a pause arms what has to
+ * follow its checkpoint while runsc writes it, so that only the programs themselves follow (with
+ * `spares`, the process is a spare, and nothing is forked now). The time limit counts from
+ * `run()`. Every armed process must be run or cancelled.
  */
 export function armProcess(command: string, args: readonly string[], options: Omit<RunOptions, 'stdin'> = {}): ArmedProcess {
   let decide: (run: boolean) => void = () => undefined;
   const goAhead = new Promise<boolean>((resolve) => (decide = resolve));
-  const result = launch('sh', ['-c', 'read -r go && [ "$go" = run ] && exec "$@"', 'sh', command, ...args], options, goAhead);
+  if (!canExecLater(command, args, options)) throw new Error(`armProcess: ${command} cannot be handed to a waiting shell (its own stdio, or a newline in an argument)`);
+  const result = launch(command, args, options, goAhead, options.spares?.take() ?? execLater());
   result.catch(() => undefined); // reported by run(); a cancelled program's failure matters to no one
   return {
     run() {
@@ -77,13 +149,19 @@ export function armChecked(command: string, args: readonly string[], options: Om
   return { run: async () => check(await armed.run()), cancel: () => armed.cancel() };
 }
 
-function launch(command: string, args: readonly string[], options: RunOptions, goAhead?: Promise<boolean>): Promise<RunResult> {
+/**
+ * Runs the program: in a process forked for it now, or, with `waiting`, in that shell of
+ * `EXEC_FROM_STDIN`, handed the program on the go-ahead (nothing, on a cancel).
+ */
+function launch(command: string, args: readonly string[], options: RunOptions, goAhead?: Promise<boolean>, waiting?: ChildProcess): Promise<RunResult> {
   const started = performance.now();
   return new Promise((resolve, reject) => {
-    const child = spawn(command, args, {
-      stdio: options.stdio ?? (options.channel ? ['pipe', 'pipe', 'pipe', 'pipe'] : ['pipe', 'pipe', 'pipe']),
-      detached: options.detached ?? false,
-    });
+    const child =
+      waiting ??
+      spawn(command, args, {
+        stdio: options.stdio ?? (options.channel ? ['pipe', 'pipe', 'pipe', 'pipe'] : ['pipe', 'pipe', 'pipe']),
+        detached: options.detached ?? false,
+      });
     const limit = options.maxOutputBytes ?? DEFAULT_MAX_OUTPUT;
     const stdout = new OutputLimit(limit);
     const stderr = new OutputLimit(limit);
@@ -144,9 +222,10 @@ function launch(command: string, args: readonly string[], options: RunOptions, g
       startTimer();
       child.stdin?.end(options.stdin ?? '');
     } else {
+      const program = [String(args.length + 1), command, ...args].map((word) => `${word}\n`).join('');
       void goAhead.then((run) => {
         if (run) startTimer();
-        child.stdin?.end(run ? 'run\n' : '');
+        child.stdin?.end(run ? program : '');
       });
     }
   });

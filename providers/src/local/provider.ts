@@ -75,7 +75,7 @@ import { MemoryGuard } from './memory.js';
 import { Runsc, RunscError } from './runsc.js';
 import { ensureVolume, isMountPoint, SpareVolumes, unmountVolume, VOLUME_IMAGE } from './volume.js';
 import { armFilesystemSync, copyImage, flushDirectory, flushFile, flushTree, syncFilesystem } from './flush.js';
-import type { ArmedStep } from './process.js';
+import type { ArmedStep, SpareProcesses } from './process.js';
 
 export interface LocalProviderOptions {
   runsc: Runsc;
@@ -95,6 +95,12 @@ export interface LocalProviderOptions {
   guestDir?: string;
   /** Empty workspace filesystems kept ready for new sandboxes (default 4; 0 makes each when needed). */
   spareVolumes?: number;
+  /**
+   * Processes made ahead of need for the programs a pause runs (`runsc checkpoint`, the
+   * workspace's `sync -f`, `runsc delete`), shared with `runsc`: made at `prepareImages`, made again
+   * when a pause's archive begins, ended at `close`.
+   */
+  spareProcesses?: SpareProcesses;
   /** The egress proxy of this host's sandboxes (ADR 46); without it sandboxes have no way out at all. */
   egress?: EgressProxy;
   log: Logger;
@@ -239,6 +245,7 @@ export class LocalProvider implements SandboxProvider {
    */
   async close(): Promise<void> {
     await this.options.egress?.closeAll();
+    this.options.spareProcesses?.stop();
     await this.spares?.close();
   }
 
@@ -250,6 +257,7 @@ export class LocalProvider implements SandboxProvider {
   /** Builds the default image ahead of the first agent, if it is missing, and makes the spare workspaces. */
   async prepareImages(): Promise<void> {
     this.spares?.fill();
+    this.options.spareProcesses?.fill();
     await this.options.images.ensure(IMAGE_FOR_COMPUTE.python);
   }
 
@@ -1095,7 +1103,7 @@ export class LocalProvider implements SandboxProvider {
       const asked: SnapshotLevel = native ? 'native' : 'filesystem';
       const checkpointed = native ? this.checkpointInto(agentId, partial) : Promise.resolve(asked);
       const armedDelete = runsc.armDelete(agentId);
-      const armedSync = isMountPoint(paths.workspace).then((mounted) => (mounted ? armFilesystemSync(paths.workspace) : undefined));
+      const armedSync = isMountPoint(paths.workspace).then((mounted) => (mounted ? armFilesystemSync(paths.workspace, this.options.spareProcesses) : undefined));
       let level: SnapshotLevel;
       try {
         // Settled all, so that a failure of one does not leave the checkpoint running behind the retry.
@@ -1174,6 +1182,9 @@ export class LocalProvider implements SandboxProvider {
       if (!existsSync(kept)) {
         throw new ProviderError(this.name, `no checkpoint of sandbox ${agentId} is kept on this host, and no archive ${key} was stored`, { ...details, lost: true });
       }
+      // The pause has answered, and its archive is work in the background: the spare processes
+      // the pause took are made again now, where their forks hold up nothing that is waited for.
+      this.options.spareProcesses?.fill();
       const started = performance.now();
       const level = await this.keptLevel(kept);
       const cancel = new AbortController();

@@ -1,7 +1,7 @@
 import { closeSync, openSync } from 'node:fs';
 import { readdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { armChecked, runProcess, type ArmedStep, type RunResult } from './process.js';
+import { armChecked, runProcess, type ArmedStep, type RunResult, type SpareProcesses } from './process.js';
 
 export type ContainerStatus = 'creating' | 'created' | 'running' | 'stopped' | 'paused';
 
@@ -22,6 +22,8 @@ export interface RunscOptions {
   network: 'none' | 'host';
   /** Largest the in-memory writable layer over the image may grow; writes past it fail with ENOSPC. */
   overlayBytes: number;
+  /** Where `checkpoint` and `armDelete` take their process from, rather than forking this one on the pause's path. */
+  spares?: SpareProcesses;
 }
 
 /** The runsc command line, one method per subcommand Berth uses. */
@@ -48,6 +50,7 @@ export class Runsc {
   async checkpoint(containerId: string, imageDir: string): Promise<void> {
     const result = await runProcess(this.options.binary, [...this.globalFlags(), 'checkpoint', `--image-path=${imageDir}`, containerId], {
       timeoutMs: 10 * 60_000,
+      ...(this.options.spares ? { spares: this.options.spares } : {}),
     });
     if (result.exitCode !== 0) throw new RunscError('checkpoint', result);
   }
@@ -176,7 +179,7 @@ export class Runsc {
 
   /** `delete`, its process created now (while a checkpoint runs) to run once the checkpoint is done; see `armProcess`. */
   armDelete(containerId: string): ArmedStep {
-    return armChecked(this.options.binary, this.deleteArgs(containerId), { timeoutMs: DELETE_TIMEOUT_MS }, deleted);
+    return armChecked(this.options.binary, this.deleteArgs(containerId), { timeoutMs: DELETE_TIMEOUT_MS, ...(this.options.spares ? { spares: this.options.spares } : {}) }, deleted);
   }
 
   private deleteArgs(containerId: string): string[] {
