@@ -1,6 +1,6 @@
 import { createHash, randomUUID } from 'node:crypto';
-import { chmodSync, existsSync, readdirSync, readlinkSync, writeFileSync } from 'node:fs';
-import { chmod, mkdir, readFile, readlink, rename, rm, rmdir, symlink, writeFile } from 'node:fs/promises';
+import { chmodSync, existsSync, readdirSync, readlinkSync, symlinkSync, writeFileSync } from 'node:fs';
+import { chmod, mkdir, readFile, readlink, rename, rm, rmdir, writeFile } from 'node:fs/promises';
 import { basename, join } from 'node:path';
 import type { Duplex } from 'node:stream';
 import type { Compute, SandboxRef } from '@berth/crds';
@@ -364,7 +364,9 @@ export class LocalProvider implements SandboxProvider {
     if (this.aliases.sandboxOf(agentId) !== warm.id) {
       const link = join(this.options.sandboxDir, agentId);
       try {
-        await symlink(warm.id, link);
+        // One system call, made here rather than through the thread pool (a hop each way, slow on
+        // a loaded host): the claim's transaction is open meanwhile, and the client waits for it.
+        symlinkSync(warm.id, link);
       } catch (error) {
         if ((error as NodeJS.ErrnoException).code !== 'EEXIST' || (await readlink(link).catch(() => undefined)) !== warm.id) {
           throw new ProviderError(this.name, `could not give warm sandbox ${warm.id} to agent ${agentId}: ${(error as Error).message}`, { sandbox: warm.id });
