@@ -66,6 +66,39 @@ export function eventIdFor(occurrence: string): string {
   return id;
 }
 
+/**
+ * Events as the one parameter of `insertEventsFrom`: inserted by a statement that writes something
+ * else too (the status write whose change they announce: ADR 45), in their order.
+ */
+export function eventsParameter(events: readonly EventInput[], at: Date): string {
+  return JSON.stringify(
+    events.map((event, n) => ({
+      n,
+      id: eventIdFor(event.occurrence),
+      organization_id: event.organizationId,
+      mode: event.mode,
+      type: event.type,
+      subject_id: event.subjectId ?? null,
+      data: event.data,
+      created_at: at.toISOString(),
+    })),
+  );
+}
+
+/**
+ * The insert of the events of `eventsParameter` given as `parameter` (e.g. `$5`), each unless its
+ * occurrence was written already (as `recordEvent`), and only where `condition` holds: a part of a
+ * larger statement (a data-modifying `WITH`).
+ */
+export function insertEventsFrom(parameter: string, condition = 'true'): string {
+  return `INSERT INTO events (id, organization_id, mode, type, subject_id, data, created_at)
+     SELECT e.id, e.organization_id, e.mode, e.type, e.subject_id, e.data, e.created_at
+       FROM jsonb_to_recordset(${parameter}::jsonb) AS e(n integer, id text, organization_id text, mode text, type text, subject_id text, data jsonb, created_at timestamptz)
+      WHERE ${condition}
+      ORDER BY e.n
+     ON CONFLICT (id) DO NOTHING`;
+}
+
 /** Writes the event unless this occurrence was already written; returns whether it was new. */
 export async function recordEvent(db: Queryable, event: EventInput, at: Date): Promise<boolean> {
   const result = await db.query(

@@ -304,6 +304,12 @@ describe('agent creation input', () => {
     expect((await live.get(`/v1/sessions/${sessionId}/agents?limit=100`)).body.data).toHaveLength(before);
   });
 
+  it('answers a create in a session that does not exist with 404, whatever else is wrong with it', async () => {
+    // The session and the provider's BYOI configuration are read together; the session's answer comes first.
+    expectError(await live.post('/v1/sessions/ses_00000000000000000000000000/agents', { provider: 'aws-lambda' }), 404, 'not_found');
+    expectError(await live.post('/v1/sessions/ses_00000000000000000000000000/agents', {}), 404, 'not_found');
+  });
+
   it('explains storage and browser refusals', async () => {
     const storage = await live.post(`/v1/sessions/${sessionId}/agents`, { storage: '10Gi' });
     expect(storage.body.error.message).toMatch(/storage.*not supported/);

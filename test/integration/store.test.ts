@@ -1,10 +1,11 @@
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ManualClock } from '../../common/src/clock.js';
-import { createPool, migrate, type Queryable } from '../../common/src/index.js';
+import { createPool, listEvents, migrate, waitForResource, type EventInput, type Queryable, type Resource, type WatchEvent } from '../../common/src/index.js';
 import { silentLogger } from '../../common/src/log.js';
 import { PostgresResourceStore } from '../../common/src/store/postgres.js';
 import { resourceStoreContract, sessionSpec } from '../contracts/resource-store.js';
+import { eventually } from '../helpers/http.js';
 import { createTestDatabase } from '../helpers/postgres.js';
 
 const clock = new ManualClock('2026-03-01T12:00:00Z');
@@ -42,12 +43,91 @@ resourceStoreContract('PostgresResourceStore', async () => {
 describe('PostgresResourceStore', () => {
   let pool: pg.Pool;
   let store: PostgresResourceStore;
+  let open: () => PostgresResourceStore;
   beforeAll(async () => {
-    ({ pool, store } = await startStore());
+    ({ pool, store, open } = await startStore());
   });
   afterAll(async () => {
     await store.close();
     await pool.end();
+  });
+
+  it('inserts the events given with a status write by its statement, in order, each occurrence once, and none when the write loses a race', async () => {
+    const created = await store.create('Session', { name: 'ses-events', spec: sessionSpec('events') });
+    const event = (n: number): EventInput => ({ type: 'agent.started', organizationId: 'org_events', mode: 'live', subjectId: 'ses-events', data: { n }, occurrence: `ses-events/${n}` });
+    const stored = async () => (await listEvents(pool, { subjectId: 'ses-events' })).map((stored) => stored.data.n);
+    const at = clock.now();
+    const written = await store.updateStatus('Session', 'ses-events', { phase: 'active' }, { resourceVersion: created.metadata.resourceVersion, events: { events: [event(1), event(2)], at, db: pool } });
+    expect(await stored()).toEqual([1, 2]);
+    expect((await listEvents(pool, { subjectId: 'ses-events' }))[0]!.createdAt).toBe(at.toISOString());
+    // The version it names is gone: Conflict, and its event is not recorded.
+    await expect(
+      store.updateStatus('Session', 'ses-events', { phase: 'active' }, { resourceVersion: created.metadata.resourceVersion, events: { events: [event(3)], at, db: pool } }),
+    ).rejects.toMatchObject({ reason: 'Conflict' });
+    await expect(store.updateStatus('Session', 'ses-gone', { phase: 'active' }, { events: { events: [event(5)], at, db: pool } })).rejects.toMatchObject({ reason: 'NotFound' });
+    expect(await stored()).toEqual([1, 2]);
+    // An occurrence written before is not written again; in a transaction of the caller's, the events commit with it.
+    const tx = await store.beginTransaction();
+    await store.updateStatus('Session', 'ses-events', { phase: 'active' }, { resourceVersion: written.metadata.resourceVersion, events: { events: [event(2), event(4)], at, db: pool }, within: tx });
+    expect(await stored()).toEqual([1, 2, 4]);
+  });
+
+  it("tells this process's watchers of its own writes once each, with the object as written, even when the notification comes first", async () => {
+    const told: WatchEvent[] = [];
+    const watch = store.watch('Session', { onEvent: (event) => told.push(event), onResync: () => undefined });
+    await watch.ready;
+    const versions = [(await store.create('Session', { name: 'ses-told', spec: sessionSpec('told') })).metadata.resourceVersion];
+    for (let i = 0; i < 20; i++) {
+      const written = i % 2 === 0
+        ? await store.updateSpec('Session', 'ses-told', (current) => ({ ...current.spec, userId: `told-${i}` }))
+        : await store.updateStatus('Session', 'ses-told', { phase: 'active' });
+      versions.push(written.metadata.resourceVersion);
+    }
+    // Another client's write, heard by notification after every one before it.
+    const other = open();
+    await other.create('Session', { name: 'ses-told-after', spec: sessionSpec('told-after') });
+    await eventually(async () => (told.some((event) => event.name === 'ses-told-after') ? true : undefined), { what: 'the later write heard' });
+    watch.stop();
+    await other.close();
+    const own = told.filter((event) => event.name === 'ses-told');
+    expect(own.map((event) => [event.resourceVersion, event.object?.metadata.resourceVersion])).toEqual(versions.map((version) => [version, version]));
+    expect((own[1]!.object as Resource<'Session'>).spec.userId).toBe('told-0');
+    // Another process's write comes by notification, without the object.
+    expect(told.find((event) => event.name === 'ses-told-after')!.object).toBeUndefined();
+  });
+
+  it('a wait answers from the object its watch was told by a write of this process, and reads what another process wrote', async () => {
+    // Watched from before its creation, so that the creation is told here and its notification, coming later, is not.
+    const before = store.watch('Session', { onEvent: () => undefined, onResync: () => undefined });
+    await before.ready;
+    await store.create('Session', { name: 'ses-wait', spec: sessionSpec('wait') });
+    let reads = 0;
+    const counted = new Proxy(store, {
+      get(target, property) {
+        if (property === 'get') {
+          return (...args: Parameters<PostgresResourceStore['get']>) => {
+            reads++;
+            return target.get(...args);
+          };
+        }
+        const value = Reflect.get(target, property, target) as unknown;
+        return typeof value === 'function' ? value.bind(target) : value;
+      },
+    });
+    const waited = waitForResource(counted, 'Session', 'ses-wait', 10_000, (session) => session?.spec.userId === 'here');
+    await eventually(async () => (reads === 1 ? true : undefined), { what: 'the first read' });
+    await store.updateSpec('Session', 'ses-wait', (current) => ({ ...current.spec, userId: 'here' }));
+    expect((await waited)?.spec.userId).toBe('here');
+    expect(reads).toBe(1);
+
+    const other = open();
+    const waitedOther = waitForResource(counted, 'Session', 'ses-wait', 10_000, (session) => session?.spec.userId === 'there');
+    await eventually(async () => (reads === 2 ? true : undefined), { what: 'the first read' });
+    await other.updateSpec('Session', 'ses-wait', (current) => ({ ...current.spec, userId: 'there' }));
+    expect((await waitedOther)?.spec.userId).toBe('there');
+    expect(reads).toBe(3);
+    await other.close();
+    before.stop();
   });
 
   it('numbers resourceVersions from one sequence, so that a later write has a larger one', async () => {

@@ -6,6 +6,7 @@ import {
   METADATA_LABEL_PREFIX,
   MAX_TIMEOUT_SECONDS,
   idToObjectName,
+  isId,
   objectNameToId,
   pendingApprovalOf,
   scopeLabels,
@@ -307,7 +308,8 @@ export function createAgentService(deps: AgentServiceDeps) {
     touch,
 
     async create(principal: Principal, sessionId: string, input: CreateAgentInput): Promise<AgentView> {
-      return agentView(await deps.factory.create(principal, await sessions.find(principal, sessionId), input));
+      // The session is read beside the factory's first read, not before it.
+      return agentView(await deps.factory.create(principal, sessions.find(principal, sessionId), input));
     },
 
     /** The agent, and while a tool call of its run waits for a decision, which one. */
@@ -316,17 +318,20 @@ export function createAgentService(deps: AgentServiceDeps) {
       id: string,
       wait?: { status: AgentView['status']; timeoutMs: number },
     ): Promise<AgentView & { awaitingApproval?: { approvalId: string; taskId: string; action: string; expiresAt: string } }> {
-      let agent = await find(principal, id);
-      if (wait) {
-        // Watched, not polled: the answer goes out as soon as the reconciler writes the status, and
-        // is the agent as the wait last read it (no read more).
+      let agent: Resource<'Agent'>;
+      if (wait && isId(id, 'agt')) {
+        // Watched, not polled: the watch starts before the one read of the agent (its owner checked),
+        // and the answer goes out as soon as the reconciler's status write has committed, as that
+        // write left the agent (no read more: ADR 45).
         const reached = (current: Resource<'Agent'> | undefined) => {
           const phase = current?.status?.phase ?? 'booting';
           return current === undefined || phase === wait.status || phase === 'terminated' || phase === 'failed';
         };
-        if (!reached(agent)) {
-          agent = (await waitForAgent(store, agent.metadata.name, wait.timeoutMs, reached)) ?? agent;
-        }
+        let found: Resource<'Agent'> | undefined;
+        const firstRead = async () => (found = await find(principal, id));
+        agent = (await waitForAgent(store, idToObjectName(id), wait.timeoutMs, reached, { firstRead })) ?? found!;
+      } else {
+        agent = await find(principal, id);
       }
       const view = agentView(agent);
       if (view.status !== 'running') return view;

@@ -4,6 +4,7 @@ import type { Registry } from 'prom-client';
 import type { Clock } from '../clock.js';
 import { beginTransaction, isUniqueViolation, withTransaction, type OpenTransaction, type Queryable } from '../db/index.js';
 import { NotificationListener } from '../db/listener.js';
+import { eventsParameter, insertEventsFrom } from '../events.js';
 import type { Logger } from '../log.js';
 import {
   StoreError,
@@ -77,6 +78,13 @@ export class PostgresResourceStore implements ResourceStore {
    * and is not told twice. Bounded, oldest out first.
    */
   private readonly told = new Set<string>();
+  /**
+   * Objects this process is writing (kind/name), with the notifications heard for them meanwhile.
+   * Those wait until the write has returned and been told with its object (ADR 45): the
+   * notification of the write itself can reach the listening connection before the writing one
+   * has its answer, and a watcher told by it would have to read what the write returns anyway.
+   */
+  private readonly writing = new Map<string, { writes: number; held: string[] }>();
   private readonly listener: NotificationListener;
 
   constructor(
@@ -146,12 +154,15 @@ export class PostgresResourceStore implements ResourceStore {
   }
 
   async create<K extends Kind>(kind: K, input: CreateInput<K>): Promise<Resource<K>> {
+    const writeDone = this.startWriting(kind, input.name);
     try {
       const created = await this.insert(this.pool, kind, input, false);
       return this.tellLocally('ADDED', created!);
     } catch (error) {
       if (isUniqueViolation(error)) throw new StoreError('AlreadyExists', kind, input.name);
       throw error;
+    } finally {
+      writeDone();
     }
   }
 
@@ -183,25 +194,30 @@ export class PostgresResourceStore implements ResourceStore {
     mutate: (current: Resource<K>) => SpecOf<K> | undefined,
   ): Promise<Resource<K>> {
     let changed = false;
-    const result = await withTransaction(this.pool, async (tx) => {
-      const { rows } = await tx.query<ResourceRow>(
-        `SELECT ${COLUMNS} FROM resources WHERE kind = $1 AND name = $2 FOR UPDATE`,
-        [kind, name],
-      );
-      if (!rows[0]) throw new StoreError('NotFound', kind, name);
-      const current = toResource<K>(rows[0]);
-      const spec = mutate(current);
-      if (spec === undefined) return current;
-      const updated = await tx.query<ResourceRow>(
-        `UPDATE resources SET spec = $3, generation = generation + 1, resource_version = nextval('resource_version_seq')
-         WHERE kind = $1 AND name = $2 RETURNING ${COLUMNS}`,
-        [kind, name, JSON.stringify(spec)],
-      );
-      changed = true;
-      return toResource<K>(updated.rows[0]!);
-    });
-    // After the commit: a watcher that reads the object now sees the change.
-    return changed ? this.tellLocally('MODIFIED', result) : result;
+    const writeDone = this.startWriting(kind, name);
+    try {
+      const result = await withTransaction(this.pool, async (tx) => {
+        const { rows } = await tx.query<ResourceRow>(
+          `SELECT ${COLUMNS} FROM resources WHERE kind = $1 AND name = $2 FOR UPDATE`,
+          [kind, name],
+        );
+        if (!rows[0]) throw new StoreError('NotFound', kind, name);
+        const current = toResource<K>(rows[0]);
+        const spec = mutate(current);
+        if (spec === undefined) return current;
+        const updated = await tx.query<ResourceRow>(
+          `UPDATE resources SET spec = $3, generation = generation + 1, resource_version = nextval('resource_version_seq')
+           WHERE kind = $1 AND name = $2 RETURNING ${COLUMNS}`,
+          [kind, name, JSON.stringify(spec)],
+        );
+        changed = true;
+        return toResource<K>(updated.rows[0]!);
+      });
+      // After the commit: a watcher that reads the object now sees the change.
+      return changed ? this.tellLocally('MODIFIED', result) : result;
+    } finally {
+      writeDone();
+    }
   }
 
   async updateStatus<K extends Kind>(
@@ -210,43 +226,54 @@ export class PostgresResourceStore implements ResourceStore {
     status: StatusOf<K>,
     options: WriteOptions = {},
   ): Promise<Resource<K>> {
+    const events = options.events && options.events.events.length > 0 ? options.events : undefined;
     const update = async (db: Queryable): Promise<ResourceRow | undefined> => {
+      const values = [kind, name, JSON.stringify(status), options.resourceVersion ?? null];
+      // The events go in the same statement, inserted only when the write matched.
       const { rows } = await db.query<ResourceRow>(
-        `UPDATE resources SET status = $3, resource_version = nextval('resource_version_seq')
-         WHERE kind = $1 AND name = $2 AND ($4::bigint IS NULL OR resource_version = $4::bigint)
-         RETURNING ${COLUMNS}`,
-        [kind, name, JSON.stringify(status), options.resourceVersion ?? null],
+        `WITH updated AS (
+           UPDATE resources SET status = $3, resource_version = nextval('resource_version_seq')
+            WHERE kind = $1 AND name = $2 AND ($4::bigint IS NULL OR resource_version = $4::bigint)
+           RETURNING ${COLUMNS}
+         )${events ? `, recorded AS (${insertEventsFrom('$5', 'EXISTS (SELECT 1 FROM updated)')})` : ''}
+         SELECT ${COLUMNS} FROM updated`,
+        events ? [...values, eventsParameter(events.events, events.at)] : values,
       );
       return rows[0];
     };
     const { alongside, within, creates = [] } = options;
-    const created: Resource[] = [];
-    // What goes with the write: the rows alongside, then the objects created with it.
-    const withWrite = async (tx: Queryable): Promise<ResourceRow | undefined> => {
-      await alongside?.(tx);
-      for (const { kind: createdKind, input } of creates) {
-        const object = await this.insert(tx, createdKind, input as CreateInput<typeof createdKind>, true);
-        if (object) created.push(object);
-      }
-      return update(tx);
-    };
-    const row = within
-      ? await this.writeWithin(within, withWrite)
-      : alongside || creates.length > 0
-        ? await withTransaction(this.pool, async (tx) => {
-            const written = await withWrite(tx);
-            // Not written: what went alongside, and what was created with it, is rolled back with it.
-            if (!written) throw new NotWritten();
-            return written;
-          }).catch((error: unknown) => {
-            if (error instanceof NotWritten) return undefined;
-            throw error;
-          })
-        : await update(this.pool);
-    // After the commit: a watcher that reads the object now sees the change. A write that did not
-    // match was rolled back with what it created.
-    if (row) for (const object of created) this.tellLocally('ADDED', object);
-    if (row) return this.tellLocally('MODIFIED', toResource<K>(row));
+    const writeDone = this.startWriting(kind, name);
+    try {
+      const created: Resource[] = [];
+      // What goes with the write: the rows alongside, then the objects created with it.
+      const withWrite = async (tx: Queryable): Promise<ResourceRow | undefined> => {
+        await alongside?.(tx);
+        for (const { kind: createdKind, input } of creates) {
+          const object = await this.insert(tx, createdKind, input as CreateInput<typeof createdKind>, true);
+          if (object) created.push(object);
+        }
+        return update(tx);
+      };
+      const row = within
+        ? await this.writeWithin(within, withWrite)
+        : alongside || creates.length > 0
+          ? await withTransaction(this.pool, async (tx) => {
+              const written = await withWrite(tx);
+              // Not written: what went alongside, and what was created with it, is rolled back with it.
+              if (!written) throw new NotWritten();
+              return written;
+            }).catch((error: unknown) => {
+              if (error instanceof NotWritten) return undefined;
+              throw error;
+            })
+          : await update(this.pool);
+      // After the commit: a watcher that reads the object now sees the change. A write that did not
+      // match was rolled back with what it created.
+      if (row) for (const object of created) this.tellLocally('ADDED', object);
+      if (row) return this.tellLocally('MODIFIED', toResource<K>(row));
+    } finally {
+      writeDone();
+    }
     const exists = await this.get(kind, name);
     throw new StoreError(exists ? 'Conflict' : 'NotFound', kind, name);
   }
@@ -349,8 +376,23 @@ export class PostgresResourceStore implements ResourceStore {
     const set = this.handlers.get(resource.kind as Kind);
     if (!set || set.size === 0) return resource;
     if (!this.firstTelling(`${type} ${resource.kind}/${resource.metadata.name}/${resource.metadata.resourceVersion}`)) return resource;
-    for (const handlers of [...set]) handlers.onEvent({ type, name: resource.metadata.name, resourceVersion: resource.metadata.resourceVersion });
+    // A copy: the writer gets `resource` back and may change it; the watchers share this one.
+    const object = structuredClone(resource) as Resource;
+    for (const handlers of [...set]) handlers.onEvent({ type, name: resource.metadata.name, resourceVersion: resource.metadata.resourceVersion, object });
     return resource;
+  }
+
+  /** Marks a write of the object under way; the function returned ends it and lets the notifications held meanwhile through. */
+  private startWriting(kind: Kind, name: string): () => void {
+    const key = `${kind}/${name}`;
+    let entry = this.writing.get(key);
+    if (!entry) this.writing.set(key, (entry = { writes: 0, held: [] }));
+    entry.writes++;
+    return () => {
+      if (--entry.writes > 0) return;
+      this.writing.delete(key);
+      for (const payload of entry.held) this.dispatch(payload);
+    };
   }
 
   /** Whether this write is told for the first time (and from now on, that it was). */
@@ -364,6 +406,11 @@ export class PostgresResourceStore implements ResourceStore {
   private dispatch(payload: string | undefined): void {
     if (!payload) return;
     const event = JSON.parse(payload) as WatchEvent & { kind: Kind };
+    const writing = this.writing.get(`${event.kind}/${event.name}`);
+    if (writing) {
+      writing.held.push(payload);
+      return;
+    }
     if (!this.firstTelling(`${event.type} ${event.kind}/${event.name}/${event.resourceVersion}`)) return;
     const set = this.handlers.get(event.kind);
     if (!set) return;

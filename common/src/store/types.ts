@@ -1,4 +1,5 @@
 import type { OpenTransaction, Queryable } from '../db/index.js';
+import type { EventInput } from '../events.js';
 import type { AgentSpec, AgentStatus, FleetSpec, FleetStatus, ScheduleSpec, ScheduleStatus, SessionSpec, SessionStatus, SnapshotSpec, SnapshotStatus, WarmPoolSpec, WarmPoolStatus } from '@berth/crds';
 
 /** Spec and status of each kind the stores hold. */
@@ -67,6 +68,11 @@ export interface WatchEvent {
   type: 'ADDED' | 'MODIFIED' | 'DELETED';
   name: string;
   resourceVersion: string;
+  /**
+   * The object as the write left it, when the store has it at hand without a read (a committed
+   * write of this process on PostgreSQL); shared by every watcher, which must not change it.
+   */
+  object?: Resource;
 }
 
 export interface WatchHandlers {
@@ -91,6 +97,14 @@ export interface WriteOptions {
    * none of them; elsewhere (Kubernetes) `db` is undefined and they are written on their own, first.
    */
   alongside?: (db: Queryable | undefined) => Promise<void>;
+  /**
+   * Events that the write makes true (`recordEvent`'s rows, each unless its occurrence was written
+   * already), recorded at `at`. Where the store keeps its objects in PostgreSQL they are inserted
+   * by the write's own statement: one round trip, in the write's commit, and none of them when the
+   * write does not match (Conflict, NotFound). Elsewhere (Kubernetes) they are recorded first, on
+   * their own, through `db`.
+   */
+  events?: { events: readonly EventInput[]; at: Date; db: Queryable };
   /**
    * A transaction begun by the store's `beginTransaction` that the write joins and ends: committed
    * with the write (and what goes alongside), rolled back when the write fails. What the caller

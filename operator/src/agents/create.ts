@@ -95,15 +95,28 @@ export function createAgentFactory(deps: AgentFactoryDeps) {
      * two agents after a crash chooses it first); an agent with that id already there is
      * returned as it is.
      */
-    async create(principal: Principal, session: Resource<'Session'>, input: CreateAgentInput, options: { id?: string } = {}): Promise<Resource<'Agent'>> {
+    async create(
+      principal: Principal,
+      sessionOrRead: Resource<'Session'> | Promise<Resource<'Session'>>,
+      input: CreateAgentInput,
+      options: { id?: string } = {},
+    ): Promise<Resource<'Agent'>> {
+      // A session still being read (the API's create) is read beside the provider's BYOI
+      // configuration: two reads, one wait. Its error (404) comes first, as when read alone.
+      const sessionRead = Promise.resolve(sessionOrRead);
+      sessionRead.catch(() => undefined);
       assertInstallCurrency(deps.currency, 'costCap.currency', input.costCap?.currency);
+      const providerName = input.provider ?? providers.defaultProvider;
+      const [sessionResult, byoiResult] = await Promise.allSettled([sessionRead, providerField(principal, 'provider', providerName)]);
+      if (sessionResult.status === 'rejected') throw sessionResult.reason;
+      const session = sessionResult.value;
       const sessionId = objectNameToId(session.metadata.name);
       if (options.id) {
         const existing = await store.get('Agent', idToObjectName(options.id));
         if (existing) return existing;
       }
-      const providerName = input.provider ?? providers.defaultProvider;
-      const byoi = await providerField(principal, 'provider', providerName);
+      if (byoiResult.status === 'rejected') throw byoiResult.reason;
+      const byoi = byoiResult.value;
       const fallbackByoi = await providerField(principal, 'providerFallback', input.providerFallback);
       // A BYOI provider that cannot be reached now is checked when it provisions (or the fallback is).
       const provider = byoi

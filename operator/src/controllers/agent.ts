@@ -234,13 +234,13 @@ export function createAgentReconciler(deps: AgentReconcilerDeps): Reconciler {
     if (!isDeepStrictEqual(step.status, previous)) {
       // The events and the objects this reconcile made (a pause's Snapshot) commit with the status
       // (one commit, not one each: each is an fsync on the way to the agent's answer), and not at
-      // all when the status write loses a race. So does a warm claim made in the status write's
-      // transaction.
-      const alongside = step.events.length > 0 ? { alongside: (tx: Queryable | undefined) => recordEvents(tx ?? deps.db) } : {};
+      // all when the status write loses a race; the events are inserted by the status write's own
+      // statement (one round trip). So does a warm claim made in the status write's transaction.
+      const events = step.events.length > 0 ? { events: { events: step.events, at: step.now, db: deps.db } } : {};
       const creates = step.creates.length > 0 ? { creates: step.creates } : {};
       const within = claim ? { within: claim.tx } : {};
       try {
-        wroteVersion = (await store.updateStatus('Agent', name, step.status, { resourceVersion: agent.metadata.resourceVersion, ...alongside, ...creates, ...within })).metadata.resourceVersion;
+        wroteVersion = (await store.updateStatus('Agent', name, step.status, { resourceVersion: agent.metadata.resourceVersion, ...events, ...creates, ...within })).metadata.resourceVersion;
       } catch (error) {
         if (claim) await abandonClaim(claim, log);
         throw error;

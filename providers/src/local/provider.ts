@@ -1,6 +1,6 @@
 import { createHash, randomUUID } from 'node:crypto';
-import { chmodSync, existsSync, readdirSync, readlinkSync, writeFileSync } from 'node:fs';
-import { chmod, mkdir, readFile, readlink, rename, rm, rmdir, symlink, writeFile } from 'node:fs/promises';
+import { chmodSync, existsSync, readdirSync, readlinkSync, symlinkSync, writeFileSync } from 'node:fs';
+import { chmod, mkdir, readFile, readlink, rename, rm, rmdir, writeFile } from 'node:fs/promises';
 import { basename, join } from 'node:path';
 import type { Duplex } from 'node:stream';
 import type { Compute, SandboxRef } from '@berth/crds';
@@ -72,6 +72,7 @@ import {
   type SnapshotManifest,
 } from './manifest.js';
 import { MemoryGuard } from './memory.js';
+import { SandboxAliases } from './aliases.js';
 import { Runsc, RunscError } from './runsc.js';
 import { ensureVolume, isMountPoint, SpareVolumes, unmountVolume, VOLUME_IMAGE } from './volume.js';
 import { armFilesystemSync, copyImage, flushDirectory, flushFile, flushTree, syncFilesystem } from './flush.js';
@@ -176,7 +177,7 @@ export class LocalProvider implements SandboxProvider {
    * directory holds the agent's files. Kept on disk as a symlink `<agent id>` → `<warm id>` in the
    * sandboxes' directory, read back at start.
    */
-  private readonly aliases = new Map<string, string>();
+  private readonly aliases = new SandboxAliases();
 
   constructor(private readonly options: LocalProviderOptions) {
     for (const entry of (() => {
@@ -262,7 +263,7 @@ export class LocalProvider implements SandboxProvider {
   }
 
   private paths(agentId: string) {
-    const root = join(this.options.sandboxDir, this.aliases.get(agentId) ?? agentId);
+    const root = join(this.options.sandboxDir, this.aliases.sandboxOf(agentId) ?? agentId);
     return {
       root,
       bundle: join(root, 'bundle'),
@@ -358,20 +359,22 @@ export class LocalProvider implements SandboxProvider {
     // A hand-over whose claim never committed (the process ended between the two, ADR 45) leaves
     // its link behind, read back at start. The sandbox may hold that agent's secrets: no other
     // agent gets it (the reconciler ends it), and that agent's next claim replaces it.
-    const handedTo = [...this.aliases].find(([agent, sandbox]) => sandbox === warm.id && agent !== agentId)?.[0];
+    const handedTo = this.aliases.holderOf(warm.id, agentId);
     if (handedTo !== undefined) {
       throw new ProviderError(this.name, `warm sandbox ${warm.id} was handed to agent ${handedTo} by a claim that did not commit`, { sandbox: warm.id });
     }
-    const earlier = this.aliases.get(agentId);
+    const earlier = this.aliases.sandboxOf(agentId);
     if (earlier !== undefined && earlier !== warm.id) {
       this.options.log.warn({ agentId, earlier, warmSandbox: warm.id }, 'ending the warm sandbox of an earlier hand-over to this agent whose claim did not commit');
       await this.terminate({ provider: this.name, id: earlier, details: { agentId } });
     }
     if (!existsSync(this.paths(warm.id).root)) throw new ProviderError(this.name, `warm sandbox ${warm.id} is gone`, { sandbox: warm.id });
-    if (this.aliases.get(agentId) !== warm.id) {
+    if (this.aliases.sandboxOf(agentId) !== warm.id) {
       const link = join(this.options.sandboxDir, agentId);
       try {
-        await symlink(warm.id, link);
+        // One system call, made here rather than through the thread pool (a hop each way, slow on
+        // a loaded host): the claim's transaction is open meanwhile, and the client waits for it.
+        symlinkSync(warm.id, link);
       } catch (error) {
         if ((error as NodeJS.ErrnoException).code !== 'EEXIST' || (await readlink(link).catch(() => undefined)) !== warm.id) {
           throw new ProviderError(this.name, `could not give warm sandbox ${warm.id} to agent ${agentId}: ${(error as Error).message}`, { sandbox: warm.id });
@@ -1304,7 +1307,7 @@ export class LocalProvider implements SandboxProvider {
     // A sandbox from a warm pool has two names: the warm sandbox's (its first container) and its
     // agent's (the link to its directory, and its container once restored). Both go.
     const agentId = ref.details?.agentId ?? (this.aliases.has(ref.id) ? ref.id : undefined);
-    const containers = [...new Set([ref.id, ...(agentId !== undefined ? [agentId, this.aliases.get(agentId)] : [])])].filter((id): id is string => id !== undefined);
+    const containers = [...new Set([ref.id, ...(agentId !== undefined ? [agentId, this.aliases.sandboxOf(agentId)] : [])])].filter((id): id is string => id !== undefined);
     for (const containerId of containers) {
       await this.released(containerId);
       this.memory.unwatch(containerId);
