@@ -10,10 +10,11 @@
  */
 import { spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
-import { open, readdir } from 'node:fs/promises';
+import { readdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { startBerth, tempDir } from '../helpers/berth.js';
 import type { ApiClient } from '../helpers/http.js';
+import { flushDirectory, flushFile, syncFilesystem } from '../../providers/src/local/flush.js';
 import { removeDataDir } from '../helpers/runsc.js';
 
 const RUNS = Number(process.env.BENCH_PAUSE_RUNS ?? 10);
@@ -51,24 +52,6 @@ async function runsc(args: string[]): Promise<number> {
   return performance.now() - started;
 }
 
-async function fsync(path: string): Promise<void> {
-  const handle = await open(path, 'r');
-  try {
-    await handle.sync();
-  } finally {
-    await handle.close();
-  }
-}
-
-/** Runs a program to its end, and fails unless it exits 0. */
-function run(command: string, args: string[]): Promise<void> {
-  return new Promise<void>((resolve, reject) => {
-    const child = spawn(command, args, { stdio: 'ignore', timeout: 120_000 });
-    child.on('error', reject);
-    child.on('exit', (code) => (code === 0 ? resolve() : reject(new Error(`${command} ${args.join(' ')} exited ${code}`))));
-  });
-}
-
 /**
  * The durable checkpoint floor, timed as one figure: `runsc checkpoint`, then every file of the
  * image and the image's directory fsync'd and the workspace's filesystem written out (`sync -f` of
@@ -79,7 +62,7 @@ async function durableCheckpoint(root: string, agentId: string, image: string, w
   const started = performance.now();
   await runsc([root, 'checkpoint', `--image-path=${image}`, agentId]);
   const entries = await readdir(image, { withFileTypes: true, recursive: true });
-  await Promise.all([...entries.map((entry) => fsync(join(entry.parentPath, entry.name))), fsync(image), run('sync', ['-f', workspace])]);
+  await Promise.all([...entries.map((entry) => flushFile(join(entry.parentPath, entry.name))), flushDirectory(image), syncFilesystem(workspace)]);
   return performance.now() - started;
 }
 
