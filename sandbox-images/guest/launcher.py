@@ -1038,7 +1038,7 @@ class Launcher:
         """The spare for `key`, handed the program at `path`, or None: none was started, it was
         started for another environment or directory, or it died (its pipe is broken then)."""
         spares = self.spares.get(key[0])
-        if not spares or spares[0].key[1] != key[1] or spares[0].key[2] != key[2]:
+        if not spares or spares[0].key != key:
             return None
         spare = spares.pop(0)
         waited = time.monotonic() - spare.started
@@ -1057,9 +1057,9 @@ class Launcher:
     def start_spare(self, key):
         """After an exec that fits a spare: spares like it are started for the next execs, up to its
         kind's depth; spares started alike for another environment or directory are ended."""
-        prefix, env, cwd = key
+        prefix = key[0]
         spares = self.spares.setdefault(prefix, [])
-        if spares and (spares[0].key[1] != env or spares[0].key[2] != cwd):
+        if spares and spares[0].key != key:
             for spare in spares:
                 self.discard_spare(spare)
             spares.clear()
