@@ -27,39 +27,38 @@ describe('SpareProcesses', () => {
   /** The pids of this process's shells waiting for a program. */
   const waiting = async () => (await runProcess('pgrep', ['-P', String(process.pid), '-f', 'read -r arg'])).stdout.split('\n').filter(Boolean);
 
-  it('runs a program in a spare as a process of its own would; fill() makes the spare again', async () => {
-    const spares = new SpareProcesses(1);
+  /** `test` given `count` spares, made; they are stopped after it. */
+  async function withSpares(count: number, test: (spares: SpareProcesses) => Promise<void>): Promise<void> {
+    const spares = new SpareProcesses(count);
     spares.fill();
     try {
+      await test(spares);
+    } finally {
+      spares.stop();
+    }
+  }
+
+  it('runs a program in a spare as a process of its own would; fill() makes the spare again', () =>
+    withSpares(1, async (spares) => {
       const result = await runProcess('sh', ['-c', 'echo "$0 [$1]"; echo oops >&2; exit 3', 'one', 'two words'], { spares, timeoutMs: 5_000 });
       expect(result).toMatchObject({ exitCode: 3, timedOut: false, stdout: 'one [two words]\n', stderr: 'oops\n' });
       spares.fill();
       const again = spares.take();
       expect(again?.exitCode).toBeNull();
       again?.stdin?.end();
-    } finally {
-      spares.stop();
-    }
-  });
+    }));
 
-  it('hands an armed program a spare: run() runs it, cancel() ends the spare without running it', async () => {
-    const spares = new SpareProcesses(2);
-    spares.fill();
-    try {
+  it('hands an armed program a spare: run() runs it, cancel() ends the spare without running it', () =>
+    withSpares(2, async (spares) => {
       const ran = armProcess('sh', ['-c', 'echo ran'], { spares, timeoutMs: 5_000 });
       const cancelled = armProcess('sh', ['-c', 'echo ran'], { spares, timeoutMs: 5_000 });
       cancelled.cancel();
       expect(await ran.run()).toMatchObject({ exitCode: 0, stdout: 'ran\n' });
       expect(await cancelled.run()).toMatchObject({ exitCode: 1, stdout: '' });
-    } finally {
-      spares.stop();
-    }
-  });
+    }));
 
-  it('passes over a spare that died, and forks for a program when none is left', async () => {
-    const spares = new SpareProcesses(1);
-    spares.fill();
-    try {
+  it('passes over a spare that died, and forks for a program when none is left', () =>
+    withSpares(1, async (spares) => {
       const taken = spares.take()!;
       taken.stdin?.end();
       expect(spares.take()).toBeUndefined();
@@ -73,15 +72,10 @@ describe('SpareProcesses', () => {
       expect(spares.take()).toBeUndefined();
       const result = await runProcess('sh', ['-c', 'echo "$1"', 'sh', 'line one\nline two'], { spares, timeoutMs: 5_000 });
       expect(result).toMatchObject({ exitCode: 0, stdout: 'line one\nline two\n' });
-    } finally {
-      spares.stop();
-    }
-  });
+    }));
 
-  it('runs nothing when handed fewer words than it was told (the writer ended half-way)', async () => {
-    const spares = new SpareProcesses(1);
-    spares.fill();
-    try {
+  it('runs nothing when handed fewer words than it was told (the writer ended half-way)', () =>
+    withSpares(1, async (spares) => {
       const spare = spares.take()!;
       let stdout = '';
       spare.stdout!.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
@@ -89,10 +83,7 @@ describe('SpareProcesses', () => {
       spare.stdin!.end('4\nsh\n-c\necho ran\n');
       expect(await exited).toBe(1);
       expect(stdout).toBe('');
-    } finally {
-      spares.stop();
-    }
-  });
+    }));
 
   it('stops its idle spares, which end without running anything', async () => {
     const before = new Set(await waiting()); // other tests' spares, ending
