@@ -99,22 +99,19 @@ export function insertEventsFrom(parameter: string, condition = 'true'): string 
      ON CONFLICT (id) DO NOTHING`;
 }
 
+/**
+ * Writes the events in one statement, each unless its occurrence was already written; returns how
+ * many were new.
+ */
+export async function recordEvents(db: Queryable, events: readonly EventInput[], at: Date): Promise<number> {
+  if (events.length === 0) return 0;
+  const result = await db.query(insertEventsFrom('$1'), [eventsParameter(events, at)]);
+  return result.rowCount ?? 0;
+}
+
 /** Writes the event unless this occurrence was already written; returns whether it was new. */
 export async function recordEvent(db: Queryable, event: EventInput, at: Date): Promise<boolean> {
-  const result = await db.query(
-    `INSERT INTO events (id, organization_id, mode, type, subject_id, data, created_at)
-     VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (id) DO NOTHING`,
-    [
-      eventIdFor(event.occurrence),
-      event.organizationId,
-      event.mode,
-      event.type,
-      event.subjectId ?? null,
-      JSON.stringify(event.data),
-      at,
-    ],
-  );
-  return (result.rowCount ?? 0) > 0;
+  return (await recordEvents(db, [event], at)) > 0;
 }
 
 interface EventRow {

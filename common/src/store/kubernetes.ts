@@ -8,7 +8,7 @@ import {
   type V1ObjectMeta,
 } from '@kubernetes/client-node';
 import { API_VERSION, GROUP, KINDS, VERSION } from '@berth/crds';
-import { recordEvent } from '../events.js';
+import { recordEvents } from '../events.js';
 import { startInformer, type ResilientInformer } from '../informer.js';
 import type { Logger } from '../log.js';
 import {
@@ -251,7 +251,7 @@ export class KubernetesResourceStore implements ResourceStore {
     // No database transaction spans a write to the API server: the rows and objects go first, on their own.
     if (options.within) throw new Error('the Kubernetes store cannot write within a database transaction');
     await options.alongside?.(undefined);
-    for (const event of options.events?.events ?? []) await recordEvent(options.events!.db, event, options.events!.at);
+    if (options.events) await recordEvents(options.events.db, options.events.events, options.events.at);
     for (const { kind: createdKind, input } of options.creates ?? []) {
       try {
         await this.create(createdKind, input as CreateInput<typeof createdKind>);

@@ -10,7 +10,7 @@ import {
   idToObjectName,
   isStoreError,
   objectNameToId,
-  recordEvent,
+  recordEvents,
   taskHoldAndSpendOf,
   claimWarmSandbox,
   abandonWarmClaim,
@@ -226,9 +226,6 @@ export function createAgentReconciler(deps: AgentReconcilerDeps): Reconciler {
       failure = error;
     }
     step.settle();
-    const recordEvents = async (db: Queryable) => {
-      for (const event of step.events) await recordEvent(db, event, step.now);
-    };
     let wroteVersion: string | undefined;
     const { claim } = step;
     if (!isDeepStrictEqual(step.status, previous)) {
@@ -249,7 +246,7 @@ export function createAgentReconciler(deps: AgentReconcilerDeps): Reconciler {
       if (previous.sandbox && !step.status.sandbox) await settleCompute(agent, step.status, step.now, log);
     } else {
       for (const { kind, input } of step.creates) await createUnlessExists(kind, input as CreateInput<typeof kind>);
-      await recordEvents(deps.db);
+      await recordEvents(deps.db, step.events, step.now);
     }
     // Not written with a status (none to write): the claim cannot stand alone.
     if (claim && !claim.tx.ended) await abandonClaim(claim, log);
