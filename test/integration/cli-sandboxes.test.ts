@@ -170,8 +170,16 @@ describe('berth agents', () => {
     tmux('send-keys', '-t', 'shell', 'import shutil; print(6 * 7, shutil.get_terminal_size())', 'Enter');
     await untilScreen('shell', /42 os\.terminal_size\(columns=100, lines=30\)/);
     tmux('resize-window', '-t', 'shell', '-x', '120', '-y', '40');
-    tmux('send-keys', '-t', 'shell', 'print(shutil.get_terminal_size())', 'Enter');
-    await untilScreen('shell', /os\.terminal_size\(columns=120, lines=40\)/);
+    // The resize (SIGWINCH to the CLI, then a message to the sandbox) and the keys typed next travel
+    // apart: a print that overtakes the resize shows the old size, so it is typed again until the
+    // sandbox's terminal has the new one.
+    await eventually(
+      async () => {
+        tmux('send-keys', '-t', 'shell', 'print(shutil.get_terminal_size())', 'Enter');
+        return untilScreen('shell', /os\.terminal_size\(columns=120, lines=40\)/, 2_000).catch(() => undefined);
+      },
+      { timeoutMs: 30_000, intervalMs: 0, what: 'the resized terminal in the sandbox' },
+    );
     tmux('send-keys', '-t', 'shell', 'exit(3)', 'Enter');
     await untilScreen('shell', /EXIT=3/);
   });
