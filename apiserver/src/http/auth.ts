@@ -37,7 +37,7 @@ export function authenticate(deps: { db: Queryable; clock: Clock; rateLimiter?: 
 
 /** The key record of an `Authorization: Bearer <API key>` header, or the 401 it deserves. */
 export async function verifyBearerKey(db: Queryable, header: string | undefined): Promise<ApiKeyRecord> {
-  return validKey(await findKeyOf(db, bearerKeyOf(header)));
+  return validKey(await findApiKey(db, bearerKeyOf(header)));
 }
 
 /**
@@ -51,29 +51,32 @@ export async function findBearerKeyCounted(
   header: string | undefined,
 ): Promise<{ record: ApiKeyRecord; admit: (res: Response) => void }> {
   const key = bearerKeyOf(header);
-  if (!rateLimiter) return { record: validKey(await findKeyOf(db, key)), admit: () => undefined };
-  const found = KEY_PATTERN.test(key) ? await rateLimiter.findKey(key) : undefined;
+  if (!rateLimiter) return { record: validKey(await findApiKey(db, key)), admit: () => undefined };
+  const found = await rateLimiter.findKey(key);
   const record = validKey(found?.record);
   return { record, admit: found?.admit ?? (() => undefined) };
 }
 
-/** The token of an `Authorization: Bearer <token>` header, or the 401 `unauthorized` it deserves. */
+/**
+ * The key of an `Authorization: Bearer <token>` header, or the 401 it deserves: `unauthorized`
+ * without the header's form, `auth/invalid_key` for a token not of the keys' form (not looked up).
+ */
 function bearerKeyOf(header: string | undefined): string {
   const match = header ? /^Bearer[ \t]+(\S+)[ \t]*$/i.exec(header) : null;
   if (!match) {
     throw new ApiError('unauthorized', header ? 'the Authorization header must be "Bearer <API key>"' : 'missing API key: send "Authorization: Bearer <API key>"');
   }
+  if (!KEY_PATTERN.test(match[1]!)) throw invalidKey();
   return match[1]!;
 }
 
-/** The record of a key; a token not of the keys' form is not looked up. */
-async function findKeyOf(db: Queryable, key: string): Promise<ApiKeyRecord | undefined> {
-  return KEY_PATTERN.test(key) ? findApiKey(db, key) : undefined;
+function invalidKey(): ApiError {
+  return new ApiError('auth/invalid_key', 'the API key is not valid');
 }
 
 /** The record of a key that may be used, or the 401 it deserves. */
 function validKey(record: ApiKeyRecord | undefined): ApiKeyRecord {
-  if (!record) throw new ApiError('auth/invalid_key', 'the API key is not valid');
+  if (!record) throw invalidKey();
   if (record.revokedAt) throw new ApiError('auth/key_revoked', 'the API key has been revoked', { revokedAt: record.revokedAt });
   return record;
 }
