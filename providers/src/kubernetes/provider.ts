@@ -89,6 +89,8 @@ const RESTORE_ABORT = `cd "\${BERTH_WORKSPACE:-/workspace}" && rm -rf ${RESTORE_
 
 /** What the launcher answers a request about background processes within (a WAIT: its own time more). */
 const CONTROL_WAIT_MS = 10_000;
+/** How long a resolved egress gateway address is used before it is resolved again. */
+const GATEWAY_ADDRESS_TTL_MS = 60_000;
 
 /** As the local provider's: unbuffered Python, no bytecode beside the program, the workspace importable. */
 const EXEC_ENV = { PYTHONUNBUFFERED: '1', PYTHONDONTWRITEBYTECODE: '1', PYTHONPATH: '/workspace' };
@@ -140,6 +142,8 @@ export class KubernetesProvider implements SandboxProvider {
   private readonly nodeAgents: NodeAgentClient | undefined;
   /** The guest ConfigMap known to exist (ensureGuestConfigMap). */
   private guestConfigMapReady: string | undefined;
+  /** The egress gateway's address as last resolved, and until when it is used (gatewayAddress). */
+  private gatewayResolved: { address: string; until: number } | undefined;
 
   constructor(private readonly options: KubernetesProviderOptions) {
     this.core = options.kubeConfig.makeApiClient(CoreV1Api);
@@ -881,6 +885,16 @@ export class KubernetesProvider implements SandboxProvider {
    * name is resolved; an address is kept as it is.
    */
   private async gatewayAddress(gateway: string): Promise<string> {
+    // Resolved at most once per GATEWAY_ADDRESS_TTL_MS, not once per pod: a Service's cluster IP
+    // is fixed while it exists, and a gateway made again is found within the TTL.
+    const now = Date.now();
+    if (this.gatewayResolved && now < this.gatewayResolved.until) return this.gatewayResolved.address;
+    const address = await this.resolveGateway(gateway);
+    this.gatewayResolved = { address, until: now + GATEWAY_ADDRESS_TTL_MS };
+    return address;
+  }
+
+  private async resolveGateway(gateway: string): Promise<string> {
     const authority = parseAuthority(gateway);
     if (!authority) throw new Error(`the egress gateway must be host:port, not "${gateway}"`);
     const service = serviceOfGatewayHost(authority.host);
