@@ -8,8 +8,9 @@
  *   create → first exec   the same, then POST /exec bash `true` answered: when the sandbox is of
  *                         use (its launcher up)                                floor: runsc do /bin/true
  *   exec round trip       POST /v1/agents/:id/exec (bash `true`, python `pass`), against two floors:
- *                         (back to back, as a tight loop sends them; 100 ms apart, as an agent's execs come
- *                         between model calls; and by the cold path, spares off with the exec's
+ *                         (back to back, as a tight loop sends them: alternating bash and python, and
+ *                         one language only, as the spawn floor starts them; 100 ms apart, as an
+ *                         agent's execs come between model calls; and by the cold path, spares off with the exec's
  *                         BERTH_SPARE_INTERPRETERS=0, ADR 56: the interpreter started on the request's path)
  *                         the same program started inside the same sandbox by a program there
  *                         (spawn-floor.py: what any exec must cost at least; in five rounds that
@@ -184,6 +185,8 @@ async function main(): Promise<void> {
     // that alternate with the execs, so that a slow stretch of the machine falls on both.
     const execBash: number[] = [];
     const execPython: number[] = [];
+    const onlyBash: number[] = [];
+    const onlyPython: number[] = [];
     const spacedBash: number[] = [];
     const spacedPython: number[] = [];
     const coldBash: number[] = [];
@@ -201,6 +204,12 @@ async function main(): Promise<void> {
       for (let i = 0; i < runs; i++) {
         execBash.push(await timedAsync(() => api.post(`/v1/agents/${warm}/exec`, { language: 'bash', code: 'true' })));
         execPython.push(await timedAsync(() => api.post(`/v1/agents/${warm}/exec`, { language: 'python', code: 'pass' })));
+      }
+      // One language at a time, as the spawn floor's loop: each loop led by one exec not timed, so
+      // that the spare the other language's last exec started is not timed with the first.
+      for (const [language, code, samples] of [['bash', 'true', onlyBash], ['python', 'pass', onlyPython]] as const) {
+        await api.post(`/v1/agents/${warm}/exec`, { language, code });
+        for (let i = 0; i < runs; i++) samples.push(await timedAsync(() => api.post(`/v1/agents/${warm}/exec`, { language, code })));
       }
       for (let i = 0; i < runs; i++) {
         await pause();
@@ -233,6 +242,8 @@ async function main(): Promise<void> {
       ['exec bash `true`', execBash, 'runsc exec bash -c true', floorExec],
       ['exec python `pass`', execPython, 'in-sandbox spawn python3 -c pass', spawnPython],
       ['exec python `pass`', execPython, 'runsc exec python3 -c pass', floorPython],
+      ['exec bash, bash only', onlyBash, 'in-sandbox spawn bash -c true', spawnBash],
+      ['exec python, python only', onlyPython, 'in-sandbox spawn python3 -c pass', spawnPython],
       ['exec bash, 100 ms apart', spacedBash, 'in-sandbox spawn bash -c true', spawnBash],
       ['exec python, 100 ms apart', spacedPython, 'in-sandbox spawn python3 -c pass', spawnPython],
       ['exec bash, cold path', coldBash, 'in-sandbox spawn bash -c true', spawnBash],
