@@ -329,7 +329,7 @@ function kubeletConfiguration(options: RealNodeOptions, socket: string) {
   return {
     apiVersion: 'kubelet.config.k8s.io/v1beta1',
     kind: 'KubeletConfiguration',
-    // This host has cgroup v1, which kubelet 1.35 refuses unless told otherwise.
+    // This host has cgroup v1, which the kubelet (since 1.35) refuses unless told otherwise.
     failCgroupV1: false,
     cgroupDriver: 'cgroupfs',
     containerRuntimeEndpoint: `unix://${socket}`,
