@@ -16,6 +16,15 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import launcher  # noqa: E402
 
 
+def process_state(pid):
+    """The state letter of process `pid` (`R`, `S`, `Z`, ...), or None once it is gone (reaped meanwhile too)."""
+    try:
+        with open(f'/proc/{pid}/stat') as stat:
+            return stat.read().rsplit(')', 1)[1].split()[0]
+    except OSError:
+        return None
+
+
 def wait_status(argv):
     pid = os.spawnvp(os.P_NOWAIT, argv[0], argv)
     return os.waitpid(pid, 0)[1]
@@ -879,7 +888,7 @@ class SpareTest(RunningLauncher):
         spare = self.spare('bash')
         os.kill(spare, signal.SIGKILL)
         deadline = time.monotonic() + 5  # dead: reaped, or a zombie not reaped yet (its pipe broken)
-        while os.path.exists(f'/proc/{spare}') and not open(f'/proc/{spare}/stat').read().rsplit(')', 1)[1].split()[0] == 'Z':
+        while process_state(spare) not in (None, 'Z'):
             self.assertLess(time.monotonic(), deadline)
             time.sleep(0.005)
         out, err, outcome = self.run_exec(['bash', probe])

@@ -1,5 +1,5 @@
 import { randomBytes, randomUUID } from 'node:crypto';
-import { spawnSync } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -135,6 +135,24 @@ describe('spare workspace filesystems, mounted ahead', () => {
     volumes.fill();
     await volumes.settled();
     expect(mountsUnder(stock)).toEqual([]);
+  });
+
+  it('an unmount returns once the filesystem is released, all its writes in the image, though a mount namespace made meanwhile held a copy of the mount', async () => {
+    const area = join(dir, 'held');
+    const image = join(area, 'workspace.ext4');
+    const mountPoint = join(area, 'workspace');
+    mountedImage(image, mountPoint);
+    // A namespace made while the volume is mounted copies its mount, as a starting sandbox's does.
+    const holder = spawn('unshare', ['--mount', '--propagation', 'unchanged', 'sleep', '1.5'], { stdio: 'ignore' });
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    writeFileSync(join(mountPoint, 'kept.txt'), 'kept\n');
+    const exited = new Promise((resolve) => holder.once('exit', resolve));
+    await unmountVolume(mountPoint);
+    // Read before anything else waits: the image holds the file (11 inodes of an empty ext4, the file's), no loop device is left.
+    expectClean(image, 12);
+    expect(loopsUnder(area)).toEqual([]);
+    expect(await exited).toBe(0);
+    expect(await isMountPoint(mountPoint)).toBe(false);
   });
 
   it('has no spare for a directory that holds files already, nor when the stock is empty: the caller makes its own workspace', async () => {

@@ -239,13 +239,44 @@ function mount(image: string, mountPoint: string, niced = false): Promise<void> 
   return run(...program('mount', ['-t', 'ext4', '-o', MOUNT_OPTIONS, image, mountPoint], niced), 'mount');
 }
 
-/** Unmounts the volume at `mountPoint`, if one is mounted there; the loop device goes with it. */
+/**
+ * Unmounts the volume at `mountPoint`, if one is mounted there, and waits until its filesystem is
+ * released: its loop device detached, every write in the image. `umount` alone returns once this
+ * namespace's mount is gone, but a mount namespace made meanwhile (a sandbox starting, any
+ * `unshare`) holds a copy of the mount until it drops it, and until then the image on disk can
+ * lack what was written. Callers read, copy or mount the image next.
+ */
 export async function unmountVolume(mountPoint: string): Promise<void> {
-  if (!(await isMountPoint(mountPoint))) return;
+  const source = (await mountTable()).get(mountPoint);
+  if (source === undefined) return;
+  const loop = await loopBacking(source);
   const result = await runProcess('umount', [mountPoint], { timeoutMs: 60_000 });
-  if (result.exitCode === 0) return;
-  // Still busy (a process that has not exited yet holds a file): detach it now, it goes when freed.
-  await run('umount', ['--lazy', mountPoint], 'umount');
+  if (result.exitCode !== 0) {
+    // Still busy (a process that has not exited yet holds a file): detach it now, it goes when freed.
+    await run('umount', ['--lazy', mountPoint], 'umount');
+    return;
+  }
+  if (loop === undefined) return;
+  const deadline = Date.now() + RELEASE_TIMEOUT_MS;
+  while ((await loopBacking(source)) === loop) {
+    if (Date.now() > deadline) {
+      throw new Error(`the filesystem unmounted from ${mountPoint} is still held by another mount namespace after ${RELEASE_TIMEOUT_MS / 1000} s (${source} backs ${loop})`);
+    }
+    await new Promise((resolve) => setTimeout(resolve, 5));
+  }
+}
+
+const RELEASE_TIMEOUT_MS = 30_000;
+
+/** The file a loop device (`/dev/loopN`) reads, or undefined when it is detached or `source` is not one. */
+async function loopBacking(source: string): Promise<string | undefined> {
+  const device = /^\/dev\/(loop\d+)$/.exec(source)?.[1];
+  if (device === undefined) return undefined;
+  try {
+    return (await readFile(`/sys/block/${device}/loop/backing_file`, 'utf8')).trim();
+  } catch {
+    return undefined;
+  }
 }
 
 /** Whether something is mounted at `path` (an absolute path), from this process's mount table. */
@@ -253,10 +284,17 @@ export async function isMountPoint(path: string): Promise<boolean> {
   return (await mountTable()).has(path);
 }
 
-/** The mount points of this process's mount table. */
-async function mountTable(): Promise<Set<string>> {
+/** This process's mount table: each mount point with its source (the device), the last mount on a point winning. */
+async function mountTable(): Promise<Map<string, string>> {
   const table = await readFile('/proc/self/mountinfo', 'utf8');
-  return new Set(table.split('\n').map((line) => unescapeMountPath(line.split(' ')[4] ?? '')));
+  const mounts = new Map<string, string>();
+  for (const line of table.split('\n')) {
+    if (line === '') continue;
+    const fields = line.split(' ');
+    const optional = fields.indexOf('-', 6);
+    mounts.set(unescapeMountPath(fields[4] ?? ''), unescapeMountPath(fields[optional + 2] ?? ''));
+  }
+  return mounts;
 }
 
 /** mountinfo writes space, tab, newline and backslash in paths as octal escapes. */
