@@ -515,7 +515,7 @@ def file_op(request):
     if op == 'mkdir':
         real = confine(path, follow=False)
         if request.get('parents'):
-            os.makedirs(real, exist_ok=True)
+            make_directories(real)
         else:
             os.mkdir(real)
         return {'info': file_info(confine(real))}
@@ -538,6 +538,21 @@ def file_op(request):
         os.replace(source, target)
         return {'info': file_info(target)}
     raise FileError('bad_request', f'unknown op {op!r}')
+
+
+def make_directories(real):
+    """`mkdir -p`: os.makedirs recurses once per missing directory, and a path of a few thousand
+    short parts (a 4096-character path can hold 2048) would end it with RecursionError."""
+    missing = []
+    while not os.path.isdir(real):
+        missing.append(real)
+        real = os.path.dirname(real)
+    for directory in reversed(missing):
+        try:
+            os.mkdir(directory)
+        except FileExistsError:
+            if not os.path.isdir(directory):
+                raise
 
 
 class Stream:
@@ -1196,6 +1211,9 @@ class Launcher:
             self.reply(stream_id, file_op(request))
         except (FileError, OSError, ValueError, TypeError) as error:
             self.reply(stream_id, file_failure(error, request.get('path') if isinstance(request, dict) else None))
+        except Exception as error:  # any other failure (RecursionError in a deep tree's rmtree...) is still answered
+            log(f'a file request failed: {error!r}')
+            self.reply(stream_id, {'error': 'io_error', 'message': f'{type(error).__name__}: {error}'[:300]})
 
     def add_stream(self, stream):
         if stream.id in self.streams:

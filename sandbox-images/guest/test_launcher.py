@@ -554,6 +554,36 @@ class ChannelTest(RunningLauncher):
         self.send(88, launcher.FILE, {'op': 'remove', 'path': self.workspace})
         self.assertEqual(self.reply(88)['error'], 'bad_request')
 
+    def test_a_deep_path_is_answered_not_dropped(self):
+        # 2100 parts, just past the system's path limit: os.makedirs would recurse past Python's limit.
+        self.addCleanup(subprocess.run, ['rm', '-rf', self.workspace + '/d'], check=True)  # deeper than this rmtree goes
+        deep = self.workspace + '/d' + '/d' * 2099
+        self.send(93, launcher.FILE, {'op': 'mkdir', 'path': deep, 'parents': True})
+        self.assertEqual(self.reply(93)['error'], 'bad_request')  # ENAMETOOLONG, once made as deep as the system allows
+        self.assertTrue(os.path.isdir(self.workspace + '/d/d/d'))
+        shallow = self.workspace + '/e' + '/e' * 20
+        self.send(94, launcher.FILE, {'op': 'mkdir', 'path': shallow, 'parents': True})
+        self.assertEqual(self.reply(94)['info']['type'], 'directory')
+        self.send(95, launcher.FILE, {'op': 'mkdir', 'path': shallow, 'parents': True})
+        self.assertEqual(self.reply(95)['info']['type'], 'directory')
+        # A tree deeper than Python's recursion limit, made a directory at a time: rmtree recursed
+        # once per level before Python 3.12. Removed, or the failure answered; the launcher goes on.
+        fd = os.open(self.workspace + '/d', os.O_RDONLY | os.O_DIRECTORY)
+        for _ in range(1200):
+            try:
+                os.mkdir('d', dir_fd=fd)
+            except FileExistsError:
+                pass
+            inner = os.open('d', os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
+            os.close(fd)
+            fd = inner
+        os.close(fd)
+        self.send(96, launcher.FILE, {'op': 'remove', 'path': self.workspace + '/d', 'recursive': True})
+        answer = self.reply(96)
+        self.assertIn(answer.get('error'), (None, 'io_error'), answer)
+        self.send(97, launcher.FILE, {'op': 'stat', 'path': shallow})
+        self.assertEqual(self.reply(97)['info']['type'], 'directory')
+
     def test_a_tunnel_relays_both_ways_and_half_closes(self):
         server = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         server.bind(('127.0.0.1', 0))

@@ -157,6 +157,10 @@ describe('execs over the launcher channel', () => {
     const error = await running.catch((caught: unknown) => caught);
     expect(error).toBeInstanceOf(ProviderError);
     expect((error as ProviderError).message).toMatch(/the sandbox is (gone|not running|not answering)/);
+    // Later calls that need the launcher say the same, not that it is from an older Berth.
+    const later = await provider.files!.mkdir(sandbox, '/workspace/after', { parents: true }).catch((caught: unknown) => caught);
+    expect(later).toBeInstanceOf(ProviderError);
+    expect((later as ProviderError).message).toMatch(/the sandbox is (gone|not running|not answering)/);
     await provider.terminate(sandbox);
   });
 });
