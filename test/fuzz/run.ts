@@ -257,7 +257,9 @@ async function seed(api: ApiClient, pass: Pass): Promise<Record<string, (string 
   const session = await must('a session', api.post('/v1/sessions', { userId: `fuzz-${pass.key}`, limits: { maxAgents: pass.maxAgents } }), [201]);
   const spare = await must('a spare session', api.post('/v1/sessions', { userId: `fuzz-${pass.key}-spare` }), [201]);
   const readyAgent = async (what: string) => {
-    const agent = await must(what, api.post(`/v1/sessions/${session.id}/agents`, { compute: 'python', timeout: '10m', tools: ['exec'] }), [201]);
+    // Alive for the whole pass: with 10m, a live pass that ran 12 minutes (on a busy machine) saw its
+    // agent end at its timeout between two cases, and the case in flight answered 502.
+    const agent = await must(what, api.post(`/v1/sessions/${session.id}/agents`, { compute: 'python', timeout: '2h', tools: ['exec'] }), [201]);
     await eventually(async () => ((await api.get(`/v1/agents/${agent.id}`)).body.status === 'idle' ? true : undefined), {
       timeoutMs: 120_000,
       intervalMs: 250,

@@ -227,6 +227,27 @@ describe('agent timeout', () => {
     expect(rows.map((row) => row.type)).toEqual(['agent.started', 'agent.failed']);
     expect(rows[1].data.error.code).toBe('timeout');
   });
+
+  it('answers the calls that race its end with 409, never a provider error', async () => {
+    const agent = await createAgent({ timeout: '4s' });
+    await waitForStatus(agent.id, 'idle');
+    // File calls back to back across the timeout: each one either works, or is refused as the
+    // agent's end (conflict) whether it came before the call, or while it ran.
+    const statuses: number[] = [];
+    const deadline = Date.now() + 20_000;
+    for (let n = 0; Date.now() < deadline; n++) {
+      const response = await live.post(`/v1/agents/${agent.id}/files/mkdir`, { path: `/workspace/d${n}` });
+      statuses.push(response.status);
+      if (response.status !== 201) {
+        expect(response.status, JSON.stringify(response.body)).toBe(409);
+        expectError(response, 409, 'conflict');
+        if (response.body.error.details.status === 'failed') break;
+      }
+    }
+    expect(statuses).toContain(201);
+    expect(statuses.at(-1)).toBe(409);
+    expect((await waitForStatus(agent.id, 'failed', live, 20_000)).error.code).toBe('timeout');
+  });
 });
 
 describe('a sandbox that dies under its agent', () => {

@@ -9,6 +9,7 @@ import {
   isId,
   objectNameToId,
   pendingApprovalOf,
+  ProviderError,
   scopeLabels,
   releaseAgentCallLease,
   renewAgentCallLease,
@@ -25,6 +26,7 @@ import {
   type Resource,
   type ResourceStore,
   type SandboxProvider,
+  UnsupportedRequestError,
 } from '@berth/common';
 import { assertCredentialSecretsExist, type AgentFactory, type CreateAgentInput, type RunStarter } from '@berth/operator';
 import type { ProviderRegistry } from '@berth/providers';
@@ -301,9 +303,28 @@ export function createAgentService(deps: AgentServiceDeps) {
     return (await waitForAgent(store, agent.metadata.name, bootWaitMs, (current) => !booting(current))) ?? agent;
   }
 
+  /**
+   * What a call that failed in its sandbox answers: a provider's failure (the sandbox or its
+   * launcher gone) while the agent reached its timeout, was paused, terminated or failed, or got
+   * another sandbox, is that change's 409 with the status it has now, not a 502: the call raced
+   * the agent's lifecycle, nothing broke. Any other error is answered as it is.
+   */
+  async function callError(agent: Resource<'Agent'>, sandbox: SandboxRef, id: string, what: string, error: unknown): Promise<unknown> {
+    if (!(error instanceof ProviderError) || error instanceof UnsupportedRequestError) return error;
+    const current = await store.get('Agent', agent.metadata.name).catch(() => undefined);
+    const phase = current?.status?.phase ?? 'terminated';
+    const expiresAt = current?.status?.expiresAt;
+    const expired = expiresAt !== undefined && Date.parse(expiresAt) <= Date.now();
+    const same = current?.spec.desiredState === 'active' && (phase === 'idle' || phase === 'running') && current.status?.sandbox?.id === sandbox.id;
+    if (same && !expired) return error;
+    const change = expired ? `reached its timeout (${current!.spec.timeout})` : same ? 'changed' : current?.spec.desiredState === 'active' ? `is ${phase}` : `is ${current?.spec.desiredState ?? 'terminated'}`;
+    return new ApiError('conflict', `agent ${id} ${change} while ${what} ran: ${error.message}`, { status: phase });
+  }
+
   return {
     find,
     whenBooted,
+    callError,
     ensureAwake,
     touch,
 
@@ -376,6 +397,8 @@ export function createAgentService(deps: AgentServiceDeps) {
       const ready = await this.ready(principal, id, what);
       try {
         return await operation(ready);
+      } catch (error) {
+        throw await callError(ready.agent, ready.sandbox, id, what, error);
       } finally {
         ready.release();
       }

@@ -1,6 +1,6 @@
 import { Transform, type Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
-import { ApiError, SandboxFileError, type FileChange, type FileErrorCode, type FileInfo, type FileWatch, type SandboxFiles, type SandboxProvider } from '@berth/common';
+import { ApiError, SandboxFileError, type FileChange, type Resource, type FileErrorCode, type FileInfo, type FileWatch, type SandboxFiles, type SandboxProvider } from '@berth/common';
 import type { SandboxRef } from '@berth/crds';
 import { Counter, Gauge, type Registry } from 'prom-client';
 import type { Principal } from '../http/context.js';
@@ -43,6 +43,7 @@ export function createFileService(deps: { agents: AgentService; metrics: Registr
   const watchChanges = new Counter({ name: 'berth_file_watch_changes_total', help: 'Changes directory watches passed on from sandboxes', labelNames: ['provider', 'type'], registers: [deps.metrics] });
 
   interface Access {
+    agent: Resource<'Agent'>;
     files: SandboxFiles;
     sandbox: SandboxRef;
     provider: SandboxProvider;
@@ -51,12 +52,12 @@ export function createFileService(deps: { agents: AgentService; metrics: Registr
   }
 
   async function filesOf(principal: Principal, id: string): Promise<Access> {
-    const { sandbox, provider, release } = await deps.agents.ready(principal, id, 'files');
+    const { agent, sandbox, provider, release } = await deps.agents.ready(principal, id, 'files');
     if (!provider.files) {
       release();
       throw new ApiError('not_implemented', `files: provider "${provider.name}" has no file access`, { field: 'files', provider: provider.name });
     }
-    return { files: provider.files, sandbox, provider, hold: () => release };
+    return { agent, files: provider.files, sandbox, provider, hold: () => release };
   }
 
   /** Every operation calls `hold()` at once and ends the lease it answers; one that throws first ends it here. */
@@ -66,7 +67,7 @@ export function createFileService(deps: { agents: AgentService; metrics: Registr
       return await operation(access);
     } catch (error) {
       access.hold()();
-      throw fileError(error);
+      throw fileError(await deps.agents.callError(access.agent, access.sandbox, id, 'a file call', error));
     }
   }
 

@@ -784,8 +784,8 @@ export class LocalProvider implements SandboxProvider {
   /** The sandbox's launcher connection: streaming, terminals and background processes need it. */
   private async connectionOf(ref: SandboxRef): Promise<Connection> {
     const connection = (await this.launcherConnected(ref.id)) ? this.channels.connection(ref.id) : undefined;
-    if (connection === undefined && this.channelSpec.get(ref.id)) {
-      // A launcher made to connect that is not connected: the sandbox ended, or its launcher stopped answering.
+    if (connection === undefined && this.channelSpec.get(ref.id) !== null) {
+      // Not a launcher known to have no channel: the sandbox ended (its files may be gone too), or its launcher stopped answering.
       await this.assertAnswering(ref);
       throw new ProviderError(this.name, "the sandbox's launcher is not connected", { sandbox: ref.id });
     }
