@@ -305,19 +305,25 @@ export function createAgentService(deps: AgentServiceDeps) {
 
   /**
    * What a call that failed in its sandbox answers: a provider's failure (the sandbox or its
-   * launcher gone) while the agent reached its timeout, was paused, terminated or failed, or got
-   * another sandbox, is that change's 409 with the status it has now, not a 502: the call raced
-   * the agent's lifecycle, nothing broke. Any other error is answered as it is.
+   * launcher gone) because Berth ended the sandbox meanwhile (the agent reached its timeout, was
+   * paused, terminated, or failed by a limit) is that change's 409 with the agent's status now,
+   * not a 502: the call raced the agent's lifecycle. A sandbox that died by itself (the agent
+   * failed with provider_error, or is booting a new sandbox) stays the provider's 502.
    */
-  async function callError(agent: Resource<'Agent'>, sandbox: SandboxRef, id: string, what: string, error: unknown): Promise<unknown> {
+  async function callError(agent: Resource<'Agent'>, id: string, what: string, error: unknown): Promise<unknown> {
     if (!(error instanceof ProviderError) || error instanceof UnsupportedRequestError) return error;
     const current = await store.get('Agent', agent.metadata.name).catch(() => undefined);
     const phase = current?.status?.phase ?? 'terminated';
     const expiresAt = current?.status?.expiresAt;
     const expired = expiresAt !== undefined && Date.parse(expiresAt) <= Date.now();
-    const same = current?.spec.desiredState === 'active' && (phase === 'idle' || phase === 'running') && current.status?.sandbox?.id === sandbox.id;
-    if (same && !expired) return error;
-    const change = expired ? `reached its timeout (${current!.spec.timeout})` : same ? 'changed' : current?.spec.desiredState === 'active' ? `is ${phase}` : `is ${current?.spec.desiredState ?? 'terminated'}`;
+    const ended =
+      current === undefined ||
+      current.spec.desiredState !== 'active' ||
+      phase === 'paused' ||
+      phase === 'terminated' ||
+      (phase === 'failed' && current.status?.error?.code !== 'provider_error');
+    if (!expired && !ended) return error;
+    const change = expired ? `reached its timeout (${current!.spec.timeout})` : `is ${current?.spec.desiredState === 'active' ? phase : (current?.spec.desiredState ?? 'terminated')}`;
     return new ApiError('conflict', `agent ${id} ${change} while ${what} ran: ${error.message}`, { status: phase });
   }
 
@@ -398,7 +404,7 @@ export function createAgentService(deps: AgentServiceDeps) {
       try {
         return await operation(ready);
       } catch (error) {
-        throw await callError(ready.agent, ready.sandbox, id, what, error);
+        throw await callError(ready.agent, id, what, error);
       } finally {
         ready.release();
       }

@@ -67,7 +67,7 @@ export function createFileService(deps: { agents: AgentService; metrics: Registr
       return await operation(access);
     } catch (error) {
       access.hold()();
-      throw fileError(await deps.agents.callError(access.agent, access.sandbox, id, 'a file call', error));
+      throw fileError(await deps.agents.callError(access.agent, id, 'a file call', error));
     }
   }
 
