@@ -72,14 +72,11 @@ build_kubernetes() {
     targets+=("sigs.k8s.io/kwok/cmd/kwok"); names+=(kwok)
   fi
   # test/node/build.sh builds in the wrapper even when every binary here is built already.
-  if [ ${#targets[@]} -eq 0 ]; then
-    [ -f "$src/go.mod" ] && [ -d "$src/$kwok_dir" ] && return
+  if [ ${#targets[@]} -gt 0 ] || ! [ -f "$src/go.mod" ] || ! [ -d "$src/$kwok_dir" ]; then
     mkdir -p "$src"
     write_wrapper "$src" "$kwok_dir"
-    return
   fi
-  mkdir -p "$src"
-  write_wrapper "$src" "$kwok_dir"
+  [ ${#targets[@]} -eq 0 ] && return
   local minor=${K8S_VERSION#v1.}; minor=${minor%%.*}
   local ldflags="-s -w"
   for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do

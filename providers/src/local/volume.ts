@@ -249,16 +249,17 @@ function mount(image: string, mountPoint: string, niced = false): Promise<void> 
 export async function unmountVolume(mountPoint: string): Promise<void> {
   const source = (await mountTable()).get(mountPoint);
   if (source === undefined) return;
-  const loop = await loopBacking(source);
+  const device = /^\/dev\/(loop\d+)$/.exec(source)?.[1];
+  const loop = device === undefined ? undefined : await loopBacking(device);
   const result = await runProcess('umount', [mountPoint], { timeoutMs: 60_000 });
   if (result.exitCode !== 0) {
     // Still busy (a process that has not exited yet holds a file): detach it now, it goes when freed.
     await run('umount', ['--lazy', mountPoint], 'umount');
     return;
   }
-  if (loop === undefined) return;
+  if (device === undefined || loop === undefined) return;
   const deadline = Date.now() + RELEASE_TIMEOUT_MS;
-  while ((await loopBacking(source)) === loop) {
+  while ((await loopBacking(device)) === loop) {
     if (Date.now() > deadline) {
       throw new Error(`the filesystem unmounted from ${mountPoint} is still held by another mount namespace after ${RELEASE_TIMEOUT_MS / 1000} s (${source} backs ${loop})`);
     }
@@ -268,10 +269,8 @@ export async function unmountVolume(mountPoint: string): Promise<void> {
 
 const RELEASE_TIMEOUT_MS = 30_000;
 
-/** The file a loop device (`/dev/loopN`) reads, or undefined when it is detached or `source` is not one. */
-async function loopBacking(source: string): Promise<string | undefined> {
-  const device = /^\/dev\/(loop\d+)$/.exec(source)?.[1];
-  if (device === undefined) return undefined;
+/** The file the loop device `device` (`loopN`) reads, or undefined when it is detached. */
+async function loopBacking(device: string): Promise<string | undefined> {
   try {
     return (await readFile(`/sys/block/${device}/loop/backing_file`, 'utf8')).trim();
   } catch {
