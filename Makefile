@@ -22,7 +22,7 @@ deps: node_modules/.package-lock.json ## npm packages
 build: deps ## compile the TypeScript (tsc -b)
 	npm run --silent build
 
-images: build ## build the local sandbox images (python, node, go) if missing; browser builds on first use
+images: host build ## build the local sandbox images (python, node, go) if missing; browser builds on first use
 	@$(BERTH) images build python node go
 
 cluster-binaries: ## build the test control plane (etcd, kube-apiserver, ..., KWOK) from the Go module proxy, cached
@@ -40,7 +40,7 @@ generate: deps ## regenerate the CRDs and the chart's CRD templates from the zod
 run: setup ## run Berth on this machine: API, operator and gVisor sandboxes in one process (ARGS="--port 9000")
 	$(BERTH) up $(ARGS)
 
-lint-guest: ## pyflakes for the programs that run inside sandboxes (sandbox-images/guest), in a cached venv; the unit tests run it
+lint-guest: deps ## pyflakes for the programs that run inside sandboxes (sandbox-images/guest), in a cached venv; the unit tests run it
 	@test -x node_modules/.cache/berth-guest-lint/bin/python3 || python3 -m venv node_modules/.cache/berth-guest-lint
 	@node_modules/.cache/berth-guest-lint/bin/python3 -m pyflakes --version >/dev/null 2>&1 || node_modules/.cache/berth-guest-lint/bin/pip install -q pyflakes==4.1.0
 	node_modules/.cache/berth-guest-lint/bin/python3 -m pyflakes sandbox-images/guest/*.py
@@ -49,7 +49,10 @@ check-deps: deps ## every workspace package declares what it imports, and nothin
 	npx tsx test/check-deps.ts
 
 # Each tier writes its counts (and the browser tier its screenshots) to .test-results/; the last line totals them ("total: N passed, N failed").
-test: setup cluster-binaries node-binaries check-deps lint-guest ## every test tier: unit, integration, browser, chart, cluster, node, fuzz, bench smoke
+# The set-up steps run side by side: the Go builds (runsc, the test cluster and node) keep both
+# cores busy while npm, apt and the image builds mostly wait on the network and the disk.
+test: ## every test tier: unit, integration, browser, chart, cluster, node, fuzz, bench smoke
+	@$(MAKE) --no-print-directory -j4 setup cluster-binaries node-binaries check-deps lint-guest
 	rm -rf .test-results && mkdir -p .test-results
 	npx vitest run --reporter=default --reporter=json --outputFile.json=.test-results/vitest.json
 	$(MAKE) --no-print-directory chart-package
