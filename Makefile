@@ -3,7 +3,7 @@ SHELL := /bin/bash
 BERTH := node apiserver/dist/cli/main.js
 ARGS ?=
 
-.PHONY: help setup host deps build images cluster-binaries node-binaries test-node lint-guest check-deps run test test-unit bench-smoke test-integration test-browser test-chart test-cluster test-fuzz bench e2e-kind generate chart-package sdk-types clean
+.PHONY: help setup host deps build images browser-image cluster-binaries node-binaries test-node lint-guest check-deps run test test-unit bench-smoke test-integration test-browser test-chart test-cluster test-fuzz bench e2e-kind generate chart-package sdk-types clean
 
 help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-18s %s\n", $$1, $$2}'
@@ -24,6 +24,9 @@ build: deps ## compile the TypeScript (tsc -b)
 
 images: host build ## build the local sandbox images (python, node, go) if missing; browser builds on first use
 	@$(BERTH) images build python node go
+
+browser-image: host build ## build the browser sandbox image (Chromium) if missing; make test builds it ahead, make run on first use
+	@$(BERTH) images build browser
 
 cluster-binaries: ## build the test control plane (etcd, kube-apiserver, ..., KWOK) from the Go module proxy, cached
 	@test/cluster/build.sh >/dev/null
@@ -50,9 +53,10 @@ check-deps: deps ## every workspace package declares what it imports, and nothin
 
 # Each tier writes its counts (and the browser tier its screenshots) to .test-results/; the last line totals them ("total: N passed, N failed").
 # The set-up steps run side by side: the Go builds (runsc, the test cluster and node) keep both
-# cores busy while npm, apt and the image builds mostly wait on the network and the disk.
+# cores busy while npm, apt and the image builds (the browser one too, used by the integration
+# tier) mostly wait on the network and the disk (docs/testing.md has the times).
 test: ## every test tier: unit, integration, browser, chart, cluster, node, fuzz, bench smoke
-	@$(MAKE) --no-print-directory -j4 setup cluster-binaries node-binaries check-deps lint-guest
+	@$(MAKE) --no-print-directory -j4 setup browser-image cluster-binaries node-binaries check-deps lint-guest
 	rm -rf .test-results && mkdir -p .test-results
 	npx vitest run --reporter=default --reporter=json --outputFile.json=.test-results/vitest.json
 	$(MAKE) --no-print-directory chart-package
