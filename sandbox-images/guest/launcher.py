@@ -453,7 +453,10 @@ def file_failure(error, path=None):
         return {'error': error.code, 'message': error.message}
     if isinstance(error, OSError):
         return {'error': ERRNO_CODES.get(error.errno, 'io_error'), 'message': f'{path}: {error.strerror or error}'}
-    return {'error': 'bad_request', 'message': str(error)}
+    if isinstance(error, (ValueError, TypeError)):
+        return {'error': 'bad_request', 'message': str(error)}
+    # Any other failure (RecursionError in a deep tree's rmtree...) is answered all the same.
+    return {'error': 'io_error', 'message': f'{type(error).__name__}: {error}'[:300]}
 
 
 def confine(path, follow=True):
@@ -1209,11 +1212,10 @@ class Launcher:
             if op == 'watch':
                 return self.open_watch(stream_id, request)
             self.reply(stream_id, file_op(request))
-        except (FileError, OSError, ValueError, TypeError) as error:
+        except Exception as error:
+            if not isinstance(error, (FileError, OSError, ValueError, TypeError)):
+                log(f'a file request failed: {error!r}')
             self.reply(stream_id, file_failure(error, request.get('path') if isinstance(request, dict) else None))
-        except Exception as error:  # any other failure (RecursionError in a deep tree's rmtree...) is still answered
-            log(f'a file request failed: {error!r}')
-            self.reply(stream_id, {'error': 'io_error', 'message': f'{type(error).__name__}: {error}'[:300]})
 
     def add_stream(self, stream):
         if stream.id in self.streams:
