@@ -9,6 +9,9 @@ import type { CreateAgentBody, ExecBody, ExecLanguage, ExecOptions, ListAgentsQu
 
 const path = (id: string, rest = '') => `/v1/agents/${encodeURIComponent(id)}${rest}`;
 
+/** The longest `waitSeconds` the server takes on `GET /v1/agents/{id}`. */
+const MAX_SERVER_WAIT_SECONDS = 60;
+
 /** Statuses an agent does not leave. */
 const ENDED = new Set(['terminated', 'failed']);
 
@@ -157,15 +160,35 @@ export class AgentHandle {
     return this.data;
   }
 
-  /** Polls until the agent is in one of `statuses`; throws when it ends (terminated, failed) first or the time is up. */
+  /**
+   * Resolves once the agent is in one of `statuses`; throws when it ends (terminated, failed) first
+   * or the time is up. The server does the waiting (`GET /v1/agents/{id}?waitFor=…`, answered as soon
+   * as the status is written), so the answer comes without a polling interval's delay; each such GET
+   * waits less than one try's timeout.
+   */
   async waitFor(statuses: AgentRecord['status'][], options: WaitOptions = {}): Promise<AgentRecord> {
-    const deadline = Date.now() + (options.waitTimeoutMs ?? 120_000);
-    for (let delay = 50; ; delay = Math.min(delay * 2, 1000)) {
+    const waitTimeoutMs = options.waitTimeoutMs ?? 120_000;
+    const deadline = Date.now() + waitTimeoutMs;
+    // Whole seconds the server may hold one GET: under one try's timeout by a second, at most its 60.
+    const perTry = Math.min(MAX_SERVER_WAIT_SECONDS, Math.floor((options.timeoutMs ?? this.transport.timeoutMs) / 1000) - 1);
+    for (;;) {
       if (statuses.includes(this.data.status)) return this.data;
       if (ENDED.has(this.data.status)) throw new BerthError(`agent ${this.id} is ${this.data.status}, not ${statuses.join(' or ')}`);
-      if (Date.now() > deadline) throw new BerthError(`agent ${this.id} is still ${this.data.status} after ${options.waitTimeoutMs ?? 120_000} ms`);
-      await sleep(delay, options.signal);
-      await this.refresh(options);
+      const remainingMs = deadline - Date.now();
+      if (remainingMs <= 0) throw new BerthError(`agent ${this.id} is still ${this.data.status} after ${waitTimeoutMs} ms`);
+      if (perTry < 1) {
+        // A try too short for the server to hold it: ask again after a short sleep.
+        await sleep(Math.min(100, remainingMs), options.signal);
+        await this.refresh(options);
+        continue;
+      }
+      const waitSeconds = Math.max(1, Math.min(perTry, Math.ceil(remainingMs / 1000)));
+      const asked = Date.now();
+      this.data = await this.transport.request<AgentRecord>({ method: 'GET', path: path(this.id), query: { waitFor: statuses.join(','), waitSeconds }, ...options });
+      // Berth answers early only with a status waited for or an end; anything else (a proxy's
+      // answer, say) is not asked again more than ten times a second.
+      const tookMs = Date.now() - asked;
+      if (!statuses.includes(this.data.status) && !ENDED.has(this.data.status) && tookMs < 100) await sleep(100 - tookMs, options.signal);
     }
   }
 

@@ -60,7 +60,8 @@ export class Transport {
   readonly baseUrl: string;
   readonly apiKey: string;
   readonly retry: RetryPolicy;
-  private readonly timeoutMs: number;
+  /** How long one try may take, in ms, unless a call says otherwise. */
+  readonly timeoutMs: number;
   private readonly headers: Record<string, string>;
   private readonly fetch: typeof fetch;
 

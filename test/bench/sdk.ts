@@ -5,6 +5,8 @@
  *   SDK streamed exec to exit   agent.exec.stream(...) to exit  floor: POST /exec/stream read with fetch to `exit`
  *   CLI agents list --json      `berth agents list --json`      floor: node starting and fetching GET /v1/agents
  *   CLI agents exec             `berth agents exec <id> true`   floor: node starting and fetching POST /exec
+ *   SDK create → idle (warm)    agents.create(...) resolved     floor: POST with fetch, then GET ?waitFor=idle
+ *     (each create claims the sandbox of a warm pool of one, refilled before the next)
  */
 import { spawn } from 'node:child_process';
 import { join } from 'node:path';
@@ -47,6 +49,29 @@ runBench(async () => {
       stream: { sdk: [] as number[], floor: [] as number[] },
       list: { cli: [] as number[], floor: [] as number[] },
       cliExec: { cli: [] as number[], floor: [] as number[] },
+      create: { sdk: [] as number[], floor: [] as number[] },
+    };
+    // A warm pool of one: each create below claims its sandbox, and the next waits for the refill.
+    const api = berth.api(key);
+    const pool = (await api.post('/v1/warm-pools', { compute: 'python', size: 1 })).body;
+    let claims = 0;
+    const refilled = async () => {
+      for (;;) {
+        const now = (await api.get(`/v1/warm-pools/${pool.id}`)).body;
+        if (now.ready === 1 && now.claims >= claims) return;
+        await new Promise((resolve) => setTimeout(resolve, 50));
+      }
+    };
+    const warmCreate = async (create: () => Promise<string>) => {
+      await refilled();
+      const started = performance.now();
+      const id = await create();
+      const ms = performance.now() - started;
+      claims++;
+      const agent = (await api.get(`/v1/agents/${id}`)).body;
+      if (agent.status !== 'idle' || !String(agent.conditions[0]?.message).includes('warm pool')) throw new Error(`agent ${id} did not claim the warm sandbox: ${JSON.stringify(agent)}`);
+      await api.post(`/v1/agents/${id}/terminate`);
+      return ms;
     };
     const fetchList = `const r = await fetch(process.env.BERTH_URL + '/v1/agents', { headers: { authorization: 'Bearer ' + process.env.BERTH_API_KEY } }); if (!r.ok) process.exit(1); await r.json();`;
     const fetchExec = `const r = await fetch(process.env.BERTH_URL + '/v1/agents/${agent.id}/exec', { method: 'POST', headers: { authorization: 'Bearer ' + process.env.BERTH_API_KEY, 'content-type': 'application/json' }, body: JSON.stringify({ language: 'bash', code: 'true' }) }); if ((await r.json()).exitCode !== 0) process.exit(1);`;
@@ -69,6 +94,23 @@ runBench(async () => {
       const cliList = await timedAsync(() => node([BIN, 'agents', 'list', '--json'], env));
       const floorCliExec = await timedAsync(() => node(['--input-type=module', '-e', fetchExec], env));
       const cliExec = await timedAsync(() => node([BIN, 'agents', 'exec', agent.id, '--', 'true'], env));
+      const fetchCreate = async () => {
+        const created = (await (await fetch(`${berth.baseUrl}/v1/sessions/${session.id}/agents`, { method: 'POST', headers, body: JSON.stringify({ timeout: '1h' }) })).json()) as { id: string };
+        const idle = (await (await fetch(`${berth.baseUrl}/v1/agents/${created.id}?waitFor=idle`, { headers })).json()) as { status: string };
+        if (idle.status !== 'idle') throw new Error(`agent ${created.id} is ${idle.status}`);
+        return created.id;
+      };
+      const createWithSdk = async () => (await sdk.agents.create(session.id, { timeout: '1h' })).id;
+      // Each goes first in every other round: the second shares the machine with the first's terminate.
+      let floorCreate: number;
+      let sdkCreate: number;
+      if (i % 2 === 0) {
+        floorCreate = await warmCreate(fetchCreate);
+        sdkCreate = await warmCreate(createWithSdk);
+      } else {
+        sdkCreate = await warmCreate(createWithSdk);
+        floorCreate = await warmCreate(fetchCreate);
+      }
       if (i === 0) continue;
       rows.exec.floor.push(floorExec);
       rows.exec.sdk.push(sdkExec);
@@ -78,13 +120,17 @@ runBench(async () => {
       rows.list.cli.push(cliList);
       rows.cliExec.floor.push(floorCliExec);
       rows.cliExec.cli.push(cliExec);
+      rows.create.floor.push(floorCreate);
+      rows.create.sdk.push(sdkCreate);
     }
     printFloorTable(`The SDK and the CLI against plain fetch (${RUNS} runs each, interleaved)`, [
       { name: 'SDK exec bash true', samples: rows.exec.sdk, floorName: 'fetch POST /exec', floor: rows.exec.floor },
       { name: 'SDK exec.stream to exit', samples: rows.stream.sdk, floorName: 'fetch POST /exec/stream', floor: rows.stream.floor },
       { name: 'CLI agents list --json', samples: rows.list.cli, floorName: 'node + fetch GET /v1/agents', floor: rows.list.floor },
       { name: 'CLI agents exec true', samples: rows.cliExec.cli, floorName: 'node + fetch POST /exec', floor: rows.cliExec.floor },
+      { name: 'SDK create → idle (warm)', samples: rows.create.sdk, floorName: 'fetch POST + GET ?waitFor=idle', floor: rows.create.floor },
     ]);
+    await api.raw(`/v1/warm-pools/${pool.id}`, { method: 'DELETE' });
     await agent.terminate();
   } finally {
     await berth.stop();

@@ -103,12 +103,20 @@ describe('a warm pool of python sandboxes', () => {
     const agent = await idle(agentId);
     expect(agent.conditions[0].message).toMatch(/claimed from warm pool wpl_/);
     // A status it does not reach: the answer comes after waitSeconds, with the agent as it is.
+    const started = Date.now();
     const notPaused = await live.get(`/v1/agents/${agentId}?waitFor=paused&waitSeconds=1`);
     expect(notPaused.body.status).toBe('idle');
-    for (const query of ['waitFor=sleeping', 'waitFor=idle&waitSeconds=0', 'waitFor=idle&waitSeconds=61', 'waitFor=idle&colour=red']) {
+    expect(Date.now() - started).toBeGreaterThanOrEqual(1_000);
+    // Several statuses: answered at once when it has one of them.
+    const listed = Date.now();
+    const either = await live.get(`/v1/agents/${agentId}?waitFor=paused,idle&waitSeconds=30`);
+    expect(either.body.status).toBe('idle');
+    expect(Date.now() - listed).toBeLessThan(1_000);
+    for (const query of ['waitFor=sleeping', 'waitFor=idle,sleeping', 'waitFor=idle,', 'waitFor=', 'waitFor=idle&waitSeconds=0', 'waitFor=idle&waitSeconds=61', 'waitFor=idle&colour=red']) {
       const refused = await live.get(`/v1/agents/${agentId}?${query}`);
       expect(refused.status, query).toBe(422);
       expect(refused.body.error.code).toBe('unprocessable_entity');
+      if (query.startsWith('waitFor=') && !query.includes('&')) expect(refused.body.error.details.fields, query).toHaveProperty('waitFor');
     }
     // No sandbox of the agent's own: it runs in one the pool had started.
     const containers = runscContainers(berth.dataDir).map((container) => container.id);

@@ -34,6 +34,20 @@ const backgroundStartedExample = {
   endedAt: null,
 };
 
+/** Comma-separated agent statuses (`idle,running`), as a list; anything else is 422 naming the field. */
+const agentPhasesQuery = z
+  .string()
+  .max(200)
+  .transform((value, context) => {
+    const phases = value.split(',').map((phase) => phase.trim());
+    const parsed = z.array(agentPhaseSchema).safeParse(phases);
+    if (!parsed.success) {
+      context.addIssue({ code: 'custom', message: `comma-separated statuses of ${agentPhaseSchema.options.join(', ')}` });
+      return z.NEVER;
+    }
+    return parsed.data;
+  });
+
 /** How long `terminate` waits for the sandbox to be gone before answering anyway. */
 const TERMINATE_WAIT_MS = 15_000;
 
@@ -115,20 +129,7 @@ export function agentRoutes(
         'Every agent of the key\'s organization and mode, newest first, paginated like `GET /v1/sessions`. Filters: `sessionId` (one session), `status` (comma-separated phases: booting, idle, running, paused, terminated, failed). A cursor belongs to its filters: another filter with it is 422.',
       query: paginationQuery.extend({
         sessionId: z.string().min(1).max(128).optional().describe('only the agents of this session (`ses_…`)'),
-        status: z
-          .string()
-          .max(200)
-          .transform((value, context) => {
-            const phases = value.split(',').map((phase) => phase.trim());
-            const parsed = z.array(agentPhaseSchema).safeParse(phases);
-            if (!parsed.success) {
-              context.addIssue({ code: 'custom', message: `comma-separated statuses of ${agentPhaseSchema.options.join(', ')}` });
-              return z.NEVER;
-            }
-            return parsed.data;
-          })
-          .optional()
-          .describe('comma-separated statuses, e.g. `idle,running`'),
+        status: agentPhasesQuery.optional().describe('comma-separated statuses, e.g. `idle,running`'),
       }),
       responses: { 200: { description: 'one page of agents', schema: agentPage, example: { data: [agentExample], hasMore: false } } },
       errors: ['not_found', 'unprocessable_entity'],
@@ -168,11 +169,11 @@ export function agentRoutes(
       summary: 'Get an agent (status poll)',
       description:
         '`status` is `booting` while the sandbox is provisioned, `idle` when it is ready, `terminated` after terminate, `failed` when provisioning failed or the timeout expired (`error` says why). `conditions` carry the details. ' +
-        'With `waitFor` (a status) the call waits, without polling, until the agent has that status or has ended (`terminated`, `failed`), at most `waitSeconds` (1–60, default 30), and answers the agent as it is then: `GET /v1/agents/{id}?waitFor=idle` right after create answers as soon as the sandbox is ready.',
+        'With `waitFor` (a status, or several separated by commas: `idle,running`) the call waits, without polling, until the agent has one of them or has ended (`terminated`, `failed`), at most `waitSeconds` (1–60, default 30), and answers the agent as it is then: `GET /v1/agents/{id}?waitFor=idle` right after create answers as soon as the sandbox is ready. A status that is not one of booting, idle, running, paused, terminated, failed is 422 naming `waitFor`.',
       params: idParam('agt', 'agent'),
       query: z
         .object({
-          waitFor: agentPhaseSchema.optional().describe('wait until the agent has this status (or has ended) before answering'),
+          waitFor: agentPhasesQuery.optional().describe('wait until the agent has this status, or one of these comma-separated ones (or has ended), before answering'),
           waitSeconds: z.coerce.number().int().min(1).max(MAX_GET_WAIT_SECONDS).default(30).describe(`longest wait for waitFor, in seconds (1–${MAX_GET_WAIT_SECONDS})`),
         })
         .strict(),
@@ -180,7 +181,7 @@ export function agentRoutes(
       errors: ['not_found', 'unprocessable_entity'],
       handler: async ({ principal, params, query }) => ({
         status: 200,
-        body: await agents.get(principal, params.id, query.waitFor === undefined ? undefined : { status: query.waitFor, timeoutMs: query.waitSeconds * 1000 }),
+        body: await agents.get(principal, params.id, query.waitFor === undefined ? undefined : { statuses: query.waitFor, timeoutMs: query.waitSeconds * 1000 }),
       }),
     }),
     defineRoute({

@@ -343,7 +343,7 @@ export function createAgentService(deps: AgentServiceDeps) {
     async get(
       principal: Principal,
       id: string,
-      wait?: { status: AgentView['status']; timeoutMs: number },
+      wait?: { statuses: AgentView['status'][]; timeoutMs: number },
     ): Promise<AgentView & { awaitingApproval?: { approvalId: string; taskId: string; action: string; expiresAt: string } }> {
       let agent: Resource<'Agent'>;
       if (wait && isId(id, 'agt')) {
@@ -352,7 +352,7 @@ export function createAgentService(deps: AgentServiceDeps) {
         // write left the agent (no read more: ADR 45).
         const reached = (current: Resource<'Agent'> | undefined) => {
           const phase = current?.status?.phase ?? 'booting';
-          return current === undefined || phase === wait.status || phase === 'terminated' || phase === 'failed';
+          return current === undefined || wait.statuses.includes(phase) || phase === 'terminated' || phase === 'failed';
         };
         let found: Resource<'Agent'> | undefined;
         const firstRead = async () => (found = await find(principal, id));

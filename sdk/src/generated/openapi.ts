@@ -1976,8 +1976,8 @@ export interface paths {
         id: string;
       };
       query: {
-        /** wait until the agent has this status (or has ended) before answering */
-        waitFor?: "booting" | "idle" | "running" | "paused" | "terminated" | "failed";
+        /** wait until the agent has this status, or one of these comma-separated ones (or has ended), before answering */
+        waitFor?: string;
         /** longest wait for waitFor, in seconds (1–60) */
         waitSeconds?: number;
       };
