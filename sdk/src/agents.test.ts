@@ -81,3 +81,53 @@ describe('waiting for an agent', () => {
     expect(fake.requests.slice(1).map((request) => request.query)).toEqual([{}, {}]);
   });
 });
+
+/**
+ * A run's routes: the agent's stream (held open; `end()` sends the task's `output` event), the run's
+ * start, and the task, `running` until the output was sent. Task reads are recorded with their time.
+ */
+async function fakeRun(): Promise<{ url: string; taskReads: number[]; end(): void }> {
+  const taskReads: number[] = [];
+  let ended = false;
+  let stream: import('node:http').ServerResponse | undefined;
+  const server = createServer((req, res) => {
+    req.resume();
+    if (req.url === '/v1/agents/agt_1/stream') {
+      stream = res.writeHead(200, { 'content-type': 'text/event-stream' });
+      stream.write(': connected\n\n');
+      return;
+    }
+    if (req.url === '/v1/agents/agt_1/run') {
+      res.writeHead(202, { 'content-type': 'application/json' }).end(JSON.stringify({ taskId: 'tsk_1', agentId: 'agt_1', status: 'queued' }));
+      return;
+    }
+    taskReads.push(Date.now());
+    res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ id: 'tsk_1', status: ended ? 'completed' : 'running', output: ended ? 'done' : null }));
+  });
+  servers.push(server);
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return {
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    taskReads,
+    end: () => {
+      ended = true;
+      stream!.write(`id: 7\nevent: output\ndata: ${JSON.stringify({ taskId: 'tsk_1', text: 'done' })}\n\n`);
+    },
+  };
+}
+
+describe("a run's result", () => {
+  it('is read again as soon as the run’s last event arrives, not at the next interval', async () => {
+    const fake = await fakeRun();
+    const agent = client(fake.url).agents.handle('agt_1');
+    const run = await agent.run('count');
+    const result = run.result();
+    // Reads at 0, 100 and 300 ms: the next would come 400 ms after the third.
+    while (fake.taskReads.length < 3) await new Promise((resolve) => setTimeout(resolve, 5));
+    const endedAt = Date.now();
+    fake.end();
+    expect(await result).toMatchObject({ id: 'tsk_1', status: 'completed', output: 'done' });
+    expect(fake.taskReads).toHaveLength(4);
+    expect(fake.taskReads[3]! - endedAt).toBeLessThan(200);
+  });
+});

@@ -359,17 +359,56 @@ export class Run implements AsyncIterable<AgentEvent> {
     this.controller.abort();
   }
 
-  /** Waits for the task to complete, fail or be cancelled, and returns it. */
+  /**
+   * Waits for the task to complete, fail or be cancelled, and returns it. The task's end is written
+   * with the run's last event (`output` or `error`): unless the run's events were read already, they
+   * are read here, and that event has the task read again at once. The task is also read at doubling
+   * intervals (100 ms to 2 s), for an end without an event (a task cancelled before it ran) or a
+   * stream that broke.
+   */
   async result(options: WaitOptions = {}): Promise<Task> {
-    this.close();
     const deadline = Date.now() + (options.waitTimeoutMs ?? 600_000);
-    for (let delay = 100; ; delay = Math.min(delay * 2, 2000)) {
-      const task = await this.transport.request<Task>({ method: 'GET', path: `/v1/tasks/${encodeURIComponent(this.taskId)}`, ...options });
-      if (task.status === 'completed' || task.status === 'failed' || task.status === 'cancelled') return task;
-      if (Date.now() > deadline) throw new BerthError(`task ${this.taskId} is still ${task.status}`);
-      await sleep(delay, options.signal);
+    let ended = this.done ? undefined : this.drain();
+    try {
+      for (let delay = 100; ; delay = Math.min(delay * 2, 2000)) {
+        const task = await this.transport.request<Task>({ method: 'GET', path: `/v1/tasks/${encodeURIComponent(this.taskId)}`, ...options });
+        if (task.status === 'completed' || task.status === 'failed' || task.status === 'cancelled') return task;
+        if (Date.now() > deadline) throw new BerthError(`task ${this.taskId} is still ${task.status}`);
+        if (await sleepUnless(delay, ended, options.signal)) ended = undefined;
+      }
+    } finally {
+      this.close();
     }
   }
+
+  /** Reads the run's events to its last one (or the stream's end), discarding them. */
+  private async drain(): Promise<void> {
+    try {
+      for await (const event of this) void event;
+    } catch {
+      // The stream broke: the task is read at its intervals still.
+    }
+  }
+}
+
+/** Sleeps `ms`, or less when `until` settles first (then true); an aborted `signal` rejects. */
+function sleepUnless(ms: number, until: Promise<void> | undefined, signal: AbortSignal | undefined): Promise<boolean> {
+  if (!until) return sleep(ms, signal).then(() => false);
+  return new Promise((resolve, reject) => {
+    if (signal?.aborted) return reject(signal.reason);
+    const settle = (early: boolean) => {
+      clearTimeout(timer);
+      signal?.removeEventListener('abort', onAbort);
+      resolve(early);
+    };
+    const onAbort = () => {
+      clearTimeout(timer);
+      reject(signal!.reason);
+    };
+    const timer = setTimeout(() => settle(false), ms);
+    signal?.addEventListener('abort', onAbort, { once: true });
+    void until.then(() => settle(true));
+  });
 }
 
 /** The background processes of one agent. */

@@ -264,6 +264,9 @@ describe('the SDK against a real berth up', () => {
     expect(events.every((event) => event.data.taskId === run.taskId)).toBe(true);
     expect(await run.result()).toMatchObject({ id: run.taskId, status: 'completed', output: expect.any(String) });
     expect(await test.tasks.get(run.taskId)).toMatchObject({ status: 'completed' });
+    // Its result without reading its events: they are read by result(), whose wait ends with them.
+    const second = await mock.run('List the files in /workspace again');
+    expect(await second.result()).toMatchObject({ id: second.taskId, status: 'completed', output: expect.any(String) });
   });
 
   it('keeps secrets by name, session-scoped too, never showing values', async () => {
