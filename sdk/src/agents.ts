@@ -374,7 +374,7 @@ export class Run implements AsyncIterable<AgentEvent> {
         const task = await this.transport.request<Task>({ method: 'GET', path: `/v1/tasks/${encodeURIComponent(this.taskId)}`, ...options });
         if (task.status === 'completed' || task.status === 'failed' || task.status === 'cancelled') return task;
         if (Date.now() > deadline) throw new BerthError(`task ${this.taskId} is still ${task.status}`);
-        if (await sleepUnless(delay, ended, options.signal)) ended = undefined;
+        if (await sleep(delay, options.signal, ended)) ended = undefined;
       }
     } finally {
       this.close();
@@ -389,26 +389,6 @@ export class Run implements AsyncIterable<AgentEvent> {
       // The stream broke: the task is read at its intervals still.
     }
   }
-}
-
-/** Sleeps `ms`, or less when `until` settles first (then true); an aborted `signal` rejects. */
-function sleepUnless(ms: number, until: Promise<void> | undefined, signal: AbortSignal | undefined): Promise<boolean> {
-  if (!until) return sleep(ms, signal).then(() => false);
-  return new Promise((resolve, reject) => {
-    if (signal?.aborted) return reject(signal.reason);
-    const settle = (early: boolean) => {
-      clearTimeout(timer);
-      signal?.removeEventListener('abort', onAbort);
-      resolve(early);
-    };
-    const onAbort = () => {
-      clearTimeout(timer);
-      reject(signal!.reason);
-    };
-    const timer = setTimeout(() => settle(false), ms);
-    signal?.addEventListener('abort', onAbort, { once: true });
-    void until.then(() => settle(true));
-  });
 }
 
 /** The background processes of one agent. */

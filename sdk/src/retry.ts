@@ -49,18 +49,24 @@ export function retryDelayMs(attempt: number, retryAfterMs: number | undefined, 
   return Math.round(ceiling * random());
 }
 
-/** Resolves after `ms`, or rejects with the signal's reason when it is aborted first. */
-export function sleep(ms: number, signal?: AbortSignal): Promise<void> {
+/**
+ * Resolves after `ms` (with false), or rejects with the signal's reason when it is aborted first.
+ * With `wake`, resolves early (with true) when that promise settles first.
+ */
+export function sleep(ms: number, signal?: AbortSignal, wake?: Promise<unknown>): Promise<boolean> {
   return new Promise((resolve, reject) => {
     if (signal?.aborted) return reject(signal.reason);
     const onAbort = () => {
       clearTimeout(timer);
       reject(signal!.reason);
     };
-    const timer = setTimeout(() => {
+    const settle = (early: boolean) => {
+      clearTimeout(timer);
       signal?.removeEventListener('abort', onAbort);
-      resolve();
-    }, ms);
+      resolve(early);
+    };
+    const timer = setTimeout(() => settle(false), ms);
     signal?.addEventListener('abort', onAbort, { once: true });
+    void wake?.then(() => settle(true));
   });
 }

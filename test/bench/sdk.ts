@@ -12,6 +12,7 @@ import { spawn } from 'node:child_process';
 import { join } from 'node:path';
 import { Berth } from '../../sdk/src/index.js';
 import { ROOT, startBerth, tempDir } from '../helpers/berth.js';
+import { eventually } from '../helpers/http.js';
 import { removeDataDir } from '../helpers/runsc.js';
 import { printFloorTable, runBench } from './floor-table.js';
 
@@ -55,13 +56,14 @@ runBench(async () => {
     const api = berth.api(key);
     const pool = (await api.post('/v1/warm-pools', { compute: 'python', size: 1 })).body;
     let claims = 0;
-    const refilled = async () => {
-      for (;;) {
-        const now = (await api.get(`/v1/warm-pools/${pool.id}`)).body;
-        if (now.ready === 1 && now.claims >= claims) return;
-        await new Promise((resolve) => setTimeout(resolve, 50));
-      }
-    };
+    const refilled = () =>
+      eventually(
+        async () => {
+          const now = (await api.get(`/v1/warm-pools/${pool.id}`)).body;
+          return now.ready === 1 && now.claims >= claims ? true : undefined;
+        },
+        { timeoutMs: 120_000, intervalMs: 50, what: 'the pool to refill' },
+      );
     const warmCreate = async (create: () => Promise<string>) => {
       await refilled();
       const started = performance.now();
@@ -73,6 +75,13 @@ runBench(async () => {
       await api.post(`/v1/agents/${id}/terminate`);
       return ms;
     };
+    const fetchCreate = async () => {
+      const created = (await (await fetch(`${berth.baseUrl}/v1/sessions/${session.id}/agents`, { method: 'POST', headers, body: JSON.stringify({ timeout: '1h' }) })).json()) as { id: string };
+      const idle = (await (await fetch(`${berth.baseUrl}/v1/agents/${created.id}?waitFor=idle`, { headers })).json()) as { status: string };
+      if (idle.status !== 'idle') throw new Error(`agent ${created.id} is ${idle.status}`);
+      return created.id;
+    };
+    const createWithSdk = async () => (await sdk.agents.create(session.id, { timeout: '1h' })).id;
     const fetchList = `const r = await fetch(process.env.BERTH_URL + '/v1/agents', { headers: { authorization: 'Bearer ' + process.env.BERTH_API_KEY } }); if (!r.ok) process.exit(1); await r.json();`;
     const fetchExec = `const r = await fetch(process.env.BERTH_URL + '/v1/agents/${agent.id}/exec', { method: 'POST', headers: { authorization: 'Bearer ' + process.env.BERTH_API_KEY, 'content-type': 'application/json' }, body: JSON.stringify({ language: 'bash', code: 'true' }) }); if ((await r.json()).exitCode !== 0) process.exit(1);`;
     for (let i = 0; i < RUNS + 1; i++) {
@@ -94,13 +103,6 @@ runBench(async () => {
       const cliList = await timedAsync(() => node([BIN, 'agents', 'list', '--json'], env));
       const floorCliExec = await timedAsync(() => node(['--input-type=module', '-e', fetchExec], env));
       const cliExec = await timedAsync(() => node([BIN, 'agents', 'exec', agent.id, '--', 'true'], env));
-      const fetchCreate = async () => {
-        const created = (await (await fetch(`${berth.baseUrl}/v1/sessions/${session.id}/agents`, { method: 'POST', headers, body: JSON.stringify({ timeout: '1h' }) })).json()) as { id: string };
-        const idle = (await (await fetch(`${berth.baseUrl}/v1/agents/${created.id}?waitFor=idle`, { headers })).json()) as { status: string };
-        if (idle.status !== 'idle') throw new Error(`agent ${created.id} is ${idle.status}`);
-        return created.id;
-      };
-      const createWithSdk = async () => (await sdk.agents.create(session.id, { timeout: '1h' })).id;
       // Each goes first in every other round: the second shares the machine with the first's terminate.
       let floorCreate: number;
       let sdkCreate: number;
