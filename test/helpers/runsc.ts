@@ -1,12 +1,24 @@
 import { execFileSync, spawnSync } from 'node:child_process';
 import { readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
+import { eventually } from './http.js';
 
 /** What runsc itself says about the sandboxes of a Berth data directory. */
 export function runscContainers(dataDir: string): { id: string; status: string }[] {
   const output = execFileSync('runsc', [`--root=${join(dataDir, 'runsc')}`, 'list', '--format=json'], { encoding: 'utf8' });
   const containers = (JSON.parse(output || '[]') as { id: string; status: string }[] | null) ?? [];
   return containers.map(({ id, status }) => ({ id, status }));
+}
+
+/**
+ * Waits for runsc to forget a checkpointed container. A pause answers once the checkpoint is on
+ * disk and the sandbox has stopped (its compute released); the container's record is deleted just
+ * after, in the background, so a test that looks at once may still see it, never running.
+ */
+export async function checkpointedContainerGone(dataDir: string, id: string): Promise<void> {
+  const status = runscContainers(dataDir).find((container) => container.id === id)?.status;
+  if (status === 'running') throw new Error(`container ${id} is still running after its checkpoint`);
+  await eventually(async () => (runscContainers(dataDir).some((container) => container.id === id) ? undefined : true), { what: `runsc to delete container ${id}` });
 }
 
 /** Kills every sandbox of a data directory: tests clean up after themselves. */

@@ -6,7 +6,7 @@ import { startBerth, type BerthProcess } from '../helpers/berth.js';
 import { COUNTER_STATE, counterProgram, parseCounterState } from '../helpers/counter.js';
 import { eventually, type ApiClient } from '../helpers/http.js';
 import { createTestDatabase } from '../helpers/postgres.js';
-import { removeDataDir, runscContainers } from '../helpers/runsc.js';
+import { checkpointedContainerGone, removeDataDir } from '../helpers/runsc.js';
 
 /**
  * Pause by checkpoint and resume, through the API, with real runsc: a Python process keeps its
@@ -74,7 +74,7 @@ describe('pause and resume of an agent', () => {
     const paused = await live.post(`/v1/agents/${agent.id}/pause`);
     expect(paused.status).toBe(200);
     expect(paused.body).toMatchObject({ id: agent.id, status: 'paused' });
-    expect(runscContainers(berth.dataDir).map((container) => container.id)).not.toContain(agent.id);
+    await checkpointedContainerGone(berth.dataDir, agent.id);
     const list = (await live.get(`/v1/snapshots?agentId=${agent.id}`)).body.data;
     expect(list).toHaveLength(1);
     expect(list[0]).toMatchObject({ state: expect.stringMatching(/^(creating|ready)$/), level: 'native' });

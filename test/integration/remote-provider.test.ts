@@ -3,7 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startBerth, type BerthProcess } from '../helpers/berth.js';
 import { eventually, type ApiClient } from '../helpers/http.js';
 import { createTestDatabase } from '../helpers/postgres.js';
-import { removeDataDir, runscContainers } from '../helpers/runsc.js';
+import { checkpointedContainerGone, removeDataDir, runscContainers } from '../helpers/runsc.js';
 
 /**
  * BYOI compute through the remote provider protocol: a second `berth up` (the "remote") runs
@@ -90,7 +90,7 @@ for n in itertools.count():
     const pid = (await live.post(`/v1/agents/${agentId}/exec`, { language: 'bash', code: 'cat /workspace/counter.pid' })).body.stdout;
     const paused = await live.post(`/v1/agents/${agentId}/pause`);
     expect(paused.body.status).toBe('paused');
-    expect(runscContainers(remote.dataDir).map((container) => container.id)).not.toContain(agentId);
+    await checkpointedContainerGone(remote.dataDir, agentId);
     const [snapshot] = (await live.get(`/v1/snapshots?agentId=${agentId}`)).body.data;
     expect(snapshot).toMatchObject({ provider: 'remote', state: 'ready', type: 'pause', level: 'native' });
     expect(snapshot.sizeBytes).toBeGreaterThan(0);

@@ -6,7 +6,7 @@ import { startBerth, type BerthProcess } from '../helpers/berth.js';
 import { eventually, type ApiClient } from '../helpers/http.js';
 import { createTestDatabase } from '../helpers/postgres.js';
 import { metricValue, parsePrometheus } from '../helpers/prometheus.js';
-import { removeDataDir, runscContainers } from '../helpers/runsc.js';
+import { checkpointedContainerGone, removeDataDir, runscContainers } from '../helpers/runsc.js';
 
 /**
  * Warm pools with real gVisor sandboxes: a pool keeps sandboxes started, an agent claims one and
@@ -149,7 +149,7 @@ describe('a warm pool of python sandboxes', () => {
   it('lets the claimed agent pause and resume natively under its own id, its files kept', async () => {
     const paused = await live.post(`/v1/agents/${agentId}/pause`);
     expect(paused.body.status, JSON.stringify(paused.body)).toBe('paused');
-    expect(runscContainers(berth.dataDir).map((container) => container.id)).not.toContain(claimedSandbox);
+    await checkpointedContainerGone(berth.dataDir, claimedSandbox);
     const resumed = await live.post(`/v1/agents/${agentId}/resume`);
     expect(resumed.body.status, JSON.stringify(resumed.body)).toBe('idle');
     const after = await exec(agentId, 'cat /workspace/note; echo "$WARM_TOKEN"');
