@@ -6,8 +6,9 @@ import { BerthError } from './errors.js';
 
 /**
  * A real HTTP server on loopback standing in for Berth's agent routes: `POST` create answers the
- * agent booting; each `GET /v1/agents/{id}` answers with the next status of `statuses` (the last one
- * again when they run out). Every request is recorded with its parsed query.
+ * agent with status `created` (booting unless told); each `GET /v1/agents/{id}` answers with the
+ * next status of `statuses` (the last one again when they run out). Every request is recorded with
+ * its parsed query.
  */
 interface FakeAgents {
   url: string;
@@ -22,7 +23,7 @@ afterEach(async () => {
   }
 });
 
-async function fakeAgents(statuses: string[]): Promise<FakeAgents> {
+async function fakeAgents(statuses: string[], created = 'booting'): Promise<FakeAgents> {
   const requests: FakeAgents['requests'] = [];
   let gets = 0;
   const server = createServer((req, res) => {
@@ -30,7 +31,7 @@ async function fakeAgents(statuses: string[]): Promise<FakeAgents> {
     requests.push({ method: req.method!, path: url.pathname, query: Object.fromEntries(url.searchParams) });
     req.resume();
     req.on('end', () => {
-      const status = req.method === 'POST' ? 'booting' : statuses[Math.min(gets++, statuses.length - 1)];
+      const status = req.method === 'POST' ? created : statuses[Math.min(gets++, statuses.length - 1)];
       res.writeHead(req.method === 'POST' ? 201 : 200, { 'content-type': 'application/json' }).end(JSON.stringify({ id: 'agt_1', status }));
     });
   });
@@ -42,13 +43,29 @@ async function fakeAgents(statuses: string[]): Promise<FakeAgents> {
 const client = (url: string, timeoutMs?: number) => new Berth({ url, apiKey: 'svc_test_x', ...(timeoutMs === undefined ? {} : { timeoutMs }) });
 
 describe('waiting for an agent', () => {
-  it('create leaves the waiting to the server: one GET with waitFor, held under one try’s timeout', async () => {
-    const fake = await fakeAgents(['idle']);
+  it('create leaves the waiting to the server: the create itself waits, held under one try’s timeout, and no GET follows a ready agent', async () => {
+    const fake = await fakeAgents([], 'idle');
     const agent = await client(fake.url).agents.create('ses_1', {});
     expect(agent.data.status).toBe('idle');
-    expect(fake.requests.map(({ method, path }) => `${method} ${path}`)).toEqual(['POST /v1/sessions/ses_1/agents', 'GET /v1/agents/agt_1']);
-    // The client's tries take 60 s at most: the server holds the GET 59 s at most.
-    expect(fake.requests[1]!.query).toEqual({ waitFor: 'idle', waitSeconds: '59' });
+    expect(fake.requests.map(({ method, path }) => `${method} ${path}`)).toEqual(['POST /v1/sessions/ses_1/agents']);
+    // The client's tries take 60 s at most: the server holds the create 59 s at most.
+    expect(fake.requests[0]!.query).toEqual({ waitFor: 'idle', waitSeconds: '59' });
+  });
+
+  it('create goes on waiting with GETs for an agent still booting when the create’s wait ended', async () => {
+    const fake = await fakeAgents(['idle']);
+    const agent = await client(fake.url).agents.create('ses_1', {}, { waitTimeoutMs: 30_000 });
+    expect(agent.data.status).toBe('idle');
+    expect(fake.requests.map(({ method, path, query }) => [`${method} ${path}`, query])).toEqual([
+      ['POST /v1/sessions/ses_1/agents', { waitFor: 'idle', waitSeconds: '30' }],
+      ['GET /v1/agents/agt_1', { waitFor: 'idle', waitSeconds: expect.stringMatching(/^(29|30)$/) }],
+    ]);
+  });
+
+  it('create without waitUntilReady asks for no wait', async () => {
+    const fake = await fakeAgents([]);
+    expect((await client(fake.url).agents.create('ses_1', {}, { waitUntilReady: false })).data.status).toBe('booting');
+    expect(fake.requests).toEqual([{ method: 'POST', path: '/v1/sessions/ses_1/agents', query: {} }]);
   });
 
   it('asks again when the server answers at the end of its wait, and gives up at the deadline', async () => {
@@ -78,7 +95,7 @@ describe('waiting for an agent', () => {
     const fake = await fakeAgents(['booting', 'idle']);
     const agent = await client(fake.url, 1_500).agents.create('ses_1', {});
     expect(agent.data.status).toBe('idle');
-    expect(fake.requests.slice(1).map((request) => request.query)).toEqual([{}, {}]);
+    expect(fake.requests.map((request) => request.query)).toEqual([{}, {}, {}]);
   });
 });
 

@@ -9,8 +9,21 @@ import type { CreateAgentBody, ExecBody, ExecLanguage, ExecOptions, ListAgentsQu
 
 const path = (id: string, rest = '') => `/v1/agents/${encodeURIComponent(id)}${rest}`;
 
-/** The longest `waitSeconds` the server takes on `GET /v1/agents/{id}`. */
+/** The longest `waitSeconds` the server takes on `GET /v1/agents/{id}` and the agent's create. */
 const MAX_SERVER_WAIT_SECONDS = 60;
+
+/** How long `waitFor` and `create` wait for a status unless told (`waitTimeoutMs`). */
+const DEFAULT_WAIT_MS = 120_000;
+
+/**
+ * The whole seconds the server may hold one request that waits for a status (`waitSeconds`):
+ * under one try's timeout by a second, at most the server's 60, at most what is left of the wait.
+ * Undefined when a try is too short for the server to hold it.
+ */
+function serverWaitSeconds(transport: Transport, options: RequestOptions, remainingMs: number): number | undefined {
+  const perTry = Math.min(MAX_SERVER_WAIT_SECONDS, Math.floor((options.timeoutMs ?? transport.timeoutMs) / 1000) - 1);
+  return perTry < 1 ? undefined : Math.max(1, Math.min(perTry, Math.ceil(remainingMs / 1000)));
+}
 
 /** Statuses an agent does not leave. */
 const ENDED = new Set(['terminated', 'failed']);
@@ -51,11 +64,20 @@ export interface AgentStreamOptions {
 export class Agents {
   constructor(private readonly transport: Transport) {}
 
-  /** Starts an agent in a session; by default resolves once its sandbox is ready. */
+  /**
+   * Starts an agent in a session; by default resolves once its sandbox is ready. The create itself
+   * waits for that (`POST …/agents?waitFor=idle`), so a ready agent takes one exchange; one still
+   * booting when that wait ends is waited for as `waitFor` does.
+   */
   async create(sessionId: string, body: CreateAgentBody = {}, options: CreateAgentOptions = {}): Promise<AgentHandle> {
-    const record = await this.transport.request<AgentRecord>({ method: 'POST', path: `/v1/sessions/${encodeURIComponent(sessionId)}/agents`, body, ...options });
+    const wait = options.waitUntilReady !== false;
+    const waitTimeoutMs = options.waitTimeoutMs ?? DEFAULT_WAIT_MS;
+    const deadline = Date.now() + waitTimeoutMs;
+    const waitSeconds = wait ? serverWaitSeconds(this.transport, options, waitTimeoutMs) : undefined;
+    const query = waitSeconds === undefined ? undefined : { waitFor: 'idle', waitSeconds };
+    const record = await this.transport.request<AgentRecord>({ method: 'POST', path: `/v1/sessions/${encodeURIComponent(sessionId)}/agents`, query, body, ...options });
     const agent = new AgentHandle(this.transport, record);
-    if (options.waitUntilReady !== false) await agent.waitFor(['idle'], options);
+    if (wait) await agent.waitUntil(['idle'], options, deadline, waitTimeoutMs);
     return agent;
   }
 
@@ -167,22 +189,24 @@ export class AgentHandle {
    * waits less than one try's timeout.
    */
   async waitFor(statuses: AgentRecord['status'][], options: WaitOptions = {}): Promise<AgentRecord> {
-    const waitTimeoutMs = options.waitTimeoutMs ?? 120_000;
-    const deadline = Date.now() + waitTimeoutMs;
-    // Whole seconds the server may hold one GET: under one try's timeout by a second, at most its 60.
-    const perTry = Math.min(MAX_SERVER_WAIT_SECONDS, Math.floor((options.timeoutMs ?? this.transport.timeoutMs) / 1000) - 1);
+    const waitTimeoutMs = options.waitTimeoutMs ?? DEFAULT_WAIT_MS;
+    return this.waitUntil(statuses, options, Date.now() + waitTimeoutMs, waitTimeoutMs);
+  }
+
+  /** @internal `waitFor` with its deadline fixed by the caller (`create`, whose wait began before). */
+  async waitUntil(statuses: AgentRecord['status'][], options: RequestOptions, deadline: number, waitTimeoutMs: number): Promise<AgentRecord> {
     for (;;) {
       if (statuses.includes(this.data.status)) return this.data;
       if (ENDED.has(this.data.status)) throw new BerthError(`agent ${this.id} is ${this.data.status}, not ${statuses.join(' or ')}`);
       const remainingMs = deadline - Date.now();
       if (remainingMs <= 0) throw new BerthError(`agent ${this.id} is still ${this.data.status} after ${waitTimeoutMs} ms`);
-      if (perTry < 1) {
+      const waitSeconds = serverWaitSeconds(this.transport, options, remainingMs);
+      if (waitSeconds === undefined) {
         // A try too short for the server to hold it: ask again after a short sleep.
         await sleep(Math.min(100, remainingMs), options.signal);
         await this.refresh(options);
         continue;
       }
-      const waitSeconds = Math.max(1, Math.min(perTry, Math.ceil(remainingMs / 1000)));
       const asked = Date.now();
       this.data = await this.transport.request<AgentRecord>({ method: 'GET', path: path(this.id), query: { waitFor: statuses.join(','), waitSeconds }, ...options });
       // Berth answers early only with a status waited for or an end; anything else (a proxy's

@@ -5,7 +5,7 @@
  *   SDK streamed exec to exit   agent.exec.stream(...) to exit  floor: POST /exec/stream read with fetch to `exit`
  *   CLI agents list --json      `berth agents list --json`      floor: node starting and fetching GET /v1/agents
  *   CLI agents exec             `berth agents exec <id> true`   floor: node starting and fetching POST /exec
- *   SDK create → idle (warm)    agents.create(...) resolved     floor: POST with fetch, then GET ?waitFor=idle
+ *   SDK create → idle (warm)    agents.create(...) resolved     floor: POST ?waitFor=idle with fetch
  *     (each create claims the sandbox of a warm pool of one, refilled before the next)
  */
 import { spawn } from 'node:child_process';
@@ -76,9 +76,8 @@ runBench(async () => {
       return ms;
     };
     const fetchCreate = async () => {
-      const created = (await (await fetch(`${berth.baseUrl}/v1/sessions/${session.id}/agents`, { method: 'POST', headers, body: JSON.stringify({ timeout: '1h' }) })).json()) as { id: string };
-      const idle = (await (await fetch(`${berth.baseUrl}/v1/agents/${created.id}?waitFor=idle`, { headers })).json()) as { status: string };
-      if (idle.status !== 'idle') throw new Error(`agent ${created.id} is ${idle.status}`);
+      const created = (await (await fetch(`${berth.baseUrl}/v1/sessions/${session.id}/agents?waitFor=idle`, { method: 'POST', headers, body: JSON.stringify({ timeout: '1h' }) })).json()) as { id: string; status: string };
+      if (created.status !== 'idle') throw new Error(`agent ${created.id} is ${created.status}`);
       return created.id;
     };
     const createWithSdk = async () => (await sdk.agents.create(session.id, { timeout: '1h' })).id;
@@ -130,7 +129,7 @@ runBench(async () => {
       { name: 'SDK exec.stream to exit', samples: rows.stream.sdk, floorName: 'fetch POST /exec/stream', floor: rows.stream.floor },
       { name: 'CLI agents list --json', samples: rows.list.cli, floorName: 'node + fetch GET /v1/agents', floor: rows.list.floor },
       { name: 'CLI agents exec true', samples: rows.cliExec.cli, floorName: 'node + fetch POST /exec', floor: rows.cliExec.floor },
-      { name: 'SDK create → idle (warm)', samples: rows.create.sdk, floorName: 'fetch POST + GET ?waitFor=idle', floor: rows.create.floor },
+      { name: 'SDK create → idle (warm)', samples: rows.create.sdk, floorName: 'fetch POST ?waitFor=idle', floor: rows.create.floor },
     ]);
     await api.raw(`/v1/warm-pools/${pool.id}`, { method: 'DELETE' });
     await agent.terminate();

@@ -4,9 +4,10 @@
  *   beside the floor of the same create → idle started cold, measured in the same run;
  * - exec `true` on an agent its idle policy paused (the exec waits for the wake: the resume from
  *   the checkpoint kept on the host), beside the floor of exec `true` on a running agent.
- * create → idle is timed from the POST until the answer of `GET /v1/agents/{id}?waitFor=idle`
- * (the server answers as soon as the reconciler writes the agent idle: no polling); the same with
- * GETs back to back (the client's poll) is printed beside it.
+ * create → idle is timed from the POST until its answer, the POST sent with `?waitFor=idle` (the
+ * server answers as soon as the reconciler writes the agent idle: no polling); the same with a POST
+ * and then `GET /v1/agents/{id}?waitFor=idle`, and with GETs back to back (the client's poll), is
+ * printed beside it.
  */
 import { startBerth, tempDir } from '../helpers/berth.js';
 import type { ApiClient } from '../helpers/http.js';
@@ -30,19 +31,23 @@ async function until<T>(check: () => Promise<T | undefined>, what: string, timeo
   }
 }
 
+type Wait = 'create' | 'get' | 'poll';
+
 /**
- * POST create, then wait until the agent is idle: the time, and the agent's id. `waitFor`: one GET
- * that the server answers once the agent is idle; else GETs back to back.
+ * Create, and wait until the agent is idle: the time, and the agent's id. `create`: the POST waits
+ * (`?waitFor=idle`); `get`: a POST, then one GET that the server answers once the agent is idle;
+ * `poll`: a POST, then GETs back to back.
  */
-async function createToIdle(api: ApiClient, sessionId: string, body: Record<string, unknown> = {}, how: 'waitFor' | 'poll' = 'waitFor'): Promise<{ ms: number; id: string; message: string }> {
+async function createToIdle(api: ApiClient, sessionId: string, body: Record<string, unknown> = {}, how: Wait = 'create'): Promise<{ ms: number; id: string; message: string }> {
   const started = performance.now();
-  const created = await api.post(`/v1/sessions/${sessionId}/agents`, { timeout: '1h', ...body });
+  const created = await api.post(`/v1/sessions/${sessionId}/agents${how === 'create' ? '?waitFor=idle' : ''}`, { timeout: '1h', ...body });
   if (created.status !== 201) throw new Error(`create: ${JSON.stringify(created.body)}`);
-  for (;;) {
-    const agent = (await api.get(`/v1/agents/${created.body.id}${how === 'waitFor' ? '?waitFor=idle' : ''}`)).body;
-    if (agent.status === 'idle') return { ms: performance.now() - started, id: agent.id, message: agent.conditions[0]?.message ?? '' };
+  let agent = created.body;
+  while (agent.status !== 'idle') {
     if (agent.status === 'failed') throw new Error(`agent failed: ${JSON.stringify(agent.error)}`);
+    agent = (await api.get(`/v1/agents/${created.body.id}${how === 'poll' ? '' : '?waitFor=idle'}`)).body;
   }
+  return { ms: performance.now() - started, id: agent.id, message: agent.conditions[0]?.message ?? '' };
 }
 
 async function execTrue(api: ApiClient, id: string): Promise<number> {
@@ -78,16 +83,16 @@ async function main(): Promise<void> {
         const { ready, claims: counted } = (await api.get(`/v1/warm-pools/${pool.id}`)).body;
         return ready === size && counted >= claims ? true : undefined;
       }, 'the pool to refill');
-    const warm: number[] = [];
-    const warmPolled: number[] = [];
+    const warm: Record<Wait, number[]> = { create: [], get: [], poll: [] };
+    const ways = Object.keys(warm) as Wait[];
     const roundTrip: number[] = [];
-    for (let i = 0; i < 2 * RUNS + 1; i++) {
+    for (let i = 0; i < ways.length * RUNS + 1; i++) {
       await refilled(i);
-      // Alternately waited for and polled, so that both see the same machine.
-      const how = i % 2 === 1 ? 'poll' : 'waitFor';
+      // The three ways in turn, so that all see the same machine.
+      const how = ways[i % ways.length]!;
       const { ms, id, message } = await createToIdle(api, sessionId, {}, how);
       if (!message.includes('warm pool')) throw new Error(`agent ${id} did not claim a warm sandbox: ${message}`);
-      if (i > 0) (how === 'poll' ? warmPolled : warm).push(ms);
+      if (i > 0) warm[how].push(ms);
       // One GET of the agent: what a single round trip costs on this machine now.
       const before = performance.now();
       await api.get(`/v1/agents/${id}`);
@@ -114,15 +119,16 @@ async function main(): Promise<void> {
       `${what.padEnd(30)}${percentile(samples, 50).toFixed(1).padStart(8)}${percentile(samples, 95).toFixed(1).padStart(8)}   ${floorName.padEnd(30)}${percentile(floor, 50).toFixed(1).padStart(8)}${percentile(floor, 95).toFixed(1).padStart(8)}${`${(percentile(samples, 50) / percentile(floor, 50)).toFixed(2)}x`.padStart(9)}`;
     console.log(`\nBerth warm pools and wake (local provider), ${RUNS} creates each, ${WAKE_RUNS} wakes\n`);
     console.log(`${'measure'.padEnd(30)}${'p50 ms'.padStart(8)}${'p95 ms'.padStart(8)}   ${'floor'.padEnd(30)}${'p50 ms'.padStart(8)}${'p95 ms'.padStart(8)}${'ratio'.padStart(9)}`);
-    console.log(line('create → idle, warm claim', warm, 'create → idle, cold (same run)', cold));
-    console.log(line('  the same, client polling', warmPolled, 'create → idle, cold (same run)', cold));
-    console.log(line('create → idle, warm claim', warm, 'one GET of an agent (same run)', roundTrip));
+    console.log(line('create → idle, warm claim', warm.create, 'create → idle, cold (same run)', cold));
+    console.log(line('  POST, then GET ?waitFor', warm.get, 'create → idle, cold (same run)', cold));
+    console.log(line('  POST, then GETs polling', warm.poll, 'create → idle, cold (same run)', cold));
+    console.log(line('create → idle, warm claim', warm.create, 'one GET of an agent (same run)', roundTrip));
     console.log(line('exec true, idle-paused agent', wake, 'exec true, running agent', awake));
     console.log(
-      '\nratio = Berth p50 / floor p50. The warm claim target is p50 ≤ 10 ms (waited for with GET ?waitFor=idle; the polled\n' +
-        'line is the same create with GETs back to back; a warm create is a POST and a GET answered when the reconcile has\n' +
-        'written the agent idle, so two round trips are its floor on this machine). The wake waits for the resume from the\n' +
-        'checkpoint kept on the host (native: processes and memory), then runs the exec.',
+      '\nratio = Berth p50 / floor p50. The warm claim target is p50 ≤ 10 ms (one POST ?waitFor=idle, answered when the\n' +
+        'reconcile has written the agent idle, so one round trip and the reconcile are its floor on this machine; the next\n' +
+        'two lines are the same create with a POST and then a waiting GET, or GETs back to back). The wake waits for the\n' +
+        'resume from the checkpoint kept on the host (native: processes and memory), then runs the exec.',
     );
   } finally {
     await berth.stop();

@@ -100,13 +100,15 @@ const ID_BINDINGS: { dictionary: string; pathRegex?: string; operationIds?: stri
 ];
 
 /**
- * Parameters given one value instead of generated ones. `getAgent`'s `waitSeconds`: a `waitFor`
- * status the seeded agents never reach (most of them) holds the call for the whole wait, and the
- * coverage phase sends its boundary, 60 s; those waits were three quarters of the live pass's time.
- * The wait and its bounds (0 and 61 refused) are tested in test/integration/warm-pools.test.ts.
+ * Parameters given one value instead of generated ones. `waitSeconds` of `getAgent` and
+ * `createAgent`: a `waitFor` status the agents never reach (most of them) holds the call for the
+ * whole wait, and the coverage phase sends its boundary, 60 s; those waits were three quarters of
+ * the live pass's time. The wait and its bounds (0 and 61 refused) are tested in
+ * test/integration/warm-pools.test.ts.
  */
 const FIXED_PARAMETERS: Record<string, Record<string, string | number>> = {
   getAgent: { 'query.waitSeconds': 1 },
+  createAgent: { 'query.waitSeconds': 1 },
 };
 
 /** The dictionary of each bound parameter of each operation: schemathesis takes one `parameters` table per operation. */

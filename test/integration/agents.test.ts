@@ -214,6 +214,69 @@ describe('an agent in a gVisor sandbox', () => {
   });
 });
 
+describe('create and wait in one call: POST …/agents?waitFor=', () => {
+  const count = async () => (await live.get(`/v1/sessions/${sessionId}/agents?limit=100`)).body.data.length;
+
+  it('answers 201 once the agent is idle, with agent.started written', async () => {
+    const created = await live.post(`/v1/sessions/${sessionId}/agents?waitFor=idle&waitSeconds=60`, { timeout: '10m' });
+    expect(created.status, JSON.stringify(created.body)).toBe(201);
+    expect(created.body).toMatchObject({ id: expect.stringMatching(/^agt_/), status: 'idle', sessionId });
+    expect(created.body.conditions).toContainEqual(expect.objectContaining({ type: 'SandboxReady', status: 'True' }));
+    const { rows } = await db.query("SELECT 1 FROM events WHERE subject_id = $1 AND type = 'agent.started'", [created.body.id]);
+    expect(rows).toHaveLength(1);
+    expect((await exec(created.body.id, 'bash', 'echo ready')).body.stdout).toBe('ready\n');
+    await live.post(`/v1/agents/${created.body.id}/terminate`);
+  });
+
+  it('answers at waitSeconds with the agent as it is when the status is not reached', async () => {
+    const started = Date.now();
+    const created = await live.post(`/v1/sessions/${sessionId}/agents?waitFor=paused&waitSeconds=1`, { timeout: '10m' });
+    expect(created.status, JSON.stringify(created.body)).toBe(201);
+    expect(Date.now() - started).toBeGreaterThanOrEqual(1_000);
+    expect(['booting', 'idle']).toContain(created.body.status);
+    await live.post(`/v1/agents/${created.body.id}/terminate`);
+  });
+
+  it('answers as soon as the agent ends, whatever it waited for', async () => {
+    const started = Date.now();
+    const created = await live.post(`/v1/sessions/${sessionId}/agents?waitFor=paused&waitSeconds=60`, { timeout: '2s' });
+    expect(created.status, JSON.stringify(created.body)).toBe(201);
+    expect(created.body).toMatchObject({ status: 'failed', error: { code: 'timeout' } });
+    expect(Date.now() - started).toBeLessThan(30_000);
+  });
+
+  it('waits for an agent made from a definition the same way', async () => {
+    const definition = (await live.post('/v1/agent-definitions', { name: `waited ${Date.now()}`, compute: 'python' })).body;
+    const created = await live.post(`/v1/sessions/${sessionId}/agents?waitFor=idle,running`, { definition: definition.id, timeout: '10m' });
+    expect(created.status, JSON.stringify(created.body)).toBe(201);
+    expect(created.body).toMatchObject({ status: 'idle', definition: definition.id });
+    await live.post(`/v1/agents/${created.body.id}/terminate`);
+  });
+
+  it.each([
+    ['waitFor=sleeping', 'waitFor'],
+    ['waitFor=idle,', 'waitFor'],
+    ['waitFor=', 'waitFor'],
+    ['waitFor=idle&waitSeconds=0', 'waitSeconds'],
+    ['waitFor=idle&waitSeconds=61', 'waitSeconds'],
+    ['waitFor=idle&colour=red', 'query'],
+  ])('refuses ?%s with 422 naming %s, and creates nothing', async (query, field) => {
+    const before = await count();
+    const refused = await live.post(`/v1/sessions/${sessionId}/agents?${query}`, { timeout: '10m' });
+    expectError(refused, 422, 'unprocessable_entity');
+    expect(Object.keys(refused.body.error.details.fields)).toContain(field);
+    expect(await count()).toBe(before);
+  });
+
+  it('refuses a bad body with its 422 before any wait, and creates nothing', async () => {
+    const before = await count();
+    const started = Date.now();
+    expectError(await live.post(`/v1/sessions/${sessionId}/agents?waitFor=idle&waitSeconds=30`, { compute: 'ruby' }), 422, 'unprocessable_entity');
+    expect(Date.now() - started).toBeLessThan(5_000);
+    expect(await count()).toBe(before);
+  });
+});
+
 describe('agent timeout', () => {
   it('ends the sandbox when the timeout expires and fails the agent with agent.failed', async () => {
     const agent = await createAgent({ timeout: '3s' });

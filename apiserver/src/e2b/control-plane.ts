@@ -211,11 +211,15 @@ export function createControlPlane(deps: ControlPlaneDeps) {
 
   async function ready(principal: Principal, view: AgentView): Promise<AgentView> {
     const agent = await agents.whenBooted(await agents.find(principal, view.id));
-    const now = await agents.get(principal, objectNameToId(agent.metadata.name));
-    if (now.status !== 'idle' && now.status !== 'running') {
-      throw new E2bError(500, `sandbox ${sandboxIdOf(view.id)} did not start: ${now.error?.message ?? now.status}`);
+    return started(await agents.get(principal, objectNameToId(agent.metadata.name)));
+  }
+
+  /** The agent, if its sandbox has started; else E2B's 500 saying why. */
+  function started(view: AgentView): AgentView {
+    if (view.status !== 'idle' && view.status !== 'running') {
+      throw new E2bError(500, `sandbox ${sandboxIdOf(view.id)} did not start: ${view.error?.message ?? view.status}`);
     }
-    return now;
+    return view;
   }
 
   return {
@@ -244,9 +248,10 @@ export function createControlPlane(deps: ControlPlaneDeps) {
         metadata: { ...metadata, [TEMPLATE_METADATA_KEY]: request.templateID },
         ...(noNetwork ? { egress: { hosts: [], cidrs: [], credentials: [] } } : {}),
       });
-      const view = await agents.create(principal, session.id, input);
+      // Created and waited for in one: the wait watches from before the write (no read after it).
+      const view = await agents.create(principal, session.id, input, { statuses: ['idle', 'running'], timeoutMs: agents.bootWaitMs });
       try {
-        const running = await ready(principal, view);
+        const running = started(view);
         if (request.templateID === CODE_INTERPRETER_TEMPLATE) {
           await deps.startCodeInterpreter(principal, view.id).catch((error: unknown) => {
             throw error instanceof CodeInterpreterStartError ? new E2bError(500, `sandbox ${sandboxIdOf(view.id)}: ${error.message}`) : error;

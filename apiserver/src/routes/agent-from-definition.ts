@@ -2,7 +2,7 @@ import { ApiError, agentFieldsOf } from '@berth/common';
 import type { z } from 'zod';
 import type { Principal } from '../http/context.js';
 import type { AgentDefinitionService } from '../services/agent-definitions.js';
-import type { AgentService, AgentView } from '../services/agents.js';
+import type { AgentService, AgentView, AgentWait } from '../services/agents.js';
 import { createAgentBody } from './schemas.js';
 
 /** Where a field of an agent made from a definition came from; errors name it the same way. */
@@ -23,6 +23,7 @@ export async function createAgentFromDefinition(
   principal: Principal,
   sessionId: string,
   request: { definition: string; overrides?: Record<string, unknown> | undefined; [field: string]: unknown },
+  wait?: AgentWait,
 ): Promise<AgentView> {
   const { definition: nameOrId, overrides = {}, ...written } = request;
   for (const field of ['definition', 'overrides']) {
@@ -48,7 +49,7 @@ export async function createAgentFromDefinition(
       definition: definition.id,
       definitionVersion: definition.version,
       ...(request.overrides === undefined ? {} : { overrides }),
-    });
+    }, wait);
   } catch (error) {
     throw renamedFields(error, nameOf);
   }

@@ -2,7 +2,7 @@ import { z } from 'zod';
 import { ApiError, isLabelSafe } from '@berth/common';
 import { defineRoute, type RouteTable } from '../http/route.js';
 import type { AgentDefinitionService } from '../services/agent-definitions.js';
-import { BOOT_WAIT_MS, MAX_GET_WAIT_SECONDS, type AgentService } from '../services/agents.js';
+import { BOOT_WAIT_MS, MAX_GET_WAIT_SECONDS, type AgentService, type AgentWait } from '../services/agents.js';
 import { paginationQuery } from '../services/pagination.js';
 import { agentPhaseSchema, durationSchema, egressSchema } from '@berth/crds';
 import { createAgentFromDefinition } from './agent-from-definition.js';
@@ -48,6 +48,20 @@ const agentPhasesQuery = z
     return parsed.data;
   });
 
+/** `?waitFor=&waitSeconds=` of an agent's GET and of its create. */
+function agentWaitQuery(waitForDescription: string) {
+  return z
+    .object({
+      waitFor: agentPhasesQuery.optional().describe(waitForDescription),
+      waitSeconds: z.coerce.number().int().min(1).max(MAX_GET_WAIT_SECONDS).default(30).describe(`longest wait for waitFor, in seconds (1–${MAX_GET_WAIT_SECONDS})`),
+    })
+    .strict();
+}
+
+function agentWait(query: z.infer<ReturnType<typeof agentWaitQuery>>): AgentWait | undefined {
+  return query.waitFor === undefined ? undefined : { statuses: query.waitFor, timeoutMs: query.waitSeconds * 1000 };
+}
+
 /** How long `terminate` waits for the sandbox to be gone before answering anyway. */
 const TERMINATE_WAIT_MS = 15_000;
 
@@ -66,30 +80,35 @@ export function agentRoutes(
       tag: 'Agents',
       summary: 'Create an agent',
       description:
-        'Creates an agent in the session and starts provisioning its sandbox. The agent comes back with status `booting`; poll `GET /v1/agents/{id}` until it is `idle` (an `agent.started` event is written then). ' +
+        'Creates an agent in the session and starts provisioning its sandbox. The agent comes back with status `booting`; `GET /v1/agents/{id}?waitFor=idle` answers once it is `idle` (an `agent.started` event is written then). ' +
+        'With `waitFor` (a status, or several separated by commas), the call itself waits after the create, as the GET does: it answers 201 with the agent once it has one of them or has ended (`failed`: `error` says why), or when `waitSeconds` (1–60, default 30) have passed with the agent as it is then (`booting`), in one exchange: `?waitFor=idle` answers as soon as the sandbox is ready. ' +
         'Refused with 422: unknown fields, a `timeout` that is not a duration, `storage` (no provider supports it), `browser: true` when no browser-capable template is configured, `gpu` on a provider without GPUs, an unknown `provider`. ' +
         '`knowledge` (`true` or a collection name or id; an unknown collection is 422) gives the model the `knowledge_search` tool; `mcp` (MCP server names or ids, or `*`; an unknown one is 422) gives it the tools of those servers. `egress` (hosts, cidrs, and credentials the egress proxy adds to requests to a host; see docs/egress.md) is validated like any field (422 naming `egress.hosts.0`, `egress.credentials.0.secret`), and a provider that does not enforce egress policies answers 501 naming `egress`. `lifecycle` sets the auto-pause, idle termination, failure and timeout policy: `idle.pauseAfter` pauses it by checkpoint (reason `idle`) after that long without exec, run, stream, terminal, process, file or port traffic (a call in flight holds it awake), and its next such call wakes it (the call waits for the resume); `idle.terminateAfter` terminates it after that long without traffic, paused meanwhile or not (`agent.terminated` with `reason: idle`; longer than `pauseAfter`); `onFailure.restart` recreates a sandbox that died up to that many times (`agent.restarted` each time), then fails the agent; `onTimeout` is `terminate` (the default: at its timeout the sandbox ends and the agent fails with `timeout`) or `pause` (it is paused by checkpoint, reason `timeout`, and `POST /v1/agents/{id}/resume` gives it a new lifetime). A bad value is 422 naming the sub-field, also inside `overrides`. An `approvals` policy or `guardrails` that is not valid answers 422 naming the field (`approvals.rules.0.when.code`). Timeouts over 24h are capped to 24h. ' +
         "With `definition` (the name or id of an agent definition), the agent's compute, model, instructions (the definition's systemPrompt), tools, browser and timeout come from the definition's current version; `overrides` (agent creation fields) replace them and fields given at the top level replace both. " +
         'Overrides are validated like the same fields at the top level; errors name them `overrides.<field>`. An unknown or archived definition is 422 naming `definition`; `overrides` without `definition` is 422. ' +
         'The agent shows the definition id and version it was made from (`definition`, `definitionVersion`); later updates of the definition do not change it.',
       params: idParam('ses', 'session'),
+      query: agentWaitQuery('create the agent, then wait until it has this status, or one of these comma-separated ones (or has ended), before answering'),
       body: createAgentBody,
       requestExample: createAgentExample,
-      responses: { 201: { description: 'the agent, booting', schema: agentSchema, example: { ...bootingAgentExample, costCap: createAgentExample.costCap } } },
+      responses: {
+        201: { description: 'the agent, booting (or, with waitFor, as it is when the wait ends)', schema: agentSchema, example: { ...bootingAgentExample, costCap: createAgentExample.costCap } },
+      },
       errors: ['not_found', 'unprocessable_entity', 'session_limit_exceeded', 'not_implemented'],
-      handler: async ({ req, principal, params, body }) => {
+      handler: async ({ req, principal, params, query, body }) => {
         const input = body;
+        const wait = agentWait(query);
         if (input.definition !== undefined) {
           // The body as sent: only the fields it holds override the definition, not the schema's defaults.
           const request = { ...(req.body as Record<string, unknown>), definition: input.definition, overrides: input.overrides };
-          return { status: 201, body: await createAgentFromDefinition({ agents, definitions: options.definitions }, principal, params.id, request) };
+          return { status: 201, body: await createAgentFromDefinition({ agents, definitions: options.definitions }, principal, params.id, request, wait) };
         }
         if (input.overrides !== undefined) {
           throw new ApiError('unprocessable_entity', 'overrides: only with definition (they override fields of an agent definition)', {
             fields: { overrides: ['only with definition'] },
           });
         }
-        return { status: 201, body: await agents.create(principal, params.id, input) };
+        return { status: 201, body: await agents.create(principal, params.id, input, wait) };
       },
     }),
     defineRoute({
@@ -171,18 +190,10 @@ export function agentRoutes(
         '`status` is `booting` while the sandbox is provisioned, `idle` when it is ready, `terminated` after terminate, `failed` when provisioning failed or the timeout expired (`error` says why). `conditions` carry the details. ' +
         'With `waitFor` (a status, or several separated by commas: `idle,running`) the call waits, without polling, until the agent has one of them or has ended (`terminated`, `failed`), at most `waitSeconds` (1–60, default 30), and answers the agent as it is then: `GET /v1/agents/{id}?waitFor=idle` right after create answers as soon as the sandbox is ready. A status that is not one of booting, idle, running, paused, terminated, failed is 422 naming `waitFor`.',
       params: idParam('agt', 'agent'),
-      query: z
-        .object({
-          waitFor: agentPhasesQuery.optional().describe('wait until the agent has this status, or one of these comma-separated ones (or has ended), before answering'),
-          waitSeconds: z.coerce.number().int().min(1).max(MAX_GET_WAIT_SECONDS).default(30).describe(`longest wait for waitFor, in seconds (1–${MAX_GET_WAIT_SECONDS})`),
-        })
-        .strict(),
+      query: agentWaitQuery('wait until the agent has this status, or one of these comma-separated ones (or has ended), before answering'),
       responses: { 200: { description: 'the agent', schema: agentSchema, example: agentExample } },
       errors: ['not_found', 'unprocessable_entity'],
-      handler: async ({ principal, params, query }) => ({
-        status: 200,
-        body: await agents.get(principal, params.id, query.waitFor === undefined ? undefined : { statuses: query.waitFor, timeoutMs: query.waitSeconds * 1000 }),
-      }),
+      handler: async ({ principal, params, query }) => ({ status: 200, body: await agents.get(principal, params.id, agentWait(query)) }),
     }),
     defineRoute({
       method: 'post',

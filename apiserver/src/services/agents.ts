@@ -139,6 +139,20 @@ export interface ExecInput {
   background?: boolean | undefined;
 }
 
+/** A wait for an agent's status (`?waitFor=` of the agent's GET and of its create). */
+export interface AgentWait {
+  statuses: AgentView['status'][];
+  timeoutMs: number;
+}
+
+/** Whether the agent has one of the statuses waited for, or has ended (or is gone): the wait is over. */
+function hasStatus(wait: AgentWait): (agent: Resource<'Agent'> | undefined) => boolean {
+  return (agent) => {
+    const phase = agent?.status?.phase ?? 'booting';
+    return agent === undefined || wait.statuses.includes(phase) || phase === 'terminated' || phase === 'failed';
+  };
+}
+
 /** The filters of `GET /v1/agents`. */
 export interface AgentFilters {
   sessionId?: string | undefined;
@@ -328,35 +342,44 @@ export function createAgentService(deps: AgentServiceDeps) {
   }
 
   return {
+    /** How long a call waits for an agent's boot (`whenBooted`): 60 s, at most the exec timeout. */
+    bootWaitMs,
     find,
     whenBooted,
     callError,
     ensureAwake,
     touch,
 
-    async create(principal: Principal, sessionId: string, input: CreateAgentInput): Promise<AgentView> {
+    /**
+     * Creates an agent; with `wait`, answers it once it has one of the statuses or has ended (or
+     * at the deadline), as `get` does. The watch starts before the agent is written, so the
+     * reconciler's status write cannot fall between the two, and no read follows the write: the
+     * answer goes out as soon as the status write has committed.
+     */
+    async create(principal: Principal, sessionId: string, input: CreateAgentInput, wait?: AgentWait): Promise<AgentView> {
       // The session is read beside the factory's first read, not before it.
-      return agentView(await deps.factory.create(principal, sessions.find(principal, sessionId), input));
+      const session = sessions.find(principal, sessionId);
+      if (!wait) return agentView(await deps.factory.create(principal, session, input));
+      const id = deps.factory.newId();
+      let created: Resource<'Agent'> | undefined;
+      const write = async () => (created = await deps.factory.create(principal, session, input, { id, fresh: true }));
+      return agentView((await waitForAgent(store, idToObjectName(id), wait.timeoutMs, hasStatus(wait), { firstRead: write })) ?? created!);
     },
 
     /** The agent, and while a tool call of its run waits for a decision, which one. */
     async get(
       principal: Principal,
       id: string,
-      wait?: { statuses: AgentView['status'][]; timeoutMs: number },
+      wait?: AgentWait,
     ): Promise<AgentView & { awaitingApproval?: { approvalId: string; taskId: string; action: string; expiresAt: string } }> {
       let agent: Resource<'Agent'>;
       if (wait && isId(id, 'agt')) {
         // Watched, not polled: the watch starts before the one read of the agent (its owner checked),
         // and the answer goes out as soon as the reconciler's status write has committed, as that
         // write left the agent (no read more: ADR 45).
-        const reached = (current: Resource<'Agent'> | undefined) => {
-          const phase = current?.status?.phase ?? 'booting';
-          return current === undefined || wait.statuses.includes(phase) || phase === 'terminated' || phase === 'failed';
-        };
         let found: Resource<'Agent'> | undefined;
         const firstRead = async () => (found = await find(principal, id));
-        agent = (await waitForAgent(store, idToObjectName(id), wait.timeoutMs, reached, { firstRead })) ?? found!;
+        agent = (await waitForAgent(store, idToObjectName(id), wait.timeoutMs, hasStatus(wait), { firstRead })) ?? found!;
       } else {
         agent = await find(principal, id);
       }

@@ -90,16 +90,22 @@ export function createAgentFactory(deps: AgentFactoryDeps) {
   }
 
   return {
+    /** A new agent id, for a caller that must know it before the agent is written (see `create`). */
+    newId(): string {
+      return newId('agt', clock.now());
+    },
+
     /**
      * Creates an agent in the session. `id` fixes the agent's id (a caller that must not make
      * two agents after a crash chooses it first); an agent with that id already there is
-     * returned as it is.
+     * returned as it is, unless `fresh` says the caller made the id just now with `newId`
+     * (no agent can have it, so it is not looked for).
      */
     async create(
       principal: Principal,
       sessionOrRead: Resource<'Session'> | Promise<Resource<'Session'>>,
       input: CreateAgentInput,
-      options: { id?: string } = {},
+      options: { id?: string; fresh?: boolean } = {},
     ): Promise<Resource<'Agent'>> {
       // A session still being read (the API's create) is read beside the provider's BYOI
       // configuration: two reads, one wait. Its error (404) comes first, as when read alone.
@@ -111,7 +117,7 @@ export function createAgentFactory(deps: AgentFactoryDeps) {
       if (sessionResult.status === 'rejected') throw sessionResult.reason;
       const session = sessionResult.value;
       const sessionId = objectNameToId(session.metadata.name);
-      if (options.id) {
+      if (options.id && !options.fresh) {
         const existing = await store.get('Agent', idToObjectName(options.id));
         if (existing) return existing;
       }

@@ -4241,7 +4241,12 @@ export interface paths {
         /** session id (`ses_…`) */
         id: string;
       };
-      query: never;
+      query: {
+        /** create the agent, then wait until it has this status, or one of these comma-separated ones (or has ended), before answering */
+        waitFor?: string;
+        /** longest wait for waitFor, in seconds (1–60) */
+        waitSeconds?: number;
+      };
       body: {
         /** sandbox runtime */
         compute?: "python" | "node" | "go";
