@@ -1,7 +1,7 @@
 /**
  * `make bench` (the E2B-compatible surface, ADR 44): the official JS SDK (`e2b`) against a real
  * `berth up`, beside the same operations through Berth's own API in the same run (the floors):
- *   create → first command   Sandbox.create() then commands.run('true')   |  POST session and agent, poll until idle, POST /exec `true`
+ *   create → first command   Sandbox.create() then commands.run('true')   |  POST session, POST agent ?waitFor=idle, POST /exec `true`
  *   commands.run('true')     on a ready sandbox (envd Start: a background process followed to its end)  |  POST /v1/agents/:id/exec `true`
  *   print → onStdout         a line's time printed in the sandbox (its clock is this host's) to its arrival at the SDK  |  the same through POST /exec/stream (SSE)
  */
@@ -38,12 +38,9 @@ async function streamedPrintDelays(baseUrl: string, key: string, agentId: string
 async function berthCreateAndExec(api: ApiClient): Promise<{ ms: number; agentId: string }> {
   const started = performance.now();
   const session = (await api.post('/v1/sessions/by-user/bench-e2b-floor', {})).body;
-  const agent = (await api.post(`/v1/sessions/${session.id}/agents`, { timeout: '10m' })).body;
-  for (const deadline = Date.now() + 120_000; ; ) {
-    if ((await api.get(`/v1/agents/${agent.id}`)).body.status === 'idle') break;
-    if (Date.now() > deadline) throw new Error(`agent ${agent.id} did not become idle`);
-    await new Promise((resolve) => setTimeout(resolve, 20));
-  }
+  // The create answers once the agent is idle (?waitFor=idle): the fastest way Berth's own API has.
+  const agent = (await api.post(`/v1/sessions/${session.id}/agents?waitFor=idle&waitSeconds=60`, { timeout: '10m' })).body;
+  if (agent.status !== 'idle') throw new Error(`agent ${agent.id} is ${agent.status}, not idle`);
   const result = await api.post(`/v1/agents/${agent.id}/exec`, { language: 'bash', code: 'true' });
   if (result.body.exitCode !== 0) throw new Error(`exec answered ${JSON.stringify(result.body)}`);
   return { ms: performance.now() - started, agentId: agent.id };
