@@ -268,6 +268,11 @@ describe('create and wait in one call: POST …/agents?waitFor=', () => {
     expect(await count()).toBe(before);
   });
 
+  it('answers 404 for a session that does not exist, as without waitFor', async () => {
+    expectError(await live.post('/v1/sessions/ses_00000000000000000000000000/agents?waitFor=idle', { timeout: '10m' }), 404, 'not_found');
+    expect((await live.get('/healthz')).status).toBe(200);
+  });
+
   it('refuses a bad body with its 422 before any wait, and creates nothing', async () => {
     const before = await count();
     const started = Date.now();

@@ -357,12 +357,12 @@ export function createAgentService(deps: AgentServiceDeps) {
      * answer goes out as soon as the status write has committed.
      */
     async create(principal: Principal, sessionId: string, input: CreateAgentInput, wait?: AgentWait): Promise<AgentView> {
-      // The session is read beside the factory's first read, not before it.
-      const session = sessions.find(principal, sessionId);
-      if (!wait) return agentView(await deps.factory.create(principal, session, input));
+      // The session is read beside the factory's first read, not before it (and, with a wait,
+      // once the watch is up: a 404 read earlier would have no handler meanwhile).
+      if (!wait) return agentView(await deps.factory.create(principal, sessions.find(principal, sessionId), input));
       const id = deps.factory.newId();
       let created: Resource<'Agent'> | undefined;
-      const write = async () => (created = await deps.factory.create(principal, session, input, { id, fresh: true }));
+      const write = async () => (created = await deps.factory.create(principal, sessions.find(principal, sessionId), input, { id, fresh: true }));
       return agentView((await waitForAgent(store, idToObjectName(id), wait.timeoutMs, hasStatus(wait), { firstRead: write })) ?? created!);
     },
 
