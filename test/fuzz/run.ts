@@ -104,7 +104,7 @@ const ID_BINDINGS: { dictionary: string; pathRegex?: string; operationIds?: stri
  * `createAgent`: a `waitFor` status the agents never reach (most of them) holds the call for the
  * whole wait, and the coverage phase sends its boundary, 60 s; those waits were three quarters of
  * the live pass's time. The wait and its bounds (0 and 61 refused) are tested in
- * test/integration/warm-pools.test.ts.
+ * test/integration/warm-pools.test.ts (the GET) and test/integration/agents.test.ts (the create).
  */
 const FIXED_PARAMETERS: Record<string, Record<string, string | number>> = {
   getAgent: { 'query.waitSeconds': 1 },
