@@ -13,6 +13,17 @@ import type { ByoiSource } from './registry.js';
 import { RemoteProvider } from './remote/client.js';
 
 /**
+ * Why Berth cannot run sandboxes on the organization's configuration of provider `name`, or
+ * undefined when it can: compute is the remote provider protocol (`config.endpoint`) or, for
+ * `kubernetes`, the organization's own cluster. The configuration API refuses any other; one
+ * stored before it did is refused when an agent names it, rather than left to fail for good.
+ */
+export function byoiComputeProblem(name: string, ref: ByoiRef): string | undefined {
+  if (typeof ref.config?.endpoint === 'string' || name === 'kubernetes') return undefined;
+  return `provider ${name} is configured as BYOI but Berth cannot run sandboxes on it: give it config.endpoint (the remote provider protocol) with PUT /v1/providers/${name}, or return it to managed with DELETE /v1/providers/${name}`;
+}
+
+/**
  * BYOI compute from the organization's provider configurations: a configuration with
  * `config.endpoint` is remote provider protocol compute (the credential is its bearer token);
  * `kubernetes` is the organization's own cluster (the credential is a kubeconfig, sandboxes go
@@ -43,7 +54,7 @@ export function byoiSource(deps: { pool: Pool; box: SecretBox; config: BerthConf
         // collector would delete pods whose owner it cannot find), so no resource namespace.
         return createKubernetesProvider({ ...deps.config, namespace: '', sandboxNamespace: namespace }, kubeConfig, deps.log.child({ organizationId, byoi: name }));
       }
-      throw new ProviderError(name, `provider ${name} is configured as BYOI but Berth cannot run sandboxes on it: give it config.endpoint (the remote provider protocol) or use kubernetes`);
+      throw new ProviderError(name, byoiComputeProblem(name, ref)!);
     },
   };
 }

@@ -456,19 +456,23 @@ describe('the dashboard in Chromium', () => {
     await checkPage(page, 'providers-empty');
     // Configured from the page: created, changed, removed, each as the API then lists it.
     const providersListed = async () => (await live.get('/v1/providers')).body.data;
+    const GPU_SETTINGS = { endpoint: 'https://gpu.acme.example.com/provider/v1', tier: 'gold' };
     await page.getByLabel('Provider', { exact: true }).fill('acme-gpu');
     await page.getByLabel('Credential secret').selectOption('WAREHOUSE_TOKEN');
-    await page.getByLabel('Settings (JSON)').fill('{"tier": "gold"}');
+    await page.getByLabel('Settings (JSON)').fill(JSON.stringify(GPU_SETTINGS));
     await page.getByRole('button', { name: 'Save provider' }).click();
     await page.waitForSelector('tr[data-provider="acme-gpu"]');
-    expect(await providersListed()).toEqual([expect.objectContaining({ provider: 'acme-gpu', enabled: true, credentialRef: 'WAREHOUSE_TOKEN', config: { tier: 'gold' } })]);
-    expect(await page.$$eval('tr[data-provider="acme-gpu"] td', (cells) => cells.slice(0, 4).map((cell) => cell.textContent))).toEqual(['acme-gpu', 'yes', 'WAREHOUSE_TOKEN', '{"tier":"gold"}']);
+    expect(await providersListed()).toEqual([expect.objectContaining({ provider: 'acme-gpu', enabled: true, credentialRef: 'WAREHOUSE_TOKEN', config: GPU_SETTINGS })]);
+    const cells = await page.$$eval('tr[data-provider="acme-gpu"] td', (row) => row.slice(0, 4).map((cell) => cell.textContent ?? ''));
+    expect(cells.slice(0, 3)).toEqual(['acme-gpu', 'yes', 'WAREHOUSE_TOKEN']);
+    // The settings as stored (PostgreSQL's jsonb orders their keys its own way).
+    expect(JSON.parse(cells[3]!)).toEqual(GPU_SETTINGS);
     await checkPage(page, 'providers');
     await page.getByRole('button', { name: 'Change acme-gpu' }).click();
     await page.getByLabel('Enabled').uncheck();
     await page.getByRole('button', { name: 'Save provider' }).click();
     await page.waitForFunction(() => document.querySelector('tr[data-provider="acme-gpu"] td:nth-child(2)')?.textContent === 'no');
-    expect(await providersListed()).toEqual([expect.objectContaining({ provider: 'acme-gpu', enabled: false, credentialRef: 'WAREHOUSE_TOKEN', config: { tier: 'gold' } })]);
+    expect(await providersListed()).toEqual([expect.objectContaining({ provider: 'acme-gpu', enabled: false, credentialRef: 'WAREHOUSE_TOKEN', config: GPU_SETTINGS })]);
     await page.getByRole('button', { name: 'Remove acme-gpu' }).click();
     await page.waitForSelector('text=acme-gpu is managed by Berth again.');
     expect(await providersListed()).toEqual([]);

@@ -49,7 +49,7 @@ describe('PUT /v1/providers/:provider', () => {
   it('refuses a session secret as the credential: it must belong to the organization', async () => {
     const session = (await live.post('/v1/sessions', { userId: 'alice' })).body;
     expect((await live.post(`/v1/sessions/${session.id}/secrets`, { SESSION_ONLY: 'x' })).status).toBe(200);
-    const response = await put(live, 'custom', { credentialRef: 'SESSION_ONLY' });
+    const response = await put(live, 'custom', { credentialRef: 'SESSION_ONLY', config: { endpoint: 'https://compute.example.com' } });
     expect(response.status).toBe(422);
     expect(response.body.error.details.fields.credentialRef).toBeDefined();
   });
@@ -87,19 +87,26 @@ describe('PUT /v1/providers/:provider', () => {
     }
   });
 
-  it('requires config.endpoint, an http(s) URL, for remote', async () => {
-    for (const config of [undefined, null, {}, { endpoint: 'ftp://compute.example.com' }, { endpoint: 'not a url' }, { endpoint: 'https://user:pw@compute.example.com' }]) {
-      const response = await put(live, 'remote', { credentialRef: 'REMOTE_TOKEN', ...(config === undefined ? {} : { config }) });
-      expect(response.status, JSON.stringify(config)).toBe(422);
-      expect(Object.keys(response.body.error.details.fields)[0], JSON.stringify(config)).toMatch(/^config/);
+  it('requires config.endpoint, an http(s) URL, for remote, for a name of its own and for this install\'s own provider', async () => {
+    for (const provider of ['remote', 'my-cloud-4', 'mock']) {
+      for (const config of [undefined, null, {}, { baseUrl: 'https://llm.example.com/v1' }, { endpoint: 'ftp://compute.example.com' }, { endpoint: 'not a url' }, { endpoint: 'https://user:pw@compute.example.com' }]) {
+        const response = await put(live, provider, { credentialRef: 'REMOTE_TOKEN', ...(config === undefined ? {} : { config }) });
+        const what = `${provider} ${JSON.stringify(config)}`;
+        expect(response.status, what).toBe(422);
+        const [field, messages] = Object.entries(response.body.error.details.fields)[0] as [string, string[]];
+        expect(field, what).toMatch(/^config/);
+        if (config == null || !('endpoint' in config)) expect(messages.join(' '), what).toContain('remote provider protocol');
+      }
     }
+    // Nothing was stored for the refused ones: agents on this install's provider still start here.
+    expect((await live.get('/v1/providers')).body.data.map((entry: any) => entry.provider)).not.toContain('mock');
     const ok = await put(live, 'remote', { credentialRef: 'REMOTE_TOKEN', config: { endpoint: 'https://compute.example.com/berth', region: 'eu' } });
     expect(ok.body).toEqual({ ok: true, provider: 'remote', mode: 'byoi' });
     const listed = (await live.get('/v1/providers')).body.data.find((entry: any) => entry.provider === 'remote');
     expect(listed).toMatchObject({ enabled: true, credentialRef: 'REMOTE_TOKEN', config: { endpoint: 'https://compute.example.com/berth', region: 'eu' } });
   });
 
-  it('checks a model vendor\'s baseUrl and kubernetes\' namespace; takes any object for other providers', async () => {
+  it('checks a model vendor\'s baseUrl and kubernetes\' namespace; takes other keys beside an endpoint', async () => {
     const badBase = await put(live, 'anthropic', { credentialRef: 'OPENAI_KEY', config: { baseUrl: 'file:///etc/passwd' } });
     expect(badBase.status).toBe(422);
     expect(badBase.body.error.details.fields['config.baseUrl']).toBeDefined();
@@ -110,7 +117,7 @@ describe('PUT /v1/providers/:provider', () => {
     expect(badNamespace.status).toBe(422);
     expect(badNamespace.body.error.details.fields['config.namespace']).toBeDefined();
     expect((await put(live, 'kubernetes', { credentialRef: 'REMOTE_TOKEN', config: { namespace: 'team-a' } })).status).toBe(200);
-    expect((await put(live, 'my-cloud-2', { credentialRef: 'REMOTE_TOKEN', config: { anything: [1, 2], nested: { ok: true } } })).status).toBe(200);
+    expect((await put(live, 'my-cloud-2', { credentialRef: 'REMOTE_TOKEN', config: { endpoint: 'https://compute.example.com', anything: [1, 2], nested: { ok: true } } })).status).toBe(200);
     const badEndpoint = await put(live, 'my-cloud-3', { credentialRef: 'REMOTE_TOKEN', config: { endpoint: 'gopher://x' } });
     expect(badEndpoint.body.error.details.fields['config.endpoint']).toBeDefined();
   });

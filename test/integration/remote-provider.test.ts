@@ -1,5 +1,6 @@
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { deleteProviderConfig, putProviderConfig } from '../../common/src/index.js';
 import { startBerth, type BerthProcess } from '../helpers/berth.js';
 import { eventually, type ApiClient } from '../helpers/http.js';
 import { createTestDatabase } from '../helpers/postgres.js';
@@ -113,6 +114,32 @@ for n in itertools.count():
     await live.post(`/v1/agents/${agentId}/terminate`);
     expect((await status(agentId)).status).toBe('terminated');
     expect(runscContainers(remote.dataDir).map((container) => container.id)).not.toContain(agentId);
+  });
+
+  it("refuses a configuration of this install's own provider without an endpoint, and an agent on one stored before that was refused", async () => {
+    const put = await live.raw('/v1/providers/local', {
+      method: 'PUT',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ credentialRef: 'REMOTE_TOKEN', config: { baseUrl: 'https://llm.example.com/v1' } }),
+    });
+    expect(put.status).toBe(422);
+    expect(put.body.error.details.fields['config.endpoint'][0]).toContain('remote provider protocol');
+    // Stored by an earlier Berth, which took it: every agent on local would have tried to start on it for good.
+    const { rows } = await db.query('SELECT DISTINCT organization_id FROM api_keys');
+    expect(rows).toHaveLength(1);
+    const where = { organizationId: rows[0].organization_id as string, mode: 'live' as const };
+    await putProviderConfig(db, where, { provider: 'local', credentialRef: 'REMOTE_TOKEN', config: { baseUrl: 'https://llm.example.com/v1' }, enabled: true }, new Date());
+    try {
+      const refused = await live.post(`/v1/sessions/${sessionId}/agents?waitFor=idle`, { timeout: '10m' });
+      expect(refused.status, JSON.stringify(refused.body)).toBe(422);
+      expect(refused.body.error.details.fields.provider[0]).toContain('config.endpoint');
+      expect(refused.body.error.details.fields.provider[0]).toContain('DELETE /v1/providers/local');
+    } finally {
+      await deleteProviderConfig(db, where, 'local');
+    }
+    const created = await live.post(`/v1/sessions/${sessionId}/agents?waitFor=idle`, { timeout: '10m' });
+    expect(created.body.status, JSON.stringify(created.body)).toBe('idle');
+    await live.post(`/v1/agents/${created.body.id}/terminate`);
   });
 
   it('provisions on the fallback when the primary is unavailable, and says so', async () => {

@@ -45,7 +45,7 @@ const CREDENTIALS =
   '`credentialRef` names an organization secret (store it first with `POST /v1/secrets`; the credential is never sent inline). It holds: for `remote`, the bearer token Berth sends to the remote provider (the remote provider protocol); for `kubernetes`, a kubeconfig; for a model vendor (`openai`, `anthropic`, … as this install configures them), the API key.';
 
 const CONFIG =
-  '`config` by provider: `remote` requires `endpoint`, the http(s) URL of the remote provider; a model vendor takes an optional `baseUrl` (http(s)), the organization\'s own endpoint speaking that vendor\'s API (an Azure OpenAI or vLLM deployment, say), default the install\'s URL for the vendor, and no other key; `kubernetes` takes an optional `namespace` (a DNS label); any other provider takes any object, whose `endpoint`, if given, must be an http(s) URL (a provider with an endpoint is reached over the remote provider protocol). URLs must not carry credentials.';
+  '`config` by provider: a model vendor takes an optional `baseUrl` (http(s)), the organization\'s own endpoint speaking that vendor\'s API (an Azure OpenAI or vLLM deployment, say), default the install\'s URL for the vendor, and no other key; `kubernetes` takes an optional `namespace` (a DNS label); any other provider (`remote`, a name of your choosing, or one of this install\'s own such as `local`) is compute reached over the remote provider protocol and requires `endpoint`, the http(s) URL of the remote provider, beside any other keys. URLs must not carry credentials.';
 
 export function providerRoutes(table: RouteTable, providers: ProviderService): void {
   table.add(

@@ -36,18 +36,14 @@ const httpUrl = (what: string, policy: UrlPolicy) =>
 const DNS_LABEL = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
 
 /**
- * What `config` must look like for a provider, where Berth reads it: `remote` needs the URL of
- * the remote provider; a model vendor of this install takes an optional `baseUrl` (and nothing
- * else, so a misspelt key is refused rather than ignored); `kubernetes` an optional namespace.
- * Any other provider takes any object, whose `endpoint`, if any, is an http(s) URL: a provider
- * configured with an endpoint is reached over the remote provider protocol.
+ * What `config` must look like for a provider, where Berth reads it: a model vendor of this install
+ * takes an optional `baseUrl` (and nothing else, so a misspelt key is refused rather than ignored);
+ * `kubernetes` (the organization's own cluster, its kubeconfig the credential) an optional
+ * namespace. Any other provider, `remote` or a name of the organization's choosing or one of this
+ * install's own (`local`), is compute that Berth reaches over the remote provider protocol, so it
+ * requires `endpoint`: without one, every agent the configuration applies to could never start.
  */
 function configSchema(provider: string, modelVendors: string[], policy: UrlPolicy): z.ZodType<Record<string, unknown> | null> {
-  if (provider === 'remote') {
-    return z
-      .object({ endpoint: httpUrl('the http(s) URL of the remote provider', policy) }, { error: 'required: an object with endpoint, the http(s) URL of the remote provider' })
-      .loose();
-  }
   if (provider === 'kubernetes') {
     return z
       .object({ namespace: z.string().regex(DNS_LABEL, 'must be a DNS label: lowercase letters, digits and -, at most 63 characters').optional() })
@@ -57,7 +53,8 @@ function configSchema(provider: string, modelVendors: string[], policy: UrlPolic
   if (modelVendors.includes(provider)) {
     return z.object({ baseUrl: httpUrl('a URL', policy).optional() }).strict().nullable();
   }
-  return z.object({ endpoint: httpUrl('a URL', policy).optional() }).loose().nullable();
+  const what = `the http(s) URL of the provider, which speaks the remote provider protocol (${provider} is not kubernetes or a model vendor of this install: ${modelVendors.join(', ')})`;
+  return z.object({ endpoint: httpUrl(what, policy) }, { error: `required: an object with endpoint, ${what}` }).loose();
 }
 
 export interface ProviderConfigInput {

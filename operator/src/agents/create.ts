@@ -22,7 +22,7 @@ import {
   type ResourceStore,
 } from '@berth/common';
 import { SANDBOX_FINALIZER, formatDuration, parseDuration, type AgentSpec, type Egress, type ByoiRef, type Compute, type Cost, type ModelSettings, type Lifecycle } from '@berth/crds';
-import type { ProviderRegistry } from '@berth/providers';
+import { byoiComputeProblem, type ProviderRegistry } from '@berth/providers';
 import type { ModelRouter } from '../runner/models/router.js';
 
 export interface CreateAgentInput {
@@ -81,6 +81,8 @@ export function createAgentFactory(deps: AgentFactoryDeps) {
   async function providerField(principal: Principal, field: 'provider' | 'providerFallback', name: string | undefined): Promise<ByoiRef | undefined> {
     if (name === undefined) return undefined;
     const byoi = await providers.byoiConfig(principal.organizationId, principal.mode, name);
+    const problem = byoi && byoiComputeProblem(name, byoi);
+    if (problem) throw new ApiError('unprocessable_entity', `${field}: ${problem}`, { fields: { [field]: [problem] } });
     if (byoi || providers.get(name)) return byoi;
     const valid = providers.names();
     throw new ApiError('unprocessable_entity', `${field}: unknown provider "${name}"; this install has ${valid.join(', ')}, and BYOI providers configured with PUT /v1/providers`, {
