@@ -147,6 +147,7 @@ async function main(): Promise<number> {
   let berth: BerthProcess | undefined;
   const summaries: Summary[] = [];
   let serverErrors: string[] = [];
+  let serverLog = '';
   try {
     berth = await startBerth({
       env: {
@@ -205,7 +206,8 @@ async function main(): Promise<number> {
     const management = PASSES.find((pass) => pass.key === 'management');
     if (management) summaries.push(await managementPass(st, berth, management, join(reportRoot, 'management')));
   } finally {
-    serverErrors = berth ? unhandledErrors(berth.stdout() + berth.stderr()) : [];
+    serverLog = berth ? berth.stdout() + berth.stderr() : '';
+    serverErrors = unhandledErrors(serverLog);
     if (berth) {
       await berth.stop();
       removeDataDir(berth.dataDir);
@@ -224,7 +226,12 @@ async function main(): Promise<number> {
   const counts = { passed: Math.max(0, cases - failures), failed: failures };
   if (process.env.BERTH_TEST_RESULTS) writeFileSync(join(process.env.BERTH_TEST_RESULTS, 'fuzz.json'), JSON.stringify(counts));
   console.log(`fuzz: ${counts.passed} passed, ${counts.failed} failed`);
-  if (failed) console.log(`\nreports kept in ${reportRoot}`);
+  if (failed) {
+    // What the server said is what explains a failure that does not come back (the CI log shows this).
+    writeFileSync(join(reportRoot, 'server.log'), serverLog);
+    printServerWarnings(serverLog);
+    console.log(`\nreports and the server's log kept in ${reportRoot}`);
+  }
   else if (!process.env.FUZZ_REPORT_DIR) rmSync(reportRoot, { recursive: true, force: true });
   return failed ? 1 : 0;
 }
@@ -507,6 +514,30 @@ function unhandledErrors(output: string): string[] {
         return line;
       }
     });
+}
+
+/**
+ * The server's warnings and errors (its log is at `warn` in the fuzz), grouped by what they say
+ * (message and error), most frequent first, each with its count and its latest line.
+ */
+function printServerWarnings(output: string, maxGroups = 20): void {
+  const groups = new Map<string, { count: number; latest: string }>();
+  for (const line of output.split('\n')) {
+    if (!/"level":"(warn|error|fatal)"/.test(line)) continue;
+    let key = line;
+    try {
+      const entry = JSON.parse(line) as { msg?: string; err?: { message?: string }; error?: string };
+      key = `${entry.msg ?? ''}: ${(entry.err?.message ?? entry.error ?? '').replace(/\b[a-z]{2,6}[-_][0-9a-z]{26}\b/g, '…')}`;
+    } catch {
+      // Not JSON: the line is its own group.
+    }
+    const group = groups.get(key) ?? { count: 0, latest: '' };
+    groups.set(key, { count: group.count + 1, latest: line });
+  }
+  if (groups.size === 0) return;
+  const sorted = [...groups.values()].sort((a, b) => b.count - a.count);
+  console.log(`\nthe server's warnings and errors, by what they say (${groups.size} kinds${groups.size > maxGroups ? `, the ${maxGroups} most frequent` : ''}):`);
+  for (const { count, latest } of sorted.slice(0, maxGroups)) console.log(`  ${count}× ${latest.length > 600 ? `${latest.slice(0, 600)}…` : latest}`);
 }
 
 function passLabel(key: PassName): string {
