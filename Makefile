@@ -86,6 +86,7 @@ test-fuzz: setup ## schemathesis against a real berth up, with the test and the 
 	npx tsx test/fuzz/run.ts --st "$$(test/fuzz/install.sh)"
 
 bench: setup cluster-binaries node-binaries ## latency and scale benchmarks against floors measured in the same run
+	npx tsx test/bench/machine.ts
 	npx tsx test/bench/local-sandbox.ts
 	npx tsx test/bench/agent-loop.ts
 	npx tsx test/bench/cluster-scale.ts

@@ -19,13 +19,9 @@ import { gzipSync } from 'node:zlib';
 import { ROOT, startBerth, tempDir } from '../helpers/berth.js';
 import { launchChromium } from '../helpers/chromium.js';
 import { removeDataDir } from '../helpers/runsc.js';
+import { percentile } from './floor-table.js';
 
 const RUNS = Number(process.env.BENCH_RUNS ?? 30);
-
-function percentile(samples: number[], p: number): number {
-  const sorted = [...samples].sort((a, b) => a - b);
-  return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)]!;
-}
 
 /** The built console as the server sends it: each file gzipped at level 9. */
 function bundleSize(): { files: number; raw: number; gzipped: number } {

@@ -10,13 +10,9 @@ import WebSocket from 'ws';
 import { startBerth, tempDir } from '../helpers/berth.js';
 import type { ApiClient } from '../helpers/http.js';
 import { removeDataDir } from '../helpers/runsc.js';
+import { percentile } from './floor-table.js';
 
 const RUNS = Number(process.env.BENCH_RUNS ?? 20);
-
-function percentile(samples: number[], p: number): number {
-  const sorted = [...samples].sort((a, b) => a - b);
-  return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)]!;
-}
 
 async function idleAgent(api: ApiClient): Promise<string> {
   const session = (await api.post('/v1/sessions', { userId: 'bench-stream' })).body;

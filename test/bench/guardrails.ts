@@ -11,13 +11,9 @@
  * Texts: plain log lines, and the same with an email, a card number and a key every 2 KiB.
  */
 import { guardrailsSchema, screenText } from '../../common/src/guardrails.js';
+import { percentile } from './floor-table.js';
 
 const RUNS = Number(process.env.BENCH_RUNS ?? 500);
-
-function percentile(samples: number[], p: number): number {
-  const sorted = [...samples].sort((a, b) => a - b);
-  return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)]!;
-}
 
 function logText(withPii: boolean): string {
   let text = '';

@@ -38,14 +38,10 @@ import { join } from 'node:path';
 import { startBerth, tempDir } from '../helpers/berth.js';
 import type { ApiClient } from '../helpers/http.js';
 import { removeDataDir } from '../helpers/runsc.js';
+import { percentile } from './floor-table.js';
 
 const RUNS = Number(process.env.BENCH_RUNS ?? 30);
 const BURST = Number(process.env.BENCH_BURST ?? 50);
-
-function percentile(samples: number[], p: number): number {
-  const sorted = [...samples].sort((a, b) => a - b);
-  return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)]!;
-}
 
 function timed(run: () => void): number {
   const started = performance.now();

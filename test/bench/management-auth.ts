@@ -12,13 +12,9 @@
 import { startBerth, tempDir } from '../helpers/berth.js';
 import { Browser } from '../helpers/browser.js';
 import { removeDataDir } from '../helpers/runsc.js';
+import { percentile } from './floor-table.js';
 
 const RUNS = Number(process.env.BENCH_RUNS ?? 200);
-
-function percentile(samples: number[], p: number): number {
-  const sorted = [...samples].sort((a, b) => a - b);
-  return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)]!;
-}
 
 async function timed(run: () => Promise<{ status: number }>, expected: number): Promise<number> {
   const started = performance.now();

@@ -16,13 +16,9 @@ import { startBerth, tempDir } from '../helpers/berth.js';
 import type { ApiClient } from '../helpers/http.js';
 import { flushDirectory, flushFile, syncFilesystem } from '../../providers/src/local/flush.js';
 import { removeDataDir } from '../helpers/runsc.js';
+import { percentile } from './floor-table.js';
 
 const RUNS = Number(process.env.BENCH_PAUSE_RUNS ?? 10);
-
-function percentile(samples: number[], p: number): number {
-  const sorted = [...samples].sort((a, b) => a - b);
-  return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)]!;
-}
 
 async function timed(work: () => Promise<unknown>): Promise<number> {
   const started = performance.now();

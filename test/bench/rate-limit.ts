@@ -25,13 +25,9 @@ import { ProviderRegistry } from '../../providers/src/registry.js';
 import { apiClient } from '../helpers/http.js';
 import { tempDir } from '../helpers/berth.js';
 import { removeDataDir } from '../helpers/runsc.js';
+import { percentile } from './floor-table.js';
 
 const RUNS = Number(process.env.BENCH_RUNS ?? 2000);
-
-function percentile(samples: number[], p: number): number {
-  const sorted = [...samples].sort((a, b) => a - b);
-  return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)]!;
-}
 
 async function timed(run: () => Promise<{ status: number; headers: Headers; body: unknown }>, limited: boolean): Promise<number> {
   const started = performance.now();

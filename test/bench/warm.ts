@@ -10,26 +10,12 @@
  * printed beside it.
  */
 import { startBerth, tempDir } from '../helpers/berth.js';
-import type { ApiClient } from '../helpers/http.js';
+import { eventually, type ApiClient } from '../helpers/http.js';
 import { removeDataDir } from '../helpers/runsc.js';
+import { percentile } from './floor-table.js';
 
 const RUNS = Number(process.env.BENCH_WARM_RUNS ?? process.env.BENCH_RUNS ?? 30);
 const WAKE_RUNS = Number(process.env.BENCH_WAKE_RUNS ?? Math.min(RUNS, 10));
-
-function percentile(samples: number[], p: number): number {
-  const sorted = [...samples].sort((a, b) => a - b);
-  return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)]!;
-}
-
-async function until<T>(check: () => Promise<T | undefined>, what: string, timeoutMs = 120_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await check();
-    if (value !== undefined) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 20));
-  }
-}
 
 type Wait = 'create' | 'get' | 'poll';
 
@@ -79,10 +65,13 @@ async function main(): Promise<void> {
     const pool = (await api.post('/v1/warm-pools', { compute: 'python', size })).body;
     // Refilled: the pool's reconcile after the latest claim (its status counts the claim) has started the replacement.
     const refilled = (claims: number) =>
-      until(async () => {
-        const { ready, claims: counted } = (await api.get(`/v1/warm-pools/${pool.id}`)).body;
-        return ready === size && counted >= claims ? true : undefined;
-      }, 'the pool to refill');
+      eventually(
+        async () => {
+          const { ready, claims: counted } = (await api.get(`/v1/warm-pools/${pool.id}`)).body;
+          return ready === size && counted >= claims ? true : undefined;
+        },
+        { timeoutMs: 120_000, intervalMs: 20, what: 'the pool to refill' },
+      );
     const warm: Record<Wait, number[]> = { create: [], get: [], poll: [] };
     const ways = Object.keys(warm) as Wait[];
     const roundTrip: number[] = [];
@@ -107,7 +96,11 @@ async function main(): Promise<void> {
     const wake: number[] = [];
     const awake: number[] = [];
     for (let i = 0; i < WAKE_RUNS + 1; i++) {
-      await until(async () => ((await api.get(`/v1/agents/${sleeper}`)).body.status === 'paused' ? true : undefined), 'the idle agent to be paused');
+      await eventually(async () => ((await api.get(`/v1/agents/${sleeper}`)).body.status === 'paused' ? true : undefined), {
+        timeoutMs: 120_000,
+        intervalMs: 20,
+        what: 'the idle agent to be paused',
+      });
       const woken = await execTrue(api, sleeper);
       const floor = await execTrue(api, running);
       if (i === 0) continue;
