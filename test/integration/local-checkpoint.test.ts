@@ -302,6 +302,28 @@ describe('local sandboxes checkpointed into snapshot storage and restored', () =
     await provider.terminate(restored);
   });
 
+  it('end an archive in progress reading a workspace copy when its sandbox is terminated, and remove the directory at once', async () => {
+    const agentId = newAgentId();
+    const sandbox = await provision(agentId);
+    await run(sandbox, 'bash', 'head -c 67108864 /dev/urandom > /workspace/random.bin');
+    const key = `agents/${agentId}/terminated.tar.zst`;
+    await provider.checkpointLocally(sandbox, { key, native: true });
+    // Restored before any archive: the paused workspace is copied beside the checkpoint, and the archive mounts that copy to read it.
+    const restored = await provision(agentId, { key, level: 'native' });
+    const kept = readdirSync(sandboxDir(agentId)).find((name) => name.startsWith('kept-'))!;
+    const archiving = provider.archiveCheckpoint(agentId, { storage, key }).then(
+      () => 'stored',
+      (error: unknown) => (error as Error).message,
+    );
+    const copyMount = join(sandboxDir(agentId), kept, 'workspace');
+    await expect.poll(() => readFileSync('/proc/self/mountinfo', 'utf8').includes(` ${copyMount} `), { timeout: 15_000, interval: 5 }).toBe(true);
+
+    await provider.terminate(restored);
+    expect(existsSync(sandboxDir(agentId))).toBe(false);
+    expect(readFileSync('/proc/self/mountinfo', 'utf8')).not.toContain(copyMount);
+    expect(await archiving).toMatch(/^stored$|cancelled: its agent was terminated/);
+  });
+
   it('report a kept checkpoint that is gone and was never archived as lost', async () => {
     const agentId = newAgentId();
     const error = await provider.archiveCheckpoint(agentId, { storage, key: `agents/${agentId}/never.tar.zst` }).catch((caught: unknown) => caught);

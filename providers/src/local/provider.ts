@@ -155,8 +155,8 @@ export class LocalProvider implements SandboxProvider {
   private readonly memory: MemoryGuard;
   /** Archives of kept checkpoints in progress, by agent: a restore of the agent cancels its own. */
   private readonly archiving = new Map<string, { key: string; cancel: AbortController; done: Promise<void> }>();
-  /** `<agent id>/<key>` of archives a restore cancelled, so that their failure says so. */
-  private readonly cancelled = new Set<string>();
+  /** Why an archive (`<agent id>/<key>`) was cancelled, so that its failure says so. */
+  private readonly cancelled = new Map<string, string>();
   private readonly workspaceTurns = new Map<string, Promise<void>>();
   /** Containers of checkpointed sandboxes being deleted after the checkpoint answered, by agent. */
   private readonly releasing = new Map<string, Promise<void>>();
@@ -1222,15 +1222,18 @@ export class LocalProvider implements SandboxProvider {
         this.options.log.info({ agentId, key, level, sizeBytes: stored.sizeBytes, ms: Math.round(performance.now() - started) }, 'kept checkpoint archived');
         return { ...stored, level };
       } catch (error) {
-        if (this.cancelled.has(`${agentId}/${key}`)) {
-          throw new ProviderError(this.name, 'the archive was cancelled by a restore of its sandbox; it is made again from the workspace as it was paused', { ...details, cancelled: true });
-        }
+        const cancelled = this.cancelled.get(`${agentId}/${key}`);
+        if (cancelled !== undefined) throw new ProviderError(this.name, `the archive was cancelled: ${cancelled}`, { ...details, cancelled: true });
         throw error;
       } finally {
-        this.cancelled.delete(`${agentId}/${key}`);
-        this.archiving.delete(agentId);
-        finished();
-        if (copy) await unmountVolume(join(kept, WORKSPACE_DIR));
+        // Done once the copy is unmounted: a terminate waiting for it then removes the directory.
+        try {
+          if (copy) await unmountVolume(join(kept, WORKSPACE_DIR));
+        } finally {
+          this.cancelled.delete(`${agentId}/${key}`);
+          this.archiving.delete(agentId);
+          finished();
+        }
       }
     } catch (error) {
       if (error instanceof ProviderError) throw error;
@@ -1264,17 +1267,21 @@ export class LocalProvider implements SandboxProvider {
    */
   private async keepWorkspaceCopy(agentId: string, kept: string): Promise<void> {
     const paths = this.paths(agentId);
-    const running = this.archiving.get(agentId);
-    if (running) {
-      this.cancelled.add(`${agentId}/${running.key}`);
-      running.cancel.abort();
-      await running.done;
-    }
+    await this.cancelArchive(agentId, 'a restore of its sandbox came first; it is made again from the workspace as it was paused');
     const copy = join(kept, KEPT_WORKSPACE_IMAGE);
     if (existsSync(copy)) return;
     if (await isMountPoint(paths.workspace)) await syncFilesystem(paths.workspace);
     await copyImage(paths.workspaceImage, `${copy}.partial`);
     await rename(`${copy}.partial`, copy);
+  }
+
+  /** Ends the agent's archive in progress, if any, and waits until it has let go of its files (and unmounted a workspace copy). */
+  private async cancelArchive(agentId: string, why: string): Promise<void> {
+    const running = this.archiving.get(agentId);
+    if (!running) return;
+    this.cancelled.set(`${agentId}/${running.key}`, why);
+    running.cancel.abort();
+    await running.done;
   }
 
   /** Runs `work` after the agent's earlier turns (archives choosing their workspace, restores copying it) ended. */
@@ -1329,6 +1336,9 @@ export class LocalProvider implements SandboxProvider {
       }
     }
     const paths = this.paths(ref.id);
+    // Its snapshots go with it: an archive still reading a kept checkpoint (with a workspace copy
+    // mounted in it) ends first, so that the directory can go at once.
+    await this.cancelArchive(agentId ?? ref.id, 'its agent was terminated');
     try {
       await unmountVolume(join(paths.restoring, WORKSPACE_DIR));
       await unmountVolume(paths.workspace);
