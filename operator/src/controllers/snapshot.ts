@@ -132,7 +132,8 @@ export function createSnapshotReconciler(deps: SnapshotReconcilerDeps): Reconcil
       }
       if (error instanceof ProviderError && error.details.cancelled === true) {
         timer({ result: 'cancelled' });
-        log.info({ snapshotId }, 'archive cancelled by a resume of its agent; made again from the workspace as it was paused');
+        // By a resume of its agent (the archive is made again from the workspace as it was paused), or by its end (the snapshot goes with it).
+        log.info({ snapshotId, reason: error.message }, 'archive cancelled; reconciled again');
         return true;
       }
       timer({ result: 'error' });
