@@ -10,6 +10,7 @@
  */
 import { fork, type ChildProcess } from 'node:child_process';
 import { createConnection, createServer, type Socket } from 'node:net';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { startBerth, tempDir } from '../helpers/berth.js';
 import { removeDataDir } from '../helpers/runsc.js';
 import { printFloorTable, runBench } from './floor-table.js';
@@ -49,8 +50,6 @@ async function echoPeer(): Promise<{ roundTrip: () => Promise<number>; close: ()
   };
 }
 
-const pause = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-
 /** `RUNS` round trips back to back, and `RUNS` each after `GAP_MS` of quiet, in `ROUNDS` interleaved rounds (the first of each round not counted). */
 async function both(roundTrip: () => Promise<number>): Promise<{ backToBack: number[]; afterGap: number[] }> {
   const backToBack: number[] = [];
@@ -60,7 +59,7 @@ async function both(roundTrip: () => Promise<number>): Promise<{ backToBack: num
     await roundTrip();
     for (let i = 0; i < perRound; i++) backToBack.push(await roundTrip());
     for (let i = 0; i < perRound; i++) {
-      await pause(GAP_MS);
+      await sleep(GAP_MS);
       afterGap.push(await roundTrip());
     }
   }

@@ -56,6 +56,14 @@ afterAll(() => {
 const newAgentId = () => `agt_${randomBytes(6).toString('hex')}`;
 const sandboxDir = (agentId: string) => join(dataDir, 'sandboxes', agentId);
 
+/** An archive of the kept checkpoint, started: `stored`, or the message it failed with. */
+function archiveOutcome(agentId: string, key: string): Promise<string> {
+  return provider.archiveCheckpoint(agentId, { storage, key }).then(
+    () => 'stored',
+    (error: unknown) => (error as Error).message,
+  );
+}
+
 type Restore = { level: SnapshotLevel; storage?: SnapshotStorage } & ({ archive: CheckpointResult } | { key: string });
 
 function provision(agentId: string, restore?: Restore): Promise<SandboxRef> {
@@ -286,10 +294,7 @@ describe('local sandboxes checkpointed into snapshot storage and restored', () =
     const key = `agents/${agentId}/race.tar.zst`;
     await provider.checkpointLocally(sandbox, { key, native: true });
 
-    const archiving = provider.archiveCheckpoint(agentId, { storage, key }).then(
-      () => 'stored',
-      (error: unknown) => (error as Error).message,
-    );
+    const archiving = archiveOutcome(agentId, key);
     const restored = await provision(agentId, { key, level: 'native' });
     await run(restored, 'bash', 'echo resumed > /workspace/state.txt && rm /workspace/random.bin');
     expect(await archiving).toMatch(/stored|cancelled/);
@@ -311,10 +316,7 @@ describe('local sandboxes checkpointed into snapshot storage and restored', () =
     // Restored before any archive: the paused workspace is copied beside the checkpoint, and the archive mounts that copy to read it.
     const restored = await provision(agentId, { key, level: 'native' });
     const kept = readdirSync(sandboxDir(agentId)).find((name) => name.startsWith('kept-'))!;
-    const archiving = provider.archiveCheckpoint(agentId, { storage, key }).then(
-      () => 'stored',
-      (error: unknown) => (error as Error).message,
-    );
+    const archiving = archiveOutcome(agentId, key);
     const copyMount = join(sandboxDir(agentId), kept, 'workspace');
     await expect.poll(() => readFileSync('/proc/self/mountinfo', 'utf8').includes(` ${copyMount} `), { timeout: 15_000, interval: 5 }).toBe(true);
 

@@ -19,6 +19,9 @@ let live: ApiClient;
 let db: pg.Pool;
 let sessionId: string;
 
+const putProvider = (name: string, body: Record<string, unknown>) =>
+  live.raw(`/v1/providers/${name}`, { method: 'PUT', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+
 beforeAll(async () => {
   const [homeDb, remoteDb] = await Promise.all([createTestDatabase(), createTestDatabase()]);
   db = new pg.Pool({ connectionString: homeDb });
@@ -29,11 +32,7 @@ beforeAll(async () => {
   ]);
   live = home.api(home.liveKey);
   expect((await live.post('/v1/secrets', { REMOTE_TOKEN: TOKEN, WRONG_TOKEN: 'not-the-token' })).status).toBe(200);
-  const put = await live.raw('/v1/providers/remote', {
-    method: 'PUT',
-    headers: { 'content-type': 'application/json' },
-    body: JSON.stringify({ credentialRef: 'REMOTE_TOKEN', config: { endpoint: `${remote.baseUrl}/provider/v1` } }),
-  });
+  const put = await putProvider('remote', { credentialRef: 'REMOTE_TOKEN', config: { endpoint: `${remote.baseUrl}/provider/v1` } });
   expect(put.body).toEqual({ ok: true, provider: 'remote', mode: 'byoi' });
   sessionId = (await live.post('/v1/sessions', { userId: 'byoi' })).body.id;
 });
@@ -117,11 +116,7 @@ for n in itertools.count():
   });
 
   it("refuses a configuration of this install's own provider without an endpoint, and an agent on one stored before that was refused", async () => {
-    const put = await live.raw('/v1/providers/local', {
-      method: 'PUT',
-      headers: { 'content-type': 'application/json' },
-      body: JSON.stringify({ credentialRef: 'REMOTE_TOKEN', config: { baseUrl: 'https://llm.example.com/v1' } }),
-    });
+    const put = await putProvider('local', { credentialRef: 'REMOTE_TOKEN', config: { baseUrl: 'https://llm.example.com/v1' } });
     expect(put.status).toBe(422);
     expect(put.body.error.details.fields['config.endpoint'][0]).toContain('remote provider protocol');
     // Stored by an earlier Berth, which took it: every agent on local would have tried to start on it for good.
@@ -143,11 +138,7 @@ for n in itertools.count():
   });
 
   it('provisions on the fallback when the primary is unavailable, and says so', async () => {
-    const down = await live.raw('/v1/providers/down', {
-      method: 'PUT',
-      headers: { 'content-type': 'application/json' },
-      body: JSON.stringify({ credentialRef: 'REMOTE_TOKEN', config: { endpoint: 'http://127.0.0.1:9/provider/v1' } }),
-    });
+    const down = await putProvider('down', { credentialRef: 'REMOTE_TOKEN', config: { endpoint: 'http://127.0.0.1:9/provider/v1' } });
     expect(down.status).toBe(200);
     const created = await live.post(`/v1/sessions/${sessionId}/agents`, { provider: 'down', providerFallback: 'local', timeout: '10m' });
     expect(created.status, JSON.stringify(created.body)).toBe(201);
